@@ -1,0 +1,164 @@
+"""From a composed config (plain dicts) to a ready :class:`~trainer_run.training.Trainer`.
+
+Every value is checked here or in the constructor it feeds before any work starts; a bad
+one raises :class:`~trainer_run.errors.ConfigError` naming the key. Random streams are
+split from ``seed``: one for the data, one for the model's initial parameters (the
+backend's generator), one for shuffling, so changing the model does not change the data.
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+import numpy
+
+from trainer_run import datasets, models, optimizers, schedulers
+from trainer_run.backend import NAMES as BACKENDS
+from trainer_run.backend import get_backend
+from trainer_run.errors import ConfigError, check, check_number
+from trainer_run.iterators import SerialIterator
+from trainer_run.training import AnyOf, IntervalTrigger, StopTrigger, Trainer
+from trainer_run.training.extensions import (Evaluator, LogReport, MetricsTable, ProgressBar,
+                                             Snapshot, Summary)
+from trainer_run.updaters import StandardUpdater
+
+from .arguments import accepted, call
+
+DATA_KEYS = ("name", "size", "val_fraction", "batch_size")
+
+
+def build_trainer(config: dict, out: Path, extra: dict | None = None) -> Trainer:
+    """Builds the whole run described by ``config`` writing into ``out``.
+
+    ``extra`` (e.g. the unresolved config and the group choices) is stored in every
+    checkpoint so that ``resume`` can rebuild the same run.
+    """
+    seed = check_number("seed", config["seed"], low=0, integer=True)
+    data_seed, model_seed, shuffle_seed = numpy.random.SeedSequence(seed).spawn(3)
+    backend = build_backend(config["backend"], model_seed)
+    data, batch_size = build_data(config["dataset"], numpy.random.default_rng(data_seed))
+    model = build_model(config["model"], data, backend)
+    iterator = SerialIterator(data.train, batch_size, rng=numpy.random.default_rng(shuffle_seed))
+
+    t = config["trainer"]
+    stop = StopTrigger(t["max_iterations"], t["max_epochs"])
+    total = stop.total_iterations(len(data.train) / batch_size)
+    optimizer = build_optimizer(config["optimizer"], config.get("scheduler"), total)
+    updater = StandardUpdater(iterator, optimizer, model, backend=backend)
+    trainer = Trainer(updater, stop, out=str(out))
+
+    def every(key):
+        period = check_number(f"trainer.{key}", t[key], low=1, integer=True)
+        return AnyOf(IntervalTrigger(period), stop)
+
+    keep = t["keep_checkpoints"]
+    if keep is not None:
+        keep = check_number("trainer.keep_checkpoints", keep, low=1, integer=True)
+    checkpoint_every = check_number("trainer.checkpoint_interval", t["checkpoint_interval"], low=1,
+                                    integer=True)
+    log_report = LogReport(every("log_interval"), optimizer)
+    trainer.extend(Evaluator(data.val, model, batch_size, backend), trigger=every("eval_interval"))
+    trainer.extend(log_report)
+    if t["progress"]:
+        trainer.extend(ProgressBar(total, batch_size, optimizer))
+        trainer.extend(MetricsTable(log_report))
+    trainer.extend(Snapshot(keep, extra=extra),
+                   trigger=IntervalTrigger(checkpoint_every))
+    trainer.extend(Summary(log_report, batch_size, updater.stores["main"], backend.to_numpy))
+    return trainer
+
+
+def build_backend(section: dict, seed) -> object:
+    name = section["name"]
+    check(name in BACKENDS, f"backend={name!r} is unknown; choose one of {', '.join(BACKENDS)}")
+    device = check_number("backend.device", section["device"], low=0, integer=True)
+    return get_backend(name, device=device, seed=seed)
+
+
+def build_data(section: dict, rng) -> tuple[datasets.Data, int]:
+    """The train/validation data and the batch size."""
+    batch_size = check_number("dataset.batch_size", section["batch_size"], low=1, integer=True)
+    options = {k: v for k, v in section.items() if k not in DATA_KEYS and k != "_target_"}
+    if "_target_" in section:
+        data = _user_data(_import(section["_target_"], "dataset._target_")(**options), rng)
+    else:
+        data = datasets.make_synthetic(section["name"], section["size"], section["val_fraction"],
+                                       rng, **options)
+    check(batch_size <= len(data.train),
+          f"dataset.batch_size={batch_size} exceeds the {len(data.train)} training examples")
+    return data, batch_size
+
+
+def _user_data(result, rng) -> datasets.Data:
+    """A user dataset factory returns a ``Data`` or a ``(train, val)`` pair."""
+    if isinstance(result, datasets.Data):
+        return result
+    if not (isinstance(result, tuple) and len(result) == 2):
+        raise ConfigError("dataset._target_ must return a trainer_run.datasets.Data or a "
+                          "(train, val) pair of datasets")
+    train, val = result
+    x, t = train[0][0], train[0][1]
+    classification = numpy.asarray(t).dtype.kind in "iu"
+    out_size = (int(max(int(train[i][1]) for i in range(len(train)))) + 1 if classification
+                else int(numpy.size(t)))
+    return datasets.Data(train, val, int(numpy.size(x)), out_size,
+                         "classification" if classification else "regression")
+
+
+def build_model(section: dict, data: datasets.Data, backend):
+    kwargs = {k: v for k, v in section.items() if k not in ("name", "_target_")}
+    if "_target_" in section:
+        factory = _import(section["_target_"], "model._target_")
+        given = {"in_size": data.in_size, "out_size": data.out_size, "backend": backend}
+        names = accepted(factory) if isinstance(factory, type) else list(given)
+        fixed = {k: v for k, v in given.items() if k in names}
+        return factory(**kwargs, **fixed)
+    name = section["name"]
+    if name not in models.REGISTRY:
+        raise ConfigError(f"model={name!r} is unknown; choose one of {', '.join(models.REGISTRY)}")
+    klass = models.REGISTRY[name]
+    fixed = {"in_size": data.in_size, "out_size": data.out_size, "backend": backend}
+    if "task" in accepted(klass):
+        fixed["task"] = data.task
+    elif data.task != "classification":
+        raise ConfigError(f"model={name} is a classifier; the dataset is a {data.task} task")
+    return call("model", klass, kwargs, **fixed)
+
+
+def build_optimizer(section: dict, scheduler_section: dict | None, total_iterations: int):
+    kwargs = {k: v for k, v in section.items() if k not in ("name", "_target_")}
+    if "_target_" in section:
+        klass = _import(section["_target_"], "optimizer._target_")
+    else:
+        name = section["name"]
+        klass = optimizers.REGISTRY.get(str(name).lower())
+        if klass is None:
+            raise ConfigError(f"optimizer={name!r} is unknown; choose one of "
+                              f"{', '.join(sorted(optimizers.REGISTRY))}")
+    scheduler = None
+    if scheduler_section is not None:
+        scheduler = build_scheduler(scheduler_section, total_iterations)
+    return call("optimizer", klass, kwargs, lr_scheduler=scheduler)
+
+
+def build_scheduler(section: dict, total_iterations: int):
+    kwargs = {k: v for k, v in section.items() if k != "name"}
+    name = str(section["name"]).lower()
+    klass = schedulers.REGISTRY.get(name)
+    if klass is None:
+        raise ConfigError(f"scheduler {section['name']!r} is unknown; choose one of "
+                          f"{', '.join(sorted(schedulers.REGISTRY))}")
+    if "max_update" in kwargs and kwargs["max_update"] is None:
+        kwargs["max_update"] = total_iterations
+    return call("scheduler", klass, kwargs)
+
+
+def _import(path, key: str):
+    if not isinstance(path, str) or "." not in path:
+        raise ConfigError(f"{key} must be a dotted path like 'my_package.module.Name', got {path!r}")
+    module_name, _, attribute = path.rpartition(".")
+    try:
+        return getattr(importlib.import_module(module_name), attribute)
+    except (ImportError, AttributeError) as e:
+        raise ConfigError(f"{key}={path}: cannot import it ({e})") from None

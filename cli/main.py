@@ -1,0 +1,132 @@
+"""The ``trainer-run`` command: Hydra composes the config, :mod:`.build` turns it into a run.
+
+Resume: ``trainer-run resume=<run or checkpoint dir> [overrides]`` finds the checkpoint
+(the run's latest complete one, or the one named), re-selects the run's config-group
+choices, writes into the run's own directory without touching its ``.hydra/``, rebuilds
+the run from the config saved in the checkpoint with the given overrides applied on top,
+and restores the full training state. Changing a group (``optimizer=sgd``) on resume is
+refused: it would not be the same run.
+
+Mistakes a user can fix (unknown names, bad values, missing files) print one message and
+exit with status 2; Hydra's own composition errors exit with status 1. An interrupted
+run exits with 130 after saving a checkpoint.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+from rich.console import Console
+
+from trainer_run import checkpoint
+from trainer_run.errors import ConfigError
+
+from .build import build_trainer
+
+MULTIRUN_FLAGS = ("-m", "--multirun")
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point of the console script."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        argv = prepare(argv)
+    except ConfigError as e:
+        fail(e)
+    sys.argv = [sys.argv[0], *argv]
+    run_hydra()
+
+
+def fail(error: Exception) -> None:
+    Console(stderr=True).print(f"[bold red]error:[/] {error}", highlight=False, markup=True)
+    sys.exit(2)
+
+
+def prepare(argv: list[str]) -> list[str]:
+    """Rewrites the arguments of a resume; refuses to start a new run over an old one."""
+    resume = _value(argv, "resume")
+    if resume in (None, "null", ""):
+        run_dir = _value(argv, "hydra.run.dir")
+        if run_dir and not any(a in MULTIRUN_FLAGS for a in argv):
+            _refuse_existing(Path(run_dir))
+        return argv
+    if any(a in MULTIRUN_FLAGS for a in argv):
+        raise ConfigError("resume continues one run; drop -m/--multirun")
+    found = checkpoint.find(Path(resume).expanduser())
+    tree = checkpoint.load_tree(found)
+    choices = tree.get("choices", {})
+    rest = [a for a in argv if _key(a) not in ("resume", "hydra.run.dir", "hydra.output_subdir")]
+    for group, choice in choices.items():
+        given = _value(rest, group)
+        if given is not None and given != choice:
+            raise ConfigError(f"resume keeps the run's {group}={choice}; {group}={given} would be "
+                              "a different run, so start a new one instead")
+    pinned = [f"{g}={c}" for g, c in choices.items() if _value(rest, g) is None]
+    return [*pinned, *rest, f"resume={_quote(found.resolve())}",
+            f"hydra.run.dir={_quote(checkpoint.run_dir_of(found))}", "hydra.output_subdir=null"]
+
+
+@hydra.main(config_path="../configs", config_name="config", version_base="1.3")
+def run_hydra(cfg: DictConfig) -> None:
+    try:
+        trainer = build(cfg)
+    except ConfigError as e:
+        fail(e)
+    trainer.run()
+    if trainer.status == "interrupted":
+        sys.exit(130)
+
+
+def build(cfg: DictConfig):
+    """The trainer for this job: a new run, or the resumed one with its state restored."""
+    hydra_cfg = HydraConfig.get()
+    out = Path(hydra_cfg.runtime.output_dir)
+    choices = {k: v for k, v in hydra_cfg.runtime.choices.items()
+               if not k.startswith("hydra") and v is not None}
+    state = None
+    if cfg.resume:
+        state = checkpoint.load(Path(cfg.resume))
+        node = OmegaConf.create(state["config"])
+        for override in hydra_cfg.overrides.task:
+            key = _key(override).lstrip("+~")
+            if key in ("resume",) or key.startswith("hydra.") or key in choices:
+                continue
+            OmegaConf.update(node, key, OmegaConf.select(cfg, key), force_add=True)
+    else:
+        _refuse_existing(out)
+        node = cfg
+    saved = OmegaConf.to_container(node, resolve=False)
+    try:
+        resolved = OmegaConf.to_container(node, resolve=True)
+    except OmegaConfBaseException as e:
+        raise ConfigError(f"the config does not resolve: {e}") from None
+    saved_state = {"config": saved, "choices": choices}
+    trainer = build_trainer(resolved, out, saved_state)
+    if state is not None:
+        trainer.load_state_dict(state["trainer"])
+    return trainer
+
+
+def _refuse_existing(run_dir: Path) -> None:
+    if (run_dir / "checkpoints").exists() or (run_dir / "metrics.jsonl").exists():
+        raise ConfigError(f"{run_dir} already holds a run; continue it with resume={run_dir} "
+                          "or choose another hydra.run.dir")
+
+
+def _key(argument: str) -> str:
+    return argument.split("=", 1)[0]
+
+
+def _value(argv: list[str], key: str):
+    """The value of the last ``key=value`` argument, unquoted (None if absent)."""
+    values = [a.split("=", 1)[1] for a in argv if "=" in a and _key(a).lstrip("+~") == key]
+    return values[-1].strip("'\"") if values else None
+
+
+def _quote(path: Path) -> str:
+    return "'" + str(path).replace("\\", "\\\\").replace("'", "\\'") + "'"

@@ -1,0 +1,158 @@
+"""Define-by-run reverse-mode differentiation.
+
+Calling a :class:`Function` on :class:`Variable` (or plain array) inputs computes its
+output at once and, when any input needs a gradient, records the function as the
+output's creator. :func:`backward` then walks the recorded graph from a scalar output
+back to the leaves in reverse topological order (highest rank first), summing the
+gradients of a variable that feeds several functions.
+
+Gradients of parameters are not returned: they are accumulated into each parameter's
+``grad`` buffer (see :mod:`trainer_run.params`), so the flat gradient storage fills in
+place while the graph is walked.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import heapq
+import itertools
+
+from .backend import array_module
+
+
+_recording = True
+
+
+@contextlib.contextmanager
+def no_grad():
+    """Within this block functions record no graph (evaluation, inference)."""
+    global _recording
+    previous, _recording = _recording, False
+    try:
+        yield
+    finally:
+        _recording = previous
+
+
+class Variable:
+    """An array in the graph: ``data`` plus, after :func:`backward`, its ``grad``.
+
+    ``creator`` is the function that produced it (None for leaves); ``rank`` orders
+    the backward walk. A plain Variable leaf does not need a gradient; parameters
+    (:class:`trainer_run.params.Parameter`) do.
+    """
+
+    __slots__ = ("data", "grad", "creator", "rank")
+    requires_grad = False
+
+    def __init__(self, data, creator=None, rank=0):
+        self.data = data
+        self.grad = None
+        self.creator = creator
+        self.rank = rank
+
+    @property
+    def shape(self):
+        return self.data.shape
+
+    @property
+    def dtype(self):
+        return self.data.dtype
+
+    def __len__(self):
+        return len(self.data)
+
+    def __repr__(self):
+        return f"Variable(shape={self.data.shape}, dtype={self.data.dtype})"
+
+    def backward(self):
+        """Back-propagates from this scalar variable; see :func:`backward`."""
+        backward(self)
+
+    def __add__(self, other):
+        from .functions import add
+
+        return add(self, other)
+
+    __radd__ = __add__
+
+    def __mul__(self, other):
+        from .functions import scale
+
+        return scale(self, other)
+
+    __rmul__ = __mul__
+
+
+class _Node(Variable):
+    """A function output that lies on a path to a parameter."""
+
+    __slots__ = ()
+    requires_grad = True
+
+
+def as_data(x):
+    """The array behind ``x`` (a Variable or an array)."""
+    return x.data if isinstance(x, Variable) else x
+
+
+class Function:
+    """A differentiable operation with one output.
+
+    Subclasses implement ``forward(*arrays) -> array`` and ``backward(gy) -> tuple``
+    with one entry per input: the input's gradient, or None where ``self.needs[i]`` is
+    false or where the function already accumulated it into a parameter itself.
+    ``self.inputs`` holds the inputs as given (Variables or arrays).
+    """
+
+    needs: tuple = ()
+    inputs: tuple = ()
+
+    def __call__(self, *inputs):
+        y = self.forward(*(as_data(x) for x in inputs))
+        needs = tuple(getattr(x, "requires_grad", False) for x in inputs)
+        if not (_recording and any(needs)):
+            return Variable(y)
+        self.inputs = inputs
+        self.needs = needs
+        rank = max(x.rank for x, need in zip(inputs, needs) if need) + 1
+        return _Node(y, creator=self, rank=rank)
+
+    def forward(self, *xs):
+        raise NotImplementedError(f"{type(self).__name__} must define forward")
+
+    def backward(self, gy):
+        raise NotImplementedError(f"{type(self).__name__} must define backward")
+
+
+def backward(y: Variable, gy=None) -> None:
+    """Computes gradients of ``y`` with respect to every parameter it depends on.
+
+    ``gy`` defaults to one (``y`` must then hold a single element). Parameter gradients
+    are accumulated (see :meth:`Parameter.accumulate`); intermediate gradients are
+    released once used.
+    """
+    if y.creator is None:
+        return
+    if gy is None:
+        xp = array_module(y.data)
+        gy = xp.ones_like(y.data)
+    y.grad = gy
+    order = itertools.count()
+    heap = [(-y.rank, next(order), y)]
+    queued = {id(y)}
+    while heap:
+        _, _, var = heapq.heappop(heap)
+        fn, g = var.creator, var.grad
+        var.grad = None
+        for x, need, gx in zip(fn.inputs, fn.needs, fn.backward(g)):
+            if not need or gx is None:
+                continue
+            if x.creator is None:
+                x.accumulate(gx)
+                continue
+            x.grad = gx if x.grad is None else x.grad + gx
+            if id(x) not in queued:
+                queued.add(id(x))
+                heapq.heappush(heap, (-x.rank, next(order), x))
+        fn.inputs = ()

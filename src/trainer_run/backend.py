@@ -1,0 +1,101 @@
+"""The array backend: which array module (``xp``) runs the math, on which device.
+
+A :class:`Backend` is chosen once per run. Library code asks it for ``xp`` and never
+branches on NumPy versus CuPy itself; moving arrays between host and device goes through
+:meth:`Backend.asarray` and :meth:`Backend.to_numpy`, used by the converter, the kvstore
+and checkpoint code only.
+
+The backend also owns the run's random generator. Every random draw of a run (parameter
+initialisation, shuffling, noise) comes from generators derived from the run's seed, and
+their states are plain JSON so a checkpoint can restore them exactly.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+import numpy
+
+from .errors import ConfigError
+
+NAMES = ("numpy", "cupy", "auto")
+
+
+class Backend:
+    """An array module bound to one device, with the run's random generator.
+
+    Args:
+        name: ``"numpy"`` or ``"cupy"``.
+        device: device id for CuPy; ignored by NumPy (always the host).
+        seed: seed of the backend's generator (``numpy.random.Generator``, PCG64).
+    """
+
+    def __init__(self, name: str = "numpy", device: int = 0, seed: int = 0):
+        if name not in ("numpy", "cupy"):
+            raise ConfigError(f"backend={name!r} is not a backend; choose one of {', '.join(NAMES)}")
+        self.name = name
+        self.device = device if name == "cupy" else None
+        self.xp = _import_cupy() if name == "cupy" else numpy
+        self.rng = numpy.random.default_rng(seed)
+
+    def __repr__(self) -> str:
+        where = "cpu" if self.device is None else f"gpu:{self.device}"
+        return f"Backend({self.name}, {where})"
+
+    def asarray(self, array, dtype=None):
+        """Returns ``array`` as an array of this backend's module on its device."""
+        if self.name == "cupy":
+            with self.xp.cuda.Device(self.device):
+                return self.xp.asarray(array, dtype=dtype)
+        return numpy.asarray(array, dtype=dtype)
+
+    def to_numpy(self, array) -> numpy.ndarray:
+        """Returns a host NumPy copy (or the array itself, when it already is one)."""
+        if isinstance(array, numpy.ndarray):
+            return array
+        return self.xp.asnumpy(array)
+
+    def state_dict(self) -> dict:
+        """The generator's state, as JSON-serialisable plain data."""
+        return {"rng": self.rng.bit_generator.state}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.rng.bit_generator.state = state["rng"]
+
+
+def array_module(a):
+    """``numpy`` or ``cupy``, whichever owns the array ``a`` (NumPy for scalars)."""
+    if isinstance(a, numpy.ndarray) or numpy.isscalar(a):
+        return numpy
+    import cupy
+
+    return cupy.get_array_module(a)
+
+
+def get_backend(name: str = "auto", device: int = 0, seed: int = 0) -> Backend:
+    """Builds the backend ``name``; ``"auto"`` picks CuPy when a GPU is usable, else NumPy."""
+    if name == "auto":
+        name = "cupy" if _cupy_usable() else "numpy"
+    return Backend(name, device=device, seed=seed)
+
+
+def _cupy_usable() -> bool:
+    if importlib.util.find_spec("cupy") is None:
+        return False
+    try:
+        import cupy
+
+        return cupy.cuda.runtime.getDeviceCount() > 0
+    except Exception:  # no driver, no device: the CPU it is
+        return False
+
+
+def _import_cupy():
+    try:
+        import cupy
+    except ImportError:
+        raise ConfigError(
+            "backend=cupy needs CuPy; install it with `pip install trainer-run[cuda]` "
+            "or choose backend=numpy"
+        ) from None
+    return cupy

@@ -1,0 +1,36 @@
+"""The converter: a list of examples becomes arrays on the backend's device.
+
+``concat_examples(batch, backend)`` follows Chainer: examples that are tuples give a tuple
+of stacked arrays, dicts give a dict, bare arrays give one array. It is the one place
+where training data crosses from host to device.
+"""
+
+from __future__ import annotations
+
+import numpy
+
+
+def concat_examples(batch, backend=None):
+    """Stacks a list of examples along a new first axis and moves them to ``backend``."""
+    if len(batch) == 0:
+        raise ValueError("batch is empty")
+    first = batch[0]
+    if isinstance(first, tuple):
+        arrays = tuple(numpy.stack([ex[k] for ex in batch]) for k in range(len(first)))
+        return tuple(_to_device(a, backend) for a in arrays)
+    if isinstance(first, dict):
+        return {key: _to_device(numpy.stack([ex[key] for ex in batch]), backend) for key in first}
+    return _to_device(numpy.stack(batch), backend)
+
+
+def to_device(arrays, backend=None):
+    """Moves an already stacked batch (tuple, dict or array) to ``backend``."""
+    if isinstance(arrays, tuple):
+        return tuple(_to_device(a, backend) for a in arrays)
+    if isinstance(arrays, dict):
+        return {k: _to_device(a, backend) for k, a in arrays.items()}
+    return _to_device(arrays, backend)
+
+
+def _to_device(array, backend):
+    return numpy.asarray(array) if backend is None else backend.asarray(array)

@@ -1,0 +1,119 @@
+"""Models: containers of named parameters that map a batch to a loss.
+
+The model protocol (what the training loop needs from any model, ours or yours):
+
+- ``params()`` returns an ordered mapping from parameter path (``"l1/W"``) to
+  :class:`~trainer_run.params.Parameter`. The order fixes each parameter's index.
+- ``model(*batch)`` runs forward on one converted batch and returns either the loss (a
+  scalar :class:`~trainer_run.autograd.Variable`) or a dict with key ``"loss"`` and any
+  further scalar metrics (e.g. ``"accuracy"``), which are reported as ``train/<name>``
+  and ``val/<name>``.
+- A model must read its parameters through ``param.data`` on every call: the trainer
+  packs parameters into flat buffers and rebinds ``data`` to views.
+
+:class:`Module` gives the first for free: assign Parameters and sub-Modules as attributes
+and ``params()`` walks them in assignment order.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import numpy
+
+from .backend import Backend
+from .errors import ConfigError, check
+from .functions import ACTIVATIONS, accuracy, linear, mean_squared_error, softmax_cross_entropy
+from .params import Parameter
+
+TASKS = ("classification", "regression")
+
+
+class Module:
+    """A container whose Parameter and Module attributes form a parameter tree."""
+
+    def params(self, prefix: str = "") -> dict[str, Parameter]:
+        found: dict[str, Parameter] = {}
+        for name, value in vars(self).items():
+            if isinstance(value, Parameter):
+                value.name = prefix + name
+                found[value.name] = value
+            elif isinstance(value, Module):
+                found.update(value.params(prefix + name + "/"))
+        return found
+
+
+class Linear(Module):
+    """``y = x @ W.T + b``; W is LeCun-normal (std ``1/sqrt(in_size)``), b is zero."""
+
+    def __init__(self, in_size: int, out_size: int, backend: Backend, dtype="float32"):
+        scale = 1.0 / math.sqrt(in_size)
+        w = backend.rng.standard_normal((out_size, in_size), dtype=numpy.float64) * scale
+        self.W = Parameter(backend.asarray(w, dtype=dtype))
+        self.b = Parameter(backend.asarray(numpy.zeros(out_size), dtype=dtype))
+
+    def __call__(self, x):
+        return linear(x, self.W, self.b)
+
+
+class Model(Module):
+    """A predictor with a task head: ``model(x, t)`` returns the loss and metrics.
+
+    ``task="classification"``: softmax cross entropy and accuracy against class ids.
+    ``task="regression"``: mean squared error against targets.
+    """
+
+    task = "classification"
+
+    def forward(self, x):
+        raise NotImplementedError(f"{type(self).__name__} must define forward")
+
+    def __call__(self, x, t):
+        y = self.forward(x)
+        if self.task == "classification":
+            return {"loss": softmax_cross_entropy(y, t), "accuracy": accuracy(y, t)}
+        return {"loss": mean_squared_error(y, t)}
+
+
+class MLP(Model):
+    """A multi-layer perceptron ``in_size -> hidden_sizes... -> out_size``.
+
+    Layers are named ``l1``, ``l2``, ...; the activation follows every layer but the last.
+    """
+
+    def __init__(self, in_size: int, out_size: int, backend: Backend,
+                 hidden_sizes: Sequence[int] = (64, 64), activation: str = "relu",
+                 task: str = "classification", dtype="float32"):
+        check(activation in ACTIVATIONS,
+              f"model.activation={activation!r} is unknown; choose one of {', '.join(ACTIVATIONS)}")
+        check(task in TASKS, f"task={task!r} is unknown; choose one of {', '.join(TASKS)}")
+        sizes = [in_size, *hidden_sizes, out_size]
+        for size in hidden_sizes:
+            if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+                raise ConfigError(f"model.hidden_sizes must be positive integers, got {list(hidden_sizes)}")
+        self.task = task
+        self._activation = ACTIVATIONS[activation]
+        self._depth = len(sizes) - 1
+        for i, (n_in, n_out) in enumerate(zip(sizes[:-1], sizes[1:]), start=1):
+            setattr(self, f"l{i}", Linear(n_in, n_out, backend, dtype))
+
+    def forward(self, x):
+        for i in range(1, self._depth + 1):
+            x = getattr(self, f"l{i}")(x)
+            if i < self._depth:
+                x = self._activation(x)
+        return x
+
+
+class LogisticRegression(Model):
+    """One linear layer with softmax cross entropy (multinomial logistic regression)."""
+
+    def __init__(self, in_size: int, out_size: int, backend: Backend, dtype="float32"):
+        self.l1 = Linear(in_size, out_size, backend, dtype)
+
+    def forward(self, x):
+        return self.l1(x)
+
+
+REGISTRY = {"mlp": MLP, "logistic_regression": LogisticRegression}

@@ -1,0 +1,231 @@
+"""The optimizer base class and registry, with MXNet 1.9's arguments and semantics.
+
+Shared behaviour (MXNet ``Optimizer``):
+
+- ``learning_rate``, or ``lr_scheduler(num_update)`` when a scheduler is set; the
+  optimizer writes its ``learning_rate`` into the scheduler's ``base_lr``.
+- ``num_update`` is the largest per-index update count; each index counts its updates
+  from ``begin_num_update``. Counting happens before the learning rate is read, so the
+  first update sees ``num_update == begin_num_update + 1``.
+- Per-index learning rate and weight decay: ``param_dict[index].lr_mult`` first, then
+  ``lr_mult[index]`` (set by :meth:`set_lr_mult`), then ``lr_mult[param_idx2name[index]]``.
+  With ``param_idx2name``, names not ending in ``_weight`` or ``_gamma`` get ``wd_mult``
+  0 unless set explicitly.
+- ``rescale_grad`` multiplies the gradient; ``clip_gradient`` (None, 0 or negative: off)
+  clips it to ``[-clip_gradient, clip_gradient]``. Where they apply relative to weight
+  decay is each optimizer's business and follows MXNet's kernels.
+
+Subclasses implement ``create_state`` and ``update`` (the readable per-array reference)
+and may implement ``fused_step``: the same update on one flat buffer with scalar
+hyper-parameters, done in place with as few passes over memory as possible. Scalar
+hyper-parameters are cast to the weight's dtype before use, as MXNet's kernels do.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy
+
+from ..errors import ConfigError, check_number
+
+REGISTRY: dict[str, type] = {}
+
+
+def register(klass: type) -> type:
+    """Registers an optimizer class under its lower-case class name (MXNet's rule)."""
+    name = klass.__name__.lower()
+    if name in REGISTRY and REGISTRY[name] is not klass:
+        warnings.warn(f"optimizer {klass.__module__}.{klass.__name__} overrides {name!r}")
+    REGISTRY[name] = klass
+    return klass
+
+
+def create(name: str, **kwargs) -> "Optimizer":
+    """Instantiates the optimizer registered as ``name`` (case-insensitive) with ``kwargs``."""
+    klass = REGISTRY.get(name.lower())
+    if klass is None:
+        raise ConfigError(f"unknown optimizer {name!r}; choose one of {', '.join(sorted(REGISTRY))}")
+    return klass(**kwargs)
+
+
+class Optimizer:
+    """Base class of all optimizers; see the module docstring for the shared semantics."""
+
+    def __init__(self, rescale_grad=1.0, param_idx2name=None, wd=0.0, clip_gradient=None,
+                 learning_rate=0.01, lr_scheduler=None, begin_num_update=0,
+                 multi_precision=False, param_dict=None):
+        self.rescale_grad = check_number("rescale_grad", rescale_grad)
+        self.lr = check_number("learning_rate", learning_rate, low=0)
+        self.wd = check_number("wd", wd, low=0)
+        if clip_gradient is not None:
+            clip_gradient = check_number("clip_gradient", clip_gradient)
+        self.clip_gradient = clip_gradient
+        self.lr_scheduler = lr_scheduler
+        if lr_scheduler is not None:
+            lr_scheduler.base_lr = self.lr
+        self.begin_num_update = check_number("begin_num_update", begin_num_update, low=0,
+                                             integer=True)
+        self.num_update = self.begin_num_update
+        self._index_update_count: dict = {}
+        self.multi_precision = bool(multi_precision)
+        if param_idx2name is None:
+            param_idx2name = {}
+        if not isinstance(param_idx2name, dict):
+            raise ConfigError("param_idx2name must be a dict from index to parameter name")
+        self.idx2name = dict(param_idx2name)
+        self.param_dict = dict(param_dict) if param_dict else {}
+        self.lr_mult: dict = {}
+        self.wd_mult: dict = {}
+        self.set_lr_mult({})
+        self.set_wd_mult({})
+
+    # -- learning rate and weight decay -------------------------------------------------
+    @property
+    def learning_rate(self) -> float:
+        if self.lr_scheduler is not None:
+            return self.lr_scheduler(self.num_update)
+        return self.lr
+
+    def set_learning_rate(self, lr: float) -> None:
+        """Sets the learning rate; refused (UserWarning raised) when a scheduler is set."""
+        if self.lr_scheduler is not None:
+            raise UserWarning(
+                "LRScheduler of the optimizer has already been defined. Note that "
+                "set_learning_rate can mutate the value of the learning rate of the optimizer "
+                "only when the LRScheduler of the optimizer is undefined."
+            )
+        self.lr = check_number("learning_rate", lr, low=0)
+
+    def set_lr_mult(self, args_lr_mult: dict) -> None:
+        """Sets learning-rate multipliers by index or by name (replacing earlier ones)."""
+        self.lr_mult = dict(args_lr_mult)
+
+    def set_wd_mult(self, args_wd_mult: dict) -> None:
+        """Sets weight-decay multipliers; names not ending in ``_weight``/``_gamma`` default to 0."""
+        self.wd_mult = {n: 0.0 for n in self.idx2name.values()
+                        if not (n.endswith("_weight") or n.endswith("_gamma"))}
+        self.wd_mult.update(args_wd_mult)
+
+    def _update_count(self, index) -> None:
+        count = self._index_update_count.get(index, self.begin_num_update) + 1
+        self._index_update_count[index] = count
+        self.num_update = max(count, self.num_update)
+
+    def _mult(self, index, attribute: str, table: dict) -> float:
+        if index in self.param_dict:
+            return getattr(self.param_dict[index], attribute)
+        if index in table:
+            return table[index]
+        if index in self.idx2name:
+            return table.get(self.idx2name[index], 1.0)
+        return 1.0
+
+    def _get_lr(self, index) -> float:
+        lr = self.lr_scheduler(self.num_update) if self.lr_scheduler is not None else self.lr
+        return lr * self._mult(index, "lr_mult", self.lr_mult)
+
+    def _get_wd(self, index) -> float:
+        return self.wd * self._mult(index, "wd_mult", self.wd_mult)
+
+    @property
+    def clipping(self) -> bool:
+        """Whether gradients are clipped (MXNet: ``clip_gradient`` truthy and >= 0)."""
+        return bool(self.clip_gradient) and self.clip_gradient >= 0
+
+    # -- states and updates -----------------------------------------------------------------
+    def create_state(self, index, weight):
+        """Auxiliary state (arrays, tuples of arrays, or None) for one weight."""
+        return None
+
+    def create_state_multi_precision(self, index, weight):
+        """Like :meth:`create_state`, plus a float32 master copy for float16 weights.
+
+        With ``multi_precision`` and a float16 weight the state is ``(master, state)``.
+        Without it, a float16 weight draws MXNet's warning.
+        """
+        if self.multi_precision and weight.dtype == numpy.float16:
+            master = weight.astype(numpy.float32)
+            return (master, self.create_state(index, master))
+        if weight.dtype == numpy.float16:
+            warnings.warn(
+                "Accumulating with float16 in optimizer can lead to poor accuracy or slow "
+                "convergence. Consider using multi_precision=True option of the optimizer"
+            )
+        return self.create_state(index, weight)
+
+    def update(self, index, weight, grad, state) -> None:
+        """Updates ``weight`` in place from ``grad`` and ``state`` (readable reference)."""
+        raise NotImplementedError(f"{type(self).__name__} must define update")
+
+    def update_multi_precision(self, index, weight, grad, state) -> None:
+        """:meth:`update` through the float32 master copy when the state holds one."""
+        if self.multi_precision and weight.dtype == numpy.float16:
+            master, inner = state
+            self.update(index, master, grad.astype(numpy.float32), inner)
+            weight[...] = master
+        else:
+            self.update(index, weight, grad, state)
+
+    fused_step = None
+    """Optional ``fused_step(weight, grad, state, lr, wd, count)`` on flat buffers."""
+
+    def fused_update(self, indices, weight, grad, state) -> None:
+        """Updates a flat group whose indices share count, lr and wd in one fused step.
+
+        Equivalent to calling :meth:`update` on every index in order, since all indices
+        see the same ``num_update`` once counted.
+        """
+        for index in indices:
+            self._update_count(index)
+        first = indices[0]
+        count = self._index_update_count[first]
+        if self.multi_precision and weight.dtype == numpy.float16:
+            master, inner = state
+            self.fused_step(master, grad.astype(numpy.float32), inner,
+                            self._get_lr(first), self._get_wd(first), count)
+            weight[...] = master
+        else:
+            self.fused_step(weight, grad, state, self._get_lr(first), self._get_wd(first), count)
+
+    def can_fuse(self, indices) -> bool:
+        """Whether ``indices`` may be updated by one :meth:`fused_update` call."""
+        if self.fused_step is None:
+            return False
+        first = indices[0]
+        key = (self._index_update_count.get(first, self.begin_num_update),
+               self._mult(first, "lr_mult", self.lr_mult), self._mult(first, "wd_mult", self.wd_mult))
+        return all(
+            (self._index_update_count.get(i, self.begin_num_update),
+             self._mult(i, "lr_mult", self.lr_mult), self._mult(i, "wd_mult", self.wd_mult)) == key
+            for i in indices[1:]
+        )
+
+    # -- state ----------------------------------------------------------------------------
+    def state_dict(self) -> dict:
+        """Counters, learning rate and scheduler state as plain data."""
+        state = {
+            "lr": self.lr,
+            "num_update": self.num_update,
+            "index_update_count": {str(k): v for k, v in self._index_update_count.items()},
+        }
+        if self.lr_scheduler is not None:
+            state["lr_scheduler"] = self.lr_scheduler.state_dict()
+        return state
+
+    def load_state_dict(self, state: dict) -> None:
+        self.lr = state["lr"]
+        self.num_update = state["num_update"]
+        self._index_update_count = {_index_key(k): v for k, v in state["index_update_count"].items()}
+        if self.lr_scheduler is not None and "lr_scheduler" in state:
+            self.lr_scheduler.load_state_dict(state["lr_scheduler"])
+
+
+def _index_key(key: str):
+    return int(key) if key.lstrip("-").isdigit() else key
+
+
+def scalars(dtype, *values):
+    """``values`` cast to ``dtype``'s scalar type, as MXNet's kernels cast their parameters."""
+    kind = numpy.dtype(dtype).type
+    return tuple(kind(v) for v in values)

@@ -1,0 +1,108 @@
+"""SGD with momentum and weight decay (MXNet ``sgd_update`` / ``sgd_mom_update``).
+
+Without momentum::
+
+    weight = (1 - lr * wd) * weight - lr * clip(rescale_grad * grad, clip_gradient)
+
+With momentum (``state`` holds the negative of the velocity, as in MXNet's kernel)::
+
+    state  = momentum * state - lr * wd * weight - lr * clip(rescale_grad * grad, clip_gradient)
+    weight = weight + state
+
+Without clipping MXNet multiplies ``(lr * rescale_grad) * grad``; both paths here keep
+that association. ``lazy_update`` is accepted for MXNet compatibility; gradients are
+always dense here, so it changes nothing.
+"""
+
+from __future__ import annotations
+
+import numpy
+
+from ..backend import array_module
+from ..errors import check_number
+from .optimizer import Optimizer, register, scalars
+from .workspace import Workspace, chunks
+
+
+@register
+class SGD(Optimizer):
+    """SGD with optional momentum; see the module docstring for the update rule."""
+
+    def __init__(self, momentum=0.0, lazy_update=True, **kwargs):
+        super().__init__(**kwargs)
+        self.momentum = check_number("momentum", momentum, low=0, high=1)
+        self.lazy_update = bool(lazy_update)
+        self._workspace = Workspace()
+
+    def create_state(self, index, weight):
+        if self.momentum == 0.0:
+            return None
+        return array_module(weight).zeros_like(weight)
+
+    def create_state_multi_precision(self, index, weight):
+        """MXNet's SGD orders a multi-precision state as ``(momentum, master)``."""
+        if self.multi_precision and weight.dtype == numpy.float16:
+            master = weight.astype(numpy.float32)
+            return (self.create_state(index, master), master)
+        return super().create_state_multi_precision(index, weight)
+
+    def update_multi_precision(self, index, weight, grad, state):
+        if self.multi_precision and weight.dtype == numpy.float16:
+            mom, master = state
+            self.update(index, master, grad.astype(numpy.float32), mom)
+            weight[...] = master
+        else:
+            self.update(index, weight, grad, state)
+
+    def fused_update(self, indices, weight, grad, state):
+        if self.multi_precision and weight.dtype == numpy.float16:
+            mom, master = state
+            super().fused_update(indices, weight, grad, (master, mom))
+        else:
+            super().fused_update(indices, weight, grad, state)
+
+    def update(self, index, weight, grad, state):
+        self._update_count(index)
+        lr, wd, momentum, rescale = scalars(weight.dtype, self._get_lr(index), self._get_wd(index),
+                                            self.momentum, self.rescale_grad)
+        if self.clipping:
+            clip = weight.dtype.type(self.clip_gradient)
+            step = lr * array_module(grad).clip(rescale * grad, -clip, clip)
+        else:
+            step = (lr * rescale) * grad
+        if state is None:
+            weight[...] = (1 - lr * wd) * weight - step
+        else:
+            state[...] = momentum * state - (lr * wd) * weight - step
+            weight += state
+
+    def fused_step(self, weight, grad, state, lr, wd, count):
+        lr, wd, momentum, rescale = scalars(weight.dtype, lr, wd, self.momentum, self.rescale_grad)
+        xp = array_module(weight)
+        clip = weight.dtype.type(self.clip_gradient) if self.clipping else None
+        (tmp,) = self._workspace.get(weight, 1)
+        if state is None:
+            decay = 1 - lr * wd
+            for n, (w, g) in chunks(weight, grad):
+                t = _scaled_step(xp, g, lr, rescale, clip, tmp[:n])
+                if wd:
+                    w *= decay
+                w -= t
+            return
+        for n, (w, g, m) in chunks(weight, grad, state):
+            m *= momentum
+            if wd:
+                xp.multiply(w, lr * wd, out=tmp[:n])
+                m -= tmp[:n]
+            m -= _scaled_step(xp, g, lr, rescale, clip, tmp[:n])
+            w += m
+
+
+def _scaled_step(xp, g, lr, rescale, clip, out):
+    """``lr * clip(rescale * g)`` or, unclipped, ``(lr * rescale) * g``, into ``out``."""
+    if clip is None:
+        return xp.multiply(g, lr * rescale, out=out)
+    xp.multiply(g, rescale, out=out)
+    xp.clip(out, -clip, clip, out=out)
+    out *= lr
+    return out

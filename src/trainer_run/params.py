@@ -1,0 +1,182 @@
+"""Parameters and their flat storage.
+
+A :class:`Parameter` is a named leaf of the graph with a ``grad`` buffer and the
+per-parameter multipliers ``lr_mult`` and ``wd_mult`` (MXNet Gluon's names).
+
+:class:`ParamStore` packs the parameters of a model into a few contiguous buffers,
+one per :class:`ParamGroup` of parameters that share dtype, ``lr_mult`` and ``wd_mult``,
+and rebinds every parameter's ``data`` and ``grad`` to views of them. An optimizer
+step, a gradient all-reduce, a NaN check or a checkpoint then touches one buffer per
+group instead of one array per layer. Parameters keep their order: the index of a
+parameter (MXNet's ``index``) is its position in the model's ``params()``.
+
+Gradient rule: :meth:`ParamStore.cleargrads` marks every gradient stale without touching
+memory; the first contribution of a backward pass then overwrites the buffer and later
+ones add to it; :meth:`ParamStore.finalize_grads` zeroes the gradients no function
+wrote. Gradient accumulation over micro-batches is simply several backward passes
+between one ``cleargrads`` and the next.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator, Mapping
+
+import numpy
+
+from .autograd import Variable
+from .backend import array_module
+
+
+class Parameter(Variable):
+    """A trainable array: ``data``, its gradient ``grad``, and its hyper-parameter multipliers.
+
+    Args:
+        data: the initial value (an array of the backend's module).
+        name: the parameter's path in its model, e.g. ``"l1/W"``; set by the model.
+        lr_mult: multiplies the learning rate for this parameter.
+        wd_mult: multiplies the weight decay for this parameter.
+    """
+
+    __slots__ = ("name", "lr_mult", "wd_mult", "_stale")
+    requires_grad = True
+
+    def __init__(self, data, name: str = "", lr_mult: float = 1.0, wd_mult: float = 1.0):
+        super().__init__(data)
+        self.name = name
+        self.lr_mult = float(lr_mult)
+        self.wd_mult = float(wd_mult)
+        self.grad = None
+        self._stale = True
+
+    def __repr__(self):
+        return f"Parameter({self.name!r}, shape={self.data.shape}, dtype={self.data.dtype})"
+
+    def cleargrad(self) -> None:
+        """Marks the gradient stale: the next contribution overwrites it."""
+        self._stale = True
+
+    def accumulate(self, g) -> None:
+        """Adds ``g`` to the gradient (overwrites it when stale)."""
+        if self.grad is None:
+            self.grad = g.astype(self.data.dtype, copy=True)
+        elif self._stale:
+            self.grad[...] = g
+        else:
+            self.grad += g
+        self._stale = False
+
+    def accumulate_matmul(self, a, b) -> None:
+        """Adds ``a @ b`` to the gradient, writing the product in place when stale."""
+        if self._stale and self.grad is not None and a.dtype == self.grad.dtype:
+            array_module(a).matmul(a, b, out=self.grad)
+            self._stale = False
+        else:
+            self.accumulate(a @ b)
+
+    def zero_if_stale(self) -> None:
+        if self.grad is None:
+            self.grad = array_module(self.data).zeros_like(self.data)
+        elif self._stale:
+            self.grad.fill(0)
+        self._stale = False
+
+
+class ParamGroup:
+    """Parameters sharing dtype, ``lr_mult`` and ``wd_mult``, packed in flat buffers.
+
+    Attributes:
+        params: the parameters, in model order.
+        indices: their indices in the model (MXNet's ``index``).
+        slices: ``slices[k]`` locates parameter ``k`` in ``data`` and ``grad``.
+        data, grad: the flat buffers; each parameter's ``data``/``grad`` is a view.
+    """
+
+    def __init__(self, params: list[Parameter], indices: list[int], xp):
+        self.params = params
+        self.indices = indices
+        self.dtype = params[0].data.dtype
+        self.lr_mult = params[0].lr_mult
+        self.wd_mult = params[0].wd_mult
+        self.slices = []
+        start = 0
+        for p in params:
+            self.slices.append(slice(start, start + p.data.size))
+            start += p.data.size
+        self.data = xp.empty(start, dtype=self.dtype)
+        self.grad = xp.zeros(start, dtype=self.dtype)
+        for p, s in zip(params, self.slices):
+            self.data[s] = p.data.ravel()
+            p.data = self.data[s].reshape(p.data.shape)
+            p.grad = self.grad[s].reshape(p.data.shape)
+            p._stale = True
+
+    @property
+    def size(self) -> int:
+        return self.data.size
+
+    def view(self, flat, k: int):
+        """Parameter ``k``'s part of a flat buffer laid out like ``data``, in its shape."""
+        return flat[self.slices[k]].reshape(self.params[k].data.shape)
+
+
+class ParamStore:
+    """The parameters of one model, packed into flat groups.
+
+    Args:
+        params: name -> :class:`Parameter`, in model order.
+        xp: the array module the buffers live in.
+    """
+
+    def __init__(self, params: Mapping[str, Parameter], xp=numpy):
+        self.params = dict(params)
+        self.names = list(self.params)
+        by_key: dict[tuple, tuple[list, list]] = {}
+        for index, p in enumerate(self.params.values()):
+            key = (numpy.dtype(p.data.dtype).str, p.lr_mult, p.wd_mult)
+            members, indices = by_key.setdefault(key, ([], []))
+            members.append(p)
+            indices.append(index)
+        self.groups = [ParamGroup(m, i, xp) for m, i in by_key.values()]
+
+    def __iter__(self) -> Iterator[Parameter]:
+        return iter(self.params.values())
+
+    def __len__(self) -> int:
+        return len(self.params)
+
+    @property
+    def size(self) -> int:
+        """Total number of scalar parameters."""
+        return sum(g.size for g in self.groups)
+
+    def cleargrads(self) -> None:
+        for p in self.params.values():
+            p._stale = True
+
+    def finalize_grads(self) -> None:
+        """Zeroes the gradients no backward pass wrote since :meth:`cleargrads`."""
+        for p in self.params.values():
+            if p._stale:
+                p.zero_if_stale()
+
+    def param_dict(self) -> dict[int, Parameter]:
+        """index -> parameter, as MXNet's ``param_dict``."""
+        return dict(enumerate(self.params.values()))
+
+    def state_dict(self, to_numpy) -> dict:
+        """name -> host copy of the parameter's value."""
+        return {name: numpy.array(to_numpy(p.data)) for name, p in self.params.items()}
+
+    def load_state_dict(self, arrays: Mapping, asarray) -> None:
+        """Copies saved values into the parameters (in place, keeping the flat views)."""
+        missing = [n for n in self.names if n not in arrays]
+        if missing:
+            raise KeyError(f"saved parameters lack {', '.join(missing)}")
+        for name, p in self.params.items():
+            value = arrays[name]
+            if tuple(value.shape) != tuple(p.data.shape):
+                raise ValueError(
+                    f"saved parameter {name} has shape {tuple(value.shape)}, "
+                    f"the model has {tuple(p.data.shape)}"
+                )
+            p.data[...] = asarray(value)

@@ -1,0 +1,9 @@
+"""Extensions of the training loop: evaluation, logging, console output, checkpoints, summary."""
+
+from .evaluator import Evaluator
+from .log_report import LogReport
+from .progress import MetricsTable, ProgressBar
+from .snapshot import Snapshot
+from .summary import Summary
+
+__all__ = ["Evaluator", "LogReport", "MetricsTable", "ProgressBar", "Snapshot", "Summary"]

@@ -1,0 +1,52 @@
+"""Evaluator: the model's metrics on a validation set, averaged over its examples."""
+
+from __future__ import annotations
+
+from ...autograd import as_data, no_grad
+from ...converter import concat_examples, to_device
+from ..trainer import PRIORITY_WRITER
+
+
+class Evaluator:
+    """Runs the model over ``dataset`` once per trigger and reports ``<prefix><metric>``.
+
+    Each metric the model returns (``loss``, ``accuracy``, ...) is averaged over all
+    examples (batches weighted by their size). No graph is recorded and no parameter or
+    random state changes, so evaluating never alters training.
+    """
+
+    priority = PRIORITY_WRITER
+    name = "evaluator"
+
+    def __init__(self, dataset, model, batch_size: int, backend=None, prefix: str = "val/",
+                 converter=concat_examples):
+        self.dataset = dataset
+        self.model = model
+        self.batch_size = batch_size
+        self.backend = backend
+        self.prefix = prefix
+        self.converter = converter
+
+    def __call__(self, trainer) -> None:
+        trainer.observation.update(self.evaluate())
+
+    def evaluate(self) -> dict:
+        totals: dict = {}
+        n = len(self.dataset)
+        with no_grad():
+            for start in range(0, n, self.batch_size):
+                indices = range(start, min(start + self.batch_size, n))
+                arrays = self._batch(indices)
+                out = self.model(*arrays)
+                metrics = out if isinstance(out, dict) else {"loss": out}
+                for key, value in metrics.items():
+                    value = float(as_data(value))
+                    totals[key] = totals.get(key, 0.0) + value * len(indices)
+        return {self.prefix + k: v / n for k, v in totals.items()}
+
+    def _batch(self, indices):
+        if self.converter is concat_examples and hasattr(self.dataset, "take"):
+            import numpy
+
+            return to_device(self.dataset.take(numpy.asarray(indices)), self.backend)
+        return self.converter([self.dataset[i] for i in indices], self.backend)

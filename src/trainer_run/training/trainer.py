@@ -1,0 +1,116 @@
+"""The training loop (Chainer's ``Trainer``): an updater, a stop trigger, extensions.
+
+``run()`` calls ``updater.update()`` until the stop trigger fires. After each iteration
+every extension whose trigger fires is called, in order of decreasing ``priority`` (then
+registration order). The loop knows nothing about models: the updater owns the iteration.
+``observation`` holds what the current iteration reported (train metrics from the updater,
+validation metrics from the evaluator) for extensions that read it.
+
+Extensions are objects with ``__call__(trainer)``, ``trigger``, ``priority`` and, when they
+have them, ``initialize(trainer)``, ``finalize(trainer)`` and ``state_dict`` /
+``load_state_dict``. ``elapsed_time`` carries over a resume.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from .triggers import IntervalTrigger
+
+PRIORITY_WRITER = 300
+PRIORITY_EDITOR = 200
+PRIORITY_READER = 100
+
+
+@dataclass
+class _Entry:
+    extension: object
+    name: str
+    trigger: object
+    priority: int
+    order: int
+
+
+class Trainer:
+    """Runs ``updater`` until ``stop_trigger(trainer)`` holds.
+
+    Args:
+        updater: e.g. :class:`~trainer_run.updaters.StandardUpdater`.
+        stop_trigger: a callable ``trigger(trainer) -> bool``.
+        out: the run directory extensions write into.
+    """
+
+    def __init__(self, updater, stop_trigger, out="."):
+        self.updater = updater
+        self.stop_trigger = stop_trigger
+        self.out = out
+        self.observation: dict = {}
+        self.status = "created"
+        self._entries: dict[str, _Entry] = {}
+        self._elapsed_before = 0.0
+        self._start = None
+
+    @property
+    def elapsed_time(self) -> float:
+        """Seconds spent training, including time before a resume."""
+        running = 0.0 if self._start is None else time.perf_counter() - self._start
+        return self._elapsed_before + running
+
+    def extend(self, extension, name: str | None = None, trigger=None, priority: int | None = None):
+        """Registers ``extension``; trigger may be a trigger, ``(period, unit)`` or None."""
+        name = name or getattr(extension, "name", None) or type(extension).__name__
+        trigger = trigger if trigger is not None else getattr(extension, "trigger", (1, "iteration"))
+        if isinstance(trigger, tuple):
+            trigger = IntervalTrigger(*trigger)
+        priority = priority if priority is not None else getattr(extension, "priority", PRIORITY_READER)
+        if name in self._entries:
+            raise KeyError(f"an extension named {name!r} is already registered")
+        self._entries[name] = _Entry(extension, name, trigger, priority, len(self._entries))
+
+    def get_extension(self, name: str):
+        return self._entries[name].extension
+
+    def _ordered(self) -> list[_Entry]:
+        return sorted(self._entries.values(), key=lambda e: (-e.priority, e.order))
+
+    def run(self) -> None:
+        """Trains until the stop trigger fires; KeyboardInterrupt ends with status
+        ``interrupted``, any other exception with ``failed`` (and is re-raised)."""
+        entries = self._ordered()
+        for entry in entries:
+            if hasattr(entry.extension, "initialize"):
+                entry.extension.initialize(self)
+        self._start = time.perf_counter()
+        self.status = "running"
+        try:
+            while not self.stop_trigger(self):
+                self.updater.update()
+                self.observation = dict(self.updater.observation)
+                for entry in entries:
+                    if entry.trigger(self):
+                        entry.extension(self)
+            self.status = "completed"
+        except KeyboardInterrupt:
+            self.status = "interrupted"
+        except BaseException:
+            self.status = "failed"
+            raise
+        finally:
+            for entry in entries:
+                if hasattr(entry.extension, "finalize"):
+                    entry.extension.finalize(self)
+            self.updater.finalize()
+
+    def state_dict(self) -> dict:
+        extensions = {e.name: e.extension.state_dict() for e in self._entries.values()
+                      if hasattr(e.extension, "state_dict")}
+        return {"elapsed_time": self.elapsed_time, "updater": self.updater.state_dict(),
+                "extensions": extensions}
+
+    def load_state_dict(self, state: dict) -> None:
+        self._elapsed_before = float(state["elapsed_time"])
+        self.updater.load_state_dict(state["updater"])
+        for name, ext_state in state.get("extensions", {}).items():
+            if name in self._entries and hasattr(self._entries[name].extension, "load_state_dict"):
+                self._entries[name].extension.load_state_dict(ext_state)

@@ -1,0 +1,73 @@
+"""Triggers: tiny callables ``trigger(trainer) -> bool`` deciding when something happens.
+
+:class:`IntervalTrigger` fires every ``period`` iterations, or each time ``epoch_detail``
+crosses a multiple of ``period`` epochs (Chainer's rule). :class:`StopTrigger` ends
+training once ``max_iterations`` updates or ``max_epochs`` epochs are done, whichever
+comes first. Both are stateless, so resuming needs nothing of them.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..errors import ConfigError, check_number
+
+UNITS = ("iteration", "epoch")
+
+
+class IntervalTrigger:
+    def __init__(self, period, unit: str = "iteration"):
+        if unit not in UNITS:
+            raise ConfigError(f"trigger unit must be 'iteration' or 'epoch', got {unit!r}")
+        self.period = check_number("trigger period", period, low=0, low_open=True,
+                                   integer=(unit == "iteration"))
+        self.unit = unit
+
+    def __call__(self, trainer) -> bool:
+        updater = trainer.updater
+        if self.unit == "iteration":
+            return updater.iteration % self.period == 0
+        previous = updater.previous_epoch_detail or 0.0
+        return math.floor(previous / self.period) != math.floor(updater.epoch_detail / self.period)
+
+    def __repr__(self):
+        return f"IntervalTrigger({self.period}, {self.unit!r})"
+
+
+class StopTrigger:
+    """True once ``max_iterations`` or ``max_epochs`` is reached (None: no limit)."""
+
+    def __init__(self, max_iterations=None, max_epochs=None):
+        if max_iterations is None and max_epochs is None:
+            raise ConfigError("set trainer.max_iterations or trainer.max_epochs to stop training")
+        if max_iterations is not None:
+            max_iterations = check_number("trainer.max_iterations", max_iterations, low=1, integer=True)
+        if max_epochs is not None:
+            max_epochs = check_number("trainer.max_epochs", max_epochs, low=0, low_open=True)
+        self.max_iterations = max_iterations
+        self.max_epochs = max_epochs
+
+    def __call__(self, trainer) -> bool:
+        updater = trainer.updater
+        if self.max_iterations is not None and updater.iteration >= self.max_iterations:
+            return True
+        return self.max_epochs is not None and updater.epoch_detail >= self.max_epochs
+
+    def total_iterations(self, iterations_per_epoch: float) -> int:
+        """The iteration at which training stops, for progress and schedules."""
+        bounds = []
+        if self.max_iterations is not None:
+            bounds.append(self.max_iterations)
+        if self.max_epochs is not None:
+            bounds.append(math.ceil(self.max_epochs * iterations_per_epoch))
+        return min(bounds)
+
+
+class AnyOf:
+    """Fires when any of its triggers fires (e.g. every N iterations, and at the end)."""
+
+    def __init__(self, *triggers):
+        self.triggers = triggers
+
+    def __call__(self, trainer) -> bool:
+        return any(t(trainer) for t in self.triggers)
