@@ -37,7 +37,13 @@ def check_arguments(section: str, klass, kwargs: dict, exclude=()) -> None:
 def call(section: str, klass, kwargs: dict, **fixed):
     """``klass(**kwargs, **fixed)`` after checking the keys; TypeErrors become ConfigErrors."""
     check_arguments(section, klass, kwargs, exclude=fixed)
+    return prefixed(section, klass, **kwargs, **fixed)
+
+
+def prefixed(section: str, factory, *args, **kwargs):
+    """``factory(*args, **kwargs)``; a ConfigError's message (which starts with the argument
+    name) is re-raised with the config section in front: ``optimizer.learning_rate ...``."""
     try:
-        return klass(**kwargs, **fixed)
+        return factory(*args, **kwargs)
     except ConfigError as e:
-        raise ConfigError(f"{section}: {e}") from None
+        raise ConfigError(f"{section}.{e}") from None

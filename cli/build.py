@@ -23,7 +23,7 @@ from trainer_run.training.extensions import (Evaluator, LogReport, MetricsTable,
                                              Snapshot, Summary)
 from trainer_run.updaters import StandardUpdater
 
-from .arguments import accepted, call
+from .arguments import accepted, call, prefixed
 
 DATA_KEYS = ("name", "size", "val_fraction", "batch_size")
 
@@ -42,7 +42,7 @@ def build_trainer(config: dict, out: Path, extra: dict | None = None) -> Trainer
     iterator = SerialIterator(data.train, batch_size, rng=numpy.random.default_rng(shuffle_seed))
 
     t = config["trainer"]
-    stop = StopTrigger(t["max_iterations"], t["max_epochs"])
+    stop = prefixed("trainer", StopTrigger, t["max_iterations"], t["max_epochs"])
     total = stop.total_iterations(len(data.train) / batch_size)
     optimizer = build_optimizer(config["optimizer"], config.get("scheduler"), total)
     updater = StandardUpdater(iterator, optimizer, model, backend=backend)
@@ -73,7 +73,7 @@ def build_backend(section: dict, seed) -> object:
     name = section["name"]
     check(name in BACKENDS, f"backend={name!r} is unknown; choose one of {', '.join(BACKENDS)}")
     device = check_number("backend.device", section["device"], low=0, integer=True)
-    return get_backend(name, device=device, seed=seed)
+    return prefixed("backend", get_backend, name, device=device, seed=seed)
 
 
 def build_data(section: dict, rng) -> tuple[datasets.Data, int]:
@@ -83,8 +83,8 @@ def build_data(section: dict, rng) -> tuple[datasets.Data, int]:
     if "_target_" in section:
         data = _user_data(_import(section["_target_"], "dataset._target_")(**options), rng)
     else:
-        data = datasets.make_synthetic(section["name"], section["size"], section["val_fraction"],
-                                       rng, **options)
+        data = prefixed("dataset", datasets.make_synthetic, section["name"], section["size"],
+                        section["val_fraction"], rng, **options)
     check(batch_size <= len(data.train),
           f"dataset.batch_size={batch_size} exceeds the {len(data.train)} training examples")
     return data, batch_size
@@ -136,6 +136,7 @@ def build_optimizer(section: dict, scheduler_section: dict | None, total_iterati
         if klass is None:
             raise ConfigError(f"optimizer={name!r} is unknown; choose one of "
                               f"{', '.join(sorted(optimizers.REGISTRY))}")
+    check_number("optimizer.learning_rate", kwargs.get("learning_rate", 0.0), low=0)
     scheduler = None
     if scheduler_section is not None:
         scheduler = build_scheduler(scheduler_section, total_iterations)

@@ -22,6 +22,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 from rich.console import Console
+from rich.markup import escape
 
 from trainer_run import checkpoint
 from trainer_run.errors import ConfigError
@@ -29,6 +30,7 @@ from trainer_run.errors import ConfigError
 from .build import build_trainer
 
 MULTIRUN_FLAGS = ("-m", "--multirun")
+CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -43,12 +45,27 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def fail(error: Exception) -> None:
-    Console(stderr=True).print(f"[bold red]error:[/] {error}", highlight=False, markup=True)
+    Console(stderr=True).print(f"[bold red]error:[/] {escape(str(error))}", highlight=False)
     sys.exit(2)
+
+
+def check_choices(argv: list[str]) -> None:
+    """Refuses an unknown option of a config group (``optimizer=nosuchopt``) with the list
+    of available ones, before Hydra composes anything. Sweeps (``a,b``) are checked item by item."""
+    for argument in argv:
+        group = _key(argument).lstrip("+~")
+        if "=" not in argument or not (CONFIGS / group).is_dir():
+            continue
+        options = sorted(p.stem for p in (CONFIGS / group).glob("*.yaml"))
+        for choice in argument.split("=", 1)[1].split(","):
+            if choice.strip("'\"") not in options:
+                raise ConfigError(f"{group}={choice} is not available; choose one of "
+                                  f"{', '.join(options)}")
 
 
 def prepare(argv: list[str]) -> list[str]:
     """Rewrites the arguments of a resume; refuses to start a new run over an old one."""
+    check_choices(argv)
     resume = _value(argv, "resume")
     if resume in (None, "null", ""):
         run_dir = _value(argv, "hydra.run.dir")

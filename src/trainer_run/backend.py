@@ -32,7 +32,7 @@ class Backend:
 
     def __init__(self, name: str = "numpy", device: int = 0, seed: int = 0):
         if name not in ("numpy", "cupy"):
-            raise ConfigError(f"backend={name!r} is not a backend; choose one of {', '.join(NAMES)}")
+            raise ConfigError(f"name={name!r} is not a backend; choose one of {', '.join(NAMES)}")
         self.name = name
         self.device = device if name == "cupy" else None
         self.xp = _import_cupy() if name == "cupy" else numpy
@@ -95,7 +95,7 @@ def _import_cupy():
         import cupy
     except ImportError:
         raise ConfigError(
-            "backend=cupy needs CuPy; install it with `pip install trainer-run[cuda]` "
+            "name=cupy needs CuPy; install it with `pip install trainer-run[cuda]` "
             "or choose backend=numpy"
         ) from None
     return cupy

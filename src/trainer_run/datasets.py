@@ -126,15 +126,15 @@ GENERATORS = {"spirals": spirals, "blobs": blobs, "regression": regression, "mni
 def make_synthetic(name: str, size: int, val_fraction: float, rng, **options) -> Data:
     """Generates the synthetic set ``name`` with ``size`` examples and splits off validation."""
     if name not in GENERATORS:
-        raise ConfigError(f"dataset {name!r} is unknown; choose one of {', '.join(GENERATORS)}")
-    check_number("dataset.size", size, low=2, integer=True)
-    check_number("dataset.val_fraction", val_fraction, low=0, high=1, low_open=True)
+        raise ConfigError(f"name={name!r} is unknown; choose one of {', '.join(GENERATORS)}")
+    check_number("size", size, low=2, integer=True)
+    check_number("val_fraction", val_fraction, low=0, high=1, low_open=True)
     try:
         x, t = GENERATORS[name](size, rng, **options)
     except TypeError as e:
-        raise ConfigError(f"dataset {name}: {e}") from None
+        raise ConfigError(f"name={name}: {e}") from None
     n_val = max(1, int(round(size * val_fraction)))
-    check(n_val < size, f"dataset.val_fraction={val_fraction} leaves no training examples")
+    check(n_val < size, f"val_fraction={val_fraction} leaves no training examples")
     val, train = split_random(ArrayDataset(x, t), n_val, rng)
     task = "regression" if t.dtype.kind == "f" else "classification"
     out_size = t.shape[1] if task == "regression" else int(t.max()) + 1

@@ -32,7 +32,7 @@ class SerialIterator:
     def __init__(self, dataset, batch_size: int, repeat: bool = True, shuffle: bool = True,
                  rng: numpy.random.Generator | None = None):
         self.dataset = dataset
-        self.batch_size = check_number("dataset.batch_size", batch_size, low=1, integer=True)
+        self.batch_size = check_number("batch_size", batch_size, low=1, integer=True)
         self._repeat = repeat
         self._shuffle = shuffle
         self._rng = rng if rng is not None else numpy.random.default_rng()

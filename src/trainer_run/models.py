@@ -86,12 +86,12 @@ class MLP(Model):
                  hidden_sizes: Sequence[int] = (64, 64), activation: str = "relu",
                  task: str = "classification", dtype="float32"):
         check(activation in ACTIVATIONS,
-              f"model.activation={activation!r} is unknown; choose one of {', '.join(ACTIVATIONS)}")
+              f"activation={activation!r} is unknown; choose one of {', '.join(ACTIVATIONS)}")
         check(task in TASKS, f"task={task!r} is unknown; choose one of {', '.join(TASKS)}")
         sizes = [in_size, *hidden_sizes, out_size]
         for size in hidden_sizes:
             if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-                raise ConfigError(f"model.hidden_sizes must be positive integers, got {list(hidden_sizes)}")
+                raise ConfigError(f"hidden_sizes must be positive integers, got {list(hidden_sizes)}")
         self.task = task
         self._activation = ACTIVATIONS[activation]
         self._depth = len(sizes) - 1

@@ -39,11 +39,11 @@ class StopTrigger:
 
     def __init__(self, max_iterations=None, max_epochs=None):
         if max_iterations is None and max_epochs is None:
-            raise ConfigError("set trainer.max_iterations or trainer.max_epochs to stop training")
+            raise ConfigError("max_iterations or max_epochs must be set, or training never stops")
         if max_iterations is not None:
-            max_iterations = check_number("trainer.max_iterations", max_iterations, low=1, integer=True)
+            max_iterations = check_number("max_iterations", max_iterations, low=1, integer=True)
         if max_epochs is not None:
-            max_epochs = check_number("trainer.max_epochs", max_epochs, low=0, low_open=True)
+            max_epochs = check_number("max_epochs", max_epochs, low=0, low_open=True)
         self.max_iterations = max_iterations
         self.max_epochs = max_epochs
 
