@@ -45,7 +45,8 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def fail(error: Exception) -> None:
-    Console(stderr=True).print(f"[bold red]error:[/] {escape(str(error))}", highlight=False)
+    Console(stderr=True).print(f"[bold red]error:[/] {escape(str(error))}", highlight=False,
+                              soft_wrap=True)
     sys.exit(2)
 
 

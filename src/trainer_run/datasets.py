@@ -16,6 +16,7 @@ Synthetic sets are generated from a seed, so a run's data is fixed by its config
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 
 import numpy
@@ -137,5 +138,9 @@ def make_synthetic(name: str, size: int, val_fraction: float, rng, **options) ->
     check(n_val < size, f"val_fraction={val_fraction} leaves no training examples")
     val, train = split_random(ArrayDataset(x, t), n_val, rng)
     task = "regression" if t.dtype.kind == "f" else "classification"
-    out_size = t.shape[1] if task == "regression" else int(t.max()) + 1
+    if task == "regression":
+        out_size = t.shape[1]
+    else:
+        declared = inspect.signature(GENERATORS[name]).parameters.get("n_classes")
+        out_size = options.get("n_classes", declared.default if declared else int(t.max()) + 1)
     return Data(train, val, x.shape[1], out_size, task)

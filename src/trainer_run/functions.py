@@ -103,11 +103,23 @@ class MeanSquaredError(Function):
 
 
 class Add(Function):
+    """``a + b`` with NumPy broadcasting; each gradient is summed back to its input's shape."""
+
     def forward(self, a, b):
+        self._shapes = (getattr(a, "shape", ()), getattr(b, "shape", ()))
         return a + b
 
     def backward(self, gy):
-        return gy, gy
+        return tuple(_sum_to(gy, shape) for shape in self._shapes)
+
+
+def _sum_to(g, shape):
+    """Sums ``g`` over the axes along which an array of ``shape`` was broadcast."""
+    if g.shape == tuple(shape):
+        return g
+    lead = g.ndim - len(shape)
+    axes = tuple(range(lead)) + tuple(lead + i for i, n in enumerate(shape) if n == 1)
+    return g.sum(axis=axes, keepdims=True).reshape(shape)
 
 
 class Scale(Function):
