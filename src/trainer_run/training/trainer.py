@@ -13,6 +13,7 @@ have them, ``initialize(trainer)``, ``finalize(trainer)`` and ``state_dict`` /
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass
 
@@ -77,6 +78,7 @@ class Trainer:
     def run(self) -> None:
         """Trains until the stop trigger fires; KeyboardInterrupt ends with status
         ``interrupted``, any other exception with ``failed`` (and is re-raised)."""
+        os.makedirs(self.out, exist_ok=True)
         entries = self._ordered()
         for entry in entries:
             if hasattr(entry.extension, "initialize"):

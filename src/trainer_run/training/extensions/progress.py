@@ -32,14 +32,12 @@ class ProgressBar:
 
     def initialize(self, trainer) -> None:
         self._progress = Progress(
-            TextColumn("[bold]train"),
-            BarColumn(),
+            BarColumn(bar_width=20),
             TextColumn("it {task.completed}/{task.total}"),
             TextColumn("epoch {task.fields[epoch]:.2f}"),
             TextColumn("loss {task.fields[loss]}"),
             TextColumn("lr {task.fields[lr]}"),
             TextColumn("{task.fields[speed]} samples/s"),
-            TextColumn("ETA"),
             TimeRemainingColumn(),
             console=self.console,
             transient=False,
@@ -93,10 +91,10 @@ class MetricsTable:
         if len(rows) > self.max_rows:
             step = len(rows) / self.max_rows
             rows = [rows[int(i * step)] for i in range(self.max_rows - 1)] + [rows[-1]]
-        columns = list(dict.fromkeys(k for row in rows for k in row))
+        columns = [k for k in dict.fromkeys(k for row in rows for k in row) if k != "elapsed_s"]
         table = Table(title=f"metrics ({trainer.status})")
         for column in columns:
-            table.add_column(column, justify="right")
+            table.add_column(column.replace("/", "\n"), justify="right")
         for row in rows:
             table.add_row(*(_cell(row.get(c)) for c in columns))
         self.console.print(table)

@@ -1,0 +1,59 @@
+"""Checkpoint files: plain JSON + npz, atomic pointer, retention, finding one to resume."""
+
+import json
+
+import numpy as np
+import pytest
+
+from trainer_run import checkpoint
+from trainer_run.errors import ConfigError
+
+
+def _state(i):
+    return {"iteration": i, "nested": {"w": np.arange(6.0).reshape(2, 3) * i, "none": None,
+                                        "list": [np.ones(2, np.int32), 1.5, "x"]},
+            "rng": np.random.default_rng(i).bit_generator.state}
+
+
+def test_round_trip_without_pickle(tmp_path):
+    path = checkpoint.save(_state(3), tmp_path, 3)
+    assert path.name == "iter_00000003"
+    with np.load(path / "arrays.npz", allow_pickle=False) as data:
+        assert sorted(data.files) == ["nested/list/0", "nested/w"]
+    json.loads((path / "state.json").read_text())
+    loaded = checkpoint.load(path)
+    np.testing.assert_array_equal(loaded["nested"]["w"], _state(3)["nested"]["w"])
+    assert loaded["nested"]["list"][1:] == [1.5, "x"] and loaded["nested"]["none"] is None
+    assert loaded["rng"] == _state(3)["rng"]
+
+
+def test_retention_keeps_the_newest_and_latest_points_to_the_last(tmp_path):
+    for i in range(1, 6):
+        checkpoint.save(_state(i), tmp_path, i, keep=2)
+    assert [p.name for p in checkpoint.list_checkpoints(tmp_path)] == ["iter_00000004", "iter_00000005"]
+    assert (tmp_path / "latest").read_text().strip() == "iter_00000005"
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
+def test_find_prefers_latest_and_falls_back_to_the_newest_complete(tmp_path):
+    run = tmp_path / "run"
+    for i in (1, 2, 3):
+        checkpoint.save(_state(i), run / "checkpoints", i)
+    assert checkpoint.find(run).name == "iter_00000003"
+    (run / "checkpoints" / "iter_00000003" / "arrays.npz").write_bytes(b"truncated")
+    assert checkpoint.find(run).name == "iter_00000002"
+    (run / "checkpoints" / "latest").unlink()
+    assert checkpoint.find(run / "checkpoints").name == "iter_00000002"
+    assert checkpoint.find(run / "checkpoints" / "iter_00000001").name == "iter_00000001"
+    assert checkpoint.run_dir_of(checkpoint.find(run)) == run.resolve()
+
+
+@pytest.mark.parametrize("make", ["missing", "empty", "corrupt"])
+def test_unusable_resume_targets_are_config_errors(tmp_path, make):
+    target = tmp_path / "run"
+    if make != "missing":
+        (target / "checkpoints" / "iter_00000001").mkdir(parents=True)
+    if make == "corrupt":
+        (target / "checkpoints" / "iter_00000001" / "state.json").write_text("{not json")
+    with pytest.raises(ConfigError, match="resume="):
+        checkpoint.find(target)

@@ -1,0 +1,121 @@
+"""The training loop from Python: triggers, extension order, logging, interrupts, resume."""
+
+import json
+
+import numpy as np
+import pytest
+
+from trainer_run import checkpoint, optimizers
+from trainer_run.backend import get_backend
+from trainer_run.datasets import make_synthetic
+from trainer_run.iterators import SerialIterator
+from trainer_run.models import MLP
+from trainer_run.training import AnyOf, IntervalTrigger, StopTrigger, Trainer
+from trainer_run.training.extensions import Evaluator, LogReport, Snapshot, Summary
+from trainer_run.updaters import StandardUpdater
+
+
+def _trainer(out, max_iterations=40, seed=0, optimizer="adam"):
+    """A small run; ``seed`` drives initialisation and shuffling, the data is fixed."""
+    backend = get_backend("numpy", seed=seed)
+    data = make_synthetic("spirals", 400, 0.25, np.random.default_rng(0))
+    model = MLP(data.in_size, data.out_size, backend, hidden_sizes=[16])
+    iterator = SerialIterator(data.train, 30, rng=np.random.default_rng(seed + 1))
+    opt = optimizers.create(optimizer, learning_rate=0.01)
+    updater = StandardUpdater(iterator, opt, model, backend=backend)
+    stop = StopTrigger(max_iterations=max_iterations)
+    trainer = Trainer(updater, stop, out=str(out))
+    log = LogReport(AnyOf(IntervalTrigger(10), stop), opt)
+    trainer.extend(Evaluator(data.val, model, 50, backend), trigger=AnyOf(IntervalTrigger(20), stop))
+    trainer.extend(log)
+    trainer.extend(Snapshot(), trigger=IntervalTrigger(20))
+    trainer.extend(Summary(log, 30, updater.stores["main"]))
+    return trainer
+
+
+class _Iterator:
+    def __init__(self, epoch_detail):
+        self.iteration, self.epoch_detail, self.previous_epoch_detail = 0, epoch_detail, None
+
+
+class _T:
+    def __init__(self, iteration, previous, current):
+        self.updater = _Iterator(current)
+        self.updater.iteration = iteration
+        self.updater.previous_epoch_detail = previous
+
+
+def test_interval_trigger_rules():
+    every3 = IntervalTrigger(3)
+    assert [every3(_T(i, None, 0)) for i in range(1, 7)] == [False, False, True, False, False, True]
+    per_epoch = IntervalTrigger(1, "epoch")
+    assert per_epoch(_T(0, 0.9, 1.2)) and not per_epoch(_T(0, 1.2, 1.5))
+    half = IntervalTrigger(0.5, "epoch")
+    assert half(_T(0, 0.4, 0.6)) and not half(_T(0, 0.6, 0.9))
+    stop = StopTrigger(max_iterations=5, max_epochs=2)
+    assert not stop(_T(4, None, 1.9)) and stop(_T(5, None, 1.0)) and stop(_T(1, None, 2.0))
+    assert stop.total_iterations(iterations_per_epoch=2.0) == 4
+
+
+def test_log_rows_average_the_iterations_since_the_last_row(tmp_path):
+    trainer = _trainer(tmp_path)
+    losses = []
+    original = trainer.updater.forward_backward
+
+    def spy(arrays):
+        out = original(arrays)
+        losses.append(float(out["loss"]))
+        return out
+
+    trainer.updater.forward_backward = spy
+    trainer.run()
+    rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [r["iteration"] for r in rows] == [10, 20, 30, 40]
+    for k, row in enumerate(rows):
+        assert row["train/loss"] == pytest.approx(np.mean(losses[10 * k:10 * k + 10]), rel=1e-6)
+    assert "val/loss" in rows[1] and "val/loss" not in rows[0]
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["status"] == "completed" and summary["val/loss"] == rows[-1]["val/loss"]
+
+
+def test_interrupt_saves_a_checkpoint_and_a_summary(tmp_path):
+    trainer = _trainer(tmp_path, max_iterations=100)
+    original = trainer.updater.update_core
+
+    def interrupted():
+        if trainer.updater.iteration == 25:
+            raise KeyboardInterrupt
+        original()
+
+    trainer.updater.update_core = interrupted
+    trainer.run()
+    assert trainer.status == "interrupted"
+    assert json.loads((tmp_path / "summary.json").read_text())["status"] == "interrupted"
+    assert checkpoint.find(tmp_path).name == "iter_00000025"
+
+
+def test_failure_is_recorded_and_reraised(tmp_path):
+    trainer = _trainer(tmp_path)
+
+    def broken():
+        raise RuntimeError("boom")
+
+    trainer.updater.update_core = broken
+    with pytest.raises(RuntimeError, match="boom"):
+        trainer.run()
+    assert json.loads((tmp_path / "summary.json").read_text())["status"] == "failed"
+
+
+@pytest.mark.parametrize("optimizer", ["adam", "sgd"])
+def test_restored_state_continues_bit_for_bit(tmp_path, optimizer):
+    straight = _trainer(tmp_path / "a", max_iterations=40, optimizer=optimizer)
+    straight.run()
+    first = _trainer(tmp_path / "b", max_iterations=20, optimizer=optimizer)
+    first.run()
+    state = checkpoint.load(checkpoint.find(tmp_path / "b"))
+    resumed = _trainer(tmp_path / "b", max_iterations=40, seed=7, optimizer=optimizer)
+    resumed.load_state_dict(state["trainer"])
+    resumed.run()
+    for name, p in straight.updater.stores["main"].params.items():
+        np.testing.assert_array_equal(p.data, resumed.updater.stores["main"].params[name].data)
+    assert resumed.updater.get_optimizer("main").num_update == 40
