@@ -19,8 +19,7 @@ from trainer_run.backend import get_backend
 from trainer_run.errors import ConfigError, check, check_number
 from trainer_run.iterators import SerialIterator
 from trainer_run.training import AnyOf, IntervalTrigger, StopTrigger, Trainer
-from trainer_run.training.extensions import (Evaluator, LogReport, MetricsTable, ProgressBar,
-                                             Snapshot, Summary)
+from trainer_run.training.extensions import Evaluator, LogReport, MetricsTable, ProgressBar, Snapshot, Summary
 from trainer_run.updaters import StandardUpdater
 
 from .arguments import accepted, call, prefixed

@@ -48,7 +48,8 @@ def test_resume_is_bit_identical(tmp_path, optimizer):
     result = run_cli(f"resume={tmp_path / 'split'}", "trainer.max_iterations=120",
                      "trainer.progress=false")
     assert result.returncode == 0, result.stderr
-    straight, split = load_npz(tmp_path / "straight" / "model.npz"), load_npz(tmp_path / "split" / "model.npz")
+    straight = load_npz(tmp_path / "straight" / "model.npz")
+    split = load_npz(tmp_path / "split" / "model.npz")
     assert all(numpy.array_equal(straight[k], split[k]) for k in straight)
     assert json.loads((tmp_path / "split" / "summary.json").read_text())["iteration"] == 120
     rows = read_jsonl(tmp_path / "split" / "metrics.jsonl")

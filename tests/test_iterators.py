@@ -8,7 +8,6 @@ import pytest
 
 from trainer_run.iterators import SerialIterator
 
-
 DATASET = [f"ex{i}" for i in range(10)]
 
 

@@ -48,7 +48,8 @@ class HandCosine:
             return hand_warmup(n, **self.warmup)
         if n <= self.max_update:
             progress = (n - self.warmup_steps) / (self.max_update - self.warmup_steps)
-            self.last = self.final + (self.base - self.final) * (1 + math.cos(math.pi * progress)) / 2
+            cosine = (1 + math.cos(math.pi * progress)) / 2
+            self.last = self.final + (self.base - self.final) * cosine
         return self.last
 
 

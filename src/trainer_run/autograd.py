@@ -19,7 +19,6 @@ import itertools
 
 from .backend import array_module
 
-
 _recording = True
 
 

@@ -5,6 +5,8 @@ what is allowed) and how to fix it. The command line prints it alone, without a 
 and exits non-zero. Anything else that goes wrong is a bug and keeps its traceback.
 """
 
+import numbers
+
 
 class ConfigError(ValueError):
     """A value, name or file given by the user is invalid; the message says how to fix it."""
@@ -23,7 +25,7 @@ def check_number(name: str, value, *, low=None, high=None, low_open=False, integ
     Booleans are refused even though Python counts them as integers.
     """
     kind = "an integer" if integer else "a number"
-    ok_type = (int,) if integer else (int, float)
+    ok_type = numbers.Integral if integer else numbers.Real
     if isinstance(value, bool) or not isinstance(value, ok_type):
         raise ConfigError(f"{name} must be {kind}, got {value!r}")
     if low is not None and (value <= low if low_open else value < low):

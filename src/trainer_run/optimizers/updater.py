@@ -18,7 +18,6 @@ from typing import Any
 
 import numpy
 
-from ..backend import array_module
 from .optimizer import Optimizer
 
 
