@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 
 import numpy
-import pytest
 
 
 def run_cli(*args, cwd=None, timeout=300) -> subprocess.CompletedProcess:
@@ -24,9 +23,3 @@ def read_jsonl(path: Path) -> list[dict]:
 def load_npz(path: Path) -> dict:
     with numpy.load(path, allow_pickle=False) as data:
         return {k: data[k] for k in data.files}
-
-
-@pytest.fixture
-def quiet():
-    """Arguments that keep a CLI run small and silent."""
-    return ["trainer.progress=false"]

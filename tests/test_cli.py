@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import numpy
 import pytest
@@ -11,9 +12,10 @@ from conftest import load_npz, read_jsonl, run_cli
 
 
 def test_default_run_reaches_95_percent_and_fills_the_run_directory(tmp_path):
-    out = tmp_path / "run"
-    result = run_cli(f"hydra.run.dir={out}")
+    result = run_cli(cwd=tmp_path)
     assert result.returncode == 0, result.stderr
+    (out,) = (tmp_path / "runs").glob("*/*")
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d/\d\d-\d\d-\d\d", f"{out.parent.name}/{out.name}")
     summary = json.loads((out / "summary.json").read_text())
     assert summary["status"] == "completed"
     assert summary["iteration"] == 1000
@@ -94,6 +96,13 @@ def test_sweep_runs_each_job_in_its_own_directory(tmp_path):
         lr = read_jsonl(tmp_path / str(job) / "metrics.jsonl")[-1]["lr"]
         seen.add((name.split()[-1], lr))
     assert seen == {("adam", 0.1), ("adam", 0.01), ("sgd", 0.1), ("sgd", 0.01)}
+
+
+def test_max_epochs_stops_training(tmp_path):
+    out = tmp_path / "run"
+    _train(out, "trainer.max_iterations=null", "trainer.max_epochs=2", "dataset.batch_size=64")
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["iteration"] == 50 and summary["epoch"] == pytest.approx(2.0)
 
 
 def test_cosine_schedule_is_logged(tmp_path):
