@@ -55,7 +55,7 @@ def check_choices(argv: list[str]) -> None:
     of available ones, before Hydra composes anything. Sweeps (``a,b``) are checked item by item."""
     for argument in argv:
         group = _key(argument).lstrip("+~")
-        if "=" not in argument or not (CONFIGS / group).is_dir():
+        if "=" not in argument or not (CONFIGS / group).is_dir() or "(" in argument:
             continue
         options = sorted(p.stem for p in (CONFIGS / group).glob("*.yaml"))
         for choice in argument.split("=", 1)[1].split(","):

@@ -75,11 +75,13 @@ def save(state: dict, directory: Path, iteration: int, keep: int | None = None) 
         json.dump(tree, f)
         _sync(f)
     _fsync_dir(tmp)
+    stale = directory / f".old-{name}-{os.getpid()}"
     if final.exists():
-        shutil.rmtree(final)
+        os.replace(final, stale)
     os.replace(tmp, final)
     _write_atomic(directory / LATEST, name + "\n")
     _fsync_dir(directory)
+    shutil.rmtree(stale, ignore_errors=True)
     if keep is not None:
         _prune(directory, keep, protect=name)
     return final

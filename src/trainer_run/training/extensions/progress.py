@@ -57,7 +57,7 @@ class ProgressBar:
         elapsed = max(time.perf_counter() - self._t0, 1e-9)
         fields = {
             "epoch": trainer.updater.epoch_detail,
-            "loss": "-" if loss is None else f"{float(loss):.4f}",
+            "loss": "-" if loss is None else f"{float(loss):.4g}",
             "lr": "-" if self.optimizer is None else f"{self.optimizer.learning_rate:.3g}",
             "speed": f"{(iteration - self._it0) * self.batch_size / elapsed:,.0f}",
         }

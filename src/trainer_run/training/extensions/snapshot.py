@@ -22,6 +22,11 @@ class Snapshot:
         self.extra = extra or {}
         self._saved_at = None
 
+    def initialize(self, trainer) -> None:
+        """A resumed run starts from a checkpoint of its current iteration."""
+        if trainer.updater.iteration > 0:
+            self._saved_at = trainer.updater.iteration
+
     def __call__(self, trainer) -> None:
         self.save(trainer)
 
