@@ -57,3 +57,11 @@ def test_unusable_resume_targets_are_config_errors(tmp_path, make):
         (target / "checkpoints" / "iter_00000001" / "state.json").write_text("{not json")
     with pytest.raises(ConfigError, match="resume="):
         checkpoint.find(target)
+
+
+def test_saving_the_same_iteration_again_replaces_it_cleanly(tmp_path):
+    checkpoint.save(_state(1), tmp_path, 4)
+    checkpoint.save(_state(2), tmp_path, 4)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["iter_00000004", "latest"]
+    np.testing.assert_array_equal(checkpoint.load(tmp_path / "iter_00000004")["nested"]["w"],
+                                  _state(2)["nested"]["w"])
