@@ -58,6 +58,8 @@ class StandardUpdater:
         self.stores = {name: ParamStore(m.params(), xp) for name, m in self._models.items()}
         self._param_updaters = {}
         for name, opt in self._optimizers.items():
+            if backend is not None and opt.rng is None:
+                opt.rng = backend.rng
             self._param_updaters[name] = get_updater(opt)
             self._param_updaters[name].attach(self.stores[name])
 
@@ -135,6 +137,7 @@ class StandardUpdater:
         to_numpy = self.backend.to_numpy if self.backend is not None else (lambda a: a)
         return {
             "iteration": self.iteration,
+            "backend": self.backend.state_dict() if self.backend is not None else None,
             "iterators": {n: it.state_dict() for n, it in self._iterators.items()},
             "optimizers": {n: opt.state_dict() for n, opt in self._optimizers.items()},
             "optimizer_states": {n: u.state_dict(to_numpy) for n, u in self._param_updaters.items()},
@@ -144,6 +147,8 @@ class StandardUpdater:
     def load_state_dict(self, state: dict) -> None:
         asarray = self.backend.asarray if self.backend is not None else (lambda a: a)
         self.iteration = int(state["iteration"])
+        if self.backend is not None and state.get("backend") is not None:
+            self.backend.load_state_dict(state["backend"])
         for name, it in self._iterators.items():
             it.load_state_dict(state["iterators"][name])
         for name, store in self.stores.items():

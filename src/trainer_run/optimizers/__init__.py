@@ -2,12 +2,21 @@
 
 ``create(name, **kwargs)`` builds a registered optimizer; ``register`` adds a class under
 its lower-case name; ``get_updater(optimizer)`` returns MXNet's per-index updater.
+
+Every module of this package is imported here, so an optimizer is added by writing one
+module with one ``@register``-ed class (and one ``configs/optimizer/<name>.yaml``); its
+class is then available as ``trainer_run.optimizers.<ClassName>``.
 """
 
-from .adam import Adam
+import importlib
+import pkgutil
+
 from .optimizer import REGISTRY, Optimizer, create, register
-from .sgd import SGD
 from .updater import IndexUpdater, get_updater
 
-__all__ = ["Adam", "IndexUpdater", "Optimizer", "REGISTRY", "SGD", "create", "get_updater",
-           "register"]
+for _module in pkgutil.iter_modules(__path__):
+    importlib.import_module(f"{__name__}.{_module.name}")
+globals().update({klass.__name__: klass for klass in REGISTRY.values()})
+
+__all__ = ["IndexUpdater", "Optimizer", "REGISTRY", "create", "get_updater", "register",
+           *sorted(klass.__name__ for klass in REGISTRY.values())]

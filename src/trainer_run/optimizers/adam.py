@@ -58,7 +58,7 @@ class Adam(Optimizer):
         var[...] = beta2 * var + (1 - beta2) * g * g
         weight[...] = weight - lr * mean / (xp.sqrt(var) + eps)
 
-    def fused_step(self, weight, grad, state, lr, wd, count):
+    def fused_step(self, weight, grad, state, lr, wd, count, segments):
         lr = self._corrected_lr(lr, count)
         lr, wd, beta1, beta2, eps, rescale = scalars(
             weight.dtype, lr, wd, self.beta1, self.beta2, self.epsilon, self.rescale_grad)

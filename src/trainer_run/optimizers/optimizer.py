@@ -16,9 +16,14 @@ Shared behaviour (MXNet ``Optimizer``):
   decay is each optimizer's business and follows MXNet's kernels.
 
 Subclasses implement ``create_state`` and ``update`` (the readable per-array reference)
-and may implement ``fused_step``: the same update on one flat buffer with scalar
-hyper-parameters, done in place with as few passes over memory as possible. Scalar
-hyper-parameters are cast to the weight's dtype before use, as MXNet's kernels do.
+and may implement ``fused_step(weight, grad, state, lr, wd, count, segments)``: the same
+update on one flat buffer holding several parameters back to back, with scalar
+hyper-parameters, done in place with as few passes over memory as possible. ``segments``
+lists one slice per parameter, for updates that need per-tensor reductions (LAMB's trust
+ratio); element-wise updates ignore it. Scalar hyper-parameters are cast to the weight's
+dtype before use, as MXNet's kernels do. An optimizer whose state is not shaped like the
+weight sets ``flat_state = False``; its states are then created per index and it is
+updated per index.
 """
 
 from __future__ import annotations
@@ -161,32 +166,45 @@ class Optimizer:
     def update_multi_precision(self, index, weight, grad, state) -> None:
         """:meth:`update` through the float32 master copy when the state holds one."""
         if self.multi_precision and weight.dtype == numpy.float16:
-            master, inner = state
+            master, inner = self._split_master(state)
             self.update(index, master, grad.astype(numpy.float32), inner)
             weight[...] = master
         else:
             self.update(index, weight, grad, state)
 
     fused_step = None
-    """Optional ``fused_step(weight, grad, state, lr, wd, count)`` on flat buffers."""
+    """Optional ``fused_step(weight, grad, state, lr, wd, count, segments)`` on flat buffers."""
 
-    def fused_update(self, indices, weight, grad, state) -> None:
+    flat_state = True
+    """Whether ``create_state`` returns arrays shaped like the weight (or None)."""
+
+    rng = None
+    """The generator of optimizers that draw random numbers (SGLD); the trainer sets it to
+    the backend's, so the draws are seeded and checkpointed with the run."""
+
+    def fused_update(self, indices, weight, grad, state, segments=None) -> None:
         """Updates a flat group whose indices share count, lr and wd in one fused step.
 
         Equivalent to calling :meth:`update` on every index in order, since all indices
-        see the same ``num_update`` once counted.
+        see the same ``num_update`` once counted. ``segments`` (default: the whole buffer
+        is one tensor) gives each parameter's slice.
         """
         for index in indices:
             self._update_count(index)
         first = indices[0]
         count = self._index_update_count[first]
+        segments = segments if segments is not None else [slice(0, weight.size)]
+        lr, wd = self._get_lr(first), self._get_wd(first)
         if self.multi_precision and weight.dtype == numpy.float16:
-            master, inner = state
-            self.fused_step(master, grad.astype(numpy.float32), inner,
-                            self._get_lr(first), self._get_wd(first), count)
+            master, inner = self._split_master(state)
+            self.fused_step(master, grad.astype(numpy.float32), inner, lr, wd, count, segments)
             weight[...] = master
         else:
-            self.fused_step(weight, grad, state, self._get_lr(first), self._get_wd(first), count)
+            self.fused_step(weight, grad, state, lr, wd, count, segments)
+
+    def _split_master(self, state):
+        """``(master, inner_state)`` of a multi-precision state (MXNet's base layout)."""
+        return state
 
     def can_fuse(self, indices) -> bool:
         """Whether ``indices`` may be updated by one :meth:`fused_update` call."""

@@ -46,20 +46,9 @@ class SGD(Optimizer):
             return (self.create_state(index, master), master)
         return super().create_state_multi_precision(index, weight)
 
-    def update_multi_precision(self, index, weight, grad, state):
-        if self.multi_precision and weight.dtype == numpy.float16:
-            mom, master = state
-            self.update(index, master, grad.astype(numpy.float32), mom)
-            weight[...] = master
-        else:
-            self.update(index, weight, grad, state)
-
-    def fused_update(self, indices, weight, grad, state):
-        if self.multi_precision and weight.dtype == numpy.float16:
-            mom, master = state
-            super().fused_update(indices, weight, grad, (master, mom))
-        else:
-            super().fused_update(indices, weight, grad, state)
+    def _split_master(self, state):
+        mom, master = state
+        return master, mom
 
     def update(self, index, weight, grad, state):
         self._update_count(index)
@@ -76,7 +65,7 @@ class SGD(Optimizer):
             state[...] = momentum * state - (lr * wd) * weight - step
             weight += state
 
-    def fused_step(self, weight, grad, state, lr, wd, count):
+    def fused_step(self, weight, grad, state, lr, wd, count, segments):
         lr, wd, momentum, rescale = scalars(weight.dtype, lr, wd, self.momentum, self.rescale_grad)
         xp = array_module(weight)
         clip = weight.dtype.type(self.clip_gradient) if self.clipping else None

@@ -36,12 +36,25 @@ class IndexUpdater:
 
     def __call__(self, index, grad, weight) -> None:
         if isinstance(index, (list, tuple)):
-            for i, g, w in zip(index, grad, weight):
-                self(i, g, w)
+            self._update_list(index, grad, weight)
             return
         if index not in self.states:
             self.states[index] = self.optimizer.create_state_multi_precision(index, weight)
         self.optimizer.update_multi_precision(index, weight, grad, self.states[index])
+
+    def _update_list(self, indices, grads, weights) -> None:
+        """The list form: each array through the optimizer's fused kernel where it has one
+        (same numerics as the per-index update), else through ``update``."""
+        opt = self.optimizer
+        for index, grad, weight in zip(indices, grads, weights):
+            if index not in self.states:
+                self.states[index] = opt.create_state_multi_precision(index, weight)
+            state = self.states[index]
+            if opt.flat_state and opt.can_fuse([index]) and _contiguous(weight, grad, state):
+                flat = _map_state(state, lambda a: a.reshape(-1))
+                opt.fused_update([index], weight.reshape(-1), grad.reshape(-1), flat)
+            else:
+                opt.update_multi_precision(index, weight, grad, state)
 
     # -- flat groups ----------------------------------------------------------------------
     def attach(self, store) -> None:
@@ -50,21 +63,27 @@ class IndexUpdater:
         The optimizer's ``param_dict`` is pointed at the store's parameters so that
         their ``lr_mult`` / ``wd_mult`` apply (as Gluon's Trainer does).
         """
-        self.optimizer.param_dict = store.param_dict()
+        opt = self.optimizer
+        opt.param_dict = store.param_dict()
         self._groups = []
         for group in store.groups:
-            flat = self.optimizer.create_state_multi_precision(group.indices[0], group.data)
+            if not opt.flat_state:
+                for index, p in zip(group.indices, group.params):
+                    self.states[index] = opt.create_state_multi_precision(index, p.data)
+                self._groups.append((group, None, False))
+                continue
+            flat = opt.create_state_multi_precision(group.indices[0], group.data)
             for k, index in enumerate(group.indices):
                 self.states[index] = _map_state(flat, lambda a, k=k: group.view(a, k))
-            self._groups.append((group, flat))
+            self._groups.append((group, flat, True))
 
     def step(self) -> None:
         """Applies one update to every attached parameter: one fused pass per group where
         the group's indices share update count and multipliers, per index otherwise."""
         opt = self.optimizer
-        for group, flat in self._groups:
-            if opt.can_fuse(group.indices):
-                opt.fused_update(group.indices, group.data, group.grad, flat)
+        for group, flat, is_flat in self._groups:
+            if is_flat and opt.can_fuse(group.indices):
+                opt.fused_update(group.indices, group.data, group.grad, flat, group.slices)
             else:
                 for k, index in enumerate(group.indices):
                     opt.update_multi_precision(index, group.params[k].data,
@@ -90,6 +109,10 @@ class IndexUpdater:
                     raise ValueError(f"optimizer state for index {key} has shape "
                                      f"{tuple(src.shape)}, expected {tuple(dst.shape)}")
                 dst[...] = asarray(src)
+
+
+def _contiguous(*items) -> bool:
+    return all(a.flags.c_contiguous for item in items for a in _leaves(item))
 
 
 def _map_state(state, fn):
