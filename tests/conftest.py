@@ -8,6 +8,9 @@ import sys
 from pathlib import Path
 
 import numpy
+import pytest
+
+from trainer_run.optimizers import jit
 
 
 def run_cli(*args, cwd=None, timeout=300) -> subprocess.CompletedProcess:
@@ -23,3 +26,17 @@ def read_jsonl(path: Path) -> list[dict]:
 def load_npz(path: Path) -> dict:
     with numpy.load(path, allow_pickle=False) as data:
         return {k: data[k] for k in data.files}
+
+
+def pytest_generate_tests(metafunc):
+    """Optimizer tests run twice: with the compiled (numba) fused loops and with NumPy's."""
+    if metafunc.module.__name__.startswith("test_optimizers") and "jit_enabled" in metafunc.fixturenames:
+        metafunc.parametrize("jit_enabled", [True, False], ids=["jit", "numpy"], indirect=True)
+
+
+@pytest.fixture(autouse=True)
+def jit_enabled(request, monkeypatch):
+    """Whether fused optimizer steps may use compiled loops in this test."""
+    enabled = getattr(request, "param", jit.ENABLED) and jit.numba is not None
+    monkeypatch.setattr(jit, "ENABLED", enabled)
+    return enabled

@@ -15,10 +15,30 @@ from __future__ import annotations
 
 import math
 
+import numpy
+
 from ..backend import array_module
 from ..errors import check_number
+from . import jit
+from .jit import prange
 from .optimizer import Optimizer, register, scalars
 from .workspace import Workspace, chunks
+
+
+def _adam_loop(w, g, m, v, lr, wd, beta1, beta2, eps, rescale, clip, clipping):
+    one = w.dtype.type(1)
+    for i in prange(w.size):
+        gi = g[i] * rescale + w[i] * wd
+        if clipping:
+            gi = min(max(gi, -clip), clip)
+        mi = beta1 * m[i] + (one - beta1) * gi
+        vi = beta2 * v[i] + (one - beta2) * gi * gi
+        m[i] = mi
+        v[i] = vi
+        w[i] = w[i] - lr * mi / (numpy.sqrt(vi) + eps)
+
+
+_adam_kernel = jit.kernel(_adam_loop)
 
 
 @register
@@ -65,8 +85,12 @@ class Adam(Optimizer):
         one = weight.dtype.type(1)
         xp = array_module(weight)
         clip = weight.dtype.type(self.clip_gradient) if self.clipping else None
-        a, b = self._workspace.get(weight, 2)
         mean, var = state
+        if jit.usable(_adam_kernel, weight, grad, mean, var):
+            _adam_kernel(weight, grad, mean, var, lr, wd, beta1, beta2, eps, rescale,
+                         clip if clip is not None else one, clip is not None)
+            return
+        a, b = self._workspace.get(weight, 2)
         for n, (w, gr, m, v) in chunks(weight, grad, mean, var):
             g, t = a[:n], b[:n]
             xp.multiply(gr, rescale, out=g)

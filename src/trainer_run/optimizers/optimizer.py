@@ -220,6 +220,11 @@ class Optimizer:
         )
 
     # -- state ----------------------------------------------------------------------------
+    def hyper_parameters(self) -> dict:
+        """Public scalar attributes (learning rate, decay rates, ...), as plain data."""
+        return {k: v for k, v in vars(self).items()
+                if not k.startswith("_") and isinstance(v, (bool, int, float, str, type(None)))}
+
     def state_dict(self) -> dict:
         """Counters, learning rate and scheduler state as plain data."""
         state = {

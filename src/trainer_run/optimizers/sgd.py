@@ -20,8 +20,28 @@ import numpy
 
 from ..backend import array_module
 from ..errors import check_number
+from . import jit
+from .jit import prange
 from .optimizer import Optimizer, register, scalars
 from .workspace import Workspace, chunks
+
+
+def _sgd_loop(w, g, m, lr, wd, momentum, rescale, clip, clipping, with_momentum):
+    one = w.dtype.type(1)
+    for i in prange(w.size):
+        if clipping:
+            step = lr * min(max(rescale * g[i], -clip), clip)
+        else:
+            step = (lr * rescale) * g[i]
+        if with_momentum:
+            mi = momentum * m[i] - (lr * wd) * w[i] - step
+            m[i] = mi
+            w[i] = w[i] + mi
+        else:
+            w[i] = (one - lr * wd) * w[i] - step
+
+
+_sgd_kernel = jit.kernel(_sgd_loop)
 
 
 @register
@@ -69,6 +89,10 @@ class SGD(Optimizer):
         lr, wd, momentum, rescale = scalars(weight.dtype, lr, wd, self.momentum, self.rescale_grad)
         xp = array_module(weight)
         clip = weight.dtype.type(self.clip_gradient) if self.clipping else None
+        if jit.usable(_sgd_kernel, weight, grad, *([] if state is None else [state])):
+            _sgd_kernel(weight, grad, weight if state is None else state, lr, wd, momentum, rescale,
+                        clip if clip is not None else lr, clip is not None, state is not None)
+            return
         (tmp,) = self._workspace.get(weight, 1)
         if state is None:
             decay = 1 - lr * wd

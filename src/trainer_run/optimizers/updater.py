@@ -14,10 +14,13 @@ memory and may be mixed freely.
 
 from __future__ import annotations
 
+import io
+import json
 from typing import Any
 
 import numpy
 
+from ..checkpoint import flatten, unflatten
 from .optimizer import Optimizer
 
 
@@ -94,21 +97,85 @@ class IndexUpdater:
         """index -> list of host arrays (None entries dropped) in the state's flattened order."""
         return {str(i): [numpy.array(to_numpy(a)) for a in _leaves(s)] for i, s in self.states.items()}
 
+    def get_states(self, dump_optimizer: bool = False) -> bytes:
+        """All states as bytes in a safe format (an ``.npz`` archive with a JSON manifest; no
+        pickle). With ``dump_optimizer`` the optimizer's hyper-parameters, counters and
+        scheduler state are included, as MXNet's ``get_states(dump_optimizer=True)``."""
+        arrays: dict = {}
+        manifest = {"states": flatten({str(k): _plain(v) for k, v in self.states.items()}, arrays,
+                                      "states")}
+        if dump_optimizer:
+            opt = self.optimizer
+            manifest["optimizer"] = {"name": type(opt).__name__.lower(),
+                                     "hyper": opt.hyper_parameters(),
+                                     "state": flatten(opt.state_dict(), arrays, "optimizer")}
+        buffer = io.BytesIO()
+        numpy.savez(buffer, **{MANIFEST: numpy.frombuffer(json.dumps(manifest).encode(), numpy.uint8)},
+                    **arrays)
+        return buffer.getvalue()
+
+    def set_states(self, blob: bytes, asarray=numpy.asarray) -> None:
+        """Restores :meth:`get_states` output. States of indices that already exist (e.g.
+        views of attached flat groups) are filled in place; others are created from the
+        saved arrays (moved with ``asarray``)."""
+        with numpy.load(io.BytesIO(blob), allow_pickle=False) as data:
+            arrays = {k: data[k] for k in data.files}
+        manifest = json.loads(arrays.pop(MANIFEST).tobytes().decode())
+        for key, saved in unflatten(manifest["states"], arrays).items():
+            index = _index(key)
+            if index in self.states:
+                _copy_into(key, self.states[index], saved, asarray)
+            else:
+                self.states[index] = _map_state(_tuples(saved), asarray)
+        if "optimizer" in manifest:
+            dumped = manifest["optimizer"]
+            opt = self.optimizer
+            if dumped["name"] != type(opt).__name__.lower():
+                raise ValueError(f"the states hold a {dumped['name']} optimizer, not "
+                                 f"{type(opt).__name__.lower()}")
+            for name, value in dumped["hyper"].items():
+                setattr(opt, name, value)
+            opt.load_state_dict(unflatten(dumped["state"], arrays))
+
     def load_state_dict(self, arrays: dict, asarray) -> None:
         """Copies saved state arrays into the existing states (which must already exist)."""
         for key, saved in arrays.items():
-            index = int(key) if key.lstrip("-").isdigit() else key
+            index = _index(key)
             if index not in self.states:
                 raise KeyError(f"no optimizer state for index {key}; attach the parameters first")
-            leaves = _leaves(self.states[index])
-            if len(leaves) != len(saved):
-                raise ValueError(f"optimizer state for index {key} has {len(saved)} arrays, "
-                                 f"expected {len(leaves)}")
-            for dst, src in zip(leaves, saved):
-                if tuple(dst.shape) != tuple(src.shape):
-                    raise ValueError(f"optimizer state for index {key} has shape "
-                                     f"{tuple(src.shape)}, expected {tuple(dst.shape)}")
-                dst[...] = asarray(src)
+            _copy_into(key, self.states[index], saved, asarray)
+
+
+MANIFEST = "__manifest__"
+
+
+def _index(key: str):
+    return int(key) if key.lstrip("-").isdigit() else key
+
+
+def _copy_into(key, state, saved, asarray) -> None:
+    """Copies saved arrays (a list, or a structure with the same leaves) into ``state``."""
+    leaves, saved = _leaves(state), _leaves(saved)
+    if len(leaves) != len(saved):
+        raise ValueError(f"optimizer state for index {key} has {len(saved)} arrays, "
+                         f"expected {len(leaves)}")
+    for dst, src in zip(leaves, saved):
+        if tuple(dst.shape) != tuple(src.shape):
+            raise ValueError(f"optimizer state for index {key} has shape "
+                             f"{tuple(src.shape)}, expected {tuple(dst.shape)}")
+        dst[...] = asarray(src)
+
+
+def _plain(state):
+    """A state with host NumPy arrays (for serialising)."""
+    return _map_state(state, lambda a: a if isinstance(a, numpy.ndarray) else a.get())
+
+
+def _tuples(state):
+    """Saved lists back to the tuples optimizers create."""
+    if isinstance(state, list):
+        return tuple(_tuples(s) for s in state)
+    return state
 
 
 def _contiguous(*items) -> bool:

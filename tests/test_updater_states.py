@@ -1,0 +1,98 @@
+"""MXNet-style get_states / set_states in a safe format, and the list form of the updater."""
+
+import io
+import zipfile
+
+import numpy as np
+import pytest
+
+from trainer_run import optimizers
+from trainer_run.params import Parameter, ParamStore
+from trainer_run.schedulers import CosineScheduler
+
+
+def _trajectory(rng, steps, shapes=((3, 4), (5,))):
+    return [[rng.normal(size=s).astype(np.float32) for s in shapes] for _ in range(steps)]
+
+
+@pytest.mark.parametrize("name, kwargs", [("adam", {"wd": 0.01}), ("sgd", {"momentum": 0.9})])
+@pytest.mark.parametrize("dump_optimizer", [False, True])
+def test_states_round_trip_mid_trajectory(name, kwargs, dump_optimizer):
+    rng = np.random.default_rng(0)
+    start = [rng.normal(size=s).astype(np.float32) for s in ((3, 4), (5,))]
+    grads = _trajectory(rng, 6)
+
+    def fresh():
+        opt = optimizers.create(name, learning_rate=0.1,
+                                lr_scheduler=CosineScheduler(max_update=10, base_lr=0.1), **kwargs)
+        return optimizers.get_updater(opt), [w.copy() for w in start]
+
+    straight, w_straight = fresh()
+    for g in grads:
+        straight([0, 1], g, w_straight)
+
+    first, w = fresh()
+    for g in grads[:3]:
+        first([0, 1], g, w)
+    blob = first.get_states(dump_optimizer=dump_optimizer)
+    names = zipfile.ZipFile(io.BytesIO(blob)).namelist()
+    assert all(n.endswith(".npy") for n in names)
+    second, _ = fresh()
+    second.set_states(blob)
+    if not dump_optimizer:
+        second.optimizer.load_state_dict(first.optimizer.state_dict())
+    for g in grads[3:]:
+        second([0, 1], g, w)
+    for a, b in zip(w, w_straight):
+        assert np.array_equal(a, b)
+    assert second.optimizer.num_update == 6
+
+
+def test_set_states_fills_attached_flat_views_in_place():
+    rng = np.random.default_rng(1)
+    params = {"a": Parameter(rng.normal(size=(2, 3)).astype(np.float32)),
+              "b": Parameter(rng.normal(size=4).astype(np.float32))}
+    store = ParamStore(params)
+    source = optimizers.get_updater(optimizers.create("adam"))
+    source.attach(store)
+    for p in store:
+        p.grad[...] = 1.0
+    source.step()
+    blob = source.get_states()
+    target_store = ParamStore({k: Parameter(p.data.copy()) for k, p in params.items()})
+    target = optimizers.get_updater(optimizers.create("adam"))
+    target.attach(target_store)
+    target.set_states(blob)
+    group = target_store.groups[0]
+    for index in (0, 1):
+        mean, var = target.states[index]
+        assert np.shares_memory(mean, target._groups[0][1][0])
+        assert np.array_equal(mean, source.states[index][0]) and np.array_equal(var, source.states[index][1])
+    assert group.size == 10
+
+
+def test_set_states_refuses_another_optimizer():
+    source = optimizers.get_updater(optimizers.create("sgd", momentum=0.9))
+    source(0, np.ones(3, np.float32), np.zeros(3, np.float32))
+    target = optimizers.get_updater(optimizers.create("adam"))
+    with pytest.raises(ValueError, match="sgd"):
+        target.set_states(source.get_states(dump_optimizer=True))
+
+
+def test_list_form_takes_the_fused_path_and_matches_single_calls():
+    rng = np.random.default_rng(2)
+    start = [rng.normal(size=s).astype(np.float32) for s in ((3, 4), (5,), (2, 2, 2))]
+    grads = _trajectory(rng, 4, shapes=((3, 4), (5,), (2, 2, 2)))
+    listed = optimizers.get_updater(optimizers.create("adam", wd=0.1, clip_gradient=0.5))
+    single = optimizers.get_updater(optimizers.create("adam", wd=0.1, clip_gradient=0.5))
+    calls = []
+    original = listed.optimizer.fused_update
+    listed.optimizer.fused_update = lambda *a, **k: (calls.append(a[0]), original(*a, **k))
+    w_list, w_single = [w.copy() for w in start], [w.copy() for w in start]
+    for g in grads:
+        listed([0, 1, 2], g, w_list)
+        for i in range(3):
+            single(i, g[i], w_single[i])
+    assert len(calls) == 4 * 3
+    for a, b in zip(w_list, w_single):
+        assert np.array_equal(a, b)
