@@ -1,0 +1,155 @@
+"""Optimizer step throughput: every registered optimizer, reference vs fused, vs PyTorch.
+
+10M float32 parameters in 100 tensors with fixed random gradients. For each optimizer:
+
+- reference: the per-array ``update`` (MXNet's per-index updater, one call per tensor);
+- fused: one step of the flat parameter groups (``IndexUpdater.step``), compiled with numba
+  when installed (``pip install trainer-run[fast]``), else the chunked NumPy path;
+- PyTorch 2.13 CPU on the same sizes where it has the optimizer (fused implementation where
+  it has one), run from its own venv (``$TORCH_PYTHON`` or ``/work/torchvenv/bin/python``);
+- the memory-bandwidth bound: measured bandwidth / bytes moved per parameter (weight, gradient
+  and each weight-shaped state read, weight and states written, 4 bytes each).
+
+    python benchmarks/optimizers.py [--params 10000000] [--tensors 100] [--names adam sgd]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy
+
+from trainer_run import optimizers
+from trainer_run.optimizers import jit
+from trainer_run.params import Parameter, ParamStore
+
+HERE = Path(__file__).resolve().parent
+SETTINGS = {"sgd": {"momentum": 0.9}, "nag": {"momentum": 0.9}, "lars": {"momentum": 0.9},
+            "rmsprop": {"centered": False}}
+PEER_NAMES = {"sgd": "sgd", "adam": "adam", "adamw": "adamw", "adagrad": "adagrad",
+              "rmsprop": "rmsprop", "adadelta": "adadelta", "adamax": "adamax", "nadam": "nadam"}
+
+
+def _params(total: int, tensors: int, rng) -> list[numpy.ndarray]:
+    size = total // tensors
+    return [rng.standard_normal(size, dtype=numpy.float32) for _ in range(tensors)]
+
+
+def _rate(step, count: int, repeats: int) -> float:
+    step()
+    start = time.perf_counter()
+    for _ in range(repeats):
+        step()
+    return count * repeats / (time.perf_counter() - start)
+
+
+def measure(name: str, total: int, tensors: int, repeats: int) -> dict:
+    rng = numpy.random.default_rng(0)
+    weights, grads = _params(total, tensors, rng), _params(total, tensors, rng)
+    count = sum(w.size for w in weights)
+    kwargs = SETTINGS.get(name, {})
+
+    def make():
+        opt = optimizers.create(name, **kwargs)
+        opt.rng = numpy.random.default_rng(0)
+        return opt
+
+    reference = optimizers.get_updater(make())
+    ref_weights = [w.copy() for w in weights]
+
+    def reference_step():
+        for i, (w, g) in enumerate(zip(ref_weights, grads)):
+            reference(i, g, w)
+
+    store = ParamStore({f"p{i}": Parameter(w.copy()) for i, w in enumerate(weights)})
+    for p, g in zip(store, grads):
+        p.grad[...] = g
+    fused = optimizers.get_updater(make())
+    fused.attach(store)
+    opt = fused.optimizer
+    fusable = opt.flat_state and opt.fused_step is not None
+    state_arrays = sum(1 for a in jit_leaves(fused.states[0]) if a.shape == weights[0].shape)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return {"name": name, "reference": _rate(reference_step, count, repeats),
+                "fused": _rate(fused.step, count, repeats),
+                "path": ("numba" if jit.ENABLED else "numpy") if fusable else "per-index",
+                "bytes": 4 * (3 + 2 * state_arrays)}
+
+
+def jit_leaves(state) -> list:
+    if state is None:
+        return []
+    if isinstance(state, (tuple, list)):
+        return [leaf for s in state for leaf in jit_leaves(s)]
+    return [state]
+
+
+def bandwidth(total: int) -> float:
+    """Bytes/s of an in-place stream ``a += s * b`` (read a and b, write a: the access
+    pattern of an optimizer step) over arrays far larger than the caches; best of 5."""
+    a = numpy.ones(total, numpy.float32)
+    b = numpy.ones(total, numpy.float32)
+    loop = jit.kernel(_axpy)
+    if jit.usable(loop, a, b):
+        def run():
+            loop(a, b, numpy.float32(0.5))
+    else:
+        def run():
+            a.__iadd__(b * numpy.float32(0.5))
+    return 3 * 4 * max(_rate(run, total, 1) for _ in range(5))
+
+
+def _axpy(a, b, s):
+    for i in jit.prange(a.size):
+        a[i] = a[i] + s * b[i]
+
+
+def torch_rates(names: list[str], total: int, tensors: int) -> dict:
+    python = os.environ.get("TORCH_PYTHON", "/work/torchvenv/bin/python")
+    wanted = sorted({PEER_NAMES[n] for n in names if n in PEER_NAMES})
+    if not Path(python).exists() or not wanted:
+        return {}
+    result = subprocess.run([python, str(HERE / "torch_optim_peer.py"), "--params", str(total),
+                             "--tensors", str(tensors), "--names", *wanted],
+                            capture_output=True, text=True, check=True)
+    rows = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
+    return {row["optimizer"]: row for row in rows}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--params", type=int, default=10_000_000)
+    parser.add_argument("--tensors", type=int, default=100)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--names", nargs="+", default=sorted(optimizers.REGISTRY))
+    args = parser.parse_args()
+    peer = torch_rates(args.names, args.params, args.tensors)
+    bw = bandwidth(args.params * 4)
+    adam_peer = peer.get("adam", {}).get("params_per_s")
+    print(f"{args.params:,} float32 parameters in {args.tensors} tensors; memory bandwidth "
+          f"{bw / 1e9:.1f} GB/s (in-place stream); M params/s, higher is better")
+    header = (f"{'optimizer':<13}{'reference':>10}{'fused':>9} {'path':<10}{'PyTorch':>9} "
+              f"{'impl':<8}{'vs torch':>9}{'vs torch adam':>14}{'bound':>8}")
+    print(header)
+    for name in args.names:
+        row = measure(name, args.params, args.tensors, args.repeats)
+        torch_row = peer.get(PEER_NAMES.get(name, ""), {})
+        t = torch_row.get("params_per_s")
+        print(f"{name:<13}{row['reference'] / 1e6:>10.0f}{row['fused'] / 1e6:>9.0f} {row['path']:<10}"
+              f"{(t or 0) / 1e6:>9.0f} {torch_row.get('impl', '-'):<8}"
+              f"{(row['fused'] / t if t else float('nan')):>9.2f}"
+              f"{(row['fused'] / adam_peer if adam_peer else float('nan')):>14.2f}"
+              f"{bw / row['bytes'] / 1e6:>8.0f}")
+        sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
