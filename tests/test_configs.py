@@ -1,0 +1,71 @@
+"""Every config file: its arguments are the class's, with the class's defaults, and it trains."""
+
+from __future__ import annotations
+
+import inspect
+import math
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+
+from trainer_run import optimizers, schedulers
+from trainer_run.cli.arguments import accepted
+from trainer_run.cli.build import build_trainer
+
+CONFIGS = Path(__file__).resolve().parent.parent / "configs"
+NOT_IN_YAML = {"param_idx2name", "param_dict", "lr_scheduler"}
+OPTIMIZERS = sorted(p.stem for p in (CONFIGS / "optimizer").glob("*.yaml"))
+SCHEDULERS = sorted(p.stem for p in (CONFIGS / "scheduler").glob("*.yaml"))
+
+
+def _defaults(klass) -> dict:
+    defaults = {}
+    for cls in reversed(klass.__mro__):
+        init = cls.__dict__.get("__init__")
+        if init is not None:
+            defaults.update({p.name: p.default for p in inspect.signature(init).parameters.values()
+                             if p.default is not inspect.Parameter.empty})
+    return defaults
+
+
+def _compose(*overrides):
+    with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
+        return compose("config", overrides=list(overrides))
+
+
+def test_every_registered_optimizer_has_a_config():
+    assert set(OPTIMIZERS) == set(optimizers.REGISTRY)
+
+
+@pytest.mark.parametrize("name", OPTIMIZERS)
+def test_optimizer_config_lists_every_argument_with_its_default(name):
+    section = OmegaConf.load(CONFIGS / "optimizer" / f"{name}.yaml")
+    klass = optimizers.REGISTRY[section.name]
+    assert set(section) - {"name"} == set(accepted(klass)) - NOT_IN_YAML
+    defaults = _defaults(klass)
+    for key, value in section.items():
+        if key != "name":
+            assert value == defaults[key], f"{name}.{key}: {value} != MXNet default {defaults[key]}"
+
+
+@pytest.mark.parametrize("name", SCHEDULERS)
+def test_scheduler_config_arguments_are_accepted(name):
+    section = OmegaConf.load(CONFIGS / "scheduler" / f"{name}.yaml")
+    klass = schedulers.REGISTRY[section.name.lower()]
+    assert set(section) - {"name"} <= set(accepted(klass))
+
+
+@pytest.mark.parametrize("name", OPTIMIZERS)
+def test_every_optimizer_trains_from_the_config(tmp_path, name):
+    cfg = _compose(f"optimizer={name}", "trainer.max_iterations=60", "trainer.progress=false",
+                   "trainer.eval_interval=60")
+    config = OmegaConf.to_container(cfg, resolve=True)
+    trainer = build_trainer(config, tmp_path)
+    trainer.run()
+    rows = trainer.get_extension("log_report").log
+    first, last = rows[0]["train/loss"], rows[-1]["train/loss"]
+    assert trainer.status == "completed" and math.isfinite(last)
+    if name not in ("sgld", "test"):
+        assert last < first, f"{name}: loss {first} -> {last}"
