@@ -87,8 +87,8 @@ class Adam(Optimizer):
         clip = weight.dtype.type(self.clip_gradient) if self.clipping else None
         mean, var = state
         if jit.usable(_adam_kernel, weight, grad, mean, var):
-            _adam_kernel(weight, grad, mean, var, lr, wd, beta1, beta2, eps, rescale,
-                         clip if clip is not None else one, clip is not None)
+            jit.launch(_adam_kernel, weight.size, weight, grad, mean, var, lr, wd, beta1, beta2,
+                       eps, rescale, clip if clip is not None else one, clip is not None)
             return
         a, b = self._workspace.get(weight, 2)
         for n, (w, gr, m, v) in chunks(weight, grad, mean, var):

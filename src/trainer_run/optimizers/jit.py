@@ -22,6 +22,9 @@ except ImportError:  # the optional extra is not installed
 
 ENABLED = numba is not None and os.environ.get("TRAINER_RUN_JIT", "1") != "0"
 DTYPES = (numpy.float32, numpy.float64)
+PARALLEL_MIN = 1 << 22
+"""Buffers this large use every core; smaller ones one (vectorised) thread, which is as fast
+while the data fits in cache and does not fight the BLAS threads that just ran backward."""
 
 
 def kernel(loop):
@@ -40,6 +43,12 @@ def usable(compiled, *arrays) -> bool:
     first = arrays[0]
     return all(isinstance(a, numpy.ndarray) and a.dtype == first.dtype and a.flags.c_contiguous
                for a in arrays) and first.dtype in DTYPES
+
+
+def launch(compiled, size: int, *args) -> None:
+    """Runs ``compiled(*args)`` on all cores when ``size >= PARALLEL_MIN``, else on one."""
+    numba.set_num_threads(numba.config.NUMBA_NUM_THREADS if size >= PARALLEL_MIN else 1)
+    compiled(*args)
 
 
 def prange(n):

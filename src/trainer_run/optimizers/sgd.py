@@ -90,8 +90,9 @@ class SGD(Optimizer):
         xp = array_module(weight)
         clip = weight.dtype.type(self.clip_gradient) if self.clipping else None
         if jit.usable(_sgd_kernel, weight, grad, *([] if state is None else [state])):
-            _sgd_kernel(weight, grad, weight if state is None else state, lr, wd, momentum, rescale,
-                        clip if clip is not None else lr, clip is not None, state is not None)
+            jit.launch(_sgd_kernel, weight.size, weight, grad, weight if state is None else state, lr,
+                       wd, momentum, rescale, clip if clip is not None else lr, clip is not None,
+                       state is not None)
             return
         (tmp,) = self._workspace.get(weight, 1)
         if state is None:
