@@ -115,7 +115,7 @@ def test_cosine_schedule_is_logged(tmp_path):
 
 
 @pytest.mark.parametrize("argument, message", [
-    ("optimizer=nosuchopt", "optimizer=nosuchopt is not available; choose one of adam, sgd"),
+    ("optimizer=nosuchopt", "optimizer=nosuchopt is not available; choose one of adadelta, adagrad,"),
     ("optimizer.learning_rate=-1", "optimizer.learning_rate must be >= 0, got -1"),
     ("trainer.max_iterations=abc", "trainer.max_iterations must be an integer, got 'abc'"),
     ("resume=/nonexistent/run", "resume=/nonexistent/run: no such run or checkpoint directory"),

@@ -66,6 +66,9 @@ def test_every_optimizer_trains_from_the_config(tmp_path, name):
     trainer.run()
     rows = trainer.get_extension("log_report").log
     first, last = rows[0]["train/loss"], rows[-1]["train/loss"]
-    assert trainer.status == "completed" and math.isfinite(last)
-    if name not in ("sgld", "test"):
+    assert trainer.status == "completed" and len(rows) == 2
+    if name == "test":  # MXNet's Test optimizer ascends the gradient: w += rescale_grad * grad
+        return
+    assert math.isfinite(last)
+    if name != "sgld":
         assert last < first, f"{name}: loss {first} -> {last}"

@@ -1,0 +1,103 @@
+"""Nesterov accelerated SGD (MXNet ``NAG``, the Python-side update of the seed text).
+
+With momentum (``state`` holds the momentum, not scaled by the learning rate)::
+
+    g      = clip(rescale_grad * grad, clip_gradient)
+    state  = momentum * state + g + wd * weight
+    weight = weight - lr * (g + wd * weight + momentum * state)
+
+Without momentum::
+
+    weight = weight - lr * (clip(rescale_grad * grad, clip_gradient) + wd * weight)
+
+The update follows the seed's Python code operation for operation (``mom *= momentum;
+g += wd * weight; mom += g; g += momentum * mom; weight += -lr * g``). MXNet 1.9.1 runs
+the same algebra in its ``nag_mom_update`` kernel, whose state is the momentum already
+multiplied by the learning rate (so the two differ when the learning rate changes between
+steps) and whose multi-precision state is ``(momentum, master)``; here the state and the
+multi-precision layout ``(master, momentum)`` are the seed's.
+
+Like the other Python-side optimizers of MXNet, clipping is applied whenever
+``clip_gradient is not None`` (0 clips every gradient to 0), through MXNet's ``clip``
+operator (:func:`clip_op`).
+"""
+
+from __future__ import annotations
+
+from ..backend import array_module
+from ..errors import check_number
+from .optimizer import Optimizer, register, scalars
+from .workspace import Workspace, chunks
+
+
+def clip_op(xp, x, bound, out):
+    """MXNet's NDArray ``clip(x, -bound, bound)`` into ``out`` (which may be ``x``).
+
+    The operator maps ``x > a_max`` to ``a_max``, else ``x < a_min`` to ``a_min``, else
+    keeps ``x``. For ``bound >= 0`` that is ``xp.clip``. For a negative ``bound`` (``a_min >
+    a_max``) every value becomes ``bound`` (where ``x > bound``) or ``-bound``; NaN stays NaN.
+    Used by the optimizers whose MXNet update clips on the Python side (NAG, DCASGD, SGLD).
+    """
+    if bound >= 0:
+        return xp.clip(x, -bound, bound, out=out)
+    xp.subtract(bound, x, out=out)           # >= 0 exactly where x <= bound
+    xp.heaviside(out, 1, out=out)            # 1 there (-> -bound), 0 where x > bound (-> bound)
+    out *= -2 * bound
+    out += bound
+    return out
+
+
+@register
+class NAG(Optimizer):
+    """Nesterov accelerated SGD; see the module docstring for the update rule."""
+
+    def __init__(self, momentum=0.0, **kwargs):
+        super().__init__(**kwargs)
+        self.momentum = check_number("momentum", momentum, low=0, high=1)
+        self._workspace = Workspace()
+
+    def create_state(self, index, weight):
+        if self.momentum == 0.0:
+            return None
+        return array_module(weight).zeros_like(weight)
+
+    def update(self, index, weight, grad, state):
+        self._update_count(index)
+        lr, wd, momentum, rescale = scalars(weight.dtype, self._get_lr(index), self._get_wd(index),
+                                            self.momentum, self.rescale_grad)
+        xp = array_module(weight)
+        g = grad * rescale
+        if self.clip_gradient is not None:
+            clip_op(xp, g, weight.dtype.type(self.clip_gradient), out=g)
+        if state is None:
+            weight += -lr * (g + wd * weight)
+            return
+        state *= momentum
+        g += wd * weight
+        state += g
+        g += momentum * state
+        weight += -lr * g
+
+    def fused_step(self, weight, grad, state, lr, wd, count, segments):
+        lr, wd, momentum, rescale = scalars(weight.dtype, lr, wd, self.momentum, self.rescale_grad)
+        xp = array_module(weight)
+        clip = weight.dtype.type(self.clip_gradient) if self.clip_gradient is not None else None
+        a, b = self._workspace.get(weight, 2)
+        moms = () if state is None else (state,)
+        for n, (w, gr, *m) in chunks(weight, grad, *moms):
+            g, t = a[:n], b[:n]
+            xp.multiply(gr, rescale, out=g)
+            if clip is not None:
+                clip_op(xp, g, clip, out=g)
+            xp.multiply(w, wd, out=t)
+            if state is None:
+                g += t
+            else:
+                (m,) = m
+                m *= momentum
+                g += t
+                m += g
+                xp.multiply(m, momentum, out=t)
+                g += t
+            g *= -lr
+            w += g

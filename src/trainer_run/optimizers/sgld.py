@@ -1,0 +1,90 @@
+"""Stochastic gradient Langevin dynamics (MXNet ``SGLD``, a Python-side update)::
+
+    g      = clip(rescale_grad * grad, clip_gradient)
+    weight = weight - lr / 2 * (g + wd * weight)
+    weight = weight + N(0, sqrt(lr))          # one draw per element
+
+as the two in-place statements of MXNet 1.9.1 (the seed text writes them as one, which
+rounds differently in the last bit). Clipping applies whenever ``clip_gradient is not
+None`` (0 clips every gradient to 0), through MXNet's ``clip`` operator.
+
+The noise comes from ``self.rng`` (a NumPy ``Generator``; the trainer sets it to the
+backend's, so it is seeded and checkpointed with the run): ``standard_normal`` in float64,
+scaled by ``sqrt(lr)`` in float64 and cast to the weight's dtype. The fused step draws the
+same numbers in the same order as per-index updates of the group's parameters in index
+order (a flat group holds them back to back), so both paths agree bit for bit.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy
+
+from ..backend import array_module
+from .nag import clip_op
+from .optimizer import Optimizer, register, scalars
+from .workspace import Workspace, chunks
+
+
+@register
+class SGLD(Optimizer):
+    """SGLD; see the module docstring for the update rule."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self._workspace = Workspace()
+        self._host: dict = {}
+
+    def create_state(self, index, weight):
+        return None
+
+    def _generator(self):
+        if self.rng is None:
+            raise RuntimeError("SGLD draws its noise from optimizer.rng, which is not set; "
+                               "assign a numpy.random.Generator (the trainer uses the backend's)")
+        return self.rng
+
+    def update(self, index, weight, grad, state):
+        self._update_count(index)
+        lr = self._get_lr(index)
+        half_lr, wd, rescale = scalars(weight.dtype, -lr / 2, self._get_wd(index),
+                                       self.rescale_grad)
+        xp = array_module(weight)
+        g = grad * rescale
+        if self.clip_gradient is not None:
+            clip_op(xp, g, weight.dtype.type(self.clip_gradient), out=g)
+        weight += half_lr * (g + wd * weight)
+        noise = math.sqrt(lr) * self._generator().standard_normal(weight.shape)
+        weight += xp.asarray(noise.astype(weight.dtype))
+
+    def fused_step(self, weight, grad, state, lr, wd, count, segments):
+        rng = self._generator()
+        scale = math.sqrt(lr)
+        half_lr, wd, rescale = scalars(weight.dtype, -lr / 2, wd, self.rescale_grad)
+        xp = array_module(weight)
+        clip = weight.dtype.type(self.clip_gradient) if self.clip_gradient is not None else None
+        a, b = self._workspace.get(weight, 2)
+        for n, (w, gr) in chunks(weight, grad):
+            g, t = a[:n], b[:n]
+            xp.multiply(gr, rescale, out=g)
+            if clip is not None:
+                clip_op(xp, g, clip, out=g)
+            xp.multiply(w, wd, out=t)
+            g += t
+            g *= half_lr
+            w += g
+            z, noise = self._host_buffers(n, weight.dtype)
+            rng.standard_normal(out=z)                    # continues the same float64 stream
+            z *= scale
+            noise[...] = z
+            w += noise if xp is numpy else xp.asarray(noise)
+
+    def _host_buffers(self, n: int, dtype):
+        """Host scratch: ``n`` float64 draws and their cast to ``dtype``."""
+        key = numpy.dtype(dtype).str
+        buffers = self._host.get(key)
+        if buffers is None or buffers[0].size < n:
+            buffers = (numpy.empty(n, numpy.float64), numpy.empty(n, dtype))
+            self._host[key] = buffers
+        return buffers[0][:n], buffers[1][:n]
