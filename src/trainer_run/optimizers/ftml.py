@@ -1,0 +1,128 @@
+"""FTML, Follow the Moving Leader (MXNet ``ftml_update``), state ``(d, v, z)``.
+
+Per update ``t`` of an index (its own update count)::
+
+    g      = clip(rescale_grad * grad + wd * weight, clip_gradient)
+    v      = beta2 * v + (1 - beta2) * (g * g)
+    d_t    = (1 - beta1**t) / lr * (sqrt(v / (1 - beta2**t)) + epsilon)
+    z      = beta1 * z + (1 - beta1) * g - (d_t - beta1 * d) * weight
+    d      = d_t
+    weight = -z / d_t
+
+Sources: ``FTML.update`` in ``mxnet/optimizer/optimizer.py`` (1.x: ``t`` is the index's own
+count; ``clip_grad`` passed only when ``clip_gradient`` is truthy) and ``FTMLKernel`` in
+``src/operator/optimizer_op-inl.h`` (clips when the bound is >= 0; ``t`` and every scalar,
+the powers included, in the weight's dtype).
+"""
+
+from __future__ import annotations
+
+import numpy
+
+from ..backend import array_module
+from ..errors import check_number
+from . import jit
+from .jit import prange
+from .optimizer import Optimizer, register, scalars
+from .workspace import Workspace, chunks
+
+
+def _ftml_loop(w, g, d, v, z, wd, beta1, one_minus_beta1, beta2, one_minus_beta2, eps, rescale,
+               d_scale, v_div, clip, clipping):
+    for i in prange(w.size):
+        gi = rescale * g[i] + wd * w[i]
+        if clipping:
+            if gi > clip:
+                gi = clip
+            elif gi < -clip:
+                gi = -clip
+        vi = beta2 * v[i] + one_minus_beta2 * (gi * gi)
+        d_t = d_scale * (numpy.sqrt(vi / v_div) + eps)
+        zi = beta1 * z[i] + one_minus_beta1 * gi - (d_t - beta1 * d[i]) * w[i]
+        v[i] = vi
+        z[i] = zi
+        d[i] = d_t
+        w[i] = -zi / d_t
+
+
+_ftml_kernel = jit.kernel(_ftml_loop)
+
+
+@register
+class FTML(Optimizer):
+    """FTML; see the module docstring for the update rule."""
+
+    def __init__(self, beta1=0.6, beta2=0.999, epsilon=1e-8, **kwargs):
+        super().__init__(**kwargs)
+        self.beta1 = check_number("beta1", beta1, low=0, high=1)
+        self.beta2 = check_number("beta2", beta2, low=0, high=1)
+        self.epsilon = check_number("epsilon", epsilon, low=0)
+        self._workspace = Workspace()
+
+    def create_state(self, index, weight):
+        xp = array_module(weight)
+        return xp.zeros_like(weight), xp.zeros_like(weight), xp.zeros_like(weight)  # d, v, z
+
+    def _scalars(self, dtype, lr, wd, t):
+        """The kernel's scalars in ``dtype``, with ``(1 - beta1**t) / lr`` and ``1 - beta2**t``
+        computed in ``dtype`` as the kernel computes them."""
+        lr, wd, beta1, beta2, eps, rescale, t = scalars(dtype, lr, wd, self.beta1, self.beta2,
+                                                        self.epsilon, self.rescale_grad, t)
+        one = dtype.type(1)
+        return (lr, wd, beta1, one - beta1, beta2, one - beta2, eps, rescale,
+                (one - beta1**t) / lr, one - beta2**t)
+
+    def update(self, index, weight, grad, state):
+        self._update_count(index)
+        t = self._index_update_count[index]
+        lr, wd, beta1, one_minus_beta1, beta2, one_minus_beta2, eps, rescale, d_scale, v_div = \
+            self._scalars(weight.dtype, self._get_lr(index), self._get_wd(index), t)
+        xp = array_module(weight)
+        d, v, z = state
+        g = rescale * grad + wd * weight
+        if self.clipping:
+            clip = weight.dtype.type(self.clip_gradient)
+            g = xp.clip(g, -clip, clip)
+        v[...] = beta2 * v + one_minus_beta2 * (g * g)
+        d_t = d_scale * (xp.sqrt(v / v_div) + eps)
+        z[...] = beta1 * z + one_minus_beta1 * g - (d_t - beta1 * d) * weight
+        d[...] = d_t
+        weight[...] = -z / d_t
+
+    def fused_step(self, weight, grad, state, lr, wd, count, segments):
+        lr, wd, beta1, one_minus_beta1, beta2, one_minus_beta2, eps, rescale, d_scale, v_div = \
+            self._scalars(weight.dtype, lr, wd, count)
+        xp = array_module(weight)
+        clip = weight.dtype.type(self.clip_gradient) if self.clipping else None
+        d, v, z = state
+        if jit.usable(_ftml_kernel, weight, grad, d, v, z):
+            _ftml_kernel(weight, grad, d, v, z, wd, beta1, one_minus_beta1, beta2, one_minus_beta2,
+                         eps, rescale, d_scale, v_div, clip if clip is not None else eps,
+                         clip is not None)
+            return
+        a, b = self._workspace.get(weight, 2)
+        for n, (w, gr, dd, vv, zz) in chunks(weight, grad, d, v, z):
+            g, t = a[:n], b[:n]
+            xp.multiply(gr, rescale, out=g)
+            xp.multiply(w, wd, out=t)
+            g += t
+            if clip is not None:
+                xp.clip(g, -clip, clip, out=g)
+            xp.multiply(g, g, out=t)
+            t *= one_minus_beta2
+            vv *= beta2
+            vv += t
+            xp.divide(vv, v_div, out=t)
+            xp.sqrt(t, out=t)
+            t += eps
+            t *= d_scale                # d_t
+            zz *= beta1
+            g *= one_minus_beta1
+            zz += g
+            dd *= beta1
+            xp.subtract(t, dd, out=dd)  # d_t - beta1 * d
+            dd *= w
+            zz -= dd
+            dd[...] = t
+            xp.divide(zz, t, out=w)
+            xp.negative(w, out=w)
