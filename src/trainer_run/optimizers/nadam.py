@@ -61,6 +61,8 @@ _nadam_kernel = jit.kernel(_nadam_loop)
 class Nadam(Optimizer):
     """Nesterov Adam with MXNet's momentum schedule; see the module docstring."""
 
+    order_sensitive = True
+
     def __init__(self, learning_rate=0.001, beta1=0.9, beta2=0.999, epsilon=1e-8,
                  schedule_decay=0.004, **kwargs):
         super().__init__(learning_rate=learning_rate, **kwargs)

@@ -178,6 +178,10 @@ class Optimizer:
     flat_state = True
     """Whether ``create_state`` returns arrays shaped like the weight (or None)."""
 
+    order_sensitive = False
+    """Whether the optimizer carries state across indices (Nadam's momentum schedule), so
+    that parameters must be updated in index order, as MXNet's Trainer does."""
+
     rng = None
     """The generator of optimizers that draw random numbers (SGLD); the trainer sets it to
     the backend's, so the draws are seeded and checkpointed with the run."""

@@ -82,8 +82,15 @@ class IndexUpdater:
 
     def step(self) -> None:
         """Applies one update to every attached parameter: one fused pass per group where
-        the group's indices share update count and multipliers, per index otherwise."""
+        the group's indices share update count and multipliers, per index otherwise. An
+        order-sensitive optimizer with several groups is updated per index in index order."""
         opt = self.optimizer
+        if opt.order_sensitive and len(self._groups) > 1:
+            members = sorted((i, p) for group, _, _ in self._groups
+                             for i, p in zip(group.indices, group.params))
+            for index, p in members:
+                opt.update_multi_precision(index, p.data, p.grad, self.states[index])
+            return
         for group, flat, is_flat in self._groups:
             if is_flat and opt.can_fuse(group.indices):
                 opt.fused_update(group.indices, group.data, group.grad, flat, group.slices)
