@@ -25,9 +25,8 @@ import numpy
 from ..backend import array_module
 from ..errors import check_number
 from . import jit
-from .adagrad import ndarray_clip, python_clip
 from .jit import prange
-from .optimizer import Optimizer, register, scalars
+from .optimizer import Optimizer, mx_clip, python_clip, register, scalars
 from .workspace import Workspace, chunks
 
 
@@ -72,7 +71,7 @@ class AdaDelta(Optimizer):
         g = grad * rescale
         clipping, clip = python_clip(self, weight.dtype)
         if clipping:
-            g = ndarray_clip(xp, g, clip)
+            g = mx_clip(xp, g, clip)
         acc_g, acc_delta = state
         acc_g *= rho
         acc_g += one_minus_rho * g * g
@@ -96,7 +95,7 @@ class AdaDelta(Optimizer):
             g, t, u = a[:n], b[:n], c[:n]
             xp.multiply(gr, rescale, out=g)
             if clipping:
-                ndarray_clip(xp, g, clip, out=g)
+                mx_clip(xp, g, clip, out=g)
             xp.multiply(g, one_minus_rho, out=t)
             t *= g
             ag *= rho

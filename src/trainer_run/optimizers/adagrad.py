@@ -26,32 +26,8 @@ from ..backend import array_module
 from ..errors import check_number
 from . import jit
 from .jit import prange
-from .optimizer import Optimizer, register, scalars
+from .optimizer import Optimizer, mx_clip, python_clip, register, scalars
 from .workspace import Workspace, chunks
-
-
-def ndarray_clip(xp, x, bound, out=None):
-    """MXNet's ``clip(x, -bound, bound)`` operator (``a_min=-bound``, ``a_max=bound``).
-
-    Its kernel tests ``x > a_max`` first, then ``x < a_min``; for ``bound >= 0`` that is
-    ``xp.clip``. For ``bound < 0`` (``a_min > a_max``) every entry becomes ``bound`` or
-    ``-bound`` (NaN stays NaN); this rare case allocates.
-    """
-    if bound >= 0:
-        return xp.clip(x, -bound, bound, out=out)
-    result = xp.where(x > bound, bound, xp.where(x < -bound, -bound, x))
-    if out is None:
-        return result
-    out[...] = result
-    return out
-
-
-def python_clip(optimizer, dtype):
-    """``(clipping, bound)`` for optimizers whose MXNet update is Python code that clips
-    whenever ``clip_gradient is not None``; ``bound`` is cast to ``dtype``."""
-    if optimizer.clip_gradient is None:
-        return False, None
-    return True, numpy.dtype(dtype).type(optimizer.clip_gradient)
 
 
 def _adagrad_loop(w, g, h, neg_lr, wd, eps, rescale, clip, clipping):
@@ -92,7 +68,7 @@ class AdaGrad(Optimizer):
         g = grad * rescale
         clipping, clip = python_clip(self, weight.dtype)
         if clipping:
-            g = ndarray_clip(xp, g, clip)
+            g = mx_clip(xp, g, clip)
         history += g * g
         div = g / xp.sqrt(history + eps)
         weight += (div + weight * wd) * -lr
@@ -112,7 +88,7 @@ class AdaGrad(Optimizer):
             g, t = a[:n], b[:n]
             xp.multiply(gr, rescale, out=g)
             if clipping:
-                ndarray_clip(xp, g, clip, out=g)
+                mx_clip(xp, g, clip, out=g)
             xp.multiply(g, g, out=t)
             h += t
             xp.add(h, eps, out=t)

@@ -26,9 +26,8 @@ import numpy
 from ..backend import array_module
 from ..errors import check_number
 from . import jit
-from .adagrad import ndarray_clip, python_clip
 from .jit import prange
-from .optimizer import Optimizer, register, scalars
+from .optimizer import Optimizer, mx_clip, python_clip, register, scalars
 from .workspace import Workspace, chunks
 
 
@@ -81,7 +80,7 @@ class Adamax(Optimizer):
         g = grad * rescale + wd * weight
         clipping, clip = python_clip(self, weight.dtype)
         if clipping:
-            g = ndarray_clip(xp, g, clip)
+            g = mx_clip(xp, g, clip)
         m, u = state
         m *= beta1
         m += one_minus_beta1 * g
@@ -105,7 +104,7 @@ class Adamax(Optimizer):
             xp.multiply(w, wd, out=t)
             g += t
             if clipping:
-                ndarray_clip(xp, g, clip, out=g)
+                mx_clip(xp, g, clip, out=g)
             mm *= beta1
             xp.multiply(g, one_minus_beta1, out=t)
             mm += t

@@ -19,8 +19,7 @@ from __future__ import annotations
 
 from ..backend import array_module
 from ..errors import check_number
-from .nag import clip_op
-from .optimizer import Optimizer, register, scalars
+from .optimizer import Optimizer, mx_clip, register, scalars
 from .workspace import Workspace, chunks
 
 
@@ -47,7 +46,7 @@ class DCASGD(Optimizer):
         xp = array_module(weight)
         g = grad * rescale
         if self.clip_gradient is not None:
-            clip_op(xp, g, weight.dtype.type(self.clip_gradient), out=g)
+            mx_clip(xp, g, weight.dtype.type(self.clip_gradient), out=g)
         mom, previous_weight = state
         step = -lr * (g + wd * weight + lamda * g * g * (weight - previous_weight))
         if mom is not None:
@@ -69,7 +68,7 @@ class DCASGD(Optimizer):
             g, t, d = a[:n], b[:n], c[:n]
             xp.multiply(gr, rescale, out=g)
             if clip is not None:
-                clip_op(xp, g, clip, out=g)
+                mx_clip(xp, g, clip, out=g)
             xp.multiply(w, wd, out=t)
             t += g                                        # g + wd * weight
             xp.multiply(g, lamda, out=d)

@@ -27,12 +27,14 @@ PARALLEL_MIN = 1 << 22
 while the data fits in cache and does not fight the BLAS threads that just ran backward."""
 
 
-def kernel(loop):
-    """``loop`` compiled as a parallel numba function (``prange`` loops run on all cores),
-    or None without numba."""
+def kernel(loop, parallel: bool = True):
+    """``loop`` compiled with numba, or None without numba. ``parallel`` compiles its
+    ``prange`` loops to run on all cores; a function without one (or one called from inside
+    another kernel's ``prange``) must be compiled with ``parallel=False``, which numba
+    optimises far better there."""
     if numba is None:
         return None
-    return numba.njit(parallel=True, cache=True)(loop)
+    return numba.njit(parallel=parallel, cache=True)(loop)
 
 
 def usable(compiled, *arrays) -> bool:

@@ -31,9 +31,8 @@ import numpy
 from ..backend import array_module
 from ..errors import check_number
 from . import jit
-from .adagrad import ndarray_clip, python_clip
 from .jit import prange
-from .optimizer import Optimizer, register, scalars
+from .optimizer import Optimizer, mx_clip, python_clip, register, scalars
 from .workspace import Workspace, chunks
 
 
@@ -97,7 +96,7 @@ class Nadam(Optimizer):
         g = grad * rescale + wd * weight
         clipping, clip = python_clip(self, weight.dtype)
         if clipping:
-            g = ndarray_clip(xp, g, clip)
+            g = mx_clip(xp, g, clip)
         m, v = state
         m *= beta1
         m += one_minus_beta1 * g
@@ -131,7 +130,7 @@ class Nadam(Optimizer):
                 xp.multiply(w, wd_, out=t)
                 g += t
                 if clipping:
-                    ndarray_clip(xp, g, clip, out=g)
+                    mx_clip(xp, g, clip, out=g)
                 m *= beta1
                 xp.multiply(g, one_minus_beta1, out=t)
                 m += t

@@ -26,25 +26,8 @@ from __future__ import annotations
 
 from ..backend import array_module
 from ..errors import check_number
-from .optimizer import Optimizer, register, scalars
+from .optimizer import Optimizer, mx_clip, register, scalars
 from .workspace import Workspace, chunks
-
-
-def clip_op(xp, x, bound, out):
-    """MXNet's NDArray ``clip(x, -bound, bound)`` into ``out`` (which may be ``x``).
-
-    The operator maps ``x > a_max`` to ``a_max``, else ``x < a_min`` to ``a_min``, else
-    keeps ``x``. For ``bound >= 0`` that is ``xp.clip``. For a negative ``bound`` (``a_min >
-    a_max``) every value becomes ``bound`` (where ``x > bound``) or ``-bound``; NaN stays NaN.
-    Used by the optimizers whose MXNet update clips on the Python side (NAG, DCASGD, SGLD).
-    """
-    if bound >= 0:
-        return xp.clip(x, -bound, bound, out=out)
-    xp.subtract(bound, x, out=out)           # >= 0 exactly where x <= bound
-    xp.heaviside(out, 1, out=out)            # 1 there (-> -bound), 0 where x > bound (-> bound)
-    out *= -2 * bound
-    out += bound
-    return out
 
 
 @register
@@ -68,7 +51,7 @@ class NAG(Optimizer):
         xp = array_module(weight)
         g = grad * rescale
         if self.clip_gradient is not None:
-            clip_op(xp, g, weight.dtype.type(self.clip_gradient), out=g)
+            mx_clip(xp, g, weight.dtype.type(self.clip_gradient), out=g)
         if state is None:
             weight += -lr * (g + wd * weight)
             return
@@ -88,7 +71,7 @@ class NAG(Optimizer):
             g, t = a[:n], b[:n]
             xp.multiply(gr, rescale, out=g)
             if clip is not None:
-                clip_op(xp, g, clip, out=g)
+                mx_clip(xp, g, clip, out=g)
             xp.multiply(w, wd, out=t)
             if state is None:
                 g += t

@@ -248,6 +248,34 @@ class Optimizer:
             self.lr_scheduler.load_state_dict(state["lr_scheduler"])
 
 
+def mx_clip(xp, x, bound, out=None):
+    """MXNet's NDArray ``clip(x, -bound, bound)``, into ``out`` (which may be ``x``; a new
+    array when None).
+
+    The operator maps ``x > a_max`` to ``a_max``, else ``x < a_min`` to ``a_min``, else keeps
+    ``x``. For ``bound >= 0`` that is ``xp.clip``. For a negative ``bound`` (``a_min > a_max``)
+    every value becomes ``bound`` (where ``x > bound``) or ``-bound``; NaN stays NaN. Used by
+    the optimizers whose MXNet update clips on the Python side.
+    """
+    if out is None:
+        out = xp.empty_like(x)
+    if bound >= 0:
+        return xp.clip(x, -bound, bound, out=out)
+    xp.subtract(bound, x, out=out)           # >= 0 exactly where x <= bound
+    xp.heaviside(out, 1, out=out)            # 1 there (-> -bound), 0 where x > bound (-> bound)
+    out *= -2 * bound
+    out += bound
+    return out
+
+
+def python_clip(optimizer, dtype):
+    """``(clipping, bound)`` for optimizers whose MXNet update is Python code that clips
+    whenever ``clip_gradient is not None``; ``bound`` is cast to ``dtype``."""
+    if optimizer.clip_gradient is None:
+        return False, None
+    return True, numpy.dtype(dtype).type(optimizer.clip_gradient)
+
+
 def _index_key(key: str):
     return int(key) if key.lstrip("-").isdigit() else key
 

@@ -22,8 +22,7 @@ import math
 import numpy
 
 from ..backend import array_module
-from .nag import clip_op
-from .optimizer import Optimizer, register, scalars
+from .optimizer import Optimizer, mx_clip, register, scalars
 from .workspace import Workspace, chunks
 
 
@@ -53,7 +52,7 @@ class SGLD(Optimizer):
         xp = array_module(weight)
         g = grad * rescale
         if self.clip_gradient is not None:
-            clip_op(xp, g, weight.dtype.type(self.clip_gradient), out=g)
+            mx_clip(xp, g, weight.dtype.type(self.clip_gradient), out=g)
         weight += half_lr * (g + wd * weight)
         noise = math.sqrt(lr) * self._generator().standard_normal(weight.shape)
         weight += xp.asarray(noise.astype(weight.dtype))
@@ -69,7 +68,7 @@ class SGLD(Optimizer):
             g, t = a[:n], b[:n]
             xp.multiply(gr, rescale, out=g)
             if clip is not None:
-                clip_op(xp, g, clip, out=g)
+                mx_clip(xp, g, clip, out=g)
             xp.multiply(w, wd, out=t)
             g += t
             g *= half_lr

@@ -1,0 +1,125 @@
+"""AdamW: Adam with decoupled weight decay (Loshchilov & Hutter), on MXNet's ``adamw_update``.
+
+Per update ``t`` of an index (its own update count)::
+
+    eta  = lr * sqrt(1 - beta2**t) / (1 - beta1**t)      (correct_bias=False: eta = lr)
+    g    = clip(rescale_grad * grad, clip_gradient)
+    mean = beta1 * mean + (1 - beta1) * g
+    var  = beta2 * var + (1 - beta2) * g**2
+    weight = weight - eta * (mean / (sqrt(var) + epsilon) + wd * weight)
+
+MXNet 1.x has no AdamW optimizer class, only the kernel: ``AdamWUpdate`` /
+``MPAdamWKernel`` in ``src/operator/contrib/adamw-inl.h`` (``mx.nd.contrib.adamw_update``,
+``weight - eta * (lr * mean / (sqrt(var) + epsilon) + wd * weight)``, no bias correction
+of its own). The optimizer around it follows ``mxnet.optimizer.AdamW``
+(``python/mxnet/optimizer/adamW.py``: ``learning_rate=0.001, beta1=0.9, beta2=0.999,
+epsilon=1e-6, correct_bias=True``), whose fused path calls the kernel with ``lr=1``,
+``eta=learning_rate * sqrt(1 - beta2**t) / (1 - beta1**t)`` and ``wd=wd``, exactly as GluonNLP's
+``BERTAdam`` calls it with ``lr=1, eta=learning_rate`` (BERTAdam has no bias correction,
+like ``correct_bias=False``). So the bias correction scales the decay term too, and
+epsilon is not corrected.
+
+As the kernel does, an update whose ``rescale_grad`` is 0 or not finite leaves weight and
+states untouched (the update count still advances). A multi-precision state is
+``((mean, var), master)``, the layout of MXNet's AdamW and BERTAdam.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy
+
+from ..backend import array_module
+from ..errors import check_number
+from .optimizer import Optimizer, register, scalars
+from .workspace import Workspace, chunks
+
+
+@register
+class AdamW(Optimizer):
+    """AdamW; see the module docstring for the update rule."""
+
+    def __init__(self, learning_rate=0.001, beta1=0.9, beta2=0.999, epsilon=1e-6,
+                 correct_bias=True, **kwargs):
+        super().__init__(learning_rate=learning_rate, **kwargs)
+        self.beta1 = check_number("beta1", beta1, low=0, high=1)
+        self.beta2 = check_number("beta2", beta2, low=0, high=1)
+        self.epsilon = check_number("epsilon", epsilon, low=0)
+        self.correct_bias = bool(correct_bias)
+        self._workspace = Workspace()
+
+    def create_state(self, index, weight):
+        xp = array_module(weight)
+        return xp.zeros_like(weight), xp.zeros_like(weight)
+
+    def create_state_multi_precision(self, index, weight):
+        """MXNet's AdamW (and BERTAdam) order a multi-precision state ``((mean, var), master)``."""
+        if self.multi_precision and weight.dtype == numpy.float16:
+            master = weight.astype(numpy.float32)
+            return (self.create_state(index, master), master)
+        return super().create_state_multi_precision(index, weight)
+
+    def _split_master(self, state):
+        inner, master = state
+        return master, inner
+
+    def _eta(self, lr, t):
+        if not self.correct_bias:
+            return lr
+        return lr * math.sqrt(1.0 - self.beta2**t) / (1.0 - self.beta1**t)
+
+    def _skipped(self) -> bool:
+        """adamw_update does nothing when rescale_grad is 0 or not finite."""
+        return not math.isfinite(self.rescale_grad) or self.rescale_grad == 0
+
+    def update(self, index, weight, grad, state):
+        self._update_count(index)
+        t = self._index_update_count[index]
+        eta = self._eta(self._get_lr(index), t)
+        wd = self._get_wd(index)
+        if self._skipped():
+            return
+        eta, wd, beta1, beta2, eps, rescale = scalars(
+            weight.dtype, eta, wd, self.beta1, self.beta2, self.epsilon, self.rescale_grad)
+        xp = array_module(weight)
+        mean, var = state
+        g = rescale * grad
+        if self.clipping:
+            clip = weight.dtype.type(self.clip_gradient)
+            g = xp.clip(g, -clip, clip)
+        mean[...] = beta1 * mean + (1 - beta1) * g
+        var[...] = beta2 * var + (1 - beta2) * xp.square(g)
+        weight[...] = weight - eta * (mean / (xp.sqrt(var) + eps) + wd * weight)
+
+    def fused_step(self, weight, grad, state, lr, wd, count, segments):
+        if self._skipped():
+            return
+        eta, wd, beta1, beta2, eps, rescale = scalars(
+            weight.dtype, self._eta(lr, count), wd, self.beta1, self.beta2, self.epsilon,
+            self.rescale_grad)
+        one = weight.dtype.type(1)
+        xp = array_module(weight)
+        clip = weight.dtype.type(self.clip_gradient) if self.clipping else None
+        a, b = self._workspace.get(weight, 2)
+        mean, var = state
+        for n, (w, gr, m, v) in chunks(weight, grad, mean, var):
+            g, t = a[:n], b[:n]
+            xp.multiply(gr, rescale, out=g)
+            if clip is not None:
+                xp.clip(g, -clip, clip, out=g)
+            m *= beta1
+            xp.multiply(g, one - beta1, out=t)
+            m += t
+            v *= beta2
+            xp.square(g, out=t)
+            t *= one - beta2
+            v += t
+            xp.sqrt(v, out=t)
+            t += eps
+            xp.divide(m, t, out=g)
+            if wd:
+                xp.multiply(w, wd, out=t)
+                g += t
+            g *= eta
+            w -= g

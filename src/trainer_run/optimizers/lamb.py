@@ -1,0 +1,267 @@
+"""LAMB (MXNet 1.9 ``LAMB`` through ``lamb_update_phase1`` / ``lamb_update_phase2``).
+
+Per update ``t`` of an index (its own update count), phase 1 is element-wise::
+
+    g      = clip(rescale_grad * grad, clip_gradient)
+    mean   = beta1 * mean + (1 - beta1) * g
+    var    = beta2 * var + (1 - beta2) * g * g
+    r      = mean_hat / (sqrt(var_hat) + epsilon) + wd * weight
+             with mean_hat = mean / (1 - beta1**t), var_hat = var / (1 - beta2**t)
+             (bias_correction=False: mean_hat = mean, var_hat = var)
+
+and phase 2 scales the whole tensor by its trust ratio::
+
+    r1 = ||weight||, then max(r1, lower_bound) and min(r1, upper_bound) where given
+    r2 = ||r||
+    lr_t = lr * r1 / r2, or lr when r1 == 0 or r2 == 0
+    weight = weight - lr_t * r
+
+Sources: ``mxnet.optimizer.LAMB`` of 1.9.1 (``python/mxnet/optimizer/optimizer.py``, the
+per-index branch of ``_update_impl``) and the kernels ``LambUpdatePhaseOneKernel`` /
+``LambUpdatePhaseTwoKernel`` of ``src/operator/optimizer_op-inl.h``. As there, the bounds
+apply only when truthy and >= 0 (Python passes them only when truthy, the kernel ignores
+negative ones), ``beta**t`` is ``pow`` of the float32 ``beta`` in double, ``mean_hat`` is
+divided in double (the kernel's ``1. - beta1_t``) and ``var_hat`` in the weight's type.
+With ``multi_precision`` the master copy is updated (MXNet's multi-tensor path does so; the
+single-tensor ``mp_lamb_update_phase2`` kernel documents it but writes only the float16
+copy) and ``||weight||`` is that of the master copy, as ``weight32.norm()`` in 1.9.
+
+``fused_step`` does phase 1 in one chunked pass over a flat group into a weight-sized
+buffer kept between steps, then per segment (one per parameter) the two norms and phase 2,
+so every parameter gets its own trust ratio.
+"""
+
+from __future__ import annotations
+
+import numpy
+
+from ..backend import array_module
+from ..errors import check_number
+from . import jit
+from .jit import prange
+from .optimizer import Optimizer, register, scalars
+from .workspace import Workspace, chunks
+
+LANES = 8
+SUM_CHUNK = 1 << 14
+"""Compiled sums of squares run in float64 over LANES interleaved partial sums per chunk of
+SUM_CHUNK elements, chunks combined in order: deterministic whatever the thread count, and
+the same in the reference and the fused loop."""
+
+
+def _sumsq_loop(x):
+    total = 0.0
+    for lo in range(0, x.size, SUM_CHUNK):
+        total += _chunk_sumsq(x[lo:lo + SUM_CHUNK])
+    return total
+
+
+def _chunk_sumsq_loop(x):
+    acc = numpy.zeros(LANES, numpy.float64)
+    for i in range(x.size):
+        xi = numpy.float64(x[i])
+        acc[i % LANES] += xi * xi
+    total = 0.0
+    for k in range(LANES):
+        total += acc[k]
+    return total
+
+
+_chunk_sumsq = jit.kernel(_chunk_sumsq_loop, parallel=False)
+_sumsq_kernel = jit.kernel(_sumsq_loop, parallel=False)
+
+
+def _lamb_loop(w, g, m, v, starts, stops, lr, wd, beta1, beta2, eps, rescale, clip, clipping,
+               c1, c2, corrected, lower, upper):
+    """LAMB over the tensors ``[starts[s], stops[s])`` of flat buffers, one tensor at a time
+    so that its phase-1 output stays in cache for phase 2; each phase runs on all cores."""
+    one = w.dtype.type(1)
+    r = numpy.empty(numpy.max(stops - starts), w.dtype)
+    for s in range(starts.size):
+        a, n = starts[s], stops[s] - starts[s]
+        for j in prange(n):
+            i = a + j
+            gi = g[i] * rescale
+            if clipping:
+                gi = min(max(gi, -clip), clip)
+            mi = beta1 * m[i] + (one - beta1) * gi
+            vi = beta2 * v[i] + (one - beta2) * gi * gi
+            m[i] = mi
+            v[i] = vi
+            if corrected:
+                mean_hat = w.dtype.type(numpy.float64(mi) / c1)
+                r[j] = mean_hat / (numpy.sqrt(vi / c2) + eps) + wd * w[i]
+            else:
+                r[j] = mi / (numpy.sqrt(vi) + eps) + wd * w[i]
+        chunks = (n + SUM_CHUNK - 1) // SUM_CHUNK
+        sums = numpy.zeros((chunks, 2), numpy.float64)
+        for c in prange(chunks):
+            lo, hi = c * SUM_CHUNK, min(c * SUM_CHUNK + SUM_CHUNK, n)
+            sums[c, 0] = _chunk_sumsq(w[a + lo:a + hi])
+            sums[c, 1] = _chunk_sumsq(r[lo:hi])
+        wsum = 0.0
+        rsum = 0.0
+        for c in range(chunks):
+            wsum += sums[c, 0]
+            rsum += sums[c, 1]
+        r1 = w.dtype.type(numpy.sqrt(wsum))
+        r2 = w.dtype.type(numpy.sqrt(rsum))
+        if lower >= 0 and r1 < lower:
+            r1 = lower
+        if upper >= 0 and r1 > upper:
+            r1 = upper
+        rate = lr
+        if r1 != 0 and r2 != 0:
+            rate = lr * r1 / r2
+        for j in prange(n):
+            w[a + j] = w[a + j] - rate * r[j]
+
+
+_lamb_kernel = jit.kernel(_lamb_loop)
+
+
+@register
+class LAMB(Optimizer):
+    """LAMB; see the module docstring for the update rule."""
+
+    def __init__(self, learning_rate=0.001, beta1=0.9, beta2=0.999, epsilon=1e-6,
+                 lower_bound=None, upper_bound=None, bias_correction=True, **kwargs):
+        super().__init__(learning_rate=learning_rate, **kwargs)
+        self.beta1 = check_number("beta1", beta1, low=0, high=1)
+        self.beta2 = check_number("beta2", beta2, low=0, high=1)
+        self.epsilon = check_number("epsilon", epsilon, low=0)
+        self.lower_bound = None if lower_bound is None else check_number("lower_bound",
+                                                                          lower_bound)
+        self.upper_bound = None if upper_bound is None else check_number("upper_bound",
+                                                                          upper_bound)
+        self.bias_correction = bool(bias_correction)
+        self._workspace = Workspace()
+        self._phase1_out: dict = {}
+
+    def create_state(self, index, weight):
+        xp = array_module(weight)
+        return xp.zeros_like(weight), xp.zeros_like(weight)
+
+    # -- pieces shared by both paths ---------------------------------------------------
+    def _corrections(self, t, dtype):
+        """(1 - beta1**t) as a double and (1 - beta2**t) in ``dtype``, as the kernel has them."""
+        kind = numpy.dtype(dtype).type
+        beta1_t = kind(float(numpy.float32(self.beta1)) ** t)
+        beta2_t = kind(float(numpy.float32(self.beta2)) ** t)
+        return 1.0 - float(beta1_t), kind(1) - beta2_t
+
+    def _trust_lr(self, lr, r1, r2, dtype):
+        """lamb_update_phase2's learning rate from the two norms, in ``dtype``."""
+        kind = numpy.dtype(dtype).type
+        lr = kind(lr)
+        if self.lower_bound and self.lower_bound >= 0:
+            bound = kind(self.lower_bound)
+            r1 = r1 if r1 > bound else bound
+        if self.upper_bound and self.upper_bound >= 0:
+            bound = kind(self.upper_bound)
+            r1 = r1 if r1 < bound else bound
+        if r1 == 0 or r2 == 0:
+            return lr
+        return lr * r1 / r2
+
+    # -- reference ---------------------------------------------------------------------
+    def update(self, index, weight, grad, state):
+        self._update_count(index)
+        t = self._index_update_count[index]
+        lr, wd = self._get_lr(index), self._get_wd(index)
+        beta1, beta2, eps, wd, rescale = scalars(weight.dtype, self.beta1, self.beta2,
+                                                 self.epsilon, wd, self.rescale_grad)
+        xp = array_module(weight)
+        mean, var = state
+        # phase 1
+        g = grad * rescale
+        if self.clipping:
+            clip = weight.dtype.type(self.clip_gradient)
+            g = xp.clip(g, -clip, clip)
+        mean[...] = beta1 * mean + (1 - beta1) * g
+        var[...] = beta2 * var + (1 - beta2) * g * g
+        if self.bias_correction:
+            c1, c2 = self._corrections(t, weight.dtype)
+            mean_hat = (mean.astype(numpy.float64) / c1).astype(weight.dtype)
+            var_hat = var / c2
+            r = mean_hat / (xp.sqrt(var_hat) + eps) + wd * weight
+        else:
+            r = mean / (xp.sqrt(var) + eps) + wd * weight
+        # phase 2
+        lr_t = self._trust_lr(lr, _norm(weight.reshape(-1)), _norm(r.reshape(-1)), weight.dtype)
+        weight[...] = weight - lr_t * r
+
+    # -- fused -------------------------------------------------------------------------
+    def fused_step(self, weight, grad, state, lr, wd, count, segments):
+        dtype = weight.dtype
+        beta1, beta2, eps, wd, rescale = scalars(dtype, self.beta1, self.beta2, self.epsilon,
+                                                 wd, self.rescale_grad)
+        one = dtype.type(1)
+        xp = array_module(weight)
+        clip = dtype.type(self.clip_gradient) if self.clipping else None
+        c1, c2 = self._corrections(count, dtype) if self.bias_correction else (1.0, one)
+        mean, var = state
+        if jit.usable(_lamb_kernel, weight, grad, mean, var):
+            starts = numpy.array([seg.start for seg in segments], numpy.int64)
+            stops = numpy.array([seg.stop for seg in segments], numpy.int64)
+            bound = [dtype.type(b) if b and b >= 0 else dtype.type(-1)
+                     for b in (self.lower_bound, self.upper_bound)]
+            jit.launch(_lamb_kernel, weight.size, weight, grad, mean,
+                       var, starts, stops, dtype.type(lr), wd, beta1, beta2, eps,
+                       rescale, clip if clip is not None else one, clip is not None, c1, c2,
+                       self.bias_correction, *bound)
+            return
+        r = self._phase1_buffer(weight)
+        a, b = self._workspace.get(weight, 2)
+        # phase 1: one pass over the group
+        for n, (w, gr, m, v, rr) in chunks(weight, grad, mean, var, r):
+            g, tmp = a[:n], b[:n]
+            xp.multiply(gr, rescale, out=g)
+            if clip is not None:
+                xp.clip(g, -clip, clip, out=g)
+            m *= beta1
+            xp.multiply(g, one - beta1, out=tmp)
+            m += tmp
+            v *= beta2
+            xp.multiply(g, one - beta2, out=tmp)
+            tmp *= g
+            v += tmp
+            if self.bias_correction:
+                xp.divide(m, c1, out=rr, dtype=numpy.float64, casting="unsafe")
+                xp.divide(v, c2, out=tmp)
+                xp.sqrt(tmp, out=tmp)
+            else:
+                rr[...] = m
+                xp.sqrt(v, out=tmp)
+            tmp += eps
+            rr /= tmp
+            if wd:
+                xp.multiply(w, wd, out=tmp)
+                rr += tmp
+        # phase 2: one pass over the group, segment by segment with its trust ratio
+        for seg in segments:
+            w_seg, r_seg = weight[seg], r[seg]
+            lr_t = self._trust_lr(lr, _norm(w_seg), _norm(r_seg), dtype)
+            for _, (w, rr) in chunks(w_seg, r_seg):
+                rr *= lr_t
+                w -= rr
+
+    def _phase1_buffer(self, like):
+        """A flat buffer of ``like``'s size and dtype for phase 1's output, kept between steps."""
+        xp = array_module(like)
+        key = (xp.__name__, like.dtype.str)
+        buf = self._phase1_out.get(key)
+        if buf is None or buf.size < like.size:
+            buf = xp.empty(like.size, dtype=like.dtype)
+            self._phase1_out[key] = buf
+        return buf[:like.size]
+
+
+def _norm(x):
+    """L2 norm of a flat array, summed in float64 (deterministically, over LANES partial
+    sums, when the compiled loops are in use), returned in the array's dtype."""
+    kind = x.dtype.type
+    if jit.usable(_sumsq_kernel, x):
+        return kind(numpy.sqrt(_sumsq_kernel(x)))
+    wide = x.astype(numpy.float64)
+    return kind(numpy.sqrt(float(array_module(x).dot(wide, wide))))

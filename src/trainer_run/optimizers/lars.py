@@ -1,0 +1,227 @@
+"""LARS (MXNet 1.9 ``LARS``): SGD with momentum and a per-layer learning rate.
+
+Per update of an index, with ``lr = learning_rate * lr_mult`` and ``wd = wd * wd_mult``::
+
+    w_norm = ||weight||,  g_norm = ||grad|| * rescale_grad     (the gradient before clipping)
+    lr_layer = lr * eta * w_norm / (g_norm + wd * w_norm + eps)  if w_norm > 0 and g_norm > 0
+             = lr                                               otherwise, and for parameters
+                                                                whose name ends in 'gamma',
+                                                                'beta' or 'bias'
+    step = lr_layer * clip(rescale_grad * grad, clip_gradient)
+    mom  = momentum * mom - lr_layer * wd * weight - step        (momentum > 0)
+    weight = weight + mom                                        (no momentum: mom from 0)
+
+Sources: ``mxnet.optimizer.LARS`` of 1.9.1 (``python/mxnet/optimizer/optimizer.py``) takes,
+for dense arrays, always its aggregated branch (even for one index): ``multi_sum_sq`` of the
+weights and gradients, ``multi_lars`` (``src/operator/contrib/multi_lars-inl.h``: float32
+arithmetic, ``lrs * eta * w_norm / (sqrt(g_sum_sq) * rescale_grad + wds * w_norm + eps)``)
+and ``preloaded_multi_sgd_update`` / ``preloaded_multi_sgd_mom_update``
+(``src/operator/contrib/preloaded_multi_sgd-inl.h``), whose formulas are written above.
+
+Names: a parameter's name is ``param_idx2name[index]`` when given, else ``str(index)``, so
+without ``param_idx2name`` (as under Gluon's Trainer) every parameter gets the layer-wise
+rate. LARS's own ``set_wd_mult`` gives ``wd_mult`` 0 to every named parameter whose name
+does not end in ``_weight`` (``_gamma`` is *not* kept, unlike the base class).
+
+``momentum_correction`` multiplies the momentum by ``lr_now / lr_before`` (base rates, no
+multipliers). MXNet records ``lr_before`` at every update call, so after a rate change only
+the first call of a step sees the ratio; here it is recorded once per update round (a change
+of ``num_update``), so every parameter of a step sees it, as in MXNet when one call updates
+all parameters. It is part of :meth:`state_dict`.
+
+Multi-precision keeps MXNet's ``(momentum, master)`` state; the norms are taken, as in
+MXNet, of the float16 weight and gradient (summed in float32). ``fused_step`` computes
+each segment's norms and then updates it chunk by chunk with its own rate.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy
+
+from ..backend import array_module
+from ..errors import check_number
+from .optimizer import Optimizer, register, scalars
+from .workspace import CHUNK, Workspace, chunks
+
+_NO_LARS_SUFFIXES = ("gamma", "beta", "bias")
+
+
+@register
+class LARS(Optimizer):
+    """LARS; see the module docstring for the update rule."""
+
+    def __init__(self, momentum=0.0, lazy_update=True, eta=0.001, eps=0,
+                 momentum_correction=True, **kwargs):
+        super().__init__(**kwargs)
+        self.momentum = check_number("momentum", momentum, low=0, high=1)
+        self.lazy_update = bool(lazy_update)
+        self.eta = check_number("eta", eta, low=0)
+        self.eps = check_number("eps", eps, low=0)
+        self.momentum_correction = bool(momentum_correction)
+        self.last_lr = None
+        self.cur_lr = None
+        self._lr_round = None
+        self._workspace = Workspace()
+        self._fused_context = None
+
+    def set_wd_mult(self, args_wd_mult: dict) -> None:
+        """MXNet LARS: named parameters not ending in ``_weight`` default to ``wd_mult`` 0."""
+        self.wd_mult = {n: 0.0 for n in self.idx2name.values() if not n.endswith("_weight")}
+        self.wd_mult.update(args_wd_mult)
+
+    def create_state(self, index, weight):
+        if self.momentum == 0.0:
+            return None
+        return array_module(weight).zeros_like(weight)
+
+    def create_state_multi_precision(self, index, weight):
+        """MXNet's LARS orders a multi-precision state as ``(momentum, master)``."""
+        if self.multi_precision and weight.dtype == numpy.float16:
+            master = weight.astype(numpy.float32)
+            return (self.create_state(index, master), master)
+        if weight.dtype == numpy.float16:
+            warnings.warn(
+                "Accumulating with float16 in optimizer can lead to poor accuracy or slow "
+                "convergence. Consider using multi_precision=True option of the SGD optimizer"
+            )
+        return self.create_state(index, weight)
+
+    def _split_master(self, state):
+        mom, master = state
+        return master, mom
+
+    # -- pieces shared by both paths ---------------------------------------------------
+    def _uses_lars(self, index) -> bool:
+        name = self.idx2name[index] if index in self.idx2name else str(index)
+        return not name.endswith(_NO_LARS_SUFFIXES)
+
+    def _current_momentum(self) -> float:
+        """The momentum of this update round, with MXNet's momentum correction."""
+        if self._lr_round != self.num_update:
+            lr = self.lr_scheduler(self.num_update) if self.lr_scheduler is not None else self.lr
+            self.last_lr = lr if self.cur_lr is None else self.cur_lr
+            self.cur_lr = lr
+            self._lr_round = self.num_update
+        if self.momentum_correction and self.last_lr != 0:
+            return self.momentum * (self.cur_lr / self.last_lr)
+        return self.momentum
+
+    def _layer_lr(self, lr, wd, w_sum_sq, g_sum_sq):
+        """multi_lars: the layer's learning rate, in float32."""
+        f = numpy.float32
+        lr, wd, w_sum_sq, g_sum_sq = f(lr), f(wd), f(float(w_sum_sq)), f(float(g_sum_sq))
+        w_norm = numpy.sqrt(w_sum_sq)
+        if w_norm > 0 and g_sum_sq > 0:
+            return lr * f(self.eta) * w_norm / (numpy.sqrt(g_sum_sq) * f(self.rescale_grad)
+                                                + wd * w_norm + f(self.eps))
+        return lr
+
+    # -- reference ---------------------------------------------------------------------
+    def update(self, index, weight, grad, state):
+        self._update(index, weight, grad, state, weight, grad)
+
+    def update_multi_precision(self, index, weight, grad, state):
+        """Through the float32 master; the norms are of the float16 weight and gradient."""
+        if self.multi_precision and weight.dtype == numpy.float16:
+            mom, master = state
+            self._update(index, master, grad.astype(numpy.float32), mom, weight, grad)
+            weight[...] = master
+        else:
+            self.update(index, weight, grad, state)
+
+    def _update(self, index, weight, grad, mom, norm_weight, norm_grad):
+        self._update_count(index)
+        lr, wd = self._get_lr(index), self._get_wd(index)
+        momentum = self._current_momentum()
+        if self._uses_lars(index):
+            lr = self._layer_lr(lr, wd, _sum_sq(norm_weight.reshape(-1)),
+                                _sum_sq(norm_grad.reshape(-1)))
+        lr, wd, momentum, rescale = scalars(weight.dtype, lr, wd, momentum, self.rescale_grad)
+        if self.clipping:
+            clip = weight.dtype.type(self.clip_gradient)
+            step = lr * array_module(grad).clip(rescale * grad, -clip, clip)
+        else:
+            step = (lr * rescale) * grad
+        if mom is None:
+            weight[...] = weight + (-((lr * wd) * weight) - step)
+        else:
+            mom[...] = momentum * mom - (lr * wd) * weight - step
+            weight[...] = weight + mom
+
+    # -- fused -------------------------------------------------------------------------
+    def fused_update(self, indices, weight, grad, state, segments=None) -> None:
+        """The base fused update, with the group's indices (for the names) and, for float16
+        weights with a master copy, the float16 arrays (for the norms) at hand."""
+        half = self.multi_precision and weight.dtype == numpy.float16
+        self._fused_context = (list(indices), weight if half else None, grad if half else None)
+        try:
+            super().fused_update(indices, weight, grad, state, segments)
+        finally:
+            self._fused_context = None
+
+    def fused_step(self, weight, grad, state, lr, wd, count, segments):
+        indices, norm_weight, norm_grad = self._fused_context or (None, None, None)
+        if norm_weight is None:
+            norm_weight, norm_grad = weight, grad
+        momentum = self._current_momentum()
+        xp = array_module(weight)
+        dtype = weight.dtype
+        clip = dtype.type(self.clip_gradient) if self.clipping else None
+        tmp, step = self._workspace.get(weight, 2)
+        for k, seg in enumerate(segments):
+            layer_lr = lr
+            index = None if indices is None else indices[k if len(indices) == len(segments) else 0]
+            if index is None or self._uses_lars(index):
+                layer_lr = self._layer_lr(lr, wd, _sum_sq(norm_weight[seg]),
+                                          _sum_sq(norm_grad[seg]))
+            lr_, wd_, mom_, rescale = scalars(dtype, layer_lr, wd, momentum, self.rescale_grad)
+            arrays = (weight[seg], grad[seg]) + (() if state is None else (state[seg],))
+            for n, (w, g, *m) in chunks(*arrays):
+                s, t = step[:n], tmp[:n]
+                if clip is None:
+                    xp.multiply(g, lr_ * rescale, out=s)
+                else:
+                    xp.multiply(g, rescale, out=s)
+                    xp.clip(s, -clip, clip, out=s)
+                    s *= lr_
+                if m:
+                    (m,) = m
+                    m *= mom_
+                    if wd_:
+                        xp.multiply(w, lr_ * wd_, out=t)
+                        m -= t
+                    m -= s
+                    w += m
+                elif wd_:
+                    xp.multiply(w, lr_ * wd_, out=t)
+                    xp.negative(t, out=t)
+                    t -= s
+                    w += t
+                else:
+                    w -= s
+
+    # -- state ----------------------------------------------------------------------------
+    def state_dict(self) -> dict:
+        state = super().state_dict()
+        state["momentum_correction_lr"] = [self.last_lr, self.cur_lr, self._lr_round]
+        return state
+
+    def load_state_dict(self, state: dict) -> None:
+        super().load_state_dict(state)
+        self.last_lr, self.cur_lr, self._lr_round = state.get("momentum_correction_lr",
+                                                              [None, None, None])
+
+
+def _sum_sq(x):
+    """Sum of squares of a flat array in float32 (multi_sum_sq accumulates in float);
+    float16 arrays are widened piece by piece."""
+    xp = array_module(x)
+    if x.dtype.itemsize >= 4:
+        return xp.dot(x, x)
+    total = numpy.float32(0)
+    for start in range(0, x.size, CHUNK):
+        piece = x[start:start + CHUNK].astype(numpy.float32)
+        total = total + xp.dot(piece, piece)
+    return total
