@@ -19,7 +19,15 @@ from trainer_run.backend import get_backend
 from trainer_run.errors import ConfigError, check, check_number
 from trainer_run.iterators import SerialIterator
 from trainer_run.training import AnyOf, IntervalTrigger, StopTrigger, Trainer
-from trainer_run.training.extensions import Evaluator, LogReport, MetricsTable, ProgressBar, Snapshot, Summary
+from trainer_run.training.extensions import (
+    Evaluator,
+    LogReport,
+    MetricsTable,
+    PlateauStep,
+    ProgressBar,
+    Snapshot,
+    Summary,
+)
 from trainer_run.updaters import StandardUpdater
 
 from .arguments import accepted, call, prefixed
@@ -57,7 +65,10 @@ def build_trainer(config: dict, out: Path, extra: dict | None = None) -> Trainer
     checkpoint_every = check_number("trainer.checkpoint_interval", t["checkpoint_interval"], low=1,
                                     integer=True)
     log_report = LogReport(every("log_interval"), optimizer)
-    trainer.extend(Evaluator(data.val, model, batch_size, backend), trigger=every("eval_interval"))
+    eval_trigger = every("eval_interval")
+    trainer.extend(Evaluator(data.val, model, batch_size, backend), trigger=eval_trigger)
+    if isinstance(optimizer.lr_scheduler, schedulers.ReduceOnPlateauScheduler):
+        trainer.extend(PlateauStep(optimizer.lr_scheduler), trigger=eval_trigger)
     trainer.extend(log_report)
     if t["progress"]:
         trainer.extend(ProgressBar(total, batch_size, optimizer))

@@ -93,9 +93,9 @@ def prepare(argv: list[str]) -> list[str]:
 def run_hydra(cfg: DictConfig) -> None:
     try:
         trainer = build(cfg)
+        trainer.run()
     except ConfigError as e:
         fail(e)
-    trainer.run()
     if trainer.status == "interrupted":
         sys.exit(130)
 

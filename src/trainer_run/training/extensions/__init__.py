@@ -2,8 +2,10 @@
 
 from .evaluator import Evaluator
 from .log_report import LogReport
+from .plateau import PlateauStep
 from .progress import MetricsTable, ProgressBar
 from .snapshot import Snapshot
 from .summary import Summary
 
-__all__ = ["Evaluator", "LogReport", "MetricsTable", "ProgressBar", "Snapshot", "Summary"]
+__all__ = ["Evaluator", "LogReport", "MetricsTable", "PlateauStep", "ProgressBar", "Snapshot",
+           "Summary"]

@@ -1,0 +1,49 @@
+"""PlateauStep: gives a plateau scheduler each new value of the metric it monitors."""
+
+from __future__ import annotations
+
+from ...errors import ConfigError
+from ..trainer import PRIORITY_EDITOR
+
+# After the evaluator (PRIORITY_WRITER, 300) of the same iteration has written its metrics,
+# before the readers (PRIORITY_READER, 100) such as LogReport log the learning rate.
+PRIORITY = PRIORITY_EDITOR + 50
+
+
+class PlateauStep:
+    """Calls ``scheduler.step(trainer.observation[scheduler.monitor])`` when the metric is there.
+
+    ``scheduler`` is a :class:`~trainer_run.schedulers.ReduceOnPlateauScheduler` (anything
+    with ``monitor`` and ``step(value)``), usually the optimizer's ``lr_scheduler``. Extend
+    the trainer with it on the evaluator's trigger, so that it sees each evaluation once::
+
+        trainer.extend(PlateauStep(optimizer.lr_scheduler), trigger=evaluator_trigger)
+
+    On an iteration where the monitored key is missing it does nothing, unless something
+    other than the updater (an evaluator) wrote metrics in that iteration: then the key is
+    misspelt or not reported, and it raises :class:`~trainer_run.errors.ConfigError` naming
+    the key and the metrics that are there. It holds no state: the scheduler's state is
+    saved with the optimizer.
+    """
+
+    priority = PRIORITY
+    name = "plateau_step"
+
+    def __init__(self, scheduler):
+        if not (callable(getattr(scheduler, "step", None)) and hasattr(scheduler, "monitor")):
+            raise TypeError(f"PlateauStep needs a scheduler with `monitor` and `step(value)`, "
+                            f"got {type(scheduler).__name__}")
+        self.scheduler = scheduler
+
+    def __call__(self, trainer) -> None:
+        key = self.scheduler.monitor
+        observation = trainer.observation
+        if key in observation:
+            self.scheduler.step(observation[key])
+            return
+        from_updater = getattr(getattr(trainer, "updater", None), "observation", None) or {}
+        if any(k not in from_updater for k in observation):
+            raise ConfigError(
+                f"scheduler.monitor={key!r} is not among the metrics of this evaluation "
+                f"({', '.join(sorted(observation))}); set it to one of them"
+            )
