@@ -42,11 +42,10 @@ from .jit import prange
 from .optimizer import Optimizer, register, scalars
 from .workspace import Workspace, chunks
 
-LANES = 8
 SUM_CHUNK = 1 << 14
-"""Compiled sums of squares run in float64 over LANES interleaved partial sums per chunk of
-SUM_CHUNK elements, chunks combined in order: deterministic whatever the thread count, and
-the same in the reference and the fused loop."""
+"""Compiled sums of squares run in float64 per chunk of SUM_CHUNK elements, chunks combined
+in order: deterministic whatever the thread count or memory alignment, and the same in the
+reference and the fused loop."""
 
 
 def _sumsq_loop(x):
@@ -57,67 +56,98 @@ def _sumsq_loop(x):
 
 
 def _chunk_sumsq_loop(x):
-    acc = numpy.zeros(LANES, numpy.float64)
-    for i in range(x.size):
+    """Eight interleaved float64 partial sums (independent chains, so the loop runs at
+    several additions per cycle without any reordering of floating-point additions)."""
+    s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = 0.0
+    full = x.size - x.size % 8
+    for i in range(0, full, 8):
+        x0, x1, x2, x3 = (numpy.float64(x[i]), numpy.float64(x[i + 1]),
+                          numpy.float64(x[i + 2]), numpy.float64(x[i + 3]))
+        x4, x5, x6, x7 = (numpy.float64(x[i + 4]), numpy.float64(x[i + 5]),
+                          numpy.float64(x[i + 6]), numpy.float64(x[i + 7]))
+        s0 += x0 * x0
+        s1 += x1 * x1
+        s2 += x2 * x2
+        s3 += x3 * x3
+        s4 += x4 * x4
+        s5 += x5 * x5
+        s6 += x6 * x6
+        s7 += x7 * x7
+    for i in range(full, x.size):
         xi = numpy.float64(x[i])
-        acc[i % LANES] += xi * xi
-    total = 0.0
-    for k in range(LANES):
-        total += acc[k]
-    return total
+        s0 += xi * xi
+    return ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))
 
 
 _chunk_sumsq = jit.kernel(_chunk_sumsq_loop, parallel=False)
 _sumsq_kernel = jit.kernel(_sumsq_loop, parallel=False)
 
 
+def _trust_rate_loop(lr, r1, r2, lower, upper):
+    """lamb_update_phase2's rate from the two norms (bounds apply when >= 0)."""
+    if lower >= 0 and r1 < lower:
+        r1 = lower
+    if upper >= 0 and r1 > upper:
+        r1 = upper
+    if r1 == 0 or r2 == 0:
+        return lr
+    return lr * r1 / r2
+
+
+_trust_rate = jit.kernel(_trust_rate_loop, parallel=False)
+
+
+def _lamb_tensor_loop(w, g, m, v, r, lr, wd, beta1, beta2, eps, rescale, clip, clipping, c1, c2,
+                     corrected, lower, upper):
+    """LAMB on one tensor: phase 1 into the scratch ``r``, the two sums of squares, phase 2,
+    each phase a parallel loop; the tensor stays in cache between the phases."""
+    one = w.dtype.type(1)
+    n = w.size
+    for j in prange(n):
+        gi = g[j] * rescale
+        if clipping:
+            gi = min(max(gi, -clip), clip)
+        mi = beta1 * m[j] + (one - beta1) * gi
+        vi = beta2 * v[j] + (one - beta2) * gi * gi
+        m[j] = mi
+        v[j] = vi
+        if corrected:
+            mean_hat = w.dtype.type(numpy.float64(mi) / c1)
+            r[j] = mean_hat / (numpy.sqrt(vi / c2) + eps) + wd * w[j]
+        else:
+            r[j] = mi / (numpy.sqrt(vi) + eps) + wd * w[j]
+    chunks = (n + SUM_CHUNK - 1) // SUM_CHUNK
+    sums = numpy.zeros((chunks, 2), numpy.float64)
+    for c in prange(chunks):
+        lo = c * SUM_CHUNK
+        hi = min(lo + SUM_CHUNK, n)
+        sums[c, 0] = _chunk_sumsq(w[lo:hi])
+        sums[c, 1] = _chunk_sumsq(r[lo:hi])
+    wsum = 0.0
+    rsum = 0.0
+    for c in range(chunks):
+        wsum += sums[c, 0]
+        rsum += sums[c, 1]
+    rate = _trust_rate(lr, w.dtype.type(numpy.sqrt(wsum)), w.dtype.type(numpy.sqrt(rsum)),
+                       lower, upper)
+    for j in prange(n):
+        w[j] = w[j] - rate * r[j]
+
+
+_lamb_tensor = jit.kernel(_lamb_tensor_loop)
+
+
 def _lamb_loop(w, g, m, v, starts, stops, lr, wd, beta1, beta2, eps, rescale, clip, clipping,
                c1, c2, corrected, lower, upper):
-    """LAMB over the tensors ``[starts[s], stops[s])`` of flat buffers, one tensor at a time
-    so that its phase-1 output stays in cache for phase 2; each phase runs on all cores."""
-    one = w.dtype.type(1)
+    """LAMB over the tensors ``[starts[s], stops[s])`` of flat buffers, one at a time."""
     r = numpy.empty(numpy.max(stops - starts), w.dtype)
     for s in range(starts.size):
-        a, n = starts[s], stops[s] - starts[s]
-        for j in prange(n):
-            i = a + j
-            gi = g[i] * rescale
-            if clipping:
-                gi = min(max(gi, -clip), clip)
-            mi = beta1 * m[i] + (one - beta1) * gi
-            vi = beta2 * v[i] + (one - beta2) * gi * gi
-            m[i] = mi
-            v[i] = vi
-            if corrected:
-                mean_hat = w.dtype.type(numpy.float64(mi) / c1)
-                r[j] = mean_hat / (numpy.sqrt(vi / c2) + eps) + wd * w[i]
-            else:
-                r[j] = mi / (numpy.sqrt(vi) + eps) + wd * w[i]
-        chunks = (n + SUM_CHUNK - 1) // SUM_CHUNK
-        sums = numpy.zeros((chunks, 2), numpy.float64)
-        for c in prange(chunks):
-            lo, hi = c * SUM_CHUNK, min(c * SUM_CHUNK + SUM_CHUNK, n)
-            sums[c, 0] = _chunk_sumsq(w[a + lo:a + hi])
-            sums[c, 1] = _chunk_sumsq(r[lo:hi])
-        wsum = 0.0
-        rsum = 0.0
-        for c in range(chunks):
-            wsum += sums[c, 0]
-            rsum += sums[c, 1]
-        r1 = w.dtype.type(numpy.sqrt(wsum))
-        r2 = w.dtype.type(numpy.sqrt(rsum))
-        if lower >= 0 and r1 < lower:
-            r1 = lower
-        if upper >= 0 and r1 > upper:
-            r1 = upper
-        rate = lr
-        if r1 != 0 and r2 != 0:
-            rate = lr * r1 / r2
-        for j in prange(n):
-            w[a + j] = w[a + j] - rate * r[j]
+        a, b = starts[s], stops[s]
+        _lamb_tensor(w[a:b], g[a:b], m[a:b], v[a:b], r[:b - a], lr, wd, beta1, beta2, eps,
+                     rescale, clip, clipping, c1, c2, corrected, lower, upper)
 
 
-_lamb_kernel = jit.kernel(_lamb_loop)
+_lamb_kernel = jit.kernel(_lamb_loop, parallel=False)
 
 
 @register
@@ -258,8 +288,8 @@ class LAMB(Optimizer):
 
 
 def _norm(x):
-    """L2 norm of a flat array, summed in float64 (deterministically, over LANES partial
-    sums, when the compiled loops are in use), returned in the array's dtype."""
+    """L2 norm of a flat array, summed in float64 (in the compiled loops' fixed order when
+    they are in use), returned in the array's dtype."""
     kind = x.dtype.type
     if jit.usable(_sumsq_kernel, x):
         return kind(numpy.sqrt(_sumsq_kernel(x)))
