@@ -80,7 +80,7 @@ def measure(name: str, total: int, tensors: int, repeats: int) -> dict:
         warnings.simplefilter("ignore")
         return {"name": name, "reference": _rate(reference_step, count, repeats),
                 "fused": _rate(fused.step, count, repeats),
-                "path": ("numba" if jit.ENABLED else "numpy") if fusable else "per-index",
+                "path": "fused" if fusable else "per-index",
                 "bytes": 4 * (3 + 2 * state_arrays)}
 
 
