@@ -32,8 +32,26 @@ import numpy
 
 from ..backend import array_module
 from ..errors import check_number
+from . import jit
+from .jit import prange
 from .optimizer import Optimizer, register, scalars
 from .workspace import Workspace, chunks
+
+
+def _adamw_loop(w, g, m, v, eta, wd, beta1, beta2, eps, rescale, clip, clipping):
+    one = w.dtype.type(1)
+    for i in prange(w.size):
+        gi = g[i] * rescale
+        if clipping:
+            gi = min(max(gi, -clip), clip)
+        mi = beta1 * m[i] + (one - beta1) * gi
+        vi = beta2 * v[i] + (one - beta2) * (gi * gi)
+        m[i] = mi
+        v[i] = vi
+        w[i] = w[i] - eta * (mi / (numpy.sqrt(vi) + eps) + wd * w[i])
+
+
+_adamw_kernel = jit.kernel(_adamw_loop)
 
 
 @register
@@ -101,8 +119,12 @@ class AdamW(Optimizer):
         one = weight.dtype.type(1)
         xp = array_module(weight)
         clip = weight.dtype.type(self.clip_gradient) if self.clipping else None
-        a, b = self._workspace.get(weight, 2)
         mean, var = state
+        if jit.usable(_adamw_kernel, weight, grad, mean, var):
+            jit.launch(_adamw_kernel, weight.size, weight, grad, mean, var, eta, wd, beta1, beta2,
+                       eps, rescale, clip if clip is not None else one, clip is not None)
+            return
+        a, b = self._workspace.get(weight, 2)
         for n, (w, gr, m, v) in chunks(weight, grad, mean, var):
             g, t = a[:n], b[:n]
             xp.multiply(gr, rescale, out=g)
