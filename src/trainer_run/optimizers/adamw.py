@@ -58,6 +58,8 @@ _adamw_kernel = jit.kernel(_adamw_loop)
 class AdamW(Optimizer):
     """AdamW; see the module docstring for the update rule."""
 
+    master_first = False  # MXNet's AdamW (and BERTAdam) keeps ``(state, master)``
+
     def __init__(self, learning_rate=0.001, beta1=0.9, beta2=0.999, epsilon=1e-6,
                  correct_bias=True, **kwargs):
         super().__init__(learning_rate=learning_rate, **kwargs)
@@ -71,16 +73,7 @@ class AdamW(Optimizer):
         xp = array_module(weight)
         return xp.zeros_like(weight), xp.zeros_like(weight)
 
-    def create_state_multi_precision(self, index, weight):
-        """MXNet's AdamW (and BERTAdam) order a multi-precision state ``((mean, var), master)``."""
-        if self.multi_precision and weight.dtype == numpy.float16:
-            master = weight.astype(numpy.float32)
-            return (self.create_state(index, master), master)
-        return super().create_state_multi_precision(index, weight)
 
-    def _split_master(self, state):
-        inner, master = state
-        return master, inner
 
     def _eta(self, lr, t):
         if not self.correct_bias:

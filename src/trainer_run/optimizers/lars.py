@@ -36,8 +36,6 @@ each segment's norms and then updates it chunk by chunk with its own rate.
 
 from __future__ import annotations
 
-import warnings
-
 import numpy
 
 from ..backend import array_module
@@ -51,6 +49,8 @@ _NO_LARS_SUFFIXES = ("gamma", "beta", "bias")
 @register
 class LARS(Optimizer):
     """LARS; see the module docstring for the update rule."""
+
+    master_first = False  # MXNet's LARS keeps ``(state, master)``
 
     def __init__(self, momentum=0.0, lazy_update=True, eta=0.001, eps=0,
                  momentum_correction=True, **kwargs):
@@ -76,21 +76,7 @@ class LARS(Optimizer):
             return None
         return array_module(weight).zeros_like(weight)
 
-    def create_state_multi_precision(self, index, weight):
-        """MXNet's LARS orders a multi-precision state as ``(momentum, master)``."""
-        if self.multi_precision and weight.dtype == numpy.float16:
-            master = weight.astype(numpy.float32)
-            return (self.create_state(index, master), master)
-        if weight.dtype == numpy.float16:
-            warnings.warn(
-                "Accumulating with float16 in optimizer can lead to poor accuracy or slow "
-                "convergence. Consider using multi_precision=True option of the SGD optimizer"
-            )
-        return self.create_state(index, weight)
 
-    def _split_master(self, state):
-        mom, master = state
-        return master, mom
 
     # -- pieces shared by both paths ---------------------------------------------------
     def _uses_lars(self, index) -> bool:

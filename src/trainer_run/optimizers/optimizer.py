@@ -143,15 +143,21 @@ class Optimizer:
         """Auxiliary state (arrays, tuples of arrays, or None) for one weight."""
         return None
 
+    master_first = True
+    """Layout of a multi-precision state: ``(master, state)`` (MXNet's base class) or, when
+    False, ``(state, master)`` (MXNet's SGD, LARS and AdamW)."""
+
     def create_state_multi_precision(self, index, weight):
         """Like :meth:`create_state`, plus a float32 master copy for float16 weights.
 
-        With ``multi_precision`` and a float16 weight the state is ``(master, state)``.
-        Without it, a float16 weight draws MXNet's warning.
+        With ``multi_precision`` and a float16 weight the state is ``(master, state)`` (or
+        ``(state, master)``, see :attr:`master_first`). Without it, a float16 weight draws
+        MXNet's warning.
         """
         if self.multi_precision and weight.dtype == numpy.float16:
             master = weight.astype(numpy.float32)
-            return (master, self.create_state(index, master))
+            inner = self.create_state(index, master)
+            return (master, inner) if self.master_first else (inner, master)
         if weight.dtype == numpy.float16:
             warnings.warn(
                 "Accumulating with float16 in optimizer can lead to poor accuracy or slow "
@@ -207,8 +213,8 @@ class Optimizer:
             self.fused_step(weight, grad, state, lr, wd, count, segments)
 
     def _split_master(self, state):
-        """``(master, inner_state)`` of a multi-precision state (MXNet's base layout)."""
-        return state
+        """``(master, inner_state)`` of a multi-precision state."""
+        return state if self.master_first else (state[1], state[0])
 
     def can_fuse(self, indices) -> bool:
         """Whether ``indices`` may be updated by one :meth:`fused_update` call."""

@@ -16,8 +16,6 @@ always dense here, so it changes nothing.
 
 from __future__ import annotations
 
-import numpy
-
 from ..backend import array_module
 from ..errors import check_number
 from . import jit
@@ -48,6 +46,8 @@ _sgd_kernel = jit.kernel(_sgd_loop)
 class SGD(Optimizer):
     """SGD with optional momentum; see the module docstring for the update rule."""
 
+    master_first = False  # MXNet's SGD keeps ``(state, master)``
+
     def __init__(self, momentum=0.0, lazy_update=True, **kwargs):
         super().__init__(**kwargs)
         self.momentum = check_number("momentum", momentum, low=0, high=1)
@@ -59,16 +59,7 @@ class SGD(Optimizer):
             return None
         return array_module(weight).zeros_like(weight)
 
-    def create_state_multi_precision(self, index, weight):
-        """MXNet's SGD orders a multi-precision state as ``(momentum, master)``."""
-        if self.multi_precision and weight.dtype == numpy.float16:
-            master = weight.astype(numpy.float32)
-            return (self.create_state(index, master), master)
-        return super().create_state_multi_precision(index, weight)
 
-    def _split_master(self, state):
-        mom, master = state
-        return master, mom
 
     def update(self, index, weight, grad, state):
         self._update_count(index)
