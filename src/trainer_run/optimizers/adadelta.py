@@ -87,8 +87,8 @@ class AdaDelta(Optimizer):
         clipping, clip = python_clip(self, weight.dtype)
         acc_g, acc_delta = state
         if jit.usable(_adadelta_kernel, weight, grad, acc_g, acc_delta):
-            _adadelta_kernel(weight, grad, acc_g, acc_delta, wd, rho, one_minus_rho, eps, rescale,
-                             clip if clipping else rho, clipping)
+            jit.launch(_adadelta_kernel, weight.size, weight, grad, acc_g, acc_delta, wd, rho,
+                       one_minus_rho, eps, rescale, clip if clipping else rho, clipping)
             return
         a, b, c = self._workspace.get(weight, 3)
         for n, (w, gr, ag, ad) in chunks(weight, grad, acc_g, acc_delta):

@@ -80,7 +80,7 @@ class AdaGrad(Optimizer):
         clipping, clip = python_clip(self, weight.dtype)
         history = state
         if jit.usable(_adagrad_kernel, weight, grad, history):
-            _adagrad_kernel(weight, grad, history, -lr, wd, eps, rescale,
+            jit.launch(_adagrad_kernel, weight.size, weight, grad, history, -lr, wd, eps, rescale,
                             clip if clipping else lr, clipping)
             return
         a, b = self._workspace.get(weight, 2)

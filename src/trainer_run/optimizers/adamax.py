@@ -94,8 +94,8 @@ class Adamax(Optimizer):
         clipping, clip = python_clip(self, weight.dtype)
         m, u = state
         if jit.usable(_adamax_kernel, weight, grad, m, u):
-            _adamax_kernel(weight, grad, m, u, lr, wd, beta1, one_minus_beta1, beta2, rescale, tiny,
-                           clip if clipping else lr, clipping)
+            jit.launch(_adamax_kernel, weight.size, weight, grad, m, u, lr, wd, beta1,
+                       one_minus_beta1, beta2, rescale, tiny, clip if clipping else lr, clipping)
             return
         a, b = self._workspace.get(weight, 2)
         for n, (w, gr, mm, uu) in chunks(weight, grad, m, u):

@@ -96,9 +96,9 @@ class FTML(Optimizer):
         clip = weight.dtype.type(self.clip_gradient) if self.clipping else None
         d, v, z = state
         if jit.usable(_ftml_kernel, weight, grad, d, v, z):
-            _ftml_kernel(weight, grad, d, v, z, wd, beta1, one_minus_beta1, beta2, one_minus_beta2,
-                         eps, rescale, d_scale, v_div, clip if clip is not None else eps,
-                         clip is not None)
+            jit.launch(_ftml_kernel, weight.size, weight, grad, d, v, z, wd, beta1, one_minus_beta1,
+                       beta2, one_minus_beta2, eps, rescale, d_scale, v_div,
+                       clip if clip is not None else eps, clip is not None)
             return
         a, b = self._workspace.get(weight, 2)
         for n, (w, gr, dd, vv, zz) in chunks(weight, grad, d, v, z):

@@ -88,7 +88,7 @@ class Ftrl(Optimizer):
         clip = weight.dtype.type(self.clip_gradient) if self.clipping else None
         z, n = state
         if jit.usable(_ftrl_kernel, weight, grad, z, n):
-            _ftrl_kernel(weight, grad, z, n, lr, wd, lamda1, beta, rescale,
+            jit.launch(_ftrl_kernel, weight.size, weight, grad, z, n, lr, wd, lamda1, beta, rescale,
                          clip if clip is not None else lr, clip is not None)
             return
         a, b, c = self._workspace.get(weight, 3)

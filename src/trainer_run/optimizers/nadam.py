@@ -120,9 +120,10 @@ class Nadam(Optimizer):
              m_div, v_div, one_minus_momentum, momentum_next) = self._advance_schedule(
                 weight.dtype, lr, wd, count)
             if use_jit:
-                _nadam_kernel(weight[s], grad[s], mean[s], var[s], lr_, wd_, beta1, one_minus_beta1,
-                              beta2, one_minus_beta2, eps, rescale, grad_div, m_div, v_div,
-                              one_minus_momentum, momentum_next, clip if clipping else lr_, clipping)
+                jit.launch(_nadam_kernel, weight[s].size, weight[s], grad[s], mean[s], var[s], lr_,
+                           wd_, beta1, one_minus_beta1, beta2, one_minus_beta2, eps, rescale,
+                           grad_div, m_div, v_div, one_minus_momentum, momentum_next,
+                           clip if clipping else lr_, clipping)
                 continue
             for n, (w, gr, m, v) in chunks(weight[s], grad[s], mean[s], var[s]):
                 g, t = a[:n], b[:n]

@@ -148,7 +148,8 @@ class RMSProp(Optimizer):
         if not self.centered:
             (n,) = state
             if jit.usable(_rmsprop_kernel, weight, grad, n):
-                _rmsprop_kernel(weight, grad, n, lr, wd, gamma1, one - gamma1, eps, rescale, *flags)
+                jit.launch(_rmsprop_kernel, weight.size, weight, grad, n, lr, wd, gamma1, one - gamma1,
+                           eps, rescale, *flags)
                 return
             a, b = self._workspace.get(weight, 2)
             for size, (w, gr, nn) in chunks(weight, grad, n):
@@ -168,8 +169,8 @@ class RMSProp(Optimizer):
             return
         n, g_avg, delta = state
         if jit.usable(_rmspropalex_kernel, weight, grad, n, g_avg, delta):
-            _rmspropalex_kernel(weight, grad, n, g_avg, delta, lr, wd, gamma1, one - gamma1, gamma2,
-                                eps, rescale, *flags)
+            jit.launch(_rmspropalex_kernel, weight.size, weight, grad, n, g_avg, delta, lr, wd, gamma1,
+                       one - gamma1, gamma2, eps, rescale, *flags)
             return
         a, b, c = self._workspace.get(weight, 3)
         for size, (w, gr, nn, ga, d) in chunks(weight, grad, n, g_avg, delta):
