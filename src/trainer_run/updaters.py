@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from typing import Callable
 
+import numpy
+
 from .autograd import as_data
 from .converter import concat_examples, to_device
 from .optimizers import Optimizer, get_updater
@@ -54,7 +56,7 @@ class StandardUpdater:
         self.loss_func = loss_func
         self.iteration = 0
         self.observation: dict = {}
-        xp = backend.xp if backend is not None else __import__("numpy")
+        xp = backend.xp if backend is not None else numpy
         self.stores = {name: ParamStore(m.params(), xp) for name, m in self._models.items()}
         self._param_updaters = {}
         for name, opt in self._optimizers.items():

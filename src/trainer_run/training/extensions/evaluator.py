@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy
+
 from ...autograd import as_data, no_grad
 from ...converter import concat_examples, to_device
 from ..trainer import PRIORITY_WRITER
@@ -46,7 +48,5 @@ class Evaluator:
 
     def _batch(self, indices):
         if self.converter is concat_examples and hasattr(self.dataset, "take"):
-            import numpy
-
             return to_device(self.dataset.take(numpy.asarray(indices)), self.backend)
         return self.converter([self.dataset[i] for i in indices], self.backend)
