@@ -8,7 +8,11 @@ from trainer_run.errors import ConfigError
 
 
 def accepted(klass) -> list[str]:
-    """Keyword arguments ``klass(...)`` accepts, following ``**kwargs`` up the MRO."""
+    """Keyword arguments ``klass(...)`` accepts, following ``**kwargs`` up the MRO (for a
+    function: its named parameters)."""
+    if not isinstance(klass, type):
+        params = inspect.signature(klass).parameters.values()
+        return [p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
     names: list[str] = []
     for cls in klass.__mro__:
         init = cls.__dict__.get("__init__")

@@ -16,8 +16,10 @@ import numpy
 from trainer_run import datasets, models, optimizers, schedulers
 from trainer_run.backend import NAMES as BACKENDS
 from trainer_run.backend import get_backend
+from trainer_run.callbacks import HOOKS, Callbacks
 from trainer_run.errors import ConfigError, check, check_number
 from trainer_run.iterators import SerialIterator
+from trainer_run.loss_scaling import DynamicLossScaler, LossScaler
 from trainer_run.training import AnyOf, IntervalTrigger, StopTrigger, Trainer
 from trainer_run.training.extensions import (
     Evaluator,
@@ -28,11 +30,13 @@ from trainer_run.training.extensions import (
     Snapshot,
     Summary,
 )
-from trainer_run.updaters import StandardUpdater
+from trainer_run.updaters import ParallelUpdater, StandardUpdater
 
 from .arguments import accepted, call, prefixed
 
 DATA_KEYS = ("name", "size", "val_fraction", "batch_size")
+PRECISIONS = {"fp32": "float32", "fp16": "float16"}
+LOSS_SCALERS = {"none": None, "static": LossScaler, "dynamic": DynamicLossScaler}
 
 
 def build_trainer(config: dict, out: Path, extra: dict | None = None) -> Trainer:
@@ -43,16 +47,21 @@ def build_trainer(config: dict, out: Path, extra: dict | None = None) -> Trainer
     """
     seed = check_number("seed", config["seed"], low=0, integer=True)
     data_seed, model_seed, shuffle_seed = numpy.random.SeedSequence(seed).spawn(3)
-    backend = build_backend(config["backend"], model_seed)
+    dtype = build_precision(config["precision"])
+    backend = build_backend(config["backend"], model_seed, dtype)
     data, batch_size = build_data(config["dataset"], numpy.random.default_rng(data_seed))
     model = build_model(config["model"], data, backend)
     iterator = SerialIterator(data.train, batch_size, rng=numpy.random.default_rng(shuffle_seed))
 
     t = config["trainer"]
+    u = config["updater"]
+    accum_grad = check_number("updater.accum_grad", u["accum_grad"], low=1, integer=True)
+    samples = batch_size * accum_grad  # examples per update
     stop = prefixed("trainer", StopTrigger, t["max_iterations"], t["max_epochs"])
-    total = stop.total_iterations(len(data.train) / batch_size)
+    total = stop.total_iterations(len(data.train) / samples)
     optimizer = build_optimizer(config["optimizer"], config.get("scheduler"), total)
-    updater = StandardUpdater(iterator, optimizer, model, backend=backend)
+    updater = build_updater(u, config["kvstore"], config["loss_scale"], iterator, optimizer, model,
+                            backend, batch_size)
     trainer = Trainer(updater, stop, out=str(out))
 
     def every(key):
@@ -71,19 +80,85 @@ def build_trainer(config: dict, out: Path, extra: dict | None = None) -> Trainer
         trainer.extend(PlateauStep(optimizer.lr_scheduler), trigger=eval_trigger)
     trainer.extend(log_report)
     if t["progress"]:
-        trainer.extend(ProgressBar(total, batch_size, optimizer))
+        trainer.extend(ProgressBar(total, samples, optimizer))
         trainer.extend(MetricsTable(log_report))
     trainer.extend(Snapshot(keep, extra=extra),
                    trigger=IntervalTrigger(checkpoint_every))
-    trainer.extend(Summary(log_report, batch_size, updater.stores["main"], backend.to_numpy))
+    trainer.extend(Summary(log_report, samples, updater.stores["main"], backend.to_numpy))
     return trainer
 
 
-def build_backend(section: dict, seed) -> object:
+def build_precision(section: dict) -> str:
+    """The compute dtype of ``precision=<name>``."""
+    name = section["name"]
+    check(name in PRECISIONS, f"precision={name!r} is unknown; choose one of {', '.join(PRECISIONS)}")
+    return PRECISIONS[name]
+
+
+def build_backend(section: dict, seed, dtype: str = "float32") -> object:
     name = section["name"]
     check(name in BACKENDS, f"backend={name!r} is unknown; choose one of {', '.join(BACKENDS)}")
     device = check_number("backend.device", section["device"], low=0, integer=True)
-    return prefixed("backend", get_backend, name, device=device, seed=seed)
+    return prefixed("backend", get_backend, name, device=device, seed=seed, dtype=dtype)
+
+
+def build_updater(section: dict, kvstore: dict, loss_scale: dict, iterator, optimizer, model,
+                  backend, batch_size: int):
+    """The updater of ``updater=standard|parallel`` with its loss scaler and callbacks."""
+    kwargs = {k: v for k, v in section.items() if k != "name"}
+    kwargs["callbacks"] = build_callbacks(kwargs.get("callbacks") or {})
+    kwargs["loss_scaler"] = build_loss_scaler(loss_scale)
+    name = section["name"]
+    klass = {"standard": StandardUpdater, "parallel": ParallelUpdater}.get(name)
+    check(klass is not None, f"updater={name!r} is unknown; choose one of standard, parallel")
+    if klass is ParallelUpdater:
+        store = kvstore["name"]
+        check(store in ("local", "device"), f"updater=parallel sums gradients through a kvstore; "
+              f"kvstore={store} cannot, choose kvstore=local or kvstore=device")
+        kwargs["kvstore"] = store
+        devices = kwargs.get("devices")
+        replicas = devices if isinstance(devices, int) else len(devices or ())
+        check(replicas <= batch_size, f"updater.devices={devices} needs a batch of at least "
+              f"{replicas} examples; dataset.batch_size is {batch_size}")
+    return call("updater", klass, kwargs, iterator=iterator, optimizer=optimizer, model=model,
+                backend=backend)
+
+
+def build_loss_scaler(section: dict):
+    name = section["name"]
+    check(name in LOSS_SCALERS,
+          f"loss_scale={name!r} is unknown; choose one of {', '.join(LOSS_SCALERS)}")
+    klass = LOSS_SCALERS[name]
+    if klass is None:
+        return None
+    return call("loss_scale", klass, {k: v for k, v in section.items() if k != "name"})
+
+
+def build_callbacks(section: dict) -> Callbacks:
+    """Each hook's callables: dotted names are imported, ``_target_`` dicts instantiated."""
+    hooks = {}
+    for hook, value in section.items():
+        key = f"updater.callbacks.{hook}"
+        check(hook in HOOKS, f"{key} is not a callback hook; choose one of {', '.join(HOOKS)}")
+        items = value if isinstance(value, list) else [] if value is None else [value]
+        hooks[hook] = [_callback(item, key) for item in items]
+    return Callbacks(hooks)
+
+
+def _callback(item, key: str):
+    if isinstance(item, dict):
+        if "_target_" not in item:
+            raise ConfigError(f"{key} must be a dotted name or a dict with _target_, got {item!r}")
+        factory = _import(item["_target_"], f"{key}._target_")
+        options = {k: v for k, v in item.items() if k != "_target_"}
+        try:
+            fn = factory(**options)
+        except TypeError as e:
+            raise ConfigError(f"{key}: {item['_target_']}(...) failed: {e}") from None
+    else:
+        fn = _import(item, key)
+    check(callable(fn), f"{key}: {item!r} is not callable; a callback is called with the iteration")
+    return fn
 
 
 def build_data(section: dict, rng) -> tuple[datasets.Data, int]:
@@ -117,18 +192,24 @@ def _user_data(result, rng) -> datasets.Data:
 
 
 def build_model(section: dict, data: datasets.Data, backend):
+    """The model, with its parameters in the backend's compute dtype (``precision``)."""
     kwargs = {k: v for k, v in section.items() if k not in ("name", "_target_")}
+    check("dtype" not in kwargs, "model.dtype is set by the precision group: choose precision=fp32 "
+          "or precision=fp16 instead")
+    dtype = str(backend.dtype)
     if "_target_" in section:
         factory = _import(section["_target_"], "model._target_")
-        given = {"in_size": data.in_size, "out_size": data.out_size, "backend": backend}
-        names = accepted(factory) if isinstance(factory, type) else list(given)
+        given = {"in_size": data.in_size, "out_size": data.out_size, "backend": backend, "dtype": dtype}
+        names = accepted(factory)
+        check(dtype == "float32" or "dtype" in names,
+              f"precision needs a model that takes a dtype argument; {section['_target_']} does not")
         fixed = {k: v for k, v in given.items() if k in names}
         return factory(**kwargs, **fixed)
     name = section["name"]
     if name not in models.REGISTRY:
         raise ConfigError(f"model={name!r} is unknown; choose one of {', '.join(models.REGISTRY)}")
     klass = models.REGISTRY[name]
-    fixed = {"in_size": data.in_size, "out_size": data.out_size, "backend": backend}
+    fixed = {"in_size": data.in_size, "out_size": data.out_size, "backend": backend, "dtype": dtype}
     if "task" in accepted(klass):
         fixed["task"] = data.task
     elif data.task != "classification":

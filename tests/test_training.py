@@ -60,14 +60,14 @@ def test_interval_trigger_rules():
 def test_log_rows_average_the_iterations_since_the_last_row(tmp_path):
     trainer = _trainer(tmp_path)
     losses = []
-    original = trainer.updater.forward_backward
+    original = trainer.updater.forward
 
-    def spy(arrays):
-        out = original(arrays)
-        losses.append(float(out["loss"]))
+    def spy(arrays, model=None):
+        out = original(arrays, model)
+        losses.append(float(out["loss"].data))
         return out
 
-    trainer.updater.forward_backward = spy
+    trainer.updater.forward = spy
     trainer.run()
     rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert [r["iteration"] for r in rows] == [10, 20, 30, 40]

@@ -12,6 +12,7 @@ their states are plain JSON so a checkpoint can restore them exactly.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 
 import numpy
@@ -19,6 +20,7 @@ import numpy
 from .errors import ConfigError
 
 NAMES = ("numpy", "cupy", "auto")
+DTYPES = ("float16", "float32", "float64")
 
 
 class Backend:
@@ -28,11 +30,16 @@ class Backend:
         name: ``"numpy"`` or ``"cupy"``.
         device: device id for CuPy; ignored by NumPy (always the host).
         seed: seed of the backend's generator (``numpy.random.Generator``, PCG64).
+        dtype: the floating dtype models compute in (``float32``, or ``float16`` for mixed
+            precision); the converter casts floating inputs to it.
     """
 
-    def __init__(self, name: str = "numpy", device: int = 0, seed: int = 0):
+    def __init__(self, name: str = "numpy", device: int = 0, seed: int = 0, dtype="float32"):
         if name not in ("numpy", "cupy"):
             raise ConfigError(f"name={name!r} is not a backend; choose one of {', '.join(NAMES)}")
+        if str(dtype) not in DTYPES:
+            raise ConfigError(f"dtype={dtype!r} is not a compute dtype; choose one of {', '.join(DTYPES)}")
+        self.dtype = numpy.dtype(str(dtype))
         self.name = name
         self.device = device if name == "cupy" else None
         self.xp = _import_cupy() if name == "cupy" else numpy
@@ -49,9 +56,15 @@ class Backend:
                 return self.xp.asarray(array, dtype=dtype)
         return numpy.asarray(array, dtype=dtype)
 
+    def activate(self):
+        """A context in which new arrays of ``xp`` are created on this backend's device."""
+        if self.name == "cupy":
+            return self.xp.cuda.Device(self.device)
+        return contextlib.nullcontext()
+
     def to_numpy(self, array) -> numpy.ndarray:
         """Returns a host NumPy copy (or the array itself, when it already is one)."""
-        if isinstance(array, numpy.ndarray):
+        if isinstance(array, (numpy.ndarray, numpy.generic)):
             return array
         return self.xp.asnumpy(array)
 
@@ -72,11 +85,11 @@ def array_module(a):
     return cupy.get_array_module(a)
 
 
-def get_backend(name: str = "auto", device: int = 0, seed: int = 0) -> Backend:
+def get_backend(name: str = "auto", device: int = 0, seed: int = 0, dtype="float32") -> Backend:
     """Builds the backend ``name``; ``"auto"`` picks CuPy when a GPU is usable, else NumPy."""
     if name == "auto":
         name = "cupy" if _cupy_usable() else "numpy"
-    return Backend(name, device=device, seed=seed)
+    return Backend(name, device=device, seed=seed, dtype=dtype)
 
 
 def _cupy_usable() -> bool:

@@ -159,6 +159,13 @@ class ParamStore:
             if p._stale:
                 p.zero_if_stale()
 
+    def grads_finite(self) -> bool:
+        """Whether every gradient is finite (no inf, no NaN): two reductions per group,
+        no temporary arrays (``max`` and ``min`` propagate NaN)."""
+        xp = array_module(self.groups[0].grad) if self.groups else numpy
+        return all(bool(xp.isfinite(g.grad.max()) & xp.isfinite(g.grad.min()))
+                   for g in self.groups if g.size)
+
     def param_dict(self) -> dict[int, Parameter]:
         """index -> parameter, as MXNet's ``param_dict``."""
         return dict(enumerate(self.params.values()))

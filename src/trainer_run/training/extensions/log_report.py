@@ -14,8 +14,10 @@ FILE = "metrics.jsonl"
 class LogReport:
     """Every iteration accumulates the trainer's observation; when ``log_trigger`` fires it
     writes one JSON object: ``iteration``, ``epoch`` (epoch_detail), ``elapsed_s``, ``lr``,
-    and the mean of each observed metric since the previous log point (``train/<name>``
-    for the updater's, validation keys as the evaluator reported them).
+    the updater's current ``status()`` values as they are (``loss_scale``,
+    ``skipped_steps`` under dynamic loss scaling), and the mean of each observed metric
+    since the previous log point (``train/<name>`` for the updater's, validation keys as
+    the evaluator reported them).
 
     The rows logged so far and the running sums are part of the state, so a resumed run
     rewrites ``metrics.jsonl`` up to its checkpoint and continues it identically.
@@ -56,6 +58,7 @@ class LogReport:
                "elapsed_s": trainer.elapsed_time}
         if self.optimizer is not None:
             row["lr"] = self.optimizer.learning_rate
+        row.update(updater.status() if hasattr(updater, "status") else {})
         for name in sorted(self._sums):
             row[name] = float(self._sums[name]) / self._counts[name]
         self._sums, self._counts = {}, {}

@@ -12,7 +12,8 @@ from ..trainer import PRIORITY_READER
 
 
 class ProgressBar:
-    """Shows iteration, epoch, loss, lr, samples/s and ETA; refreshed every
+    """Shows iteration, epoch, loss, lr, samples/s, ETA and the updater's ``status()``
+    (loss scale, skipped steps) when it has one; refreshed every
     ``update_interval`` iterations (rendering is throttled by rich besides)."""
 
     priority = PRIORITY_READER - 1
@@ -39,13 +40,14 @@ class ProgressBar:
             TextColumn("lr {task.fields[lr]}"),
             TextColumn("{task.fields[speed]} samples/s"),
             TimeRemainingColumn(),
+            TextColumn("{task.fields[status]}"),
             console=self.console,
             transient=False,
         )
         iteration = trainer.updater.iteration
         self._task = self._progress.add_task("train", total=self.total, completed=iteration,
                                              epoch=trainer.updater.epoch_detail, loss="-", lr="-",
-                                             speed="-")
+                                             speed="-", status=_status(trainer.updater))
         self._t0, self._it0 = time.perf_counter(), iteration
         self._progress.start()
 
@@ -60,6 +62,7 @@ class ProgressBar:
             "loss": "-" if loss is None else f"{float(loss):.4g}",
             "lr": "-" if self.optimizer is None else f"{self.optimizer.learning_rate:.3g}",
             "speed": f"{(iteration - self._it0) * self.batch_size / elapsed:,.0f}",
+            "status": _status(trainer.updater),
         }
         self._progress.update(self._task, completed=iteration, **fields)
 
@@ -98,6 +101,11 @@ class MetricsTable:
         for row in rows:
             table.add_row(*(_cell(row.get(c)) for c in columns))
         self.console.print(table)
+
+
+def _status(updater) -> str:
+    values = updater.status() if hasattr(updater, "status") else {}
+    return " ".join(f"{k.replace('_', ' ')} {v:g}" for k, v in values.items())
 
 
 def _cell(value) -> str:

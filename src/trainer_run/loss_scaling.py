@@ -1,0 +1,115 @@
+"""Loss scaling: multiply the loss before backward so small float16 gradients survive.
+
+The updater seeds backward with the scale instead of one, so every gradient comes out
+multiplied by it; the optimizer then sees the gradients divided by the same scale (the
+scale is folded into its ``rescale_grad`` for that step, as MXNet's AMP does, so the
+division happens in the optimizer's precision: float32 for multi-precision float16
+weights). Two scalers:
+
+- :class:`LossScaler` (static): a fixed scale; gradients are never checked.
+- :class:`DynamicLossScaler` (nnabla's ``DynamicLossScalingUpdater``): when any gradient
+  holds inf or NaN the scale is divided by ``scaling_factor`` and the clean-step count
+  restarts; the step is then skipped (``on_overflow="skip"``, PyTorch GradScaler's way)
+  or recomputed on new data (``"retry"``, nnabla's way) up to ``max_retries`` times and
+  skipped after that. After ``interval`` consecutive clean steps the scale is multiplied
+  by ``scaling_factor``.
+
+Our rules where nnabla is loose: the scale grows after exactly ``interval`` clean steps
+(nnabla tests ``counter > N`` before incrementing, so it grows after N + 2 clean steps the
+first time and every N + 1 afterwards); a skipped step leaves parameters, optimizer
+states and the optimizer's update count untouched, but it is still an iteration of the
+training loop; ``skipped_steps`` counts steps that were finally skipped (retries that
+succeed are not counted).
+"""
+
+from __future__ import annotations
+
+from .errors import check, check_number
+
+ON_OVERFLOW = ("skip", "retry")
+
+
+class LossScaler:
+    """A fixed loss scale.
+
+    Args:
+        scale: the factor the loss (and so every gradient) is multiplied by.
+    """
+
+    dynamic = False
+
+    def __init__(self, scale: float = 1024.0):
+        self.scale = float(check_number("scale", scale, low=0, low_open=True))
+
+    def record(self, finite: bool) -> str:
+        """The verdict on one computed set of gradients: always ``"apply"``."""
+        return "apply"
+
+    def status(self) -> dict:
+        """Values shown in the progress bar and written to ``metrics.jsonl``."""
+        return {"loss_scale": self.scale}
+
+    def state_dict(self) -> dict:
+        return {"scale": self.scale}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.scale = float(state["scale"])
+
+
+class DynamicLossScaler(LossScaler):
+    """A loss scale that backs off on overflow and grows after clean steps.
+
+    Args:
+        scale: the initial scale (nnabla's default 8).
+        scaling_factor: the factor of every back-off and growth.
+        interval: clean steps between growths (nnabla's ``N``).
+        on_overflow: ``"skip"`` the step or ``"retry"`` it on new data.
+        max_retries: retries of one step before it is skipped (nnabla: 100).
+    """
+
+    dynamic = True
+
+    def __init__(self, scale: float = 8.0, scaling_factor: float = 2.0, interval: int = 2000,
+                 on_overflow: str = "skip", max_retries: int = 100):
+        super().__init__(scale)
+        self.scaling_factor = float(check_number("scaling_factor", scaling_factor, low=1, low_open=True))
+        self.interval = check_number("interval", interval, low=1, integer=True)
+        check(on_overflow in ON_OVERFLOW,
+              f"on_overflow={on_overflow!r} is unknown; choose one of {', '.join(ON_OVERFLOW)}")
+        self.on_overflow = on_overflow
+        self.max_retries = check_number("max_retries", max_retries, low=0, integer=True)
+        self.clean_steps = 0
+        self.retries = 0
+        self.skipped_steps = 0
+
+    def record(self, finite: bool) -> str:
+        """Updates the scale from one gradient check and returns what the updater does:
+        ``"apply"`` the step, ``"retry"`` it on new data, or ``"skip"`` it."""
+        if finite:
+            self.retries = 0
+            self.clean_steps += 1
+            if self.clean_steps == self.interval:
+                self.scale *= self.scaling_factor
+                self.clean_steps = 0
+            return "apply"
+        self.scale /= self.scaling_factor
+        self.clean_steps = 0
+        if self.on_overflow == "retry" and self.retries < self.max_retries:
+            self.retries += 1
+            return "retry"
+        self.retries = 0
+        self.skipped_steps += 1
+        return "skip"
+
+    def status(self) -> dict:
+        return {"loss_scale": self.scale, "skipped_steps": self.skipped_steps}
+
+    def state_dict(self) -> dict:
+        return {"scale": self.scale, "clean_steps": self.clean_steps, "retries": self.retries,
+                "skipped_steps": self.skipped_steps}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.scale = float(state["scale"])
+        self.clean_steps = int(state["clean_steps"])
+        self.retries = int(state["retries"])
+        self.skipped_steps = int(state["skipped_steps"])

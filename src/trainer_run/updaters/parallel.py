@@ -1,0 +1,177 @@
+"""ParallelUpdater: data-parallel replicas of one model in one process (Chainer semantics).
+
+The main model stays where it is; ``devices`` more copies are made (CPU replicas run in
+threads on NumPy, one replica per GPU id on CuPy). Each batch is split Chainer's way
+(example ``j`` to replica ``j % n``), every replica runs forward and backward on its part,
+the gradients are summed onto the main replica through a kvstore (``local``: in host
+memory; ``device``: on the device of the main replica, as MXNet's Trainer does), the main
+optimizer makes one update, and the parameters are copied back to the other replicas.
+
+Our rule: each replica's backward is weighted by its share of the batch, so the update
+equals :class:`~trainer_run.updaters.StandardUpdater`'s on the whole batch, to float32
+rounding. (Chainer adds the replicas' mean-loss gradients unweighted, which is ``n`` times
+the whole batch's mean gradient.) Accumulation, loss scaling and callbacks work as in the
+standard updater; the comm callbacks run around the kvstore reduction. The metrics are
+the whole batch's.
+"""
+
+from __future__ import annotations
+
+import copy
+from concurrent.futures import ThreadPoolExecutor
+
+from .. import kvstore as kvstores
+from ..autograd import as_data
+from ..backend import Backend
+from ..converter import concat_examples
+from ..errors import ConfigError, check
+from ..params import ParamStore
+from .standard import StandardUpdater, _add_weighted, _backward, _size
+
+KVSTORES = ("local", "device")
+
+
+class ParallelUpdater(StandardUpdater):
+    """:class:`StandardUpdater` over ``devices`` replicas of the main model.
+
+    Args:
+        iterator, optimizer, model, converter, backend, accum_grad, loss_scaler, callbacks:
+            as for :class:`StandardUpdater` (one model and one optimizer, or dicts whose
+            ``'main'`` entries are replicated).
+        devices: the number of replicas, or a list of device ids (CuPy: GPU ids, the first
+            being the backend's device; NumPy: CPU replicas, the ids only count them).
+        kvstore: ``"local"`` or ``"device"``, the store that sums the gradients.
+    """
+
+    def __init__(self, iterator, optimizer, model, devices=2, kvstore: str = "local",
+                 converter=concat_examples, backend=None, accum_grad: int = 1,
+                 loss_scaler=None, callbacks=None):
+        super().__init__(iterator, optimizer, model, converter=converter, backend=backend,
+                         accum_grad=accum_grad, loss_scaler=loss_scaler, callbacks=callbacks)
+        check(kvstore in KVSTORES,
+              f"kvstore={kvstore!r} cannot reduce replicas; choose one of {', '.join(KVSTORES)}")
+        backend = backend if backend is not None else Backend("numpy")
+        ids = _device_ids(devices, backend)
+        self.devices = ids
+        self.backends = [backend] + [_replica_backend(backend, d) for d in ids[1:]]
+        self.models = [self._models["main"]] + [_replicate(self._models["main"], b)
+                                                for b in self.backends[1:]]
+        self.replica_stores = [self.stores["main"]] + [
+            _store(m, b) for m, b in zip(self.models[1:], self.backends[1:])]
+        self.kvstore = kvstores.create(kvstore)
+        for key, group in enumerate(self.stores["main"].groups):
+            self.kvstore.init(key, group.grad)
+        self._pool = None
+
+    def compute_gradients(self, iteration: int, scale: float = 1.0) -> dict:
+        """Every replica's gradients from its parts of ``accum_grad`` batches, summed onto
+        the main replica; returns the batches' metrics averaged over their examples."""
+        batches = [self.next_parts(self._iterators["main"], self.backends)
+                   for _ in range(self.accum_grad)]
+        total = sum(_size(part) for parts in batches for part in parts)
+        for store in self.replica_stores:
+            store.cleargrads()
+        metrics: dict = {}
+        replicas = range(len(self.models))
+        for parts in batches:
+            self.callbacks.fire("forward_on_start", iteration)
+            outs = self._map(lambda r: self._forward_on(r, parts[r]), replicas)
+            self.callbacks.fire("forward_on_finish", iteration)
+            self.callbacks.fire("backward_on_start", iteration)
+            weights = [_size(part) / total for part in parts]
+            self._map(lambda r: self._backward_on(r, outs[r]["loss"], scale * weights[r]), replicas)
+            self.callbacks.fire("backward_on_finish", iteration)
+            for out, weight in zip(outs, weights):
+                _add_weighted(metrics, {k: self._host(as_data(v)) for k, v in out.items()}, weight)
+        for store in self.replica_stores:
+            store.finalize_grads()
+        self.reduce(iteration)
+        return metrics
+
+    def reduce(self, iteration: int) -> None:
+        """Sums the replicas' gradients into the main replica's, group by group."""
+        self.callbacks.fire("comm_on_start", iteration)
+        main = self.stores["main"]
+        for key, group in enumerate(main.groups):
+            self.kvstore.pushpull(key, [s.groups[key].grad for s in self.replica_stores],
+                                  out=group.grad)
+        self.callbacks.fire("comm_on_finish", iteration)
+
+    def apply_update(self, iteration: int, scale: float = 1.0) -> None:
+        super().apply_update(iteration, scale)
+        self.copy_params()
+
+    def copy_params(self) -> None:
+        """Copies the main replica's parameters to every other replica (Chainer's copyparams)."""
+        main = self.stores["main"]
+        for store, backend in zip(self.replica_stores[1:], self.backends[1:]):
+            with backend.activate():
+                for group, source in zip(store.groups, main.groups):
+                    group.data[...] = backend.asarray(source.data)
+
+    def finalize(self) -> None:
+        super().finalize()
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None
+
+    def load_state_dict(self, state: dict) -> None:
+        super().load_state_dict(state)
+        self.copy_params()
+
+    # -- helpers --------------------------------------------------------------------------
+    def _map(self, fn, replicas) -> list:
+        """``fn(r)`` for every replica ``r``, the replicas in threads."""
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(len(self.models), thread_name_prefix="replica")
+        return list(self._pool.map(fn, replicas))
+
+    def _forward_on(self, r: int, in_arrays) -> dict:
+        with self.backends[r].activate():
+            return self.forward(in_arrays, self.models[r])
+
+    def _backward_on(self, r: int, loss, seed: float) -> None:
+        with self.backends[r].activate():
+            _backward(loss, seed)
+
+    def _host(self, value):
+        return self.backends[0].to_numpy(value)
+
+
+def _device_ids(devices, backend) -> list[int]:
+    if isinstance(devices, bool) or not isinstance(devices, (int, list, tuple)):
+        raise ConfigError(f"devices must be a number of replicas or a list of device ids, got {devices!r}")
+    if isinstance(devices, int):
+        check(devices >= 1, f"devices must be >= 1, got {devices}")
+        first = backend.device or 0
+        return list(range(first, first + devices))
+    ids = list(devices)
+    check(len(ids) >= 1 and all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in ids)
+          and len(set(ids)) == len(ids),
+          f"devices must be distinct device ids >= 0, got {ids}")
+    if backend.device is not None:
+        check(ids[0] == backend.device, f"devices[0]={ids[0]} must be the backend's device "
+              f"({backend.device}); set backend.device={ids[0]} or reorder the list")
+    return ids
+
+
+def _replica_backend(backend, device: int):
+    """The backend a replica runs on: the same one on the host, ``device`` on a GPU."""
+    if backend.device is None:
+        return backend
+    return Backend(backend.name, device=device, dtype=backend.dtype)
+
+
+def _replicate(model, backend):
+    """A deep copy of ``model`` with its parameters on ``backend``'s device."""
+    with backend.activate():
+        clone = copy.deepcopy(model)
+        for p in clone.params().values():
+            p.data = backend.asarray(p.data)
+            p.grad = None
+    return clone
+
+
+def _store(model, backend) -> ParamStore:
+    with backend.activate():
+        return ParamStore(model.params(), backend.xp)

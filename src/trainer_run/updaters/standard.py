@@ -1,0 +1,271 @@
+"""StandardUpdater: one training iteration, with Chainer's ``StandardUpdater`` semantics,
+nnabla's ``accum_grad`` and callbacks, and loss scaling.
+
+An updater owns the iteration: it draws a batch from the ``'main'`` iterator, converts it,
+runs the model forward and backward, and applies the ``'main'`` optimizer. Iterators,
+optimizers and models may be given as dicts by name; a bare one is registered as
+``'main'``. Each optimizer is applied through an
+:class:`~trainer_run.optimizers.IndexUpdater` attached to the flat parameter store of the
+model of the same name, so the optimizer step is one fused pass per parameter group.
+
+Our rules, where the seeds differ:
+
+- **Accumulation** (``accum_grad=k``): k batches are drawn, each run forward and
+  backward, and their gradients summed with weights ``n_i / N`` (``n_i`` the batch's
+  examples, ``N`` all k batches' examples) before one optimizer step. With losses that
+  average over their batch, the update equals one update on the union batch, to float32
+  rounding (nnabla sums the k gradients unweighted, i.e. k times the mean). Metrics are
+  averaged the same way. ``iteration`` counts updates; the iterator's epoch counts
+  examples, so an update with ``accum_grad=4`` and batch 25 moves the epoch as far as one
+  with batch 100.
+- **Loss scaling**: backward is seeded with ``scale * n_i / N`` instead of ``n_i / N``, and
+  the optimizer's ``rescale_grad`` is divided by the scale for that step (MXNet AMP), so
+  the update sees unscaled gradients in the optimizer's precision. With a
+  :class:`~trainer_run.loss_scaling.DynamicLossScaler` the gradients are checked for inf
+  and NaN after the reduction; see :mod:`trainer_run.loss_scaling` for skip and retry.
+  Weight decay is the optimizer's ``wd`` only (nnabla's updater applies its own
+  ``weight_decay`` on top; here there is no second one).
+- **Callbacks**: see :mod:`trainer_run.callbacks`.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy
+
+from ..autograd import as_data, backward
+from ..backend import array_module
+from ..callbacks import Callbacks
+from ..converter import concat_examples, to_device
+from ..errors import check_number
+from ..optimizers import Optimizer, get_updater
+from ..params import ParamStore
+
+
+def _by_name(value, kind: str) -> dict:
+    if isinstance(value, dict):
+        if "main" not in value:
+            raise KeyError(f"{kind} given by name must include 'main'")
+        return dict(value)
+    return {"main": value}
+
+
+class StandardUpdater:
+    """The default training step: batches -> converter -> model -> backward -> optimizer.
+
+    Args:
+        iterator: the training iterator, or a dict of iterators by name.
+        optimizer: an :class:`~trainer_run.optimizers.Optimizer`, or a dict by name.
+        model: the model each optimizer updates, or a dict keyed like ``optimizer``.
+        converter: turns a list of examples into arrays on the device
+            (``converter(batch, backend)``).
+        backend: the :class:`~trainer_run.backend.Backend` (None: NumPy on the host).
+        loss_func: called with the converted arrays instead of the main model.
+        accum_grad: batches whose gradients make one update.
+        loss_scaler: a :class:`~trainer_run.loss_scaling.LossScaler` (None: no scaling).
+        callbacks: a :class:`~trainer_run.callbacks.Callbacks` or a dict of hooks.
+    """
+
+    def __init__(self, iterator, optimizer, model, converter: Callable = concat_examples,
+                 backend=None, loss_func: Callable | None = None, accum_grad: int = 1,
+                 loss_scaler=None, callbacks=None):
+        self._iterators = _by_name(iterator, "iterators")
+        self._optimizers: dict[str, Optimizer] = _by_name(optimizer, "optimizers")
+        self._models = _by_name(model, "models")
+        if set(self._models) != set(self._optimizers):
+            raise KeyError("models and optimizers must have the same names")
+        self.converter = converter
+        self.backend = backend
+        self.loss_func = loss_func
+        self.accum_grad = check_number("accum_grad", accum_grad, low=1, integer=True)
+        self.loss_scaler = loss_scaler
+        self.callbacks = callbacks if isinstance(callbacks, Callbacks) else Callbacks(callbacks)
+        self.iteration = 0
+        self.observation: dict = {}
+        xp = backend.xp if backend is not None else numpy
+        self.stores = {name: ParamStore(m.params(), xp) for name, m in self._models.items()}
+        self._param_updaters = {}
+        for name, opt in self._optimizers.items():
+            if backend is not None and opt.rng is None:
+                opt.rng = backend.rng
+            self._param_updaters[name] = get_updater(opt)
+            self._param_updaters[name].attach(self.stores[name])
+
+    # -- Chainer's interface ------------------------------------------------------------
+    @property
+    def epoch(self) -> int:
+        return self._iterators["main"].epoch
+
+    @property
+    def epoch_detail(self) -> float:
+        return self._iterators["main"].epoch_detail
+
+    @property
+    def previous_epoch_detail(self):
+        return self._iterators["main"].previous_epoch_detail
+
+    @property
+    def is_new_epoch(self) -> bool:
+        return self._iterators["main"].is_new_epoch
+
+    def get_iterator(self, name: str):
+        return self._iterators[name]
+
+    def get_optimizer(self, name: str) -> Optimizer:
+        return self._optimizers[name]
+
+    def get_all_optimizers(self) -> dict:
+        return dict(self._optimizers)
+
+    def get_model(self, name: str = "main"):
+        return self._models[name]
+
+    def finalize(self) -> None:
+        for iterator in self._iterators.values():
+            iterator.finalize()
+
+    def update(self) -> None:
+        """Runs one iteration (:meth:`update_core`) and counts it."""
+        self.update_core()
+        self.iteration += 1
+
+    def update_core(self) -> None:
+        """Gradients of ``accum_grad`` batches, then one optimizer step unless the loss
+        scaler finds inf/NaN (then the step is skipped, or retried on new batches)."""
+        i, scaler = self.iteration, self.loss_scaler
+        while True:
+            scale = scaler.scale if scaler is not None else 1.0
+            self.observation = self.compute_gradients(i, scale)
+            verdict = scaler.record(self.stores["main"].grads_finite()) if (
+                scaler is not None and scaler.dynamic) else "apply"
+            if verdict != "retry":
+                break
+        if verdict == "apply":
+            self.apply_update(i, scale)
+
+    def status(self) -> dict:
+        """Current values worth showing beside the metrics (the loss scale, skipped steps)."""
+        return self.loss_scaler.status() if self.loss_scaler is not None else {}
+
+    # -- the stages of one update ---------------------------------------------------------
+    def compute_gradients(self, iteration: int, scale: float = 1.0) -> dict:
+        """Fills the main model's gradients from ``accum_grad`` batches (times ``scale``)
+        and returns the batches' metrics, averaged over their examples."""
+        batches = [self.next_batch(self._iterators["main"]) for _ in range(self.accum_grad)]
+        total = sum(_size(b) for b in batches)
+        store = self.stores["main"]
+        store.cleargrads()
+        metrics: dict = {}
+        for in_arrays in batches:
+            weight = _size(in_arrays) / total
+            self.callbacks.fire("forward_on_start", iteration)
+            out = self.forward(in_arrays)
+            self.callbacks.fire("forward_on_finish", iteration)
+            self.callbacks.fire("backward_on_start", iteration)
+            _backward(out["loss"], scale * weight)
+            self.callbacks.fire("backward_on_finish", iteration)
+            _add_weighted(metrics, out, weight)
+        store.finalize_grads()
+        return metrics
+
+    def apply_update(self, iteration: int, scale: float = 1.0) -> None:
+        """One step of the main optimizer on gradients that carry a factor ``scale``."""
+        self.callbacks.fire("update_on_start", iteration)
+        optimizer, step = self._optimizers["main"], self._param_updaters["main"].step
+        if scale == 1.0:
+            step()
+        else:
+            rescale = optimizer.rescale_grad
+            optimizer.rescale_grad = rescale / scale
+            try:
+                step()
+            finally:
+                optimizer.rescale_grad = rescale
+        self.callbacks.fire("update_on_finish", iteration)
+
+    # -- pieces subclasses reuse ------------------------------------------------------------
+    def next_batch(self, iterator):
+        """The next batch of ``iterator``, converted and on the device."""
+        return self.next_parts(iterator, [self.backend])[0]
+
+    def next_parts(self, iterator, backends: list) -> list:
+        """The next batch split over ``backends``, Chainer's way (example ``j`` goes to
+        part ``j % n``), each part converted onto its backend's device.
+
+        With the default converter and a dataset that can ``take`` rows, each part is
+        gathered with one fancy index instead of stacking examples one by one; the
+        result is the same.
+        """
+        dataset, n = iterator.dataset, len(backends)
+        if self.converter is concat_examples and hasattr(dataset, "take"):
+            indices = iterator.next_indices()
+            return [to_device(dataset.take(indices[j::n]), b) for j, b in enumerate(backends)]
+        batch = iterator.next()
+        return [self.converter(batch[j::n], b) for j, b in enumerate(backends)]
+
+    def forward(self, in_arrays, model=None) -> dict:
+        """The loss function (``loss_func``, else ``model``, else the main model) on
+        ``in_arrays``, as a dict with ``"loss"`` and any further metrics."""
+        loss_func = self.loss_func or model or self._models["main"]
+        if isinstance(in_arrays, tuple):
+            out = loss_func(*in_arrays)
+        elif isinstance(in_arrays, dict):
+            out = loss_func(**in_arrays)
+        else:
+            out = loss_func(in_arrays)
+        return dict(out) if isinstance(out, dict) else {"loss": out}
+
+    # -- state ------------------------------------------------------------------------------
+    def state_dict(self) -> dict:
+        to_numpy = self.backend.to_numpy if self.backend is not None else (lambda a: a)
+        return {
+            "iteration": self.iteration,
+            "backend": self.backend.state_dict() if self.backend is not None else None,
+            "iterators": {n: it.state_dict() for n, it in self._iterators.items()},
+            "optimizers": {n: opt.state_dict() for n, opt in self._optimizers.items()},
+            "optimizer_states": {n: u.state_dict(to_numpy) for n, u in self._param_updaters.items()},
+            "models": {n: s.state_dict(to_numpy) for n, s in self.stores.items()},
+            "loss_scaler": self.loss_scaler.state_dict() if self.loss_scaler is not None else None,
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        asarray = self.backend.asarray if self.backend is not None else (lambda a: a)
+        self.iteration = int(state["iteration"])
+        if self.backend is not None and state.get("backend") is not None:
+            self.backend.load_state_dict(state["backend"])
+        for name, it in self._iterators.items():
+            it.load_state_dict(state["iterators"][name])
+        for name, store in self.stores.items():
+            store.load_state_dict(state["models"][name], asarray)
+        for name, opt in self._optimizers.items():
+            opt.load_state_dict(state["optimizers"][name])
+            self._param_updaters[name].load_state_dict(state["optimizer_states"][name], asarray)
+        if self.loss_scaler is not None:
+            if state.get("loss_scaler") is None:
+                raise ValueError("the saved state has no loss scaler; it was trained without one")
+            self.loss_scaler.load_state_dict(state["loss_scaler"])
+
+
+def _size(in_arrays) -> int:
+    """Examples in a converted batch (the length of its first array)."""
+    if isinstance(in_arrays, tuple):
+        return len(in_arrays[0])
+    if isinstance(in_arrays, dict):
+        return len(next(iter(in_arrays.values())))
+    return len(in_arrays)
+
+
+def _backward(loss, seed: float) -> None:
+    """Back-propagates ``loss`` with the output gradient ``seed`` (1: plain backward)."""
+    if seed == 1.0:
+        backward(loss)
+    else:
+        data = as_data(loss)
+        backward(loss, array_module(data).full_like(data, seed))
+
+
+def _add_weighted(metrics: dict, out: dict, weight: float) -> None:
+    for key, value in out.items():
+        value = as_data(value)
+        metrics[key] = value * weight if key not in metrics else metrics[key] + value * weight
