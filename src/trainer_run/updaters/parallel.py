@@ -127,11 +127,11 @@ class ParallelUpdater(StandardUpdater):
         return list(self._pool.map(fn, replicas))
 
     def _forward_on(self, r: int, in_arrays) -> dict:
-        with self.backends[r].activate():
+        with self.backends[r].activate(), self.overflow_expected():
             return self.forward(in_arrays, self.models[r])
 
     def _backward_on(self, r: int, loss, seed: float) -> None:
-        with self.backends[r].activate():
+        with self.backends[r].activate(), self.overflow_expected():
             _backward(loss, seed)
 
     def _host(self, value):

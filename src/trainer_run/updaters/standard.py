@@ -30,6 +30,7 @@ Our rules, where the seeds differ:
 
 from __future__ import annotations
 
+import contextlib
 from typing import Callable
 
 import numpy
@@ -136,13 +137,21 @@ class StandardUpdater:
         i, scaler = self.iteration, self.loss_scaler
         while True:
             scale = scaler.scale if scaler is not None else 1.0
-            self.observation = self.compute_gradients(i, scale)
+            with self.overflow_expected():
+                self.observation = self.compute_gradients(i, scale)
             verdict = scaler.record(self.stores["main"].grads_finite()) if (
                 scaler is not None and scaler.dynamic) else "apply"
             if verdict != "retry":
                 break
         if verdict == "apply":
             self.apply_update(i, scale)
+
+    def overflow_expected(self):
+        """A context that silences NumPy's overflow warnings while a dynamic loss scaler is
+        there to handle them (an overflow is then an expected, reported event)."""
+        if self.loss_scaler is not None and self.loss_scaler.dynamic:
+            return numpy.errstate(over="ignore", invalid="ignore")
+        return contextlib.nullcontext()
 
     def status(self) -> dict:
         """Current values worth showing beside the metrics (the loss scale, skipped steps)."""
