@@ -20,10 +20,10 @@ class ProgressBar:
     name = "progress_bar"
     trigger = (1, "iteration")
 
-    def __init__(self, total_iterations: int, batch_size: int, optimizer=None,
+    def __init__(self, total_iterations: int, samples_per_update: int, optimizer=None,
                  update_interval: int = 10, console: Console | None = None):
         self.total = total_iterations
-        self.batch_size = batch_size
+        self.samples_per_update = samples_per_update
         self.optimizer = optimizer
         self.update_interval = update_interval
         self.console = console or Console(stderr=True)
@@ -61,7 +61,7 @@ class ProgressBar:
             "epoch": trainer.updater.epoch_detail,
             "loss": "-" if loss is None else f"{float(loss):.4g}",
             "lr": "-" if self.optimizer is None else f"{self.optimizer.learning_rate:.3g}",
-            "speed": f"{(iteration - self._it0) * self.batch_size / elapsed:,.0f}",
+            "speed": f"{(iteration - self._it0) * self.samples_per_update / elapsed:,.0f}",
             "status": _status(trainer.updater),
         }
         self._progress.update(self._task, completed=iteration, **fields)

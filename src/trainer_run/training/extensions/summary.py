@@ -23,9 +23,9 @@ class Summary:
     name = "summary"
     trigger = (1, "iteration")
 
-    def __init__(self, log_report, batch_size: int, store, to_numpy=numpy.asarray):
+    def __init__(self, log_report, samples_per_update: int, store, to_numpy=numpy.asarray):
         self.log_report = log_report
-        self.batch_size = batch_size
+        self.samples_per_update = samples_per_update
         self.store = store
         self.to_numpy = to_numpy
         self._first_iteration = None
@@ -43,7 +43,7 @@ class Summary:
         updater = trainer.updater
         elapsed = trainer.elapsed_time
         session_time = max(elapsed - self._first_elapsed, 1e-9)
-        samples = (updater.iteration - self._first_iteration) * self.batch_size
+        samples = (updater.iteration - self._first_iteration) * self.samples_per_update
         summary = {"iteration": updater.iteration, "epoch": updater.epoch_detail,
                    "elapsed_s": elapsed, "samples_per_s": samples / session_time,
                    "status": trainer.status}
