@@ -117,7 +117,7 @@ def build_updater(section: dict, kvstore: dict, loss_scale: dict, iterator, opti
               f"kvstore={store} cannot, choose kvstore=local or kvstore=device")
         kwargs["kvstore"] = store
         devices = kwargs.get("devices")
-        replicas = devices if isinstance(devices, int) else len(devices or ())
+        replicas = devices if isinstance(devices, int) else len(devices) if isinstance(devices, list) else 0
         check(replicas <= batch_size, f"updater.devices={devices} needs a batch of at least "
               f"{replicas} examples; dataset.batch_size is {batch_size}")
     return call("updater", klass, kwargs, iterator=iterator, optimizer=optimizer, model=model,

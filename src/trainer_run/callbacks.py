@@ -51,16 +51,18 @@ class Callbacks:
         self._hooks[hook].append(fn)
 
     def fire(self, hook: str, iteration: int) -> None:
-        for fn in self._hooks[hook]:
+        for fn in self[hook]:
             fn(iteration)
 
     def __getitem__(self, hook: str) -> list[Callable]:
-        return list(self._hooks[hook])
+        if hook not in self._hooks:
+            raise KeyError(f"{hook} is not a callback hook; choose one of {', '.join(HOOKS)}")
+        return self._hooks[hook]
 
 
 def _as_list(value) -> list:
     if value is None:
         return []
-    if callable(value):
-        return [value]
-    return list(value)
+    if isinstance(value, (list, tuple)):
+        return list(value)
+    return [value]

@@ -1,0 +1,226 @@
+"""Loss scalers and updater callbacks, traced by hand (no updater involved)."""
+
+from __future__ import annotations
+
+import pytest
+
+from trainer_run.callbacks import HOOKS, Callbacks
+from trainer_run.errors import ConfigError
+from trainer_run.loss_scaling import DynamicLossScaler, LossScaler
+
+
+def _trace(scaler, verdicts):
+    """(verdict, scale, clean_steps, skipped_steps) after recording each of ``verdicts``."""
+    out = []
+    for finite in verdicts:
+        verdict = scaler.record(finite)
+        out.append((verdict, scaler.scale, scaler.clean_steps, scaler.skipped_steps))
+    return out
+
+
+# -- static -----------------------------------------------------------------------------------
+def test_static_scaler_always_applies_and_never_changes():
+    scaler = LossScaler(1024)
+    assert scaler.dynamic is False
+    assert scaler.scale == 1024.0 and isinstance(scaler.scale, float)
+    for finite in (True, False, False, True, False):
+        assert scaler.record(finite) == "apply"
+        assert scaler.scale == 1024.0
+    assert scaler.status() == {"loss_scale": 1024.0}
+
+
+def test_static_scaler_state_round_trip():
+    scaler = LossScaler(1024)
+    state = scaler.state_dict()
+    assert state == {"scale": 1024.0}
+    other = LossScaler(1.0)
+    other.load_state_dict(state)
+    assert other.scale == 1024.0
+    assert other.status() == {"loss_scale": 1024.0}
+
+
+# -- dynamic, skip ----------------------------------------------------------------------------
+def test_dynamic_scaler_grows_after_exactly_interval_clean_steps_and_backs_off_on_overflow():
+    scaler = DynamicLossScaler(scale=8, scaling_factor=2, interval=3)
+    assert scaler.dynamic is True
+    assert scaler.status() == {"loss_scale": 8.0, "skipped_steps": 0}
+    T, F = True, False
+    steps = [T, T, T,      # 3 clean steps: grows 8 -> 16 on the third
+             T, T, T,      # another interval: 16 -> 32
+             T, T,         # two clean steps, no growth yet
+             F,            # overflow: 32 -> 16, clean count restarts, step skipped
+             T, T,         # two clean steps after the overflow: not enough to grow
+             T,            # the third: 16 -> 32
+             F, F,         # two overflows in a row: 32 -> 16 -> 8, two more skips
+             T, T, T]      # grows again after exactly interval: 8 -> 16
+    expected = [
+        ("apply", 8.0, 1, 0), ("apply", 8.0, 2, 0), ("apply", 16.0, 0, 0),
+        ("apply", 16.0, 1, 0), ("apply", 16.0, 2, 0), ("apply", 32.0, 0, 0),
+        ("apply", 32.0, 1, 0), ("apply", 32.0, 2, 0),
+        ("skip", 16.0, 0, 1),
+        ("apply", 16.0, 1, 1), ("apply", 16.0, 2, 1),
+        ("apply", 32.0, 0, 1),
+        ("skip", 16.0, 0, 2), ("skip", 8.0, 0, 3),
+        ("apply", 8.0, 1, 3), ("apply", 8.0, 2, 3), ("apply", 16.0, 0, 3),
+    ]
+    assert _trace(scaler, steps) == expected
+    assert scaler.status() == {"loss_scale": 16.0, "skipped_steps": 3}
+
+
+def test_dynamic_scaler_with_interval_one_grows_every_clean_step():
+    scaler = DynamicLossScaler(scale=1, scaling_factor=4, interval=1)
+    assert [scaler.record(f) for f in (True, True, False, True)] == ["apply", "apply", "skip", "apply"]
+    assert scaler.scale == 16.0  # 1 * 4 * 4 / 4 * 4
+    assert scaler.skipped_steps == 1
+
+
+# -- dynamic, retry ---------------------------------------------------------------------------
+def test_retry_retries_max_retries_times_then_skips():
+    scaler = DynamicLossScaler(scale=8, scaling_factor=2, interval=3, on_overflow="retry",
+                               max_retries=2)
+    assert _trace(scaler, [False, False, False]) == [
+        ("retry", 4.0, 0, 0), ("retry", 2.0, 0, 0), ("skip", 1.0, 0, 1)]
+    assert scaler.retries == 0
+    # the retry count starts afresh for the next step
+    assert [scaler.record(False) for _ in range(3)] == ["retry", "retry", "skip"]
+    assert scaler.scale == 0.125 and scaler.skipped_steps == 2
+
+
+def test_a_clean_step_after_a_retry_resets_the_retry_count():
+    scaler = DynamicLossScaler(scale=8, scaling_factor=2, interval=3, on_overflow="retry",
+                               max_retries=2)
+    assert _trace(scaler, [False, True]) == [("retry", 4.0, 0, 0), ("apply", 4.0, 1, 0)]
+    assert scaler.retries == 0
+    # two more retries are allowed again before a skip
+    assert _trace(scaler, [False, False, False]) == [
+        ("retry", 2.0, 0, 0), ("retry", 1.0, 0, 0), ("skip", 0.5, 0, 1)]
+
+
+def test_retry_with_max_retries_zero_behaves_like_skip():
+    verdicts = [True, False, True, True, True, False, False, True]
+    retry = DynamicLossScaler(scale=8, scaling_factor=2, interval=3, on_overflow="retry",
+                              max_retries=0)
+    skip = DynamicLossScaler(scale=8, scaling_factor=2, interval=3, on_overflow="skip")
+    traced = _trace(retry, verdicts)
+    assert traced == _trace(skip, verdicts)
+    assert [v for v, *_ in traced] == ["apply", "skip", "apply", "apply", "apply", "skip", "skip",
+                                       "apply"]
+    assert retry.skipped_steps == 3
+
+
+# -- state ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("on_overflow", ["skip", "retry"])
+def test_restored_scaler_continues_like_the_original(on_overflow):
+    first = [True, True, False, True, True, False]  # ends in a retry streak when retrying
+    rest = [False, True, True, True, False, False, False, True, True, True, True]
+    original = DynamicLossScaler(scale=8, scaling_factor=2, interval=3, on_overflow=on_overflow,
+                                 max_retries=2)
+    _trace(original, first)
+    state = original.state_dict()
+    assert set(state) == {"scale", "clean_steps", "retries", "skipped_steps"}
+    assert state["retries"] == (1 if on_overflow == "retry" else 0)
+    restored = DynamicLossScaler(on_overflow=on_overflow, max_retries=2, scaling_factor=2,
+                                 interval=3)
+    restored.load_state_dict(state)
+    assert restored.status() == original.status()
+    ours = _trace(original, rest)
+    theirs = _trace(restored, rest)
+    assert theirs == ours
+    assert restored.retries == original.retries
+    # the sequence is not trivial: it backs off, skips and grows
+    assert {v for v, *_ in ours} >= {"apply", "skip"}
+    assert len({scale for _, scale, *_ in ours}) > 1
+
+
+def test_state_dict_is_a_snapshot():
+    scaler = DynamicLossScaler(scale=8, scaling_factor=2, interval=3)
+    state = scaler.state_dict()
+    scaler.record(False)
+    assert state == {"scale": 8.0, "clean_steps": 0, "retries": 0, "skipped_steps": 0}
+
+
+# -- validation -------------------------------------------------------------------------------
+@pytest.mark.parametrize("kwargs, name", [
+    ({"scale": 0}, "scale"),
+    ({"scale": -1.0}, "scale"),
+    ({"scaling_factor": 1}, "scaling_factor"),
+    ({"scaling_factor": 0.5}, "scaling_factor"),
+    ({"interval": 0}, "interval"),
+    ({"interval": 2.5}, "interval"),
+    ({"on_overflow": "explode"}, "on_overflow"),
+    ({"max_retries": -1}, "max_retries"),
+])
+def test_dynamic_scaler_rejects_bad_arguments(kwargs, name):
+    with pytest.raises(ConfigError) as info:
+        DynamicLossScaler(**kwargs)
+    assert str(info.value).startswith(name)
+    if name == "scale":  # not "scaling_factor ..."
+        assert str(info.value).startswith("scale ")
+
+
+@pytest.mark.parametrize("scale", [0, -1024.0])
+def test_static_scaler_rejects_a_scale_that_is_not_positive(scale):
+    with pytest.raises(ConfigError, match=r"^scale must be > 0"):
+        LossScaler(scale)
+
+
+def test_on_overflow_error_lists_the_choices():
+    with pytest.raises(ConfigError, match=r"^on_overflow='explode' is unknown; choose one of skip, retry"):
+        DynamicLossScaler(on_overflow="explode")
+
+
+# -- callbacks --------------------------------------------------------------------------------
+def test_callbacks_accept_a_callable_or_a_list_and_fire_in_order():
+    calls = []
+
+    def named(tag):
+        return lambda i: calls.append((tag, i))
+
+    first, second, third = named("a"), named("b"), named("c")
+    callbacks = Callbacks({"forward_on_start": first, "update_on_finish": [second, third],
+                           "comm_on_start": None})
+    assert callbacks["forward_on_start"] == [first]
+    assert callbacks["update_on_finish"] == [second, third]
+    assert callbacks["comm_on_start"] == []
+    callbacks.fire("update_on_finish", 7)
+    callbacks.fire("forward_on_start", 3)
+    callbacks.fire("backward_on_start", 3)  # no callables: nothing happens
+    assert calls == [("b", 7), ("c", 7), ("a", 3)]
+    callbacks.add("update_on_finish", first)
+    calls.clear()
+    callbacks.fire("update_on_finish", 8)
+    assert calls == [("b", 8), ("c", 8), ("a", 8)]
+
+
+def test_callbacks_default_to_no_hooks():
+    callbacks = Callbacks()
+    for hook in HOOKS:
+        assert callbacks[hook] == []
+        callbacks.fire(hook, 0)
+    assert len(HOOKS) == 8
+
+
+def test_unknown_hook_raises_key_error_listing_the_hooks():
+    with pytest.raises(KeyError) as info:
+        Callbacks({"forward_on_begin": print})
+    message = str(info.value)
+    assert "forward_on_begin" in message
+    assert all(hook in message for hook in HOOKS)
+    with pytest.raises(KeyError) as info:
+        Callbacks().add("after_update", print)
+    assert "after_update" in str(info.value) and all(hook in str(info.value) for hook in HOOKS)
+    with pytest.raises(KeyError):
+        Callbacks().fire("after_update", 0)
+
+
+@pytest.mark.parametrize("value", [42, [print, 42], "not a function"])
+def test_non_callable_raises_type_error(value):
+    with pytest.raises(TypeError):
+        Callbacks({"update_on_start": value})
+
+
+def test_add_refuses_a_non_callable():
+    callbacks = Callbacks()
+    with pytest.raises(TypeError, match="callback for update_on_start must be callable"):
+        callbacks.add("update_on_start", 42)
+    assert callbacks["update_on_start"] == []
