@@ -17,7 +17,7 @@ from trainer_run import datasets, models, optimizers, schedulers
 from trainer_run.backend import NAMES as BACKENDS
 from trainer_run.backend import get_backend
 from trainer_run.callbacks import HOOKS, Callbacks
-from trainer_run.errors import ConfigError, check, check_number
+from trainer_run.errors import ConfigError, check, check_choice, check_number
 from trainer_run.iterators import SerialIterator
 from trainer_run.loss_scaling import DynamicLossScaler, LossScaler
 from trainer_run.training import AnyOf, IntervalTrigger, StopTrigger, Trainer
@@ -31,6 +31,7 @@ from trainer_run.training.extensions import (
     Summary,
 )
 from trainer_run.updaters import ParallelUpdater, StandardUpdater
+from trainer_run.updaters.standard import NAN_POLICIES
 
 from .arguments import accepted, call, prefixed
 
@@ -60,8 +61,9 @@ def build_trainer(config: dict, out: Path, extra: dict | None = None) -> Trainer
     stop = prefixed("trainer", StopTrigger, t["max_iterations"], t["max_epochs"])
     total = stop.total_iterations(len(data.train) / samples)
     optimizer = build_optimizer(config["optimizer"], config.get("scheduler"), total)
+    nan_policy = prefixed("trainer", check_choice, "nan_policy", t["nan_policy"], NAN_POLICIES)
     updater = build_updater(u, config["kvstore"], config["loss_scale"], iterator, optimizer, model,
-                            backend, batch_size)
+                            backend, batch_size, nan_policy)
     trainer = Trainer(updater, stop, out=str(out))
 
     def every(key):
@@ -103,7 +105,7 @@ def build_backend(section: dict, seed, dtype: str = "float32") -> object:
 
 
 def build_updater(section: dict, kvstore: dict, loss_scale: dict, iterator, optimizer, model,
-                  backend, batch_size: int):
+                  backend, batch_size: int, nan_policy: str = "stop"):
     """The updater of ``updater=standard|parallel`` with its loss scaler and callbacks."""
     kwargs = {k: v for k, v in section.items() if k != "name"}
     kwargs["callbacks"] = build_callbacks(kwargs.get("callbacks") or {})
@@ -121,7 +123,7 @@ def build_updater(section: dict, kvstore: dict, loss_scale: dict, iterator, opti
         check(replicas <= batch_size, f"updater.devices={devices} needs a batch of at least "
               f"{replicas} examples; dataset.batch_size is {batch_size}")
     return call("updater", klass, kwargs, iterator=iterator, optimizer=optimizer, model=model,
-                backend=backend)
+                backend=backend, nan_policy=nan_policy)
 
 
 def build_loss_scaler(section: dict):

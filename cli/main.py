@@ -7,9 +7,12 @@ the run from the config saved in the checkpoint with the given overrides applied
 and restores the full training state. Changing a group (``optimizer=sgd``) on resume is
 refused: it would not be the same run.
 
-Mistakes a user can fix (unknown names, bad values, missing files) print one message and
-exit with status 2; Hydra's own composition errors exit with status 1. An interrupted
-run exits with 130 after saving a checkpoint.
+Mistakes a user can fix (unknown names, bad values, missing or corrupt files) print one
+message and exit with status 2; Hydra's own composition errors exit with status 1. A run
+that stops on its own prints one message too: a diverged loss exits with 3, a disk that
+refuses a write with 4. SIGINT (Ctrl-C) or SIGTERM finish the current iteration, save a
+checkpoint and exit with 130 or 143 (128 + the signal number); a second one aborts at once
+(the last complete checkpoint stays valid).
 """
 
 from __future__ import annotations
@@ -25,8 +28,9 @@ from rich.console import Console
 from rich.markup import escape
 
 from trainer_run import checkpoint
-from trainer_run.errors import ConfigError
+from trainer_run.errors import ConfigError, Diverged, RunStopped
 
+from . import schema
 from .build import build_trainer
 
 MULTIRUN_FLAGS = ("-m", "--multirun")
@@ -44,10 +48,16 @@ def main(argv: list[str] | None = None) -> None:
     run_hydra()
 
 
-def fail(error: Exception) -> None:
+def fail(error, code: int = 2) -> None:
+    """Prints ``error`` as one ``error:`` line and exits with ``code``."""
     Console(stderr=True).print(f"[bold red]error:[/] {escape(str(error))}", highlight=False,
                               soft_wrap=True)
-    sys.exit(2)
+    sys.exit(code)
+
+
+def warn(message: str) -> None:
+    Console(stderr=True).print(f"[bold yellow]warning:[/] {escape(message)}", highlight=False,
+                              soft_wrap=True)
 
 
 def check_choices(argv: list[str]) -> None:
@@ -67,6 +77,7 @@ def check_choices(argv: list[str]) -> None:
 def prepare(argv: list[str]) -> list[str]:
     """Rewrites the arguments of a resume; refuses to start a new run over an old one."""
     check_choices(argv)
+    schema.check_overrides(argv)
     resume = _value(argv, "resume")
     if resume in (None, "null", ""):
         run_dir = _value(argv, "hydra.run.dir")
@@ -75,7 +86,7 @@ def prepare(argv: list[str]) -> list[str]:
         return argv
     if any(a in MULTIRUN_FLAGS for a in argv):
         raise ConfigError("resume continues one run; drop -m/--multirun")
-    found = checkpoint.find(Path(resume).expanduser())
+    found = checkpoint.find(Path(resume).expanduser(), report=warn)
     tree = checkpoint.load_tree(found)
     choices = tree.get("choices", {})
     rest = [a for a in argv if _key(a) not in ("resume", "hydra.run.dir", "hydra.output_subdir")]
@@ -96,8 +107,15 @@ def run_hydra(cfg: DictConfig) -> None:
         trainer.run()
     except ConfigError as e:
         fail(e)
+    except Diverged as e:
+        fail(f"{e}. {_kept(Path(trainer.out))}", e.exit_code)
+    except RunStopped as e:
+        fail(e, e.exit_code)
+    except OSError as e:
+        fail(f"cannot write {e.filename or 'the run directory'}: {e.strerror or e}; free some space "
+             "or choose a writable hydra.run.dir, then resume", 4)
     if trainer.status == "interrupted":
-        sys.exit(130)
+        sys.exit(128 + (trainer.stop_signal or 2))
 
 
 def build(cfg: DictConfig):
@@ -123,11 +141,25 @@ def build(cfg: DictConfig):
         resolved = OmegaConf.to_container(node, resolve=True)
     except OmegaConfBaseException as e:
         raise ConfigError(f"the config does not resolve: {e}") from None
+    schema.check_types(resolved)
     saved_state = {"config": saved, "choices": choices}
     trainer = build_trainer(resolved, out, saved_state)
     if state is not None:
-        trainer.load_state_dict(state["trainer"])
+        try:
+            trainer.load_state_dict(state["trainer"])
+        except (KeyError, ValueError) as e:
+            reason = e.args[0] if e.args else e
+            raise ConfigError(f"checkpoint {cfg.resume} does not fit this run: {reason}") from None
     return trainer
+
+
+def _kept(run_dir: Path) -> str:
+    """Which checkpoint a stopped run leaves to resume from."""
+    try:
+        found = checkpoint.find(run_dir)
+    except ConfigError:
+        return "No checkpoint was written before it"
+    return f"The last good checkpoint is {found}; resume={run_dir} continues from it"
 
 
 def _refuse_existing(run_dir: Path) -> None:

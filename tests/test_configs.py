@@ -59,15 +59,16 @@ def test_scheduler_config_arguments_are_accepted(name):
 
 @pytest.mark.parametrize("name", OPTIMIZERS)
 def test_every_optimizer_trains_from_the_config(tmp_path, name):
+    ascends = name == "test"  # MXNet's Test optimizer ascends the gradient: w += rescale_grad * grad
     cfg = _compose(f"optimizer={name}", "trainer.max_iterations=60", "trainer.progress=false",
-                   "trainer.eval_interval=60")
+                   "trainer.eval_interval=60", f"trainer.nan_policy={'skip' if ascends else 'stop'}")
     config = OmegaConf.to_container(cfg, resolve=True)
     trainer = build_trainer(config, tmp_path)
     trainer.run()
     rows = trainer.get_extension("log_report").log
     first, last = rows[0]["train/loss"], rows[-1]["train/loss"]
     assert trainer.status == "completed" and len(rows) == 2
-    if name == "test":  # MXNet's Test optimizer ascends the gradient: w += rescale_grad * grad
+    if ascends:
         return
     assert math.isfinite(last)
     if name != "sgld":

@@ -3,31 +3,48 @@
 A state is a tree of dicts, lists, scalars, strings, None and NumPy arrays. It is stored
 in a directory ``<checkpoints>/iter_<iteration>/`` holding
 
-- ``state.json``: the tree, each array replaced by ``{"__array__": "<key>"}``;
-- ``arrays.npz``: the arrays by key (``numpy.load(..., allow_pickle=False)`` reads them).
+- ``state.json``: the tree (the run's config included), each array replaced by
+  ``{"__array__": "<key>"}``;
+- ``arrays.npz``: the arrays by key (``numpy.load(..., allow_pickle=False)`` reads them);
+- ``checksums.json``: the SHA-256 of the two files above, written last.
 
-Writing goes to a temporary directory that is fsynced and then renamed into place; the
-file ``<checkpoints>/latest`` naming the newest checkpoint is replaced (atomically) last.
-A crash at any moment therefore leaves either the previous complete checkpoint or the new
-one as ``latest``, never a partial one. Retention deletes the oldest checkpoints beyond
-``keep`` but never the one ``latest`` names.
+Writing goes to a temporary directory whose files are flushed and fsynced, then renamed
+into place; the file ``<checkpoints>/latest`` naming the newest checkpoint is replaced
+(atomically) last. A crash at any moment therefore leaves either the previous complete
+checkpoint or the new one as ``latest``, never a partial one. Retention deletes the oldest
+checkpoints beyond ``keep`` but never the one just written, so the only valid checkpoint
+is never deleted.
+
+Loading verifies the checksums before parsing anything and never unpickles: a truncated,
+corrupted or crafted checkpoint is refused with a :class:`CheckpointError` naming the
+file. :func:`find` falls back from a bad newest checkpoint to the previous valid one and
+reports what it skipped. A failed write (full disk, no permission) raises
+:class:`~trainer_run.errors.StorageError` after removing its temporary directory; earlier
+checkpoints are untouched.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
 from pathlib import Path
+from typing import Callable
 
 import numpy
 
-from .errors import ConfigError
+from .errors import ConfigError, StorageError
 
 STATE = "state.json"
 ARRAYS = "arrays.npz"
+CHECKSUMS = "checksums.json"
 LATEST = "latest"
 PREFIX = "iter_"
+
+
+class CheckpointError(ConfigError):
+    """A checkpoint is missing, incomplete, corrupt or not a checkpoint at all."""
 
 
 def flatten(tree, arrays: dict, path: str = ""):
@@ -57,24 +74,51 @@ def unflatten(tree, arrays):
 
 
 def save(state: dict, directory: Path, iteration: int, keep: int | None = None) -> Path:
-    """Writes ``state`` as checkpoint ``iter_<iteration>`` under ``directory``; returns its path."""
+    """Writes ``state`` as checkpoint ``iter_<iteration>`` under ``directory``; returns its path.
+
+    Raises :class:`~trainer_run.errors.StorageError` when the disk refuses the write; the
+    partial temporary directory is removed and earlier checkpoints stay as they were.
+    """
     directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
     name = f"{PREFIX}{iteration:08d}"
-    final = directory / name
     tmp = directory / f".tmp-{name}-{os.getpid()}"
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        _write_files(state, tmp)
+        return _publish(tmp, directory, name, keep)
+    except OSError as e:
+        shutil.rmtree(tmp, ignore_errors=True)
+        previous = _latest_name(directory)
+        kept = f"; the previous checkpoint {previous} is intact" if previous else ""
+        raise StorageError(f"cannot write checkpoint {directory / name}: "
+                           f"{e.strerror or e}{kept}") from None
+
+
+def _write_files(state: dict, tmp: Path) -> None:
     if tmp.exists():
         shutil.rmtree(tmp)
     tmp.mkdir()
     arrays: dict = {}
     tree = flatten(state, arrays)
+    digests = {}
     with open(tmp / ARRAYS, "wb") as f:
         numpy.savez(f, **arrays)
         _sync(f)
-    with open(tmp / STATE, "w") as f:
-        json.dump(tree, f)
+    digests[ARRAYS] = _sha256(tmp / ARRAYS)
+    data = json.dumps(tree).encode()
+    with open(tmp / STATE, "wb") as f:
+        f.write(data)
+        _sync(f)
+    digests[STATE] = hashlib.sha256(data).hexdigest()
+    with open(tmp / CHECKSUMS, "w") as f:
+        json.dump({"sha256": digests}, f)
         _sync(f)
     _fsync_dir(tmp)
+
+
+def _publish(tmp: Path, directory: Path, name: str, keep: int | None) -> Path:
+    """Renames the written ``tmp`` into place, then points ``latest`` at it."""
+    final = directory / name
     stale = directory / f".old-{name}-{os.getpid()}"
     if final.exists():
         os.replace(final, stale)
@@ -82,38 +126,59 @@ def save(state: dict, directory: Path, iteration: int, keep: int | None = None) 
     _write_atomic(directory / LATEST, name + "\n")
     _fsync_dir(directory)
     shutil.rmtree(stale, ignore_errors=True)
+    for leftover in directory.glob(".tmp-*"):  # partial writes of killed processes
+        if not leftover.name.endswith(f"-{os.getpid()}"):
+            shutil.rmtree(leftover, ignore_errors=True)
     if keep is not None:
         _prune(directory, keep, protect=name)
     return final
 
 
 def load(path: Path) -> dict:
-    """Reads the checkpoint directory ``path`` back into a state tree."""
+    """Reads the checkpoint directory ``path`` back into a state tree, after verifying its
+    checksums; raises :class:`CheckpointError` naming the bad file otherwise."""
     path = Path(path)
+    tree = load_tree(path)
     try:
-        with open(path / STATE) as f:
-            tree = json.load(f)
         with numpy.load(path / ARRAYS, allow_pickle=False) as data:
             arrays = {k: data[k] for k in data.files}
         return unflatten(tree, arrays)
     except (OSError, ValueError, KeyError, EOFError) as e:
-        raise ConfigError(f"checkpoint {path} is unreadable ({e}); resume from another one") from None
+        raise CheckpointError(f"checkpoint file {path / ARRAYS} cannot be read ({e})") from None
 
 
 def load_tree(path: Path) -> dict:
-    """The JSON part of a checkpoint (arrays left as ``{"__array__": key}`` references)."""
+    """The JSON part of a verified checkpoint (arrays left as ``{"__array__": key}``)."""
+    path = Path(path)
+    verify(path)
     try:
-        with open(Path(path) / STATE) as f:
-            return json.load(f)
+        return json.loads((path / STATE).read_bytes())
     except (OSError, ValueError) as e:
-        raise ConfigError(f"checkpoint {path} is unreadable ({e}); resume from another one") from None
+        raise CheckpointError(f"checkpoint file {path / STATE} cannot be read ({e})") from None
+
+
+def verify(path: Path) -> None:
+    """Checks that every file of checkpoint ``path`` exists and matches its checksum."""
+    path = Path(path)
+    try:
+        digests = json.loads((path / CHECKSUMS).read_text())["sha256"]
+    except FileNotFoundError:
+        raise CheckpointError(f"checkpoint {path} is incomplete: {CHECKSUMS} is missing") from None
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise CheckpointError(f"checkpoint file {path / CHECKSUMS} is corrupt ({e})") from None
+    for name in (STATE, ARRAYS):
+        if not (path / name).is_file():
+            raise CheckpointError(f"checkpoint {path} is incomplete: {name} is missing")
+        if not isinstance(digests, dict) or _sha256(path / name) != digests.get(name):
+            raise CheckpointError(f"checkpoint file {path / name} does not match its checksum "
+                                  "(truncated or modified)")
 
 
 def is_complete(path: Path) -> bool:
-    """Whether ``path`` holds a checkpoint whose files both exist and parse."""
+    """Whether ``path`` holds a checkpoint whose files all exist and match their checksums."""
     try:
-        load(path)
-    except ConfigError:
+        verify(path)
+    except CheckpointError:
         return False
     return True
 
@@ -126,34 +191,53 @@ def list_checkpoints(directory: Path) -> list[Path]:
     return sorted(p for p in directory.iterdir() if p.is_dir() and p.name.startswith(PREFIX))
 
 
-def find(path: Path) -> Path:
+def find(path: Path, report: Callable[[str], None] = lambda message: None) -> Path:
     """The checkpoint to resume from, given a run directory or a checkpoint directory.
 
-    A checkpoint directory is used as given. For a run directory (or its ``checkpoints``
-    folder) the one ``latest`` names is used when complete, else the newest complete one.
+    A checkpoint directory is used as given (and must be valid). For a run directory (or
+    its ``checkpoints`` folder) the one ``latest`` names is used when valid, else the newest
+    valid one; each bad checkpoint passed over is told to ``report`` with the reason.
     """
     path = Path(path)
     if not path.exists():
         raise ConfigError(f"resume={path}: no such run or checkpoint directory")
-    if (path / STATE).exists():
-        if not is_complete(path):
-            raise ConfigError(f"resume={path}: the checkpoint is incomplete or corrupt")
+    if path.name.startswith(PREFIX) or (path / STATE).exists() or (path / CHECKSUMS).exists():
+        verify(path)
         return path
     directory = path / "checkpoints" if (path / "checkpoints").is_dir() else path
-    latest = directory / LATEST
-    if latest.exists():
-        candidate = directory / latest.read_text().strip()
-        if is_complete(candidate):
-            return candidate
-    for candidate in reversed(list_checkpoints(directory)):
-        if is_complete(candidate):
-            return candidate
+    candidates = list(reversed(list_checkpoints(directory)))
+    latest = _latest_name(directory)
+    if latest and (directory / latest) in candidates:
+        candidates.remove(directory / latest)
+        candidates.insert(0, directory / latest)
+    for candidate in candidates:
+        try:
+            verify(candidate)
+        except CheckpointError as e:
+            report(f"{e}; skipping it")
+            continue
+        return candidate
     raise ConfigError(f"resume={path}: no complete checkpoint found under {directory}")
 
 
 def run_dir_of(checkpoint: Path) -> Path:
     """The run directory a checkpoint belongs to (``<run>/checkpoints/iter_N``)."""
     return Path(checkpoint).resolve().parent.parent
+
+
+def _latest_name(directory: Path) -> str | None:
+    try:
+        return (Path(directory) / LATEST).read_text().strip() or None
+    except OSError:
+        return None
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def _prune(directory: Path, keep: int, protect: str) -> None:

@@ -1,8 +1,10 @@
-"""The one exception type for mistakes a user can fix.
+"""The exception types for problems a user can act on.
 
 :class:`ConfigError` carries a message that names what is wrong (the key, the value,
-what is allowed) and how to fix it. The command line prints it alone, without a traceback,
-and exits non-zero. Anything else that goes wrong is a bug and keeps its traceback.
+what is allowed) and how to fix it; :class:`RunStopped` (:class:`Diverged`,
+:class:`StorageError`) says why a run stopped and what was kept. The command line prints
+either alone, without a traceback, and exits non-zero (2 for a ConfigError, the error's
+``exit_code`` otherwise). Anything else that goes wrong is a bug and keeps its traceback.
 """
 
 import numbers
@@ -10,6 +12,25 @@ import numbers
 
 class ConfigError(ValueError):
     """A value, name or file given by the user is invalid; the message says how to fix it."""
+
+
+class RunStopped(RuntimeError):
+    """Training stopped for a reason the user can act on; the message says which and what
+    was kept. ``exit_code`` is the command's exit status."""
+
+    exit_code = 1
+
+
+class Diverged(RunStopped):
+    """The loss became NaN or infinite (``trainer.nan_policy=stop``)."""
+
+    exit_code = 3
+
+
+class StorageError(RunStopped):
+    """The disk refused a write (full, read-only, no permission)."""
+
+    exit_code = 4
 
 
 def check(condition: bool, message: str) -> None:
@@ -34,3 +55,10 @@ def check_number(name: str, value, *, low=None, high=None, low_open=False, integ
     if high is not None and value > high:
         raise ConfigError(f"{name} must be <= {high}, got {value!r}")
     return int(value) if integer else float(value)
+
+
+def check_choice(name: str, value, choices) -> str:
+    """Validates that ``value`` is one of ``choices`` and returns it."""
+    if value not in choices:
+        raise ConfigError(f"{name}={value!r} is unknown; choose one of {', '.join(map(str, choices))}")
+    return value

@@ -24,7 +24,7 @@ succeed are not counted).
 
 from __future__ import annotations
 
-from .errors import check, check_number
+from .errors import check_choice, check_number
 
 ON_OVERFLOW = ("skip", "retry")
 
@@ -74,9 +74,7 @@ class DynamicLossScaler(LossScaler):
         super().__init__(scale)
         self.scaling_factor = float(check_number("scaling_factor", scaling_factor, low=1, low_open=True))
         self.interval = check_number("interval", interval, low=1, integer=True)
-        check(on_overflow in ON_OVERFLOW,
-              f"on_overflow={on_overflow!r} is unknown; choose one of {', '.join(ON_OVERFLOW)}")
-        self.on_overflow = on_overflow
+        self.on_overflow = check_choice("on_overflow", on_overflow, ON_OVERFLOW)
         self.max_retries = check_number("max_retries", max_retries, low=0, integer=True)
         self.clean_steps = 0
         self.retries = 0

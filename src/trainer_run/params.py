@@ -119,6 +119,14 @@ class ParamGroup:
         return flat[self.slices[k]].reshape(self.params[k].data.shape)
 
 
+def _finite(flat) -> bool:
+    """Two reductions and no temporary array (``max`` and ``min`` propagate NaN)."""
+    if flat.size == 0:
+        return True
+    xp = array_module(flat)
+    return bool(xp.isfinite(flat.max()) & xp.isfinite(flat.min()))
+
+
 class ParamStore:
     """The parameters of one model, packed into flat groups.
 
@@ -160,11 +168,12 @@ class ParamStore:
                 p.zero_if_stale()
 
     def grads_finite(self) -> bool:
-        """Whether every gradient is finite (no inf, no NaN): two reductions per group,
-        no temporary arrays (``max`` and ``min`` propagate NaN)."""
-        xp = array_module(self.groups[0].grad) if self.groups else numpy
-        return all(bool(xp.isfinite(g.grad.max()) & xp.isfinite(g.grad.min()))
-                   for g in self.groups if g.size)
+        """Whether every gradient is finite (no inf, no NaN)."""
+        return all(_finite(g.grad) for g in self.groups)
+
+    def params_finite(self) -> bool:
+        """Whether every parameter is finite (no inf, no NaN)."""
+        return all(_finite(g.data) for g in self.groups)
 
     def param_dict(self) -> dict[int, Parameter]:
         """index -> parameter, as MXNet's ``param_dict``."""

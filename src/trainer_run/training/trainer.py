@@ -9,15 +9,27 @@ validation metrics from the evaluator) for extensions that read it.
 Extensions are objects with ``__call__(trainer)``, ``trigger``, ``priority`` and, when they
 have them, ``initialize(trainer)``, ``finalize(trainer)`` and ``state_dict`` /
 ``load_state_dict``. ``elapsed_time`` carries over a resume.
+
+Preemption: while ``run()`` runs in the main thread, SIGINT (Ctrl-C) and SIGTERM ask the
+loop to stop after the current iteration and its extensions; the run then ends with
+status ``interrupted`` (extensions' ``finalize`` saves a checkpoint and the summary) and
+``stop_signal`` holds the signal number. A second signal aborts the process at once
+(exit status 128 + signal), which atomic checkpoints make safe.
 """
 
 from __future__ import annotations
 
 import os
+import signal
+import sys
+import threading
 import time
 from dataclasses import dataclass
 
+from ..errors import Diverged
 from .triggers import IntervalTrigger
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 PRIORITY_WRITER = 300
 PRIORITY_EDITOR = 200
@@ -51,6 +63,7 @@ class Trainer:
         self._entries: dict[str, _Entry] = {}
         self._elapsed_before = 0.0
         self._start = None
+        self.stop_signal = None
 
     @property
     def elapsed_time(self) -> float:
@@ -76,8 +89,9 @@ class Trainer:
         return sorted(self._entries.values(), key=lambda e: (-e.priority, e.order))
 
     def run(self) -> None:
-        """Trains until the stop trigger fires; KeyboardInterrupt ends with status
-        ``interrupted``, any other exception with ``failed`` (and is re-raised)."""
+        """Trains until the stop trigger fires. A stop signal (see the module docstring) or a
+        KeyboardInterrupt ends with status ``interrupted``, a :class:`~trainer_run.errors.Diverged`
+        loss with ``diverged``, any other exception with ``failed``; the last two are re-raised."""
         os.makedirs(self.out, exist_ok=True)
         entries = self._ordered()
         for entry in entries:
@@ -85,24 +99,51 @@ class Trainer:
                 entry.extension.initialize(self)
         self._start = time.perf_counter()
         self.status = "running"
+        self.stop_signal = None
+        previous = self._catch_signals()
         try:
-            while not self.stop_trigger(self):
+            while not self.stop_trigger(self) and self.stop_signal is None:
                 self.updater.update()
                 self.observation = dict(self.updater.observation)
                 for entry in entries:
                     if entry.trigger(self):
                         entry.extension(self)
-            self.status = "completed"
+            self.status = "completed" if self.stop_signal is None else "interrupted"
         except KeyboardInterrupt:
             self.status = "interrupted"
+        except Diverged:
+            self.status = "diverged"
+            raise
         except BaseException:
             self.status = "failed"
             raise
         finally:
-            for entry in entries:
-                if hasattr(entry.extension, "finalize"):
-                    entry.extension.finalize(self)
-            self.updater.finalize()
+            try:
+                for entry in entries:
+                    if hasattr(entry.extension, "finalize"):
+                        entry.extension.finalize(self)
+                self.updater.finalize()
+            finally:
+                for signum, handler in previous.items():
+                    signal.signal(signum, handler)
+
+    def _catch_signals(self) -> dict:
+        """Installs the stop-signal handlers (main thread only); returns the previous ones."""
+        if threading.current_thread() is not threading.main_thread():
+            return {}
+        previous = {signum: signal.getsignal(signum) for signum in SIGNALS}
+        for signum in SIGNALS:
+            signal.signal(signum, self._on_signal)
+        return previous
+
+    def _on_signal(self, signum, frame) -> None:
+        if self.stop_signal is None:
+            self.stop_signal = signum
+            return
+        sys.stderr.write(f"\n{signal.Signals(signum).name} again: aborting now; the last complete "
+                         "checkpoint is kept\n\x1b[?25h")
+        sys.stderr.flush()
+        os._exit(128 + signum)
 
     def state_dict(self) -> dict:
         extensions = {e.name: e.extension.state_dict() for e in self._entries.values()

@@ -35,7 +35,8 @@ class ParallelUpdater(StandardUpdater):
     """:class:`StandardUpdater` over ``devices`` replicas of the main model.
 
     Args:
-        iterator, optimizer, model, converter, backend, accum_grad, loss_scaler, callbacks:
+        iterator, optimizer, model, converter, backend, accum_grad, loss_scaler, callbacks,
+        nan_policy:
             as for :class:`StandardUpdater` (one model and one optimizer, or dicts whose
             ``'main'`` entries are replicated).
         devices: the number of replicas, or a list of device ids (CuPy: GPU ids, the first
@@ -45,9 +46,10 @@ class ParallelUpdater(StandardUpdater):
 
     def __init__(self, iterator, optimizer, model, devices=2, kvstore: str = "local",
                  converter=concat_examples, backend=None, accum_grad: int = 1,
-                 loss_scaler=None, callbacks=None):
+                 loss_scaler=None, callbacks=None, nan_policy: str = "stop"):
         super().__init__(iterator, optimizer, model, converter=converter, backend=backend,
-                         accum_grad=accum_grad, loss_scaler=loss_scaler, callbacks=callbacks)
+                         accum_grad=accum_grad, loss_scaler=loss_scaler, callbacks=callbacks,
+                         nan_policy=nan_policy)
         check(kvstore in KVSTORES,
               f"kvstore={kvstore!r} cannot reduce replicas; choose one of {', '.join(KVSTORES)}")
         backend = backend if backend is not None else Backend("numpy")
@@ -127,11 +129,11 @@ class ParallelUpdater(StandardUpdater):
         return list(self._pool.map(fn, replicas))
 
     def _forward_on(self, r: int, in_arrays) -> dict:
-        with self.backends[r].activate(), self.overflow_expected():
+        with self.backends[r].activate(), self.silent_overflow():
             return self.forward(in_arrays, self.models[r])
 
     def _backward_on(self, r: int, loss, seed: float) -> None:
-        with self.backends[r].activate(), self.overflow_expected():
+        with self.backends[r].activate(), self.silent_overflow():
             _backward(loss, seed)
 
     def _host(self, value):

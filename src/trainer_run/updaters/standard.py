@@ -25,12 +25,17 @@ Our rules, where the seeds differ:
   and NaN after the reduction; see :mod:`trainer_run.loss_scaling` for skip and retry.
   Weight decay is the optimizer's ``wd`` only (nnabla's updater applies its own
   ``weight_decay`` on top; here there is no second one).
+- **Divergence** (Chainer's ``FailOnNonNumber``, on the loss): without dynamic loss scaling
+  a NaN or infinite loss either stops training with
+  :class:`~trainer_run.errors.Diverged` before the update is applied
+  (``nan_policy="stop"``) or skips the update (``"skip"``, counted in ``skipped_steps``).
+  With dynamic loss scaling the scaler handles non-finite gradients instead.
 - **Callbacks**: see :mod:`trainer_run.callbacks`.
 """
 
 from __future__ import annotations
 
-import contextlib
+import math
 from typing import Callable
 
 import numpy
@@ -39,9 +44,11 @@ from ..autograd import as_data, backward
 from ..backend import array_module
 from ..callbacks import Callbacks
 from ..converter import concat_examples, to_device
-from ..errors import check_number
+from ..errors import Diverged, check_choice, check_number
 from ..optimizers import Optimizer, get_updater
 from ..params import ParamStore
+
+NAN_POLICIES = ("stop", "skip")
 
 
 def _by_name(value, kind: str) -> dict:
@@ -66,11 +73,14 @@ class StandardUpdater:
         accum_grad: batches whose gradients make one update.
         loss_scaler: a :class:`~trainer_run.loss_scaling.LossScaler` (None: no scaling).
         callbacks: a :class:`~trainer_run.callbacks.Callbacks` or a dict of hooks.
+        nan_policy: ``"stop"`` or ``"skip"`` on a NaN or infinite loss (see above).
     """
 
     def __init__(self, iterator, optimizer, model, converter: Callable = concat_examples,
                  backend=None, loss_func: Callable | None = None, accum_grad: int = 1,
-                 loss_scaler=None, callbacks=None):
+                 loss_scaler=None, callbacks=None, nan_policy: str = "stop"):
+        self.nan_policy = check_choice("nan_policy", nan_policy, NAN_POLICIES)
+        self.skipped_steps = 0
         self._iterators = _by_name(iterator, "iterators")
         self._optimizers: dict[str, Optimizer] = _by_name(optimizer, "optimizers")
         self._models = _by_name(model, "models")
@@ -137,25 +147,44 @@ class StandardUpdater:
         i, scaler = self.iteration, self.loss_scaler
         while True:
             scale = scaler.scale if scaler is not None else 1.0
-            with self.overflow_expected():
+            with self.silent_overflow():
                 self.observation = self.compute_gradients(i, scale)
-            verdict = scaler.record(self.stores["main"].grads_finite()) if (
-                scaler is not None and scaler.dynamic) else "apply"
+            if not self._dynamic:
+                verdict = self._check_loss(i)
+                break
+            verdict = scaler.record(self.stores["main"].grads_finite())
             if verdict != "retry":
                 break
         if verdict == "apply":
             self.apply_update(i, scale)
 
-    def overflow_expected(self):
-        """A context that silences NumPy's overflow warnings while a dynamic loss scaler is
-        there to handle them (an overflow is then an expected, reported event)."""
-        if self.loss_scaler is not None and self.loss_scaler.dynamic:
-            return numpy.errstate(over="ignore", invalid="ignore")
-        return contextlib.nullcontext()
+    @property
+    def _dynamic(self) -> bool:
+        return self.loss_scaler is not None and self.loss_scaler.dynamic
+
+    def _check_loss(self, iteration: int) -> str:
+        """``"apply"`` for a finite loss; else ``"skip"`` or :class:`Diverged` (``nan_policy``)."""
+        loss = float(self.observation["loss"])
+        if math.isfinite(loss):
+            return "apply"
+        if self.nan_policy == "skip":
+            self.skipped_steps += 1
+            return "skip"
+        raise Diverged(f"the training loss is {loss} at iteration {iteration + 1}; the update was "
+                       "not applied. Lower optimizer.learning_rate, set optimizer.clip_gradient, or "
+                       "choose trainer.nan_policy=skip")
+
+    def silent_overflow(self):
+        """A context that silences NumPy's overflow warnings: the updater handles non-finite
+        values itself (the loss scaler, or ``nan_policy``) and reports them in one message."""
+        return numpy.errstate(over="ignore", invalid="ignore", divide="ignore")
 
     def status(self) -> dict:
         """Current values worth showing beside the metrics (the loss scale, skipped steps)."""
-        return self.loss_scaler.status() if self.loss_scaler is not None else {}
+        status = self.loss_scaler.status() if self.loss_scaler is not None else {}
+        if self.nan_policy == "skip" and not self._dynamic:
+            status["skipped_steps"] = self.skipped_steps
+        return status
 
     # -- the stages of one update ---------------------------------------------------------
     def compute_gradients(self, iteration: int, scale: float = 1.0) -> dict:
@@ -236,11 +265,13 @@ class StandardUpdater:
             "optimizer_states": {n: u.state_dict(to_numpy) for n, u in self._param_updaters.items()},
             "models": {n: s.state_dict(to_numpy) for n, s in self.stores.items()},
             "loss_scaler": self.loss_scaler.state_dict() if self.loss_scaler is not None else None,
+            "skipped_steps": self.skipped_steps,
         }
 
     def load_state_dict(self, state: dict) -> None:
         asarray = self.backend.asarray if self.backend is not None else (lambda a: a)
         self.iteration = int(state["iteration"])
+        self.skipped_steps = int(state.get("skipped_steps", 0))
         if self.backend is not None and state.get("backend") is not None:
             self.backend.load_state_dict(state["backend"])
         for name, it in self._iterators.items():

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ... import checkpoint
+from ...errors import Diverged
 
 PRIORITY = -100
 
@@ -12,7 +13,10 @@ PRIORITY = -100
 class Snapshot:
     """On its trigger, and once more when training ends or is interrupted, saves
     ``trainer.state_dict()`` plus ``extra`` (e.g. the run's config) under
-    ``<out>/checkpoints``, keeping the newest ``keep`` checkpoints (None: all)."""
+    ``<out>/checkpoints``, keeping the newest ``keep`` checkpoints (None: all).
+
+    A state whose parameters hold NaN or inf is never saved: the run stops with
+    :class:`~trainer_run.errors.Diverged` and the previous checkpoint stays the last one."""
 
     priority = PRIORITY
     name = "snapshot"
@@ -31,8 +35,12 @@ class Snapshot:
         self.save(trainer)
 
     def save(self, trainer) -> Path:
-        state = {**self.extra, "trainer": trainer.state_dict()}
         iteration = trainer.updater.iteration
+        stores = getattr(trainer.updater, "stores", {})
+        if not all(store.params_finite() for store in stores.values()):
+            raise Diverged(f"the parameters hold NaN or inf at iteration {iteration}; "
+                           "no checkpoint was written for it")
+        state = {**self.extra, "trainer": trainer.state_dict()}
         path = checkpoint.save(state, Path(trainer.out) / "checkpoints", iteration, self.keep)
         self._saved_at = iteration
         return path
