@@ -18,6 +18,7 @@ checkpoint and exit with 130 or 143 (128 + the signal number); a second one abor
 from __future__ import annotations
 
 import sys
+import tempfile
 from pathlib import Path
 
 import hydra
@@ -79,14 +80,17 @@ def prepare(argv: list[str]) -> list[str]:
     check_choices(argv)
     schema.check_overrides(argv)
     resume = _value(argv, "resume")
+    multirun = any(a in MULTIRUN_FLAGS for a in argv)
     if resume in (None, "null", ""):
-        run_dir = _value(argv, "hydra.run.dir")
-        if run_dir and not any(a in MULTIRUN_FLAGS for a in argv):
+        run_dir = _value(argv, "hydra.sweep.dir" if multirun else "hydra.run.dir")
+        if run_dir and not multirun:
             _refuse_existing(Path(run_dir))
+        _check_writable(Path(run_dir) if run_dir else Path("runs"))
         return argv
-    if any(a in MULTIRUN_FLAGS for a in argv):
+    if multirun:
         raise ConfigError("resume continues one run; drop -m/--multirun")
     found = checkpoint.find(Path(resume).expanduser(), report=warn)
+    _check_writable(checkpoint.run_dir_of(found))
     tree = checkpoint.load_tree(found)
     choices = tree.get("choices", {})
     rest = [a for a in argv if _key(a) not in ("resume", "hydra.run.dir", "hydra.output_subdir")]
@@ -160,6 +164,17 @@ def _kept(run_dir: Path) -> str:
     except ConfigError:
         return "No checkpoint was written before it"
     return f"The last good checkpoint is {found}; resume={run_dir} continues from it"
+
+
+def _check_writable(directory: Path) -> None:
+    """Refuses a run directory that cannot be created or written, before any work starts."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=directory):
+            pass
+    except OSError as e:
+        raise ConfigError(f"cannot write to {directory}: {e.strerror or e}; choose a writable "
+                          "hydra.run.dir (or hydra.sweep.dir for -m)") from None
 
 
 def _refuse_existing(run_dir: Path) -> None:

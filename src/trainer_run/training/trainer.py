@@ -19,6 +19,7 @@ status ``interrupted`` (extensions' ``finalize`` saves a checkpoint and the summ
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import sys
@@ -119,13 +120,24 @@ class Trainer:
             raise
         finally:
             try:
-                for entry in entries:
-                    if hasattr(entry.extension, "finalize"):
-                        entry.extension.finalize(self)
-                self.updater.finalize()
+                self._finalize(entries, pending=sys.exc_info()[1] is not None)
             finally:
                 for signum, handler in previous.items():
                     signal.signal(signum, handler)
+
+    def _finalize(self, entries, pending: bool) -> None:
+        """Finalizes every extension and the updater, even when one of them fails; the first
+        failure is raised afterwards unless an earlier error is already on its way out."""
+        calls = [functools.partial(e.extension.finalize, self) for e in entries
+                 if hasattr(e.extension, "finalize")]
+        first = None
+        for finalize in [*calls, self.updater.finalize]:
+            try:
+                finalize()
+            except Exception as e:
+                first = first or e
+        if first is not None and not pending:
+            raise first
 
     def _catch_signals(self) -> dict:
         """Installs the stop-signal handlers (main thread only); returns the previous ones."""
