@@ -1,6 +1,7 @@
 """Checkpoint files: plain JSON + npz, atomic pointer, retention, finding one to resume."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -65,3 +66,43 @@ def test_saving_the_same_iteration_again_replaces_it_cleanly(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["iter_00000004", "latest"]
     np.testing.assert_array_equal(checkpoint.load(tmp_path / "iter_00000004")["nested"]["w"],
                                   _state(2)["nested"]["w"])
+
+
+def test_load_params_from_a_model_file_or_a_checkpoint(tmp_path):
+    from trainer_run.backend import get_backend
+    from trainer_run.models import MLP
+
+    source = MLP(3, 2, get_backend("numpy", seed=1), hidden_sizes=[4])
+    saved = {k: p.data.copy() for k, p in source.params().items()}
+    np.savez(tmp_path / "model.npz", **saved)
+    checkpoint.save({"trainer": {"updater": {"models": {"main": saved}}}}, tmp_path / "ck", 7)
+    for path in (tmp_path / "model.npz", tmp_path / "ck" / "iter_00000007"):
+        target = MLP(3, 2, get_backend("numpy", seed=2), hidden_sizes=[4])
+        checkpoint.load_params(target, path)
+        for k, p in target.params().items():
+            np.testing.assert_array_equal(p.data, saved[k])
+    wider = MLP(3, 2, get_backend("numpy"), hidden_sizes=[5])
+    with pytest.raises(ValueError, match=r"l1/W has shape \(4, 3\), the model has \(5, 3\)"):
+        checkpoint.load_params(wider, tmp_path / "model.npz")
+    assert np.all(wider.l1.b.data == 0)  # nothing copied before the mismatch was found
+
+
+def test_load_params_refuses_a_pickled_model_file(tmp_path):
+    import pickle
+
+    from trainer_run.backend import get_backend
+    from trainer_run.models import MLP
+
+    marker = tmp_path / "executed"
+    (tmp_path / "model.npz").write_bytes(pickle.dumps(_Touch(marker)))
+    with pytest.raises(checkpoint.CheckpointError, match="model.npz cannot be read"):
+        checkpoint.load_params(MLP(3, 2, get_backend("numpy")), tmp_path / "model.npz")
+    assert not marker.exists()
+
+
+class _Touch:
+    def __init__(self, path):
+        self.path = path
+
+    def __reduce__(self):
+        return (Path.touch, (self.path,))

@@ -174,6 +174,25 @@ def verify(path: Path) -> None:
                                   "(truncated or modified)")
 
 
+def load_params(model, path: Path) -> None:
+    """Loads saved parameters into ``model`` (anything with ``params()``) in place: from a
+    ``model.npz`` written at the end of a run, or from the main model of a checkpoint
+    directory. Raises :class:`CheckpointError` for an unreadable file and ValueError /
+    KeyError naming the first parameter that is missing or has another shape."""
+    from .params import copy_params
+
+    path = Path(path)
+    if path.is_dir():
+        arrays = load(path)["trainer"]["updater"]["models"]["main"]
+    else:
+        try:
+            with numpy.load(path, allow_pickle=False) as data:
+                arrays = {k: data[k] for k in data.files}
+        except (OSError, ValueError, EOFError) as e:
+            raise CheckpointError(f"model file {path} cannot be read ({e})") from None
+    copy_params(model.params(), arrays)
+
+
 def is_complete(path: Path) -> bool:
     """Whether ``path`` holds a checkpoint whose files all exist and match their checksums."""
     try:

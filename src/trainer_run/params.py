@@ -185,14 +185,21 @@ class ParamStore:
 
     def load_state_dict(self, arrays: Mapping, asarray) -> None:
         """Copies saved values into the parameters (in place, keeping the flat views)."""
-        missing = [n for n in self.names if n not in arrays]
-        if missing:
-            raise KeyError(f"saved parameters lack {', '.join(missing)}")
-        for name, p in self.params.items():
-            value = arrays[name]
-            if tuple(value.shape) != tuple(p.data.shape):
-                raise ValueError(
-                    f"saved parameter {name} has shape {tuple(value.shape)}, "
-                    f"the model has {tuple(p.data.shape)}"
-                )
-            p.data[...] = asarray(value)
+        copy_params(self.params, arrays, asarray)
+
+
+def copy_params(params: Mapping[str, Parameter], arrays: Mapping, asarray=numpy.asarray) -> None:
+    """Copies ``arrays`` (path -> array) into ``params`` in place, after checking that every
+    parameter is there with its shape; a mismatch names the first offending parameter."""
+    missing = [n for n in params if n not in arrays]
+    if missing:
+        raise KeyError(f"saved parameters lack {', '.join(missing)}")
+    for name, p in params.items():
+        value = arrays[name]
+        if tuple(value.shape) != tuple(p.data.shape):
+            raise ValueError(
+                f"saved parameter {name} has shape {tuple(value.shape)}, "
+                f"the model has {tuple(p.data.shape)}"
+            )
+    for name, p in params.items():
+        p.data[...] = asarray(arrays[name])
