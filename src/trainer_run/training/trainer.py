@@ -126,8 +126,9 @@ class Trainer:
                     signal.signal(signum, handler)
 
     def _finalize(self, entries, pending: bool) -> None:
-        """Finalizes every extension and the updater, even when one of them fails; the first
-        failure is raised afterwards unless an earlier error is already on its way out."""
+        """Finalizes every extension and the updater, even when one of them fails (the run is
+        then ``failed``); the first failure is raised afterwards unless an earlier error is
+        already on its way out."""
         calls = [functools.partial(e.extension.finalize, self) for e in entries
                  if hasattr(e.extension, "finalize")]
         first = None
@@ -136,6 +137,8 @@ class Trainer:
                 finalize()
             except Exception as e:
                 first = first or e
+                if self.status in ("completed", "interrupted"):
+                    self.status = "failed"  # later extensions (the summary) must not say otherwise
         if first is not None and not pending:
             raise first
 

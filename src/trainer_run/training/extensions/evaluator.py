@@ -35,7 +35,7 @@ class Evaluator:
     def evaluate(self) -> dict:
         totals: dict = {}
         n = len(self.dataset)
-        with no_grad():
+        with no_grad(), numpy.errstate(over="ignore", invalid="ignore", divide="ignore"):
             for start in range(0, n, self.batch_size):
                 indices = range(start, min(start + self.batch_size, n))
                 arrays = self._batch(indices)
