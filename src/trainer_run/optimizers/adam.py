@@ -18,7 +18,7 @@ import math
 import numpy
 
 from ..backend import array_module
-from ..errors import check_number
+from ..errors import check, check_number
 from . import jit
 from .jit import prange
 from .optimizer import Optimizer, register, scalars
@@ -49,7 +49,10 @@ class Adam(Optimizer):
                  lazy_update=True, **kwargs):
         super().__init__(learning_rate=learning_rate, **kwargs)
         self.beta1 = check_number("beta1", beta1, low=0, high=1)
+        check(self.beta1 < 1, f"beta1 must be < 1, got {beta1!r} (lr_t divides by 1 - beta1**t)")
         self.beta2 = check_number("beta2", beta2, low=0, high=1)
+        check(self.beta2 < 1, f"beta2 must be < 1, got {beta2!r} (lr_t would be lr * sqrt(1 - 1) = 0 "
+              "at every update)")
         self.epsilon = check_number("epsilon", epsilon, low=0)
         self.lazy_update = bool(lazy_update)
         self._workspace = Workspace()

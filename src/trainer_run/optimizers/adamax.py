@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy
 
 from ..backend import array_module
-from ..errors import check_number
+from ..errors import check, check_number
 from . import jit
 from .jit import prange
 from .optimizer import Optimizer, mx_clip, python_clip, register, scalars
@@ -59,6 +59,7 @@ class Adamax(Optimizer):
     def __init__(self, learning_rate=0.002, beta1=0.9, beta2=0.999, **kwargs):
         super().__init__(learning_rate=learning_rate, **kwargs)
         self.beta1 = check_number("beta1", beta1, low=0, high=1)
+        check(self.beta1 < 1, f"beta1 must be < 1, got {beta1!r} (lr_t divides by 1 - beta1**t)")
         self.beta2 = check_number("beta2", beta2, low=0, high=1)
         self._workspace = Workspace()
 

@@ -31,7 +31,7 @@ import math
 import numpy
 
 from ..backend import array_module
-from ..errors import check_number
+from ..errors import check, check_number
 from . import jit
 from .jit import prange
 from .optimizer import Optimizer, register, scalars
@@ -64,7 +64,11 @@ class AdamW(Optimizer):
                  correct_bias=True, **kwargs):
         super().__init__(learning_rate=learning_rate, **kwargs)
         self.beta1 = check_number("beta1", beta1, low=0, high=1)
+        check(self.beta1 < 1, f"beta1 must be < 1, got {beta1!r} (eta divides by 1 - beta1**t; "
+              "without correct_bias the mean would stay 0)")
         self.beta2 = check_number("beta2", beta2, low=0, high=1)
+        check(self.beta2 < 1, f"beta2 must be < 1, got {beta2!r} (eta would be 0; without "
+              "correct_bias var would stay 0 and the step be mean / epsilon)")
         self.epsilon = check_number("epsilon", epsilon, low=0)
         self.correct_bias = bool(correct_bias)
         self._workspace = Workspace()

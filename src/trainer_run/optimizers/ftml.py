@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy
 
 from ..backend import array_module
-from ..errors import check_number
+from ..errors import check, check_number
 from . import jit
 from .jit import prange
 from .optimizer import Optimizer, register, scalars
@@ -54,8 +54,13 @@ class FTML(Optimizer):
 
     def __init__(self, beta1=0.6, beta2=0.999, epsilon=1e-8, **kwargs):
         super().__init__(**kwargs)
+        check(self.lr > 0, f"learning_rate must be > 0, got {self.lr!r} (d_t divides by it)")
         self.beta1 = check_number("beta1", beta1, low=0, high=1)
+        check(self.beta1 < 1, f"beta1 must be < 1, got {beta1!r} (d_t would be 0 and the weight "
+              "-z / d_t)")
         self.beta2 = check_number("beta2", beta2, low=0, high=1)
+        check(self.beta2 < 1, f"beta2 must be < 1, got {beta2!r} (v / (1 - beta2**t) would be "
+              "0 / 0)")
         self.epsilon = check_number("epsilon", epsilon, low=0)
         self._workspace = Workspace()
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy
 
 from ..backend import array_module
-from ..errors import check_number
+from ..errors import check, check_number
 from . import jit
 from .jit import prange
 from .optimizer import Optimizer, register, scalars
@@ -57,6 +57,8 @@ class Ftrl(Optimizer):
 
     def __init__(self, lamda1=0.01, learning_rate=0.1, beta=1, **kwargs):
         super().__init__(learning_rate=learning_rate, **kwargs)
+        check(self.lr > 0, f"learning_rate must be > 0, got {self.lr!r} (z and the weight divide "
+              "by it)")
         self.lamda1 = check_number("lamda1", lamda1, low=0)
         self.beta = check_number("beta", beta, low=0)
         self._workspace = Workspace()

@@ -36,7 +36,7 @@ from __future__ import annotations
 import numpy
 
 from ..backend import array_module
-from ..errors import check_number
+from ..errors import check, check_number
 from . import jit
 from .jit import prange
 from .optimizer import Optimizer, register, scalars
@@ -158,7 +158,11 @@ class LAMB(Optimizer):
                  lower_bound=None, upper_bound=None, bias_correction=True, **kwargs):
         super().__init__(learning_rate=learning_rate, **kwargs)
         self.beta1 = check_number("beta1", beta1, low=0, high=1)
+        check(self.beta1 < 1, f"beta1 must be < 1, got {beta1!r} (mean_hat divides by "
+              "1 - beta1**t; without bias_correction the mean would stay 0)")
         self.beta2 = check_number("beta2", beta2, low=0, high=1)
+        check(self.beta2 < 1, f"beta2 must be < 1, got {beta2!r} (var_hat divides by "
+              "1 - beta2**t; without bias_correction var would stay 0)")
         self.epsilon = check_number("epsilon", epsilon, low=0)
         self.lower_bound = None if lower_bound is None else check_number("lower_bound",
                                                                           lower_bound)

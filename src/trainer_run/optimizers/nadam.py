@@ -29,7 +29,7 @@ from __future__ import annotations
 import numpy
 
 from ..backend import array_module
-from ..errors import check_number
+from ..errors import check, check_number
 from . import jit
 from .jit import prange
 from .optimizer import Optimizer, mx_clip, python_clip, register, scalars
@@ -67,6 +67,8 @@ class Nadam(Optimizer):
         super().__init__(learning_rate=learning_rate, **kwargs)
         self.beta1 = check_number("beta1", beta1, low=0, high=1)
         self.beta2 = check_number("beta2", beta2, low=0, high=1)
+        check(self.beta2 < 1, f"beta2 must be < 1, got {beta2!r} (v / (1 - beta2**t) would be "
+              "0 / 0)")
         self.epsilon = check_number("epsilon", epsilon, low=0)
         self.schedule_decay = check_number("schedule_decay", schedule_decay, low=0)
         self.m_schedule = 1.0
