@@ -106,3 +106,15 @@ class _Touch:
 
     def __reduce__(self):
         return (Path.touch, (self.path,))
+
+
+def test_a_copy_moved_aside_by_a_killed_resave_is_put_back(tmp_path):
+    """A kill between the two renames of a re-save leaves iter_N only as .old-iter_N-<pid>;
+    the next save puts it back (and drops leftovers of killed writers)."""
+    checkpoint.save(_state(1), tmp_path, 1)
+    (tmp_path / "iter_00000001").rename(tmp_path / ".old-iter_00000001-999999")
+    (tmp_path / ".latest.tmp-999999").write_text("x")
+    (tmp_path / ".tmp-iter_00000002-999999").mkdir()
+    checkpoint.save(_state(2), tmp_path, 2)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["iter_00000001", "iter_00000002", "latest"]
+    assert checkpoint.is_complete(tmp_path / "iter_00000001")

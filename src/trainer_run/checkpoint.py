@@ -120,15 +120,13 @@ def _publish(tmp: Path, directory: Path, name: str, keep: int | None) -> Path:
     """Renames the written ``tmp`` into place, then points ``latest`` at it."""
     final = directory / name
     stale = directory / f".old-{name}-{os.getpid()}"
+    _clean_leftovers(directory)
     if final.exists():
         os.replace(final, stale)
     os.replace(tmp, final)
     _write_atomic(directory / LATEST, name + "\n")
     _fsync_dir(directory)
     shutil.rmtree(stale, ignore_errors=True)
-    for leftover in directory.glob(".tmp-*"):  # partial writes of killed processes
-        if not leftover.name.endswith(f"-{os.getpid()}"):
-            shutil.rmtree(leftover, ignore_errors=True)
     if keep is not None:
         _prune(directory, keep, protect=name)
     return final
@@ -242,6 +240,31 @@ def find(path: Path, report: Callable[[str], None] = lambda message: None) -> Pa
 def run_dir_of(checkpoint: Path) -> Path:
     """The run directory a checkpoint belongs to (``<run>/checkpoints/iter_N``)."""
     return Path(checkpoint).resolve().parent.parent
+
+
+def _clean_leftovers(directory: Path) -> None:
+    """Removes what killed writers left: partial ``.tmp-*`` checkpoints and ``.latest.tmp-*``
+    files; a ``.old-<name>-<pid>`` copy moved aside for a re-save goes back to ``<name>``
+    when that is missing (the kill came between the two renames), else it is removed."""
+    mine = f"-{os.getpid()}"
+    for leftover in directory.iterdir():
+        if leftover.name.endswith(mine) and leftover.name.startswith(".tmp-"):
+            continue  # this process's own write in progress
+        if leftover.name.startswith((".tmp-", f".{LATEST}.tmp-")):
+            _remove(leftover)
+        elif leftover.name.startswith(".old-"):
+            original = directory / leftover.name[len(".old-"):].rsplit("-", 1)[0]
+            if original.exists():
+                _remove(leftover)
+            else:
+                os.replace(leftover, original)
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
 
 
 def _latest_name(directory: Path) -> str | None:
