@@ -28,17 +28,32 @@ push of a single value stores a copy of it, never the array itself. Every operat
 completion before it returns, so ``priority`` is accepted and has no effect, and ``barrier``
 returns at once: the process is worker 0 of 1. There are no sparse arrays, so ``pull``'s
 ``ignore_sparse`` has nothing to ignore.
+
+Updating on the store (MXNet's ``set_optimizer``, what Gluon's Trainer does with
+``update_on_kvstore``): once ``set_optimizer(optimizer)`` is called the store owns an
+updater, ``trainer_run.optimizers.get_updater(optimizer)``, and a push no longer replaces
+the stored value: the pushed values are summed as above into a buffer of their own and
+``updater(key, sum, stored)`` updates the stored weight in place, the key (int or str) being
+the optimizer's index, as in MXNet's local store. ``pull`` then returns the updated weight and
+``pushpull`` is a push with update followed by a pull. As in MXNet, a weight stored on the
+host moves to the device where its gradients are summed before its first update (``device``
+type); a sum made elsewhere later is copied to the weight. ``save_optimizer_states`` /
+``load_optimizer_states`` write and read the updater's states in its safe format (an ``.npz``
+archive with a JSON manifest, read with ``allow_pickle=False``): MXNet's pickled states are
+refused, never unpickled. Without an optimizer both raise MXNet's ``AssertionError``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import numbers
+import os
 
 import numpy
 
 from ..backend import array_module
 from ..errors import ConfigError
+from ..optimizers import get_updater
 
 __all__ = ["DeviceKVStore", "KVStore", "LocalKVStore", "TYPES", "create"]
 
@@ -56,6 +71,7 @@ class KVStore:
     type = ""
     rank = 0
     num_workers = 1
+    _updater = None  # set by set_optimizer: pushes then update the stored weights
 
     def __init__(self):
         self._store: dict = {}  # key -> stored value
@@ -99,7 +115,7 @@ class KVStore:
             priority: accepted for MXNet compatibility; operations run in call order.
         """
         for k, arrays in self._checked(key, value, "value").items():
-            self._store[k] = self._reduce(k, arrays)
+            self._push_one(k, arrays)
 
     def pull(self, key, out=None, priority: int = 0, ignore_sparse: bool = True) -> None:
         """Copies the stored value of each key into ``out`` in place.
@@ -122,7 +138,7 @@ class KVStore:
         values = self._checked(key, value, "value")
         outs = values if out is None else self._checked(key, out, "out")
         for k, arrays in values.items():
-            self._store[k] = self._reduce(k, arrays)
+            self._push_one(k, arrays)
         self._copy_out(outs)
 
     def broadcast(self, key, value, out, priority: int = 0) -> None:
@@ -133,6 +149,81 @@ class KVStore:
 
     def barrier(self) -> None:
         """Waits for every worker; a no-op, as this process is the only one."""
+
+    # -- updating on the store ------------------------------------------------------------
+    def set_optimizer(self, optimizer) -> None:
+        """Registers ``optimizer``: from now on a push updates the stored weight with the
+        summed values as gradient, through ``trainer_run.optimizers.get_updater(optimizer)``
+        with the key as index (MXNet's local store). A new call replaces the updater, and
+        with it the optimizer states."""
+        self._updater = get_updater(optimizer)
+
+    def save_optimizer_states(self, fname, dump_optimizer: bool = False) -> None:
+        """Writes the updater's states to ``fname`` (safe format, no pickle); with
+        ``dump_optimizer`` also the optimizer's hyper-parameters, counters and scheduler
+        state. The file is replaced atomically."""
+        self._need_updater("save")
+        blob = self._updater.get_states(dump_optimizer)
+        tmp = f"{os.fspath(fname)}.tmp"
+        with open(tmp, "wb") as fout:
+            fout.write(blob)
+        os.replace(tmp, fname)
+
+    def load_optimizer_states(self, fname) -> None:
+        """Reads states written by :meth:`save_optimizer_states` (and, if dumped, the
+        optimizer's settings and counters). A file that is not such an archive, a pickle
+        for one, is refused before anything is read from it; each state is placed where its
+        key's weight lives."""
+        self._need_updater("load")
+        with open(fname, "rb") as fin:
+            blob = fin.read()
+        if not blob.startswith(_ZIP_MAGIC):
+            raise ConfigError(f"{os.fspath(fname)!r} is not an optimizer-states file written by "
+                              f"save_optimizer_states (an .npz archive); pickled states, "
+                              f"MXNet's format, are refused because unpickling can run code")
+        reader = get_updater(self._updater.optimizer)  # the same optimizer: settings load into it
+        reader.set_states(blob)  # numpy.load(allow_pickle=False): object arrays are refused too
+        states = self._updater.states
+        loaded = {str(i) if self._key_type is str else i: s for i, s in reader.states.items()}
+        for key, state in loaded.items():  # every existing state is checked before any is written
+            if key in states:
+                _check_state(key, states[key], state)
+        for key, state in loaded.items():
+            if key in states:
+                for dst, src in zip(_leaves(states[key]), _leaves(state)):
+                    _copy_into(dst, src)
+            elif key in self._store and _place_of(self._store[key]) is not HOST:
+                place = _place_of(self._store[key])
+                states[key] = _map_state(state, lambda a, p=place: _copy_into(
+                    _empty(p, a.shape, a.dtype), a))
+            else:
+                states[key] = state
+
+    def _need_updater(self, verb: str) -> None:
+        if self._updater is None:
+            # MXNet's assertion text, whatever the store's type
+            raise AssertionError(f"Cannot {verb} states for distributed training: this "
+                                 f"{self.type or 'kvstore'} store has no optimizer; call "
+                                 f"set_optimizer(optimizer) first")
+
+    def _push_one(self, key, arrays) -> None:
+        """A push to one key: the sum replaces the stored value or, with an optimizer,
+        updates it."""
+        if self._updater is None:
+            self._store[key] = self._reduce(key, arrays)
+            return
+        if self._merge.get(key) is self._store[key]:
+            del self._merge[key]  # the weight is an earlier push's sum: sum into a new buffer
+        merged = self._reduce(key, arrays)
+        weight, place = self._store[key], _place_of(merged)
+        if _place_of(weight) != place:
+            if _place_of(weight) is HOST and key not in self._updater.states:
+                weight = self._store[key] = _copy_into(_empty(place, weight.shape, weight.dtype),
+                                                       weight)
+            else:
+                merged = _copy_into(self._staging(key, weight), merged)
+        with _on(_place_of(weight)):
+            self._updater(key, merged, weight)
 
     # -- shared machinery -----------------------------------------------------------------
     def _pairs(self, keys, values, what: str) -> list:
@@ -235,6 +326,35 @@ def create(name: str = "local") -> KVStore:
     if klass is None:
         raise ConfigError(f"kvstore type {name!r} is unknown; choose one of {', '.join(TYPES)}")
     return klass()
+
+
+_ZIP_MAGIC = b"PK\x03\x04"  # how every .npz archive (a zip file) begins
+
+
+def _map_state(state, fn):
+    if state is None:
+        return None
+    if isinstance(state, (tuple, list)):
+        return type(state)(_map_state(s, fn) for s in state)
+    return fn(state)
+
+
+def _leaves(state) -> list:
+    out = []
+    _map_state(state, out.append)
+    return out
+
+
+def _check_state(key, existing, loaded) -> None:
+    """Raises unless a loaded state has the arrays and shapes of the existing one."""
+    existing, loaded = _leaves(existing), _leaves(loaded)
+    if len(existing) != len(loaded):
+        raise ValueError(f"optimizer state for kvstore key {key!r} has {len(loaded)} arrays, "
+                         f"expected {len(existing)}")
+    for d, s in zip(existing, loaded):
+        if tuple(d.shape) != tuple(s.shape):
+            raise ValueError(f"optimizer state for kvstore key {key!r} has shape "
+                             f"{tuple(s.shape)}, expected {tuple(d.shape)}")
 
 
 # -- moving data between host and devices ---------------------------------------------------
