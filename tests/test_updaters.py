@@ -18,9 +18,9 @@ DATA = make_synthetic("spirals", 1000, 0.2, np.random.default_rng(0))  # 800 tra
 
 
 def make(batch_size=100, cls=StandardUpdater, optimizer="sgd", dtype="float32", opt_args=None,
-         **kwargs):
-    """An updater over DATA whose model, shuffling and data order depend only on the seeds."""
-    backend = get_backend("numpy", seed=3, dtype=dtype)
+         seed=3, **kwargs):
+    """An updater over DATA whose model (``seed``), shuffling and data order are seeded."""
+    backend = get_backend("numpy", seed=seed, dtype=dtype)
     model = MLP(DATA.in_size, DATA.out_size, backend, hidden_sizes=[32, 32], dtype=dtype)
     iterator = SerialIterator(DATA.train, batch_size, rng=np.random.default_rng(7))
     args = {"learning_rate": 0.1, "momentum": 0.9, "wd": 1e-3} if optimizer == "sgd" else {}
@@ -263,3 +263,54 @@ def test_resume_with_accumulation_and_dynamic_scaling_is_bit_identical(tmp_path,
     rows_b[2] = {k: v for k, v in rows_b[2].items() if not k.startswith("val/")}
     assert rows_a == rows_b
     assert rows_a[-1]["skipped_steps"] > rows_a[2]["skipped_steps"]  # overflows after the cut
+
+
+class ThreadStore:
+    """A stand-in for an MPI store: ``n`` workers in threads, pushpull sums over all of them."""
+
+    type = "dist_sync"
+
+    def __init__(self, world: dict, rank: int):
+        self.world, self.rank, self.num_workers = world, rank, world["n"]
+
+    def init(self, key, value):
+        pass
+
+    def broadcast(self, key, value, out):
+        if self.rank == 0:
+            self.world[key] = value.copy()
+        self.world["barrier"].wait()
+        out[...] = self.world[key]
+        self.world["barrier"].wait()
+
+    def pushpull(self, key, values, out):
+        local = values[0].copy()
+        for v in values[1:]:
+            local += v
+        self.world[(key, self.rank)] = local
+        self.world["barrier"].wait()
+        out[...] = sum(self.world[(key, r)] for r in range(self.num_workers))
+        self.world["barrier"].wait()
+
+
+def test_two_workers_of_a_shard_each_equal_one_process_of_the_global_batch():
+    """Each worker draws the same global batch of 100 and computes its 50 (example j to worker
+    j % 2); the summed gradient is the global batch's. Worker 1 starts from other parameters:
+    rank 0's are broadcast."""
+    import threading
+
+    world = {"n": 2, "barrier": threading.Barrier(2, timeout=60)}
+    results = [None, None]
+
+    def train(r):
+        results[r] = run(make(seed=3 + r, kvstore=ThreadStore(world, r)), 10)
+
+    threads = [threading.Thread(target=train, args=(r,)) for r in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert_params_close(results[0], run(make(), 10))
+    for k in results[0]:
+        np.testing.assert_array_equal(results[0][k], results[1][k])
+

@@ -47,11 +47,11 @@ class ParallelUpdater(StandardUpdater):
     def __init__(self, iterator, optimizer, model, devices=2, kvstore: str = "local",
                  converter=concat_examples, backend=None, accum_grad: int = 1,
                  loss_scaler=None, callbacks=None, nan_policy: str = "stop"):
-        super().__init__(iterator, optimizer, model, converter=converter, backend=backend,
-                         accum_grad=accum_grad, loss_scaler=loss_scaler, callbacks=callbacks,
-                         nan_policy=nan_policy)
         check(kvstore in KVSTORES,
               f"kvstore={kvstore!r} cannot reduce replicas; choose one of {', '.join(KVSTORES)}")
+        super().__init__(iterator, optimizer, model, converter=converter, backend=backend,
+                         accum_grad=accum_grad, loss_scaler=loss_scaler, callbacks=callbacks,
+                         nan_policy=nan_policy, kvstore=kvstores.create(kvstore))
         backend = backend if backend is not None else Backend("numpy")
         ids = _device_ids(devices, backend)
         self.devices = ids
@@ -60,17 +60,15 @@ class ParallelUpdater(StandardUpdater):
                                                 for b in self.backends[1:]]
         self.replica_stores = [self.stores["main"]] + [
             _store(m, b) for m, b in zip(self.models[1:], self.backends[1:])]
-        self.kvstore = kvstores.create(kvstore)
-        for key, group in enumerate(self.stores["main"].groups):
-            self.kvstore.init(key, group.grad)
         self._pool = None
 
     def compute_gradients(self, iteration: int, scale: float = 1.0) -> dict:
         """Every replica's gradients from its parts of ``accum_grad`` batches, summed onto
         the main replica; returns the batches' metrics averaged over their examples."""
-        batches = [self.next_parts(self._iterators["main"], self.backends)
-                   for _ in range(self.accum_grad)]
-        total = sum(_size(part) for parts in batches for part in parts)
+        draws = [self.next_parts(self._iterators["main"], self.backends)
+                 for _ in range(self.accum_grad)]
+        batches = [parts for parts, _ in draws]
+        total = sum(size for _, size in draws)
         for store in self.replica_stores:
             store.cleargrads()
         metrics: dict = {}
@@ -89,15 +87,6 @@ class ParallelUpdater(StandardUpdater):
             store.finalize_grads()
         self.reduce(iteration)
         return metrics
-
-    def reduce(self, iteration: int) -> None:
-        """Sums the replicas' gradients into the main replica's, group by group."""
-        self.callbacks.fire("comm_on_start", iteration)
-        main = self.stores["main"]
-        for key, group in enumerate(main.groups):
-            self.kvstore.pushpull(key, [s.groups[key].grad for s in self.replica_stores],
-                                  out=group.grad)
-        self.callbacks.fire("comm_on_finish", iteration)
 
     def apply_update(self, iteration: int, scale: float = 1.0) -> None:
         super().apply_update(iteration, scale)

@@ -74,11 +74,17 @@ class StandardUpdater:
         loss_scaler: a :class:`~trainer_run.loss_scaling.LossScaler` (None: no scaling).
         callbacks: a :class:`~trainer_run.callbacks.Callbacks` or a dict of hooks.
         nan_policy: ``"stop"`` or ``"skip"`` on a NaN or infinite loss (see above).
+        kvstore: a store from :func:`trainer_run.kvstore.create` that sums the gradients
+            across replicas and worker processes (None: nothing to reduce). With
+            ``num_workers`` n > 1 every worker draws the same global batch and computes
+            its shard (example j goes to worker j % n), weighted by its share of the
+            global batch, so the summed gradient is the global batch's; the parameters
+            start from rank 0's.
     """
 
     def __init__(self, iterator, optimizer, model, converter: Callable = concat_examples,
                  backend=None, loss_func: Callable | None = None, accum_grad: int = 1,
-                 loss_scaler=None, callbacks=None, nan_policy: str = "stop"):
+                 loss_scaler=None, callbacks=None, nan_policy: str = "stop", kvstore=None):
         self.nan_policy = check_choice("nan_policy", nan_policy, NAN_POLICIES)
         self.skipped_steps = 0
         self._iterators = _by_name(iterator, "iterators")
@@ -102,6 +108,28 @@ class StandardUpdater:
                 opt.rng = backend.rng
             self._param_updaters[name] = get_updater(opt)
             self._param_updaters[name].attach(self.stores[name])
+        self.replica_stores = [self.stores["main"]]
+        self.kvstore = kvstore
+        if kvstore is not None:
+            self._init_kvstore()
+
+    def _init_kvstore(self) -> None:
+        """One key per flat gradient buffer; with several workers, rank 0's parameters
+        are broadcast to all (keys after the gradients')."""
+        groups = self.stores["main"].groups
+        for key, group in enumerate(groups):
+            self.kvstore.init(key, group.grad)
+        if self.num_workers > 1:
+            for key, group in enumerate(groups, start=len(groups)):
+                self.kvstore.broadcast(key, group.data, out=group.data)
+
+    @property
+    def rank(self) -> int:
+        return self.kvstore.rank if self.kvstore is not None else 0
+
+    @property
+    def num_workers(self) -> int:
+        return self.kvstore.num_workers if self.kvstore is not None else 1
 
     # -- Chainer's interface ------------------------------------------------------------
     @property
@@ -190,8 +218,10 @@ class StandardUpdater:
     def compute_gradients(self, iteration: int, scale: float = 1.0) -> dict:
         """Fills the main model's gradients from ``accum_grad`` batches (times ``scale``)
         and returns the batches' metrics, averaged over their examples."""
-        batches = [self.next_batch(self._iterators["main"]) for _ in range(self.accum_grad)]
-        total = sum(_size(b) for b in batches)
+        draws = [self.next_parts(self._iterators["main"], [self.backend])
+                 for _ in range(self.accum_grad)]
+        batches = [parts[0] for parts, _ in draws]
+        total = sum(size for _, size in draws)
         store = self.stores["main"]
         store.cleargrads()
         metrics: dict = {}
@@ -205,7 +235,19 @@ class StandardUpdater:
             self.callbacks.fire("backward_on_finish", iteration)
             _add_weighted(metrics, out, weight)
         store.finalize_grads()
+        self.reduce(iteration)
         return metrics
+
+    def reduce(self, iteration: int) -> None:
+        """Sums the gradients of every replica and worker into the main replica's through
+        the kvstore, one key per flat buffer (nothing to do without a kvstore)."""
+        if self.kvstore is None:
+            return
+        self.callbacks.fire("comm_on_start", iteration)
+        for key, group in enumerate(self.stores["main"].groups):
+            self.kvstore.pushpull(key, [s.groups[key].grad for s in self.replica_stores],
+                                  out=group.grad)
+        self.callbacks.fire("comm_on_finish", iteration)
 
     def apply_update(self, iteration: int, scale: float = 1.0) -> None:
         """One step of the main optimizer on gradients that carry a factor ``scale``."""
@@ -223,24 +265,24 @@ class StandardUpdater:
         self.callbacks.fire("update_on_finish", iteration)
 
     # -- pieces subclasses reuse ------------------------------------------------------------
-    def next_batch(self, iterator):
-        """The next batch of ``iterator``, converted and on the device."""
-        return self.next_parts(iterator, [self.backend])[0]
-
-    def next_parts(self, iterator, backends: list) -> list:
-        """The next batch split over ``backends``, Chainer's way (example ``j`` goes to
-        part ``j % n``), each part converted onto its backend's device.
+    def next_parts(self, iterator, backends: list) -> tuple[list, int]:
+        """This worker's shard of the next global batch (example ``j`` goes to worker
+        ``j % num_workers``) split over ``backends`` Chainer's way (example ``j`` of the
+        shard to part ``j % len(backends)``), each part converted onto its backend's
+        device; and the size of the global batch.
 
         With the default converter and a dataset that can ``take`` rows, each part is
         gathered with one fancy index instead of stacking examples one by one; the
         result is the same.
         """
-        dataset, n = iterator.dataset, len(backends)
+        dataset, n, rank, workers = iterator.dataset, len(backends), self.rank, self.num_workers
         if self.converter is concat_examples and hasattr(dataset, "take"):
             indices = iterator.next_indices()
-            return [to_device(dataset.take(indices[j::n]), b) for j, b in enumerate(backends)]
+            shard = indices[rank::workers]
+            return [to_device(dataset.take(shard[j::n]), b) for j, b in enumerate(backends)], len(indices)
         batch = iterator.next()
-        return [self.converter(batch[j::n], b) for j, b in enumerate(backends)]
+        shard = batch[rank::workers]
+        return [self.converter(shard[j::n], b) for j, b in enumerate(backends)], len(batch)
 
     def forward(self, in_arrays, model=None) -> dict:
         """The loss function (``loss_func``, else ``model``, else the main model) on
