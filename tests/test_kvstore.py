@@ -32,7 +32,9 @@ def test_create(kv):
 
 
 def test_unknown_type():
-    with pytest.raises(ConfigError, match="kvstore type 'foo' is unknown; choose one of local, device"):
+    expected = ("kvstore type 'foo' is unknown; choose one of "
+                "local, device, dist_sync, dist_device_sync, dist_async")
+    with pytest.raises(ConfigError, match=expected):
         kvstore.create("foo")
 
 

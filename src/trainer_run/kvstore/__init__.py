@@ -318,14 +318,25 @@ class DeviceKVStore(KVStore):
 TYPES = {"local": LocalKVStore, "device": DeviceKVStore}
 
 
-def create(name: str = "local") -> KVStore:
-    """Builds the kvstore type ``name`` (case-insensitive, as in MXNet): ``local`` or ``device``."""
+DIST_TYPES = ("dist_sync", "dist_device_sync", "dist_async")
+"""The multi-process types (:mod:`.dist`, over MPI; imported only when asked for)."""
+
+
+def create(name: str = "local", **options) -> KVStore:
+    """Builds the kvstore type ``name`` (case-insensitive, as in MXNet): ``local``, ``device``,
+    or one of :data:`DIST_TYPES`; ``options`` go to the store's constructor (e.g. ``timeout``)."""
     if not isinstance(name, str):
         raise ConfigError(f"kvstore type must be a string, got {name!r}")
-    klass = TYPES.get(name.lower())
+    key = name.lower()
+    if key in DIST_TYPES:
+        from . import dist
+
+        return dist.TYPES[key](**options)
+    klass = TYPES.get(key)
     if klass is None:
-        raise ConfigError(f"kvstore type {name!r} is unknown; choose one of {', '.join(TYPES)}")
-    return klass()
+        raise ConfigError(f"kvstore type {name!r} is unknown; choose one of "
+                          f"{', '.join([*TYPES, *DIST_TYPES])}")
+    return klass(**options)
 
 
 _ZIP_MAGIC = b"PK\x03\x04"  # how every .npz archive (a zip file) begins
