@@ -14,11 +14,13 @@ from pathlib import Path
 import numpy
 
 from trainer_run import datasets, models, optimizers, schedulers
+from trainer_run import kvstore as kvstores
 from trainer_run.backend import NAMES as BACKENDS
 from trainer_run.backend import get_backend
 from trainer_run.callbacks import HOOKS, Callbacks
 from trainer_run.errors import ConfigError, check, check_choice, check_number
 from trainer_run.iterators import SerialIterator
+from trainer_run.kvstore import trainer_rules
 from trainer_run.loss_scaling import DynamicLossScaler, LossScaler
 from trainer_run.training import AnyOf, IntervalTrigger, StopTrigger, Trainer
 from trainer_run.training.extensions import (
@@ -52,18 +54,22 @@ def build_trainer(config: dict, out: Path, extra: dict | None = None) -> Trainer
     backend = build_backend(config["backend"], model_seed, dtype)
     data, batch_size = build_data(config["dataset"], numpy.random.default_rng(data_seed))
     model = build_model(config["model"], data, backend)
-    iterator = SerialIterator(data.train, batch_size, rng=numpy.random.default_rng(shuffle_seed))
+    u = config["updater"]
+    store = build_kvstore(config["kvstore"], u)
+    workers = store.num_workers if store is not None else 1
+    # every worker draws the same global batch of workers * batch_size and takes its shard
+    iterator = SerialIterator(data.train, batch_size * workers,
+                              rng=numpy.random.default_rng(shuffle_seed))
 
     t = config["trainer"]
-    u = config["updater"]
     accum_grad = check_number("updater.accum_grad", u["accum_grad"], low=1, integer=True)
-    samples = batch_size * accum_grad  # examples per update
+    samples = batch_size * workers * accum_grad  # examples per update, all workers
     stop = prefixed("trainer", StopTrigger, t["max_iterations"], t["max_epochs"])
     total = stop.total_iterations(len(data.train) / samples)
     optimizer = build_optimizer(config["optimizer"], config.get("scheduler"), total)
     nan_policy = prefixed("trainer", check_choice, "nan_policy", t["nan_policy"], NAN_POLICIES)
-    updater = build_updater(u, config["kvstore"], config["loss_scale"], iterator, optimizer, model,
-                            backend, batch_size, nan_policy)
+    updater = build_updater(u, store, config["kvstore"], config["loss_scale"], iterator, optimizer,
+                            model, backend, batch_size, nan_policy)
     trainer = Trainer(updater, stop, out=str(out))
 
     def every(key):
@@ -80,6 +86,8 @@ def build_trainer(config: dict, out: Path, extra: dict | None = None) -> Trainer
     trainer.extend(Evaluator(data.val, model, batch_size, backend), trigger=eval_trigger)
     if isinstance(optimizer.lr_scheduler, schedulers.ReduceOnPlateauScheduler):
         trainer.extend(PlateauStep(optimizer.lr_scheduler), trigger=eval_trigger)
+    if updater.rank != 0:  # only rank 0 draws progress and writes metrics, checkpoints, summary
+        return trainer
     trainer.extend(log_report)
     if t["progress"]:
         trainer.extend(ProgressBar(total, samples, optimizer))
@@ -104,9 +112,25 @@ def build_backend(section: dict, seed, dtype: str = "float32") -> object:
     return prefixed("backend", get_backend, name, device=device, seed=seed, dtype=dtype)
 
 
-def build_updater(section: dict, kvstore: dict, loss_scale: dict, iterator, optimizer, model,
+def build_kvstore(section: dict, updater: dict):
+    """The store of ``kvstore=<name>`` by MXNet's rules (:mod:`trainer_run.kvstore.trainer_rules`):
+    None for one replica in one process. With sync stores the update is computed on every
+    worker from the same summed gradient, so ``update_on_kvstore`` does not change the numbers."""
+    name = section["name"]
+    devices = updater.get("devices", 1) if updater["name"] == "parallel" else 1
+    replicas = devices if isinstance(devices, int) else len(devices) if isinstance(devices, list) else 1
+    decision = prefixed("kvstore", trainer_rules.decide, name, section.get("update_on_kvstore"),
+                        num_devices=max(replicas, 1))
+    if decision.kvstore is None or not decision.kvstore.startswith("dist"):
+        return None
+    timeout = check_number("kvstore.timeout", section.get("timeout", 60), low=0, low_open=True)
+    return prefixed("kvstore", kvstores.create, decision.kvstore, timeout=timeout)
+
+
+def build_updater(section: dict, store, kvstore: dict, loss_scale: dict, iterator, optimizer, model,
                   backend, batch_size: int, nan_policy: str = "stop"):
-    """The updater of ``updater=standard|parallel`` with its loss scaler and callbacks."""
+    """The updater of ``updater=standard|parallel`` with its loss scaler, callbacks and
+    kvstore (``store``: a multi-process store, else None)."""
     kwargs = {k: v for k, v in section.items() if k != "name"}
     kwargs["callbacks"] = build_callbacks(kwargs.get("callbacks") or {})
     kwargs["loss_scaler"] = build_loss_scaler(loss_scale)
@@ -114,9 +138,11 @@ def build_updater(section: dict, kvstore: dict, loss_scale: dict, iterator, opti
     klass = {"standard": StandardUpdater, "parallel": ParallelUpdater}.get(name)
     check(klass is not None, f"updater={name!r} is unknown; choose one of standard, parallel")
     if klass is ParallelUpdater:
-        store = kvstore["name"]
-        check(store in ("local", "device"), f"updater=parallel sums gradients through a kvstore; "
-              f"kvstore={store} cannot, choose kvstore=local or kvstore=device")
+        name = kvstore["name"]
+        check(name != "none", "updater=parallel sums gradients through a kvstore; kvstore=none "
+              "cannot, choose kvstore=local or kvstore=device")
+        kwargs["kvstore"] = store if store is not None else name
+    elif store is not None:
         kwargs["kvstore"] = store
         devices = kwargs.get("devices")
         replicas = devices if isinstance(devices, int) else len(devices) if isinstance(devices, list) else 0

@@ -17,8 +17,10 @@ checkpoint and exit with 130 or 143 (128 + the signal number); a second one abor
 
 from __future__ import annotations
 
+import os
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import hydra
@@ -41,12 +43,47 @@ CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the console script."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    comm = _world(argv)
     try:
-        argv = prepare(argv)
+        argv = prepare(argv) if comm is None else prepare_on_rank_0(comm, argv)
     except ConfigError as e:
         fail(e)
     sys.argv = [sys.argv[0], *argv]
     run_hydra()
+
+
+def _world(argv: list[str]):
+    """MPI's world communicator when this is one of several processes of a ``kvstore=dist_*``
+    run started by ``mpiexec``; None otherwise (MPI is then never initialised)."""
+    store = _value(argv, "kvstore") or ""
+    launched = any(v in os.environ for v in ("PMI_RANK", "PMIX_RANK", "OMPI_COMM_WORLD_RANK"))
+    if not (store.startswith("dist") and launched):
+        return None
+    try:
+        from mpi4py import MPI
+    except ImportError:
+        fail(f"kvstore={store} needs mpi4py and an MPI; install them with "
+             "pip install 'trainer-run[mpi]'")
+    return MPI.COMM_WORLD if MPI.COMM_WORLD.size > 1 else None
+
+
+def prepare_on_rank_0(comm, argv: list[str]) -> list[str]:
+    """:func:`prepare` on rank 0 only, shared with every rank: one run directory for all (rank 0
+    names it when the command does not), and only rank 0 writes Hydra's ``.hydra/`` record."""
+    outcome = None
+    if comm.rank == 0:
+        if _value(argv, "hydra.run.dir") is None and _value(argv, "resume") in (None, "null", ""):
+            argv = [*argv, f"hydra.run.dir=runs/{time.strftime('%Y-%m-%d/%H-%M-%S')}"]
+        try:
+            outcome = ("ok", prepare(argv))
+        except ConfigError as e:
+            outcome = ("error", str(e))
+    kind, value = comm.bcast(outcome, root=0)
+    if kind == "error":
+        raise ConfigError(value)
+    if comm.rank != 0 and _value(value, "hydra.output_subdir") is None:
+        value = [*value, "hydra.output_subdir=null"]
+    return value
 
 
 def fail(error, code: int = 2) -> None:
@@ -138,7 +175,8 @@ def build(cfg: DictConfig):
                 continue
             OmegaConf.update(node, key, OmegaConf.select(cfg, key), force_add=True)
     else:
-        _refuse_existing(out)
+        if HydraConfig.get().output_subdir is not None:  # rank 0 (or the only process)
+            _refuse_existing(out)
         node = cfg
     saved = OmegaConf.to_container(node, resolve=False)
     try:

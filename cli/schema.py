@@ -72,6 +72,7 @@ TYPES = {
     "scheduler.base_lr": _type("float"),
     "updater.devices": _type("int", "list", description="an integer or a list of device ids"),
     "updater.callbacks.*": CALLBACK,
+    "kvstore.update_on_kvstore": _type("bool", "none"),
 }
 """Fields whose type the YAML default does not tell: null or interpolated defaults, and
 fields that take null or a list besides their default's type (``*`` matches any key below)."""

@@ -41,17 +41,20 @@ class ParallelUpdater(StandardUpdater):
             ``'main'`` entries are replicated).
         devices: the number of replicas, or a list of device ids (CuPy: GPU ids, the first
             being the backend's device; NumPy: CPU replicas, the ids only count them).
-        kvstore: ``"local"`` or ``"device"``, the store that sums the gradients.
+        kvstore: ``"local"`` or ``"device"``, the store that sums the gradients, or a
+            store object (e.g. ``dist_sync``, which also sums across worker processes).
     """
 
     def __init__(self, iterator, optimizer, model, devices=2, kvstore: str = "local",
                  converter=concat_examples, backend=None, accum_grad: int = 1,
                  loss_scaler=None, callbacks=None, nan_policy: str = "stop"):
-        check(kvstore in KVSTORES,
-              f"kvstore={kvstore!r} cannot reduce replicas; choose one of {', '.join(KVSTORES)}")
+        if isinstance(kvstore, str):
+            check(kvstore in KVSTORES,
+                  f"kvstore={kvstore!r} cannot reduce replicas; choose one of {', '.join(KVSTORES)}")
+            kvstore = kvstores.create(kvstore)
         super().__init__(iterator, optimizer, model, converter=converter, backend=backend,
                          accum_grad=accum_grad, loss_scaler=loss_scaler, callbacks=callbacks,
-                         nan_policy=nan_policy, kvstore=kvstores.create(kvstore))
+                         nan_policy=nan_policy, kvstore=kvstore)
         backend = backend if backend is not None else Backend("numpy")
         ids = _device_ids(devices, backend)
         self.devices = ids
@@ -86,7 +89,7 @@ class ParallelUpdater(StandardUpdater):
         for store in self.replica_stores:
             store.finalize_grads()
         self.reduce(iteration)
-        return metrics
+        return self.global_metrics(metrics)
 
     def apply_update(self, iteration: int, scale: float = 1.0) -> None:
         super().apply_update(iteration, scale)

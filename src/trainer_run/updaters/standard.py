@@ -110,6 +110,7 @@ class StandardUpdater:
             self._param_updaters[name].attach(self.stores[name])
         self.replica_stores = [self.stores["main"]]
         self.kvstore = kvstore
+        self._metric_keys: set = set()
         if kvstore is not None:
             self._init_kvstore()
 
@@ -236,7 +237,21 @@ class StandardUpdater:
             _add_weighted(metrics, out, weight)
         store.finalize_grads()
         self.reduce(iteration)
-        return metrics
+        return self.global_metrics(metrics)
+
+    def global_metrics(self, metrics: dict) -> dict:
+        """Metrics weighted by this worker's share of the global batch, summed over workers:
+        the global batch's averages (one small extra message per update with several workers)."""
+        if self.num_workers == 1:
+            return metrics
+        names = sorted(metrics)
+        values = numpy.array([float(metrics[n]) for n in names])
+        key = 2 * len(self.stores["main"].groups)
+        if key not in self._metric_keys:
+            self.kvstore.init(key, values)
+            self._metric_keys.add(key)
+        self.kvstore.pushpull(key, [values], out=values)
+        return dict(zip(names, values))
 
     def reduce(self, iteration: int) -> None:
         """Sums the gradients of every replica and worker into the main replica's through
