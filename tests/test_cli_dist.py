@@ -20,9 +20,12 @@ def trainer_run(mpiexec, n, *args):  # noqa: F811
 
 
 @pytest.mark.mpi
-def test_two_processes_of_batch_25_equal_one_process_of_batch_50(mpiexec, tmp_path):  # noqa: F811
+@pytest.mark.parametrize("updater", [(), ("updater=parallel", "updater.devices=2")],
+                         ids=["standard", "parallel"])
+def test_two_processes_of_batch_25_equal_one_process_of_batch_50(mpiexec, tmp_path, updater):  # noqa: F811
+    """With updater=parallel each process also splits its shard over 2 replicas."""
     trainer_run(mpiexec, 2, "kvstore=dist_sync", "dataset.batch_size=25", "trainer.max_iterations=30",
-                f"hydra.run.dir={tmp_path / 'two'}")
+                *updater, f"hydra.run.dir={tmp_path / 'two'}")
     single = run_cli(*COMMON, "dataset.batch_size=50", "trainer.max_iterations=30",
                      f"hydra.run.dir={tmp_path / 'one'}")
     assert single.returncode == 0, single.stderr
