@@ -259,7 +259,8 @@ class DistSyncKVStore(KVStore):
     def pushpull(self, key, value, out=None, priority: int = 0) -> None:
         """A push then a pull, as one exchange. In its in-place form (``out`` None or
         ``value`` itself) each key's single host value is summed over the ranks where it lies
-        and then copied into the key's buffer: one copy instead of two, same bytes."""
+        and the store keeps that array as the key's value, without a copy: MXNet's store keeps
+        a single pushed array itself too, so later writes to it show in a later ``pull``."""
         self._usable()
         values = self._checked(key, value, "value")
         outs = values if out is None or out is value else self._checked(key, out, "out")
@@ -269,11 +270,7 @@ class DistSyncKVStore(KVStore):
         if outs is values and getattr(self, "_updater", None) is None and self._in_place(values):
             for k, (array,) in values.items():
                 self._exchange(k, array, "sum")
-                buf = self._merge.get(k)
-                if buf is None or _place_of(buf) is not HOST:
-                    buf = self._merge[k] = numpy.empty(array.shape, array.dtype)
-                numpy.copyto(buf, array)
-                self._store[k] = buf
+                self._store[k] = array
             return
         super().pushpull(key, value, out=out, priority=priority)
 
