@@ -28,6 +28,7 @@ import numpy
 
 from trainer_run import optimizers
 from trainer_run.optimizers import jit
+from trainer_run.optimizers.updater import state_leaves
 from trainer_run.params import Parameter, ParamStore
 
 HERE = Path(__file__).resolve().parent
@@ -75,21 +76,13 @@ def measure(name: str, total: int, tensors: int, repeats: int) -> dict:
     fused.attach(store)
     opt = fused.optimizer
     fusable = opt.flat_state and opt.fused_step is not None
-    state_arrays = sum(1 for a in jit_leaves(fused.states[0]) if a.shape == weights[0].shape)
+    state_arrays = sum(1 for a in state_leaves(fused.states[0]) if a.shape == weights[0].shape)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return {"name": name, "reference": _rate(reference_step, count, repeats),
                 "fused": _rate(fused.step, count, repeats),
                 "path": "fused" if fusable else "per-index",
                 "bytes": 4 * (3 + 2 * state_arrays)}
-
-
-def jit_leaves(state) -> list:
-    if state is None:
-        return []
-    if isinstance(state, (tuple, list)):
-        return [leaf for s in state for leaf in jit_leaves(s)]
-    return [state]
 
 
 def bandwidth(total: int) -> float:

@@ -54,6 +54,7 @@ import numpy
 from ..backend import array_module
 from ..errors import ConfigError
 from ..optimizers import get_updater
+from ..optimizers.updater import map_state, state_leaves
 
 __all__ = ["DeviceKVStore", "KVStore", "LocalKVStore", "TYPES", "create"]
 
@@ -190,11 +191,11 @@ class KVStore:
                 _check_state(key, states[key], state)
         for key, state in loaded.items():
             if key in states:
-                for dst, src in zip(_leaves(states[key]), _leaves(state)):
+                for dst, src in zip(state_leaves(states[key]), state_leaves(state)):
                     _copy_into(dst, src)
             elif key in self._store and _place_of(self._store[key]) is not HOST:
                 place = _place_of(self._store[key])
-                states[key] = _map_state(state, lambda a, p=place: _copy_into(
+                states[key] = map_state(state, lambda a, p=place: _copy_into(
                     _empty(p, a.shape, a.dtype), a))
             else:
                 states[key] = state
@@ -342,23 +343,9 @@ def create(name: str = "local", **options) -> KVStore:
 _ZIP_MAGIC = b"PK\x03\x04"  # how every .npz archive (a zip file) begins
 
 
-def _map_state(state, fn):
-    if state is None:
-        return None
-    if isinstance(state, (tuple, list)):
-        return type(state)(_map_state(s, fn) for s in state)
-    return fn(state)
-
-
-def _leaves(state) -> list:
-    out = []
-    _map_state(state, out.append)
-    return out
-
-
 def _check_state(key, existing, loaded) -> None:
     """Raises unless a loaded state has the arrays and shapes of the existing one."""
-    existing, loaded = _leaves(existing), _leaves(loaded)
+    existing, loaded = state_leaves(existing), state_leaves(loaded)
     if len(existing) != len(loaded):
         raise ValueError(f"optimizer state for kvstore key {key!r} has {len(loaded)} arrays, "
                          f"expected {len(existing)}")

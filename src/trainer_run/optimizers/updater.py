@@ -54,7 +54,7 @@ class IndexUpdater:
                 self.states[index] = opt.create_state_multi_precision(index, weight)
             state = self.states[index]
             if opt.flat_state and opt.can_fuse([index]) and _contiguous(weight, grad, state):
-                flat = _map_state(state, lambda a: a.reshape(-1))
+                flat = map_state(state, lambda a: a.reshape(-1))
                 opt.fused_update([index], weight.reshape(-1), grad.reshape(-1), flat)
             else:
                 opt.update_multi_precision(index, weight, grad, state)
@@ -77,7 +77,7 @@ class IndexUpdater:
                 continue
             flat = opt.create_state_multi_precision(group.indices[0], group.data)
             for k, index in enumerate(group.indices):
-                self.states[index] = _map_state(flat, lambda a, k=k: group.view(a, k))
+                self.states[index] = map_state(flat, lambda a, k=k: group.view(a, k))
             self._groups.append((group, flat, True))
 
     def step(self) -> None:
@@ -102,7 +102,7 @@ class IndexUpdater:
     # -- state ------------------------------------------------------------------------------
     def state_dict(self, to_numpy) -> dict:
         """index -> list of host arrays (None entries dropped) in the state's flattened order."""
-        return {str(i): [numpy.array(to_numpy(a)) for a in _leaves(s)] for i, s in self.states.items()}
+        return {str(i): [numpy.array(to_numpy(a)) for a in state_leaves(s)] for i, s in self.states.items()}
 
     def get_states(self, dump_optimizer: bool = False) -> bytes:
         """All states as bytes in a safe format (an ``.npz`` archive with a JSON manifest; no
@@ -133,7 +133,7 @@ class IndexUpdater:
             if index in self.states:
                 _copy_into(key, self.states[index], saved, asarray)
             else:
-                self.states[index] = _map_state(_tuples(saved), asarray)
+                self.states[index] = map_state(_tuples(saved), asarray)
         if "optimizer" in manifest:
             dumped = manifest["optimizer"]
             opt = self.optimizer
@@ -162,7 +162,7 @@ def _index(key: str):
 
 def _copy_into(key, state, saved, asarray) -> None:
     """Copies saved arrays (a list, or a structure with the same leaves) into ``state``."""
-    leaves, saved = _leaves(state), _leaves(saved)
+    leaves, saved = state_leaves(state), state_leaves(saved)
     if len(leaves) != len(saved):
         raise ValueError(f"optimizer state for index {key} has {len(saved)} arrays, "
                          f"expected {len(leaves)}")
@@ -175,7 +175,7 @@ def _copy_into(key, state, saved, asarray) -> None:
 
 def _plain(state):
     """A state with host NumPy arrays (for serialising)."""
-    return _map_state(state, lambda a: a if isinstance(a, numpy.ndarray) else a.get())
+    return map_state(state, lambda a: a if isinstance(a, numpy.ndarray) else a.get())
 
 
 def _tuples(state):
@@ -186,20 +186,22 @@ def _tuples(state):
 
 
 def _contiguous(*items) -> bool:
-    return all(a.flags.c_contiguous for item in items for a in _leaves(item))
+    return all(a.flags.c_contiguous for item in items for a in state_leaves(item))
 
 
-def _map_state(state, fn):
+def map_state(state, fn):
+    """``state`` (None, an array, or nested tuples/lists of them) with ``fn`` applied to each array."""
     if state is None:
         return None
     if isinstance(state, (tuple, list)):
-        return type(state)(_map_state(s, fn) for s in state)
+        return type(state)(map_state(s, fn) for s in state)
     return fn(state)
 
 
-def _leaves(state) -> list:
+def state_leaves(state) -> list:
+    """The arrays of ``state`` in order (None: none)."""
     if state is None:
         return []
     if isinstance(state, (tuple, list)):
-        return [leaf for s in state for leaf in _leaves(s)]
+        return [leaf for s in state for leaf in state_leaves(s)]
     return [state]
