@@ -116,15 +116,21 @@ def build_kvstore(section: dict, updater: dict):
     """The store of ``kvstore=<name>`` by MXNet's rules (:mod:`trainer_run.kvstore.trainer_rules`):
     None for one replica in one process. With sync stores the update is computed on every
     worker from the same summed gradient, so ``update_on_kvstore`` does not change the numbers."""
-    name = section["name"]
-    devices = updater.get("devices", 1) if updater["name"] == "parallel" else 1
-    replicas = devices if isinstance(devices, int) else len(devices) if isinstance(devices, list) else 1
-    decision = prefixed("kvstore", trainer_rules.decide, name, section.get("update_on_kvstore"),
-                        num_devices=max(replicas, 1))
+    decision = prefixed("kvstore", trainer_rules.decide, section["name"],
+                        section.get("update_on_kvstore"), num_devices=max(_replicas(updater), 1))
     if decision.kvstore is None or not decision.kvstore.startswith("dist"):
         return None
     timeout = check_number("kvstore.timeout", section.get("timeout", 60), low=0, low_open=True)
     return prefixed("kvstore", kvstores.create, decision.kvstore, timeout=timeout)
+
+
+def _replicas(updater: dict) -> int:
+    """Model replicas per process: ``updater.devices`` for the parallel updater, else 1 (0 for a
+    ``devices`` value that is neither a count nor a list; the updater refuses it by name)."""
+    if updater["name"] != "parallel":
+        return 1
+    devices = updater.get("devices")
+    return devices if isinstance(devices, int) else len(devices) if isinstance(devices, list) else 0
 
 
 def build_updater(section: dict, store, kvstore: dict, loss_scale: dict, iterator, optimizer, model,
@@ -142,12 +148,11 @@ def build_updater(section: dict, store, kvstore: dict, loss_scale: dict, iterato
         check(name != "none", "updater=parallel sums gradients through a kvstore; kvstore=none "
               "cannot, choose kvstore=local or kvstore=device")
         kwargs["kvstore"] = store if store is not None else name
+        replicas = _replicas(section)
+        check(replicas <= batch_size, f"updater.devices={section.get('devices')} needs a batch of "
+              f"at least {replicas} examples; dataset.batch_size is {batch_size}")
     elif store is not None:
         kwargs["kvstore"] = store
-        devices = kwargs.get("devices")
-        replicas = devices if isinstance(devices, int) else len(devices) if isinstance(devices, list) else 0
-        check(replicas <= batch_size, f"updater.devices={devices} needs a batch of at least "
-              f"{replicas} examples; dataset.batch_size is {batch_size}")
     return call("updater", klass, kwargs, iterator=iterator, optimizer=optimizer, model=model,
                 backend=backend, nan_policy=nan_policy)
 

@@ -213,8 +213,9 @@ def test_parallel_updater_needs_a_kvstore(tmp_path):
     (["updater=parallel", "updater.devices=[0,0]"], "updater.devices"),
     (["updater.callbacks.update_on_finish=no.such.module.fn"], "updater.callbacks.update_on_finish"),
     (["updater=parallel", "updater.devices=2.5"], "updater.devices"),
+    (["updater=parallel", "updater.devices=60"], "updater.devices"),
 ], ids=["accum_grad", "on_overflow", "scaling_factor", "devices-0", "devices-repeated", "callback",
-        "devices-float"])
+        "devices-float", "devices-over-batch"])
 def test_bad_updater_values_give_one_clear_message(tmp_path, arguments, key):
     result = run_cli(f"hydra.run.dir={tmp_path / 'run'}", "trainer.progress=false",
                      "trainer.max_iterations=20", *arguments)
