@@ -104,7 +104,7 @@ def _write_files(state: dict, tmp: Path) -> None:
     with open(tmp / ARRAYS, "wb") as f:
         numpy.savez(f, **arrays)
         _sync(f)
-    digests[ARRAYS] = _sha256(tmp / ARRAYS)
+    digests[ARRAYS] = _hash_file(tmp / ARRAYS)
     data = json.dumps(tree).encode()
     with open(tmp / STATE, "wb") as f:
         f.write(data)
@@ -275,6 +275,19 @@ def _latest_name(directory: Path) -> str | None:
 
 
 def _sha256(path: Path) -> str:
+    """The file's SHA-256, computed once per version of the file in this process (a resume
+    verifies the same checkpoint while finding, checking and loading it)."""
+    st = os.stat(path)
+    version = (os.path.realpath(path), st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    if version not in _DIGESTS:
+        _DIGESTS[version] = _hash_file(path)
+    return _DIGESTS[version]
+
+
+_DIGESTS: dict[tuple, str] = {}
+
+
+def _hash_file(path: Path) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
