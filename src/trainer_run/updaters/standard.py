@@ -110,7 +110,7 @@ class StandardUpdater:
             self._param_updaters[name].attach(self.stores[name])
         self.replica_stores = [self.stores["main"]]
         self.kvstore = kvstore
-        self._metric_keys: set = set()
+        self._metrics_key_ready = False
         if kvstore is not None:
             self._init_kvstore()
 
@@ -247,9 +247,9 @@ class StandardUpdater:
         names = sorted(metrics)
         values = numpy.array([float(metrics[n]) for n in names])
         key = 2 * len(self.stores["main"].groups)
-        if key not in self._metric_keys:
+        if not self._metrics_key_ready:
             self.kvstore.init(key, values)
-            self._metric_keys.add(key)
+            self._metrics_key_ready = True
         self.kvstore.pushpull(key, [values], out=values)
         return dict(zip(names, values))
 
