@@ -175,7 +175,7 @@ def build(cfg: DictConfig):
                 continue
             OmegaConf.update(node, key, OmegaConf.select(cfg, key), force_add=True)
     else:
-        if HydraConfig.get().output_subdir is not None:  # rank 0 (or the only process)
+        if hydra_cfg.output_subdir is not None:  # rank 0 (or the only process)
             _refuse_existing(out)
         node = cfg
     saved = OmegaConf.to_container(node, resolve=False)
