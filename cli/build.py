@@ -20,6 +20,7 @@ from trainer_run.backend import get_backend
 from trainer_run.callbacks import HOOKS, Callbacks
 from trainer_run.errors import ConfigError, check, check_choice, check_number
 from trainer_run.iterators import SerialIterator
+from trainer_run.kvstore import compression as compressions
 from trainer_run.kvstore import trainer_rules
 from trainer_run.loss_scaling import DynamicLossScaler, LossScaler
 from trainer_run.training import AnyOf, IntervalTrigger, StopTrigger, Trainer
@@ -32,6 +33,7 @@ from trainer_run.training.extensions import (
     Snapshot,
     Summary,
 )
+from trainer_run.training.server import ParameterServer
 from trainer_run.updaters import ParallelUpdater, StandardUpdater
 from trainer_run.updaters.standard import NAN_POLICIES
 
@@ -42,8 +44,9 @@ PRECISIONS = {"fp32": "float32", "fp16": "float16"}
 LOSS_SCALERS = {"none": None, "static": LossScaler, "dynamic": DynamicLossScaler}
 
 
-def build_trainer(config: dict, out: Path, extra: dict | None = None) -> Trainer:
-    """Builds the whole run described by ``config`` writing into ``out``.
+def build_trainer(config: dict, out: Path, extra: dict | None = None) -> Trainer | ParameterServer:
+    """Builds the whole run described by ``config`` writing into ``out`` (on the server rank
+    of a ``dist_async`` run, the :class:`ParameterServer` instead).
 
     ``extra`` (e.g. the unresolved config and the group choices) is stored in every
     checkpoint so that ``resume`` can rebuild the same run.
@@ -67,6 +70,8 @@ def build_trainer(config: dict, out: Path, extra: dict | None = None) -> Trainer
     stop = prefixed("trainer", StopTrigger, t["max_iterations"], t["max_epochs"])
     total = stop.total_iterations(len(data.train) / samples)
     optimizer = build_optimizer(config["optimizer"], config.get("scheduler"), total)
+    if getattr(store, "is_server", False):  # the last rank of a dist_async run serves
+        return ParameterServer(store, model, optimizer, backend)
     nan_policy = prefixed("trainer", check_choice, "nan_policy", t["nan_policy"], NAN_POLICIES)
     updater = build_updater(u, store, config["kvstore"], config["loss_scale"], iterator, optimizer,
                             model, backend, batch_size, nan_policy)
@@ -115,13 +120,64 @@ def build_backend(section: dict, seed, dtype: str = "float32") -> object:
 def build_kvstore(section: dict, updater: dict):
     """The store of ``kvstore=<name>`` by MXNet's rules (:mod:`trainer_run.kvstore.trainer_rules`):
     None for one replica in one process. With sync stores the update is computed on every
-    worker from the same summed gradient, so ``update_on_kvstore`` does not change the numbers."""
+    worker from the same summed gradient, so ``update_on_kvstore`` does not change the numbers.
+    With ``kvstore.compression.type`` set, a dist store compresses its pushes (on every worker;
+    the ``dist_async`` server learns the threshold from them); a run with no store to sum
+    anything refuses it."""
+    compression = build_compression(section)
     decision = prefixed("kvstore", trainer_rules.decide, section["name"],
                         section.get("update_on_kvstore"), num_devices=max(_replicas(updater), 1))
-    if decision.kvstore is None or not decision.kvstore.startswith("dist"):
+    if decision.kvstore is None:
+        if compression is not None:
+            raise ConfigError(f"kvstore.compression.type={compression['type']} compresses the "
+                              f"gradients a kvstore sums, and this run has none: one replica in one "
+                              f"process uses no kvstore (MXNet's rule); choose updater=parallel with "
+                              f"updater.devices >= 2 and kvstore=device, a dist kvstore under "
+                              f"mpiexec, or kvstore.compression.type=null")
+        return None
+    if not decision.kvstore.startswith("dist"):
         return None
     timeout = check_number("kvstore.timeout", section.get("timeout", 60), low=0, low_open=True)
-    return prefixed("kvstore", kvstores.create, decision.kvstore, timeout=timeout)
+    store = prefixed("kvstore", kvstores.create, decision.kvstore, timeout=timeout)
+    if compression is not None and not getattr(store, "is_server", False):
+        store.set_gradient_compression(compression)
+    return store
+
+
+def build_compression(section: dict) -> dict | None:
+    """``kvstore.compression`` as MXNet's ``compression_params``, or None when its type is null."""
+    settings = section.get("compression") or {}
+    unknown = sorted(set(settings) - {"type", "threshold"})
+    if unknown:
+        raise ConfigError(f"kvstore.compression.{unknown[0]} is not a setting of gradient "
+                          f"compression; they are type and threshold")
+    kind = settings.get("type")
+    if kind is None:
+        return None
+    check(kind in compressions.TYPES, f"kvstore.compression.type={kind!r} is unknown; choose "
+          f"{', '.join(compressions.TYPES)} (MXNet 1.9's 2-bit gradient compression) or null (none)")
+    params = {"type": kind, "threshold": settings.get("threshold", compressions.DEFAULT_THRESHOLD)}
+    return prefixed("kvstore.compression", compressions.GradientCompression, params).params
+
+
+def _in_process_store(name: str, compression: dict | None):
+    """What the parallel updater gets for ``kvstore=<name>``: the name (it creates the store),
+    or with compression a ``device`` store that compresses."""
+    if compression is None:
+        return name
+    check(name == "device", f"kvstore={name} cannot compress gradients (MXNet: Gradient compression "
+          f"is not supported for this type of kvstore); choose kvstore=device or "
+          f"kvstore.compression.type=null")
+    store = kvstores.create(name)
+    store.set_gradient_compression(compression)
+    return store
+
+
+def _check_compressible(backend) -> None:
+    """Gradient compression needs float32 gradients: refuse another compute dtype up front."""
+    check(str(backend.dtype) == "float32", f"kvstore.compression works on float32 gradients only "
+          f"(MXNet's 2-bit kernels read float32); this run computes in {backend.dtype}: choose "
+          f"precision=fp32 or kvstore.compression.type=null")
 
 
 def _replicas(updater: dict) -> int:
@@ -140,6 +196,9 @@ def build_updater(section: dict, store, kvstore: dict, loss_scale: dict, iterato
     kwargs = {k: v for k, v in section.items() if k != "name"}
     kwargs["callbacks"] = build_callbacks(kwargs.get("callbacks") or {})
     kwargs["loss_scaler"] = build_loss_scaler(loss_scale)
+    compression = build_compression(kvstore)
+    if compression is not None:
+        _check_compressible(backend)
     name = section["name"]
     klass = {"standard": StandardUpdater, "parallel": ParallelUpdater}.get(name)
     check(klass is not None, f"updater={name!r} is unknown; choose one of standard, parallel")
@@ -147,7 +206,7 @@ def build_updater(section: dict, store, kvstore: dict, loss_scale: dict, iterato
         name = kvstore["name"]
         check(name != "none", "updater=parallel sums gradients through a kvstore; kvstore=none "
               "cannot, choose kvstore=local or kvstore=device")
-        kwargs["kvstore"] = store if store is not None else name
+        kwargs["kvstore"] = store if store is not None else _in_process_store(name, compression)
         replicas = _replicas(section)
         check(replicas <= batch_size, f"updater.devices={section.get('devices')} needs a batch of "
               f"at least {replicas} examples; dataset.batch_size is {batch_size}")

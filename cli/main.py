@@ -186,7 +186,7 @@ def build(cfg: DictConfig):
     schema.check_types(resolved)
     saved_state = {"config": saved, "choices": choices}
     trainer = build_trainer(resolved, out, saved_state)
-    if state is not None:
+    if state is not None and hasattr(trainer, "load_state_dict"):  # a dist_async server: none
         try:
             trainer.load_state_dict(state["trainer"])
         except (KeyError, ValueError) as e:

@@ -73,6 +73,7 @@ TYPES = {
     "updater.devices": _type("int", "list", description="an integer or a list of device ids"),
     "updater.callbacks.*": CALLBACK,
     "kvstore.update_on_kvstore": _type("bool", "none"),
+    "kvstore.compression.type": _type("str", "none", description="a compression type (2bit) or null"),
 }
 """Fields whose type the YAML default does not tell: null or interpolated defaults, and
 fields that take null or a list besides their default's type (``*`` matches any key below)."""

@@ -1,12 +1,18 @@
-"""``mpiexec -n 2 trainer-run kvstore=dist_sync``: two processes of batch b equal one process of
-batch 2b, only rank 0 writes, and every rank resumes from rank 0's checkpoint."""
+"""``mpiexec -n N trainer-run kvstore=dist_*``: two processes of batch b equal one process of
+batch 2b, only rank 0 writes, every rank resumes from rank 0's checkpoint; dist_async trains
+with a server rank; a signal, an error or a death on one rank stops them all, and the last
+checkpoint resumes."""
 
+import json
 import sys
+from pathlib import Path
 
 import numpy
 import pytest
 from conftest import load_npz, read_jsonl, run_cli
-from test_kvstore_dist import mpiexec, run  # noqa: F401  (mpiexec is a fixture)
+from test_kvstore_dist import SCRIPTS, mpiexec, run  # noqa: F401  (mpiexec is a fixture)
+
+from trainer_run import checkpoint
 
 COMMON = ("optimizer=sgd", "optimizer.momentum=0.9", "trainer.progress=false", "trainer.log_interval=10",
           "trainer.eval_interval=10", "trainer.checkpoint_interval=10")
@@ -50,3 +56,132 @@ def test_every_rank_resumes_from_rank_0s_checkpoint(mpiexec, tmp_path):  # noqa:
     a, b = load_npz(tmp_path / "straight" / "model.npz"), load_npz(tmp_path / "cut" / "model.npz")
     for k in a:
         numpy.testing.assert_array_equal(a[k], b[k])
+
+
+# -- dist_async: a server rank and two workers -----------------------------------------------
+ASYNC = ("kvstore=dist_async", "trainer.progress=false", "trainer.log_interval=100",
+         "trainer.eval_interval=100", "trainer.checkpoint_interval=100")
+
+
+def launch_cli(mpiexec, n, *args, timeout=120):  # noqa: F811
+    """``mpiexec -n n trainer-run <args>`` with ``tests/mpi`` importable (faults.Fault)."""
+    return run(["env", f"PYTHONPATH={SCRIPTS}", mpiexec, "-n", str(n), sys.executable, "-m",
+                "trainer_run.cli", *args], timeout=timeout)
+
+
+def optimizer_counts(run_dir: Path) -> int:
+    """The optimizer's ``num_update`` in the run's latest checkpoint."""
+    state = checkpoint.load(checkpoint.find(run_dir))
+    return state["trainer"]["updater"]["optimizers"]["main"]["num_update"]
+
+
+@pytest.mark.mpi
+def test_dist_async_two_workers_train_the_default_model(mpiexec, tmp_path):  # noqa: F811
+    """The default model and optimizer (Adam) on 2 workers + 1 server; the checkpoints hold
+    the server's optimizer, which counted both workers' pushes."""
+    out = tmp_path / "async"
+    code, log = launch_cli(mpiexec, 3, *ASYNC, "trainer.max_iterations=600", f"hydra.run.dir={out}")
+    assert code == 0, log
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["status"] == "completed"
+    assert summary["val/accuracy"] >= 0.9, summary
+    assert [r["iteration"] for r in read_jsonl(out / "metrics.jsonl")] == [100, 200, 300, 400, 500, 600]
+    assert 600 < optimizer_counts(out) <= 1200  # worker 0's 600 pushes and some of worker 1's
+
+
+@pytest.mark.mpi
+def test_dist_async_resume_gives_the_server_its_optimizer_back(mpiexec, tmp_path):  # noqa: F811
+    out = tmp_path / "async"
+    code, log = launch_cli(mpiexec, 3, *ASYNC, "trainer.max_iterations=100", f"hydra.run.dir={out}")
+    assert code == 0, log
+    counted = optimizer_counts(out)
+    assert counted > 100
+    code, log = launch_cli(mpiexec, 3, f"resume={out}", "trainer.max_iterations=200")
+    assert code == 0, log
+    # without the checkpoint's counters the server would count from 0, to at most 2 x 100
+    assert optimizer_counts(out) >= counted + 100
+
+
+# -- one rank stops: the others follow ----------------------------------------------------------
+def fault(rank: int, at: int, kind: str, wait_for: Path | None = None) -> str:
+    wait = f", wait_for: '{wait_for}'" if wait_for else ""
+    return (f"updater.callbacks.update_on_finish="
+            f"{{_target_: faults.Fault, rank: {rank}, at: {at}, kind: {kind}{wait}}}")
+
+
+def checkpoints(run_dir: Path) -> list[int]:
+    """The iterations of the run's checkpoints, each verified."""
+    found = sorted((run_dir / "checkpoints").glob("iter_*"))
+    for path in found:
+        checkpoint.verify(path)
+    return [int(p.name.split("_")[1]) for p in found]
+
+
+@pytest.fixture
+def straight(mpiexec, tmp_path):  # noqa: F811
+    """The model of an uninterrupted 2-rank dist_sync run of 30 iterations."""
+    trainer_run(mpiexec, 2, "kvstore=dist_sync", "dataset.batch_size=25", "trainer.max_iterations=30",
+                f"hydra.run.dir={tmp_path / 'straight'}")
+    return load_npz(tmp_path / "straight" / "model.npz")
+
+
+def resume_equals(mpiexec, run_dir, straight):  # noqa: F811
+    """Resumes (without the fault) to iteration 30 and compares with the straight run."""
+    code, log = launch_cli(mpiexec, 2, f"resume={run_dir}", "trainer.max_iterations=30",
+                           "updater.callbacks.update_on_finish=null")
+    assert code == 0, log
+    resumed = load_npz(run_dir / "model.npz")
+    for k in straight:
+        numpy.testing.assert_array_equal(resumed[k], straight[k], err_msg=k)
+
+
+@pytest.mark.mpi
+def test_a_signal_to_one_rank_stops_both_after_the_same_iteration(mpiexec, tmp_path, straight):  # noqa: F811
+    """SIGTERM to rank 1 alone during update 13: the request travels with update 14's metrics,
+    both ranks stop after it, rank 0 saves that iteration, both exit 143; resuming gives the
+    uninterrupted run's model bit for bit."""
+    out = tmp_path / "cut"
+    code, log = launch_cli(mpiexec, 2, *COMMON, "kvstore=dist_sync", "dataset.batch_size=25",
+                           "trainer.max_iterations=30", fault(1, 12, "sigterm"), f"hydra.run.dir={out}")
+    assert code == 143, log
+    assert checkpoints(out) == [10, 14]
+    assert json.loads((out / "summary.json").read_text())["status"] == "interrupted"
+    resume_equals(mpiexec, out, straight)
+
+
+@pytest.mark.mpi
+def test_an_error_on_one_rank_stops_the_other_at_once(mpiexec, tmp_path, straight):  # noqa: F811
+    """Rank 1 raises in update 13; rank 0, waiting for it in the gradient sum, is told why
+    (not after the 100 s timeout) and stops; iteration 10's checkpoint resumes."""
+    out = tmp_path / "cut"
+    code, log = launch_cli(mpiexec, 2, *COMMON, "kvstore=dist_sync", "kvstore.timeout=100",
+                           "dataset.batch_size=25", "trainer.max_iterations=30", fault(1, 12, "raise"),
+                           f"hydra.run.dir={out}", timeout=60)
+    assert code != 0
+    assert "rank 1 stopped: RuntimeError: injected fault on rank 1 at iteration 12" in log, log
+    assert checkpoints(out) == [10]
+    resume_equals(mpiexec, out, straight)
+
+
+@pytest.mark.mpi
+def test_a_killed_rank_ends_the_job_and_the_last_checkpoint_resumes(mpiexec, tmp_path, straight):  # noqa: F811
+    out = tmp_path / "cut"
+    code, log = launch_cli(mpiexec, 2, *COMMON, "kvstore=dist_sync", "dataset.batch_size=25",
+                           "trainer.max_iterations=30", fault(1, 12, "sigkill"), f"hydra.run.dir={out}",
+                           timeout=60)
+    assert code != 0, log
+    assert checkpoints(out) == [10]
+    resume_equals(mpiexec, out, straight)
+
+
+@pytest.mark.mpi
+def test_an_error_on_one_async_worker_stops_the_job(mpiexec, tmp_path):  # noqa: F811
+    """Worker 1 raises (once worker 0 has saved iteration 100); the server tells worker 0 at
+    its next exchange, both stop, the checkpoint of iteration 100 stays valid."""
+    out = tmp_path / "async"
+    saved = out / "checkpoints" / "iter_00000100"
+    code, log = launch_cli(mpiexec, 3, *ASYNC, "kvstore.timeout=100", "trainer.max_iterations=1000",
+                           fault(1, 150, "raise", saved), f"hydra.run.dir={out}", timeout=60)
+    assert code != 0
+    assert "worker 1 stopped: RuntimeError: injected fault on rank 1 at iteration 150" in log, log
+    assert checkpoints(out)[0] == 100

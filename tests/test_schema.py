@@ -300,7 +300,8 @@ def test_schedules_that_stay_positive_pass(overrides, values):
 
 def test_an_unknown_kvstore_name_is_refused():
     assert _refused(schema.check_types, _config((), {"kvstore.name": "nccl"})) == (
-        "kvstore.name='nccl' is unknown; choose one of device, dist_device_sync, dist_sync, local, none")
+        "kvstore.name='nccl' is unknown; choose one of device, dist_async, dist_device_sync, dist_sync, "
+        "local, none")
 
 
 def _validate(config, out):

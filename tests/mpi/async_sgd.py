@@ -5,7 +5,9 @@ Worker 1 starts pushing only after a pause, so worker 0's pulls in between must 
 pushes alone, and come without waiting for worker 1. Each rank writes ``OUT/rank<r>.npz``.
 """
 
+import pickle
 import sys
+import tempfile
 import time
 
 import numpy
@@ -56,12 +58,25 @@ def worker(kv, seen: dict) -> None:
     seen["pushed"], seen["pulls"] = numpy.stack(pushed), numpy.stack(pulls)
     seen["ignore_sparse"] = error_of(lambda: kv.pull(0, out=outs[0], ignore_sparse=False))
     seen["dtype"] = error_of(lambda: kv.pushpull(0, outs[0], out=numpy.zeros(SHAPES[0])))
-    seen["save"] = error_of(lambda: kv.save_optimizer_states("states"))
     kv.barrier()  # both workers have pushed everything
     kv.pull(list(SHAPES), out=outs)
     seen["final"] = numpy.concatenate([o.ravel() for o in outs])
+    seen["num_update"] = kv.num_update
+    states(kv, seen)
     kv.close()
     seen["after_close"] = error_of(lambda: kv.pull(0, out=outs[0]))
+
+
+def states(kv, seen: dict) -> None:
+    """The server's optimizer states, through the store (get, save, load) and refused."""
+    reader = optimizers.get_updater(optimizers.create("sgd", learning_rate=LR))
+    reader.set_states(kv.get_optimizer_states(dump_optimizer=True))
+    seen["states_num_update"] = reader.optimizer.num_update
+    with tempfile.TemporaryDirectory() as tmp:
+        path = f"{tmp}/states.npz"
+        seen["save_load"] = error_of(lambda: (kv.save_optimizer_states(path, dump_optimizer=True),
+                                              kv.load_optimizer_states(path)))
+    seen["load_pickle"] = error_of(lambda: kv.set_optimizer_states(pickle.dumps({"a": 1})))
 
 
 def no_updater(kv, seen: dict) -> None:

@@ -41,6 +41,35 @@ type); a sum made elsewhere later is copied to the weight. ``save_optimizer_stat
 ``load_optimizer_states`` write and read the updater's states in its safe format (an ``.npz``
 archive with a JSON manifest, read with ``allow_pickle=False``): MXNet's pickled states are
 refused, never unpickled. Without an optimizer both raise MXNet's ``AssertionError``.
+
+Gradient compression (MXNet's ``set_gradient_compression``, 2-bit only; the rule and the wire
+layout are in :mod:`.compression`): ``set_gradient_compression({'type': '2bit', 'threshold':
+t})`` makes every later push of a float32 key send its values quantized to ``+t``, ``-t`` or 0,
+the rest carried in a residual to the next push. ``device``: as MXNet's
+``CommDevice::ReduceCompressed``, each position ``i`` of a pushed list (each source replica)
+keeps its own float32 residual per key, zero at first, on the device of the value it
+quantizes; every value is quantized there, even a single pushed value or one already on the
+summing device (MXNet: so that training is not biased towards that device's data); the packed
+words move to the device of the first value, are dequantized there and summed in list order
+into the key's buffer. The sum then replaces the stored value or, with ``set_optimizer``, is
+the gradient the update sees. Pulls are not compressed. ``local`` refuses, with MXNet's
+message ("Gradient compression is not supported for this type of kvstore"). The
+multi-process types are in :mod:`.dist`.
+
+- When: before the store's first push (after ``init`` is fine; Gluon's Trainer and MXNet's
+  Module call it before ``init``); later calls raise ValueError. MXNet has no check, but its
+  device store sets up the per-source residuals on the first reduce, so compression switched
+  on after a push of several values finds none. A second call before the first push replaces
+  the first; compression cannot be switched off (MXNet: "no support for unsetting").
+- Which keys: float32 keys are compressed, and every value pushed to them must be float32
+  (MXNet's kernels read float32 only). A push to a float16 key is refused with a
+  :class:`~trainer_run.errors.ConfigError` naming the key (MXNet: "Gradient compression is
+  only supported for float32 type of parameters"): half-precision gradients would otherwise go
+  uncompressed without a word. Keys of other dtypes (float64, integers) are summed exactly, as
+  without compression, where MXNet refuses them too: our updaters sum their float64 metrics
+  through the same store as the gradients.
+- Cost: per key and source a float32 residual and ``ceil(n / 16)`` packed words, allocated on
+  the first compressed push of the key; none per push after that.
 """
 
 from __future__ import annotations
@@ -55,6 +84,7 @@ from ..backend import array_module
 from ..errors import ConfigError
 from ..optimizers import get_updater
 from ..optimizers.updater import map_state, state_leaves
+from .compression import GradientCompression
 
 __all__ = ["DeviceKVStore", "KVStore", "LocalKVStore", "TYPES", "create"]
 
@@ -73,11 +103,15 @@ class KVStore:
     rank = 0
     num_workers = 1
     _updater = None  # set by set_optimizer: pushes then update the stored weights
+    _compression = None  # set by set_gradient_compression: pushes of float32 keys are quantized
+    _pushed = False  # whether a push has been accepted (compression must be set before)
 
     def __init__(self):
         self._store: dict = {}  # key -> stored value
         self._merge: dict = {}  # key -> reduction buffer; the stored value after a push
         self._stage: dict = {}  # key -> buffer for addends that live elsewhere or differ in dtype
+        self._residuals: dict = {}  # key -> [(residual, packed words)], one pair per source
+        self._inbox: dict = {}  # key -> packed words received from other devices or ranks
         self._key_type: type | None = None
 
     def __repr__(self) -> str:
@@ -151,6 +185,15 @@ class KVStore:
     def barrier(self) -> None:
         """Waits for every worker; a no-op, as this process is the only one."""
 
+    def close(self) -> None:
+        """Ends this worker's use of the store (``dist_async``: the server stops once every
+        worker has closed); nothing to do in one process."""
+
+    def abort(self, reason: str) -> None:
+        """This process stops with an error: the other processes raise
+        :class:`~trainer_run.errors.RunStopped` with ``reason`` at their next or current
+        exchange instead of waiting for it; nothing to tell in one process."""
+
     # -- updating on the store ------------------------------------------------------------
     def set_optimizer(self, optimizer) -> None:
         """Registers ``optimizer``: from now on a push updates the stored weight with the
@@ -159,22 +202,81 @@ class KVStore:
         with it the optimizer states."""
         self._updater = get_updater(optimizer)
 
+    # -- gradient compression -------------------------------------------------------------
+    def set_gradient_compression(self, compression_params) -> None:
+        """Quantizes every later push of a float32 key with MXNet's 2-bit compression (module
+        docstring): ``compression_params`` is ``{'type': '2bit', 'threshold': t}`` (threshold
+        0.5 when left out). Call it before the first push; a second call before then replaces
+        the first.
+
+        Raises:
+            ConfigError: params that are not MXNet's 2-bit compression.
+            ValueError: after a push.
+        """
+        self._compression = self._new_compression(compression_params)
+
+    def _new_compression(self, compression_params) -> GradientCompression:
+        """The compression of ``compression_params``, once this store may still take it."""
+        if self._pushed:
+            raise ValueError(f"kvstore {self.type}: set_gradient_compression after a push; call it "
+                             f"before the first push (after init is fine), as Gluon's Trainer "
+                             f"does, so that every push of a key is compressed with its residual")
+        return GradientCompression(compression_params)
+
+    def _compresses(self, key) -> bool:
+        """Whether pushes to ``key`` are compressed: compression is set and the key is float32."""
+        return self._compression is not None and self._store[key].dtype == numpy.float32
+
+    def _check_compressible(self, key, arrays) -> None:
+        """Refuses a push that compression cannot take: to a float16 key, or of a value that
+        is not float32 to a float32 key."""
+        dtype = self._store[key].dtype
+        if dtype == numpy.float16:
+            raise ConfigError(f"kvstore key {key!r} holds float16 values: gradient compression "
+                              f"works on float32 keys only (MXNet: \"Gradient compression is only "
+                              f"supported for float32 type of parameters\"); train in float32 "
+                              f"(precision=fp32) or turn compression off")
+        if dtype != numpy.float32:
+            return
+        for a in arrays:
+            if a.dtype != numpy.float32:
+                raise ConfigError(f"kvstore key {key!r}: a {a.dtype} value pushed to a compressed "
+                                  f"float32 key; with gradient compression every pushed value "
+                                  f"must be float32 (MXNet's kernels read float32 only)")
+
+    def _quantized(self, key, value, source: int = 0):
+        """``value`` quantized with the residual of ``source`` for ``key``, on ``value``'s
+        device: the packed words, in a buffer of ``source`` that the next push reuses."""
+        residual, packed = self._sender(key, source, value)
+        with _on(_place_of(value)):
+            return self._compression.quantize(value, residual, out=packed)
+
+    def _sender(self, key, source: int, value) -> tuple:
+        """The residual (zero at first) and packed-word buffer of ``source`` for ``key``, on
+        ``value``'s device; a residual whose source moved to another device moves with it."""
+        pairs = self._residuals.setdefault(key, [])
+        pairs.extend([None] * (source + 1 - len(pairs)))
+        place, n = _place_of(value), value.size
+        pair = pairs[source]
+        if pair is None or _place_of(pair[0]) != place:
+            words = self._compression.get_compressed_size(n)
+            residual = (_zeros(place, (n,), numpy.float32) if pair is None else
+                        _copy_into(_empty(place, (n,), numpy.float32), pair[0]))
+            pair = pairs[source] = (residual, _empty(place, (words,), numpy.uint32))
+        return pair
+
     def save_optimizer_states(self, fname, dump_optimizer: bool = False) -> None:
-        """Writes the updater's states to ``fname`` (safe format, no pickle); with
-        ``dump_optimizer`` also the optimizer's hyper-parameters, counters and scheduler
-        state. The file is replaced atomically."""
-        self._need_updater("save")
-        blob = self._updater.get_states(dump_optimizer)
+        """Writes :meth:`get_optimizer_states` to ``fname``, replacing it atomically."""
+        blob = self.get_optimizer_states(dump_optimizer)
         tmp = f"{os.fspath(fname)}.tmp"
         with open(tmp, "wb") as fout:
             fout.write(blob)
         os.replace(tmp, fname)
 
     def load_optimizer_states(self, fname) -> None:
-        """Reads states written by :meth:`save_optimizer_states` (and, if dumped, the
-        optimizer's settings and counters). A file that is not such an archive, a pickle
-        for one, is refused before anything is read from it; each state is placed where its
-        key's weight lives."""
+        """Reads a file written by :meth:`save_optimizer_states` into
+        :meth:`set_optimizer_states`. A file that is not such an archive, a pickle for one,
+        is refused before anything is read from it."""
         self._need_updater("load")
         with open(fname, "rb") as fin:
             blob = fin.read()
@@ -182,11 +284,25 @@ class KVStore:
             raise ConfigError(f"{os.fspath(fname)!r} is not an optimizer-states file written by "
                               f"save_optimizer_states (an .npz archive); pickled states, "
                               f"MXNet's format, are refused because unpickling can run code")
+        self.set_optimizer_states(blob)
+
+    def get_optimizer_states(self, dump_optimizer: bool = False) -> bytes:
+        """The updater's states in the safe format (an ``.npz`` archive with a JSON manifest,
+        no pickle); with ``dump_optimizer`` also the optimizer's hyper-parameters, counters and
+        scheduler state."""
+        self._need_updater("save")
+        return self._updater.get_states(dump_optimizer)
+
+    def set_optimizer_states(self, blob: bytes) -> None:
+        """Restores :meth:`get_optimizer_states` output (and, if dumped, the optimizer's
+        settings and counters): every state is checked against the existing one before any is
+        written, and each is placed where its key's weight lives."""
+        self._need_updater("load")
         reader = get_updater(self._updater.optimizer)  # the same optimizer: settings load into it
         reader.set_states(blob)  # numpy.load(allow_pickle=False): object arrays are refused too
         states = self._updater.states
         loaded = {str(i) if self._key_type is str else i: s for i, s in reader.states.items()}
-        for key, state in loaded.items():  # every existing state is checked before any is written
+        for key, state in loaded.items():
             if key in states:
                 _check_state(key, states[key], state)
         for key, state in loaded.items():
@@ -268,6 +384,11 @@ class KVStore:
                 if tuple(a.shape) != shape:
                     raise ValueError(f"kvstore key {k!r}: {what} shape {tuple(a.shape)} does "
                                      f"not match the stored shape {shape}")
+        if what == "value":  # a push: the last checks, then it counts as made
+            if self._compression is not None:
+                for k, group in groups.items():
+                    self._check_compressible(k, group)
+            self._pushed = True
         return groups
 
     def _copy_out(self, groups: dict) -> None:
@@ -277,11 +398,8 @@ class KVStore:
 
     def _reduce(self, key, arrays):
         """``arrays[0] + arrays[1] + ...`` into the key's buffer, at ``_place(arrays[0])``."""
-        stored = self._store[key]
         place = self._place(arrays[0])
-        buf = self._merge.get(key)
-        if buf is None or _place_of(buf) != place:
-            buf = self._merge[key] = _empty(place, stored.shape, stored.dtype)
+        buf = self._merge_buffer(key, place)
         _copy_into(buf, arrays[0])
         xp = array_module(buf)
         with _on(place):
@@ -289,6 +407,13 @@ class KVStore:
                 if _place_of(a) != place or a.dtype != buf.dtype:
                     a = _copy_into(self._staging(key, buf), a)
                 xp.add(buf, a, out=buf)
+        return buf
+
+    def _merge_buffer(self, key, place):
+        """The key's reduction buffer at ``place`` (a new one when it lives elsewhere)."""
+        stored, buf = self._store[key], self._merge.get(key)
+        if buf is None or _place_of(buf) != place:
+            buf = self._merge[key] = _empty(place, stored.shape, stored.dtype)
         return buf
 
     def _staging(self, key, buf):
@@ -306,14 +431,54 @@ class LocalKVStore(KVStore):
     def _place(self, value):
         return HOST
 
+    def set_gradient_compression(self, compression_params) -> None:
+        """Refused, as in MXNet: only ``device`` and the dist types compress."""
+        raise ConfigError("Gradient compression is not supported for this type of kvstore: "
+                          "local sums in host memory; use kvstore device (or a dist type)")
+
 
 class DeviceKVStore(KVStore):
-    """``device``: a list is summed on the device of its first value, with its array module."""
+    """``device``: a list is summed on the device of its first value, with its array module;
+    with gradient compression each value is quantized first (MXNet's ReduceCompressed)."""
 
     type = "device"
 
     def _place(self, value):
         return _place_of(value)
+
+    def _reduce(self, key, arrays):
+        if not self._compresses(key):
+            return super()._reduce(key, arrays)
+        return self._reduce_compressed(key, arrays)
+
+    def _reduce_compressed(self, key, arrays):
+        """Each value quantized with its position's residual on its own device, the words
+        moved to ``_place(arrays[0])``, dequantized there and summed in list order into the
+        key's buffer."""
+        place = self._place(arrays[0])
+        buf = self._merge_buffer(key, place)
+        gc, n = self._compression, buf.size
+        xp = array_module(buf)
+        for i, a in enumerate(arrays):
+            packed = self._quantized(key, a, i)
+            if _place_of(packed) != place:
+                packed = _copy_into(self._received(key, i, place, packed.size), packed)
+            with _on(place):
+                if i == 0:
+                    gc.dequantize(packed, n, out=buf)
+                else:
+                    addend = gc.dequantize(packed, n, out=self._staging(key, buf))
+                    xp.add(buf, addend, out=buf)
+        return buf
+
+    def _received(self, key, source: int, place, words: int):
+        """The buffer at ``place`` for the packed words of ``source`` (on another device)."""
+        boxes = self._inbox.setdefault(key, [])
+        boxes.extend([None] * (source + 1 - len(boxes)))
+        box = boxes[source]
+        if box is None or _place_of(box) != place:
+            box = boxes[source] = _empty(place, (words,), numpy.uint32)
+        return box
 
 
 TYPES = {"local": LocalKVStore, "device": DeviceKVStore}
@@ -381,6 +546,13 @@ def _empty(place, shape, dtype):
     cupy = _cupy()
     with cupy.cuda.Device(place):
         return cupy.empty(shape, dtype)
+
+
+def _zeros(place, shape, dtype):
+    a = _empty(place, shape, dtype)
+    with _on(place):
+        a.fill(0)
+    return a
 
 
 def _copy_into(dst, src):

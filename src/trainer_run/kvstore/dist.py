@@ -89,7 +89,34 @@ buffer dtype is different"); ``dist_async``: a push before ``set_optimizer`` (MX
 stops on ``CHECK(updater_)``), a pull of a key the server has not been given ("init <key>
 first"), and ``save_optimizer_states`` / ``load_optimizer_states`` on a worker ("Cannot save
 states for distributed training"). Not reproduced: MXNet's row-sparse paths (every array here
-is dense), the servers' key sharding (one server) and gradient compression on these types.
+is dense) and the servers' key sharding (one server).
+
+**Gradient compression** (``set_gradient_compression({'type': '2bit', 'threshold': t})``, MXNet's
+2-bit rule of :mod:`.compression`; which keys, and when it may be called: as for the in-process
+stores, see :mod:`trainer_run.kvstore`). As in MXNet's ``KVStoreDist``, the local list is summed
+as without compression (the intra-process reduce is not compressed for dist types, on the
+device either: MXNet's ``CommDevice::Reduce`` compresses only when the store gave it the
+compression, which ``KVStoreDist`` never does), then each worker quantizes that sum on the host
+(a device sum is copied to the host first, as MXNet's ``PushCompressed`` quantizes its pinned
+host buffer) with its own float32 residual per key. ``init`` is never compressed (MXNet sends
+it uncompressed), nor is a pull.
+
+- ``dist_sync``, ``dist_device_sync``: ``set_gradient_compression`` is collective: every rank
+  calls it with the same params before its first push (one 2-value allreduce checks it; a
+  mismatch raises the same ConfigError on every rank). Per key, each rank's packed words
+  (``ceil(n / 16)`` uint32) go to every rank with one ``MPI_Iallgather`` into a buffer kept per
+  key, and every rank dequantizes the ranks' words and sums them in rank order (rank 0 + rank 1
+  + ...), so every rank holds the same bytes: the sum MXNet's server makes from the workers'
+  compressed pushes (it adds them in arrival order). ``pushpull`` is a compressed push then a
+  pull (MXNet's v1.x ``KVStoreDist::PushPullImpl`` refuses compression instead: "Compression
+  not supported with PushPull").
+- ``dist_async``: each worker's ``set_gradient_compression`` sends the threshold to the server
+  (MXNet: rank 0 sends ``kSetGradientCompression``; here every worker does, and the server
+  refuses a threshold that differs from another worker's). A compressed push sends the packed
+  words instead of the gradient (the header's dtype field says uint32, see ``_HDR``); the server
+  dequantizes them into the key's receive buffer with that worker's threshold and applies the
+  update as for any push. Errors the server finds are answered on the worker's next pull,
+  barrier or ``close``, as for pushes.
 """
 
 from __future__ import annotations
@@ -98,12 +125,14 @@ import ctypes
 import ctypes.util
 import os
 import time
+import zipfile
 import zlib
 
 import numpy
 
 from ..errors import ConfigError, RunStopped, check_number
 from . import HOST, KVStore, _copy_into, _cupy, _place_of
+from .compression import GradientCompression
 
 __all__ = ["DEFAULT_TIMEOUT", "DistAsyncKVStore", "DistDeviceSyncKVStore", "DistSyncKVStore", "TYPES"]
 
@@ -266,8 +295,9 @@ class DistSyncKVStore(KVStore):
         outs = values if out is None or out is value else self._checked(key, out, "out")
         for k, arrays in outs.items():
             _same_dtype(k, arrays[0], self._store[k])
-        # (not when the store updates with an optimizer: that path goes through _reduce)
-        if outs is values and getattr(self, "_updater", None) is None and self._in_place(values):
+        # (not when the store updates with an optimizer or compresses: those go through _reduce)
+        if (outs is values and getattr(self, "_updater", None) is None and self._compression is None
+                and self._in_place(values)):
             for k, (array,) in values.items():
                 self._exchange(k, array, "sum")
                 self._store[k] = array
@@ -299,12 +329,83 @@ class DistSyncKVStore(KVStore):
     def close(self) -> None:
         """Nothing to stop: every rank is a worker (kept for symmetry with ``dist_async``)."""
 
+    def abort(self, reason: str) -> None:
+        """Tells every other rank that this one stops with ``reason``: a rank waiting in an
+        exchange (or reaching its next one) raises RunStopped naming this rank and the
+        reason, instead of waiting ``timeout`` for it. Does nothing on a store that has
+        stopped already (another rank's abort or a timeout)."""
+        if self._broken is not None:
+            return
+        self._broken = f"kvstore {self.type}: rank {self.rank} stopped: {reason}"
+        text = numpy.frombuffer(reason.encode(), dtype=numpy.uint8)
+        requests = [self._comm.Isend([text, self._MPI.BYTE], r, _ABORT)
+                    for r in range(self.num_workers) if r != self.rank]
+        _poll(lambda: self._MPI.Request.Testall(requests), 1.0)  # a dead rank: go on
+
+    def set_gradient_compression(self, compression_params) -> None:
+        """Compresses every later push of a float32 key (module docstring). Collective: every
+        rank calls it with the same params before its first push; otherwise every rank raises
+        the same ConfigError (a rank whose own call is refused raises its own error)."""
+        self._usable()
+        try:
+            gc, refused = self._new_compression(compression_params), None
+        except ValueError as e:  # ConfigError too
+            gc, refused = None, e
+        bits = 0 if gc is None else int(numpy.float32(gc.threshold).view(numpy.uint32))
+        both = numpy.array([bits, -bits], dtype=numpy.int64)  # positive float32 bits sort as floats
+        if self.timeout is None:
+            self._comm.Allreduce(self._MPI.IN_PLACE, both, op=self._MPI.MAX)
+        else:
+            self._wait(self._comm.Iallreduce(self._MPI.IN_PLACE, both, op=self._MPI.MAX),
+                       ("set_gradient_compression",))
+        if refused is not None:
+            raise refused
+        low, high = -int(both[1]), int(both[0])
+        if low == 0:
+            raise ConfigError(f"kvstore {self.type}: set_gradient_compression was refused on another "
+                              f"rank; every rank must call it with the same params before its "
+                              f"first push")
+        if low != high:
+            raise ConfigError(f"kvstore {self.type}: the ranks set different gradient compression "
+                              f"thresholds, from {_float32(low)!r} to {_float32(high)!r}; every "
+                              f"rank must call set_gradient_compression with the same params")
+        self._compression = gc
+
     # -- the sum over ranks ---------------------------------------------------------------------
     def _reduce(self, key, arrays):
-        """The local list's sum in list order (the base class), then summed over the ranks."""
+        """The local list's sum in list order (the base class, never compressed), then summed
+        over the ranks: as it is, or 2-bit compressed."""
         buf = super()._reduce(key, arrays)
-        self._exchange(key, buf, "sum")
+        if self._compresses(key):
+            self._compressed_sum(key, buf)
+        else:
+            self._exchange(key, buf, "sum")
         return buf
+
+    def _compressed_sum(self, key, buf) -> None:
+        """Quantizes ``buf`` on the host with this rank's residual, gathers every rank's packed
+        words (one ``Iallgather``) and writes their dequantized sum, in rank order, into ``buf``."""
+        host = buf
+        if _place_of(buf) is not HOST:
+            host = self._host.get(key)
+            if host is None or host.shape != buf.shape or host.dtype != buf.dtype:
+                host = self._host[key] = _pinned_empty(buf.shape, buf.dtype)
+            _copy_into(host, buf)
+        send = self._quantized(key, host)
+        if key not in self._inbox:  # every rank's words, and one rank's values dequantized
+            self._inbox[key] = (numpy.empty((self.num_workers, send.size), numpy.uint32),
+                                numpy.empty(host.shape, numpy.float32))
+        gathered, addend = self._inbox[key]
+        if self.timeout is None:
+            self._comm.Allgather(send, gathered)
+        else:
+            self._wait(self._comm.Iallgather(send, gathered), ("the compressed sum of key", key))
+        gc, n = self._compression, host.size
+        gc.dequantize(gathered[0], n, out=host)
+        for words in gathered[1:]:
+            numpy.add(host, gc.dequantize(words, n, out=addend), out=host)
+        if host is not buf:
+            _copy_into(buf, host)
 
     def _exchange(self, key, buf, op: str) -> None:
         """Sums ``buf`` over the ranks in place (``op='sum'``) or overwrites it with rank 0's
@@ -358,10 +459,12 @@ class DistSyncKVStore(KVStore):
                          f"init the same keys in the same order (rank 0's values are kept)")
 
     def _wait(self, request, what: tuple) -> None:
-        """Polls ``request`` until done; RunStopped after ``timeout`` s. ``what`` names the
-        exchange: ``(text,)`` or ``(text, key)``."""
-        if _poll(request.Test, self.timeout):
+        """Polls ``request`` until done; RunStopped after ``timeout`` s, or at once when
+        another rank aborts. ``what`` names the exchange: ``(text,)`` or ``(text, key)``."""
+        if _poll(lambda: request.Test() or self._aborted(), self.timeout) and self._broken is None:
             return
+        if self._broken is not None:
+            raise RunStopped(self._broken)
         what = what[0] if len(what) == 1 else f"{what[0]} {what[1]!r}"
         self._broken = (f"kvstore {self.type}: rank {self.rank} waited {self.timeout:g} s for "
                         f"the other {self.num_workers - 1} rank(s) in {what}; a rank has "
@@ -370,9 +473,24 @@ class DistSyncKVStore(KVStore):
                         f"kvstore timeout")
         raise RunStopped(self._broken)
 
+    def _aborted(self) -> bool:
+        """Whether another rank's :meth:`abort` message has arrived (then the store is broken
+        with its reason)."""
+        status = self._MPI.Status()
+        if not self._comm.Iprobe(self._MPI.ANY_SOURCE, _ABORT, status):
+            return False
+        text = bytearray(status.Get_count(self._MPI.BYTE))
+        self._comm.Recv([text, self._MPI.BYTE], status.Get_source(), _ABORT)
+        self._broken = (f"kvstore {self.type}: rank {status.Get_source()} stopped: "
+                        f"{text.decode(errors='replace')}")
+        return True
+
     def _usable(self) -> None:
         if self._broken is not None:
             raise RunStopped(self._broken)
+
+
+_ABORT = 7399  # the tag of a dist_sync rank's abort message
 
 
 class DistDeviceSyncKVStore(DistSyncKVStore):
@@ -392,6 +510,11 @@ def _same_dtype(key, out, stored) -> None:
                          f"into the key's dtype only)")
 
 
+def _float32(bits: int) -> float:
+    """The float32 whose bits are ``bits``, as a Python float."""
+    return float(numpy.uint32(bits).view(numpy.float32))
+
+
 def _pretty(described) -> str:
     return "[" + ", ".join(f"{k!r}: {numpy.dtype(d).name}{list(s)}" for k, d, s in described) + "]"
 
@@ -403,8 +526,13 @@ def _pretty(described) -> str:
 _REQ, _REQ_DATA, _REP, _REP_DATA = 7301, 7302, 7303, 7304
 _HDR, _MAX_NDIM = 40, 32
 # header fields: 0 kind or status, 1 key code, 2 nbytes of the data message, 3 dtype char or
-# error class, 4 length of the key's name (str keys, init), 5 ndim, 8.. the shape
+# error class, 4 length of the key's name (str keys, init), 5 ndim, 8.. the shape.
+# Gradient compression: a _PUSH whose dtype char is _PACKED (uint32) to a float32 key carries
+# 2-bit packed words; a _COMPRESSION header carries the threshold's float32 bits in field 1.
 _INIT, _DECLARE, _PUSH, _PULL, _BARRIER, _OPTIMIZER, _STOP, _GONE = range(1, 9)
+_COMPRESSION, _GET_STATES, _SET_STATES, _ABORTED = range(9, 13)
+# the answer to a pull carries the server optimizer's num_update in field 6 (-1: none)
+_PACKED = ord(numpy.dtype(numpy.uint32).char)
 _OK, _ERROR, _ALIVE = 0, 1, 2
 _ERRORS = {1: ValueError, 2: ConfigError, 3: RunStopped}
 _ERROR_CODES = {ValueError: 1, ConfigError: 2, RunStopped: 3}
@@ -446,6 +574,8 @@ class DistAsyncKVStore(KVStore):
         self._optimizer = False
         self._closed = False
         self._broken: str | None = None
+        self.num_update: int | None = None
+        """The server optimizer's ``num_update`` at this worker's last pull (None: unknown)."""
 
     def __repr__(self) -> str:
         who = "server" if self.is_server else f"rank={self.rank}"
@@ -490,7 +620,20 @@ class DistAsyncKVStore(KVStore):
                              "CHECK(updater_)); call set_optimizer(optimizer) on every worker "
                              "first")
         for k, arrays in groups.items():
-            self._send(_PUSH, self._code(k), self._reduce(k, arrays), what=f"the push of key {k!r}")
+            data = self._reduce(k, arrays)
+            if self._compresses(k):
+                data = self._quantized(k, data)  # uint32 words: the header says so
+            self._send(_PUSH, self._code(k), data, what=f"the push of key {k!r}")
+
+    def set_gradient_compression(self, compression_params) -> None:
+        """Compresses this worker's later pushes of float32 keys and tells the server the
+        threshold (call it on every worker, with the same params, before its first push).
+        The server's refusal, if any, is raised by the next pull, barrier or ``close``."""
+        self._worker("set_gradient_compression")
+        gc = self._new_compression(compression_params)
+        bits = int(numpy.float32(gc.threshold).view(numpy.uint32))
+        self._send(_COMPRESSION, bits, what="set_gradient_compression")
+        self._compression = gc
 
     def pull(self, key, out=None, priority: int = 0, ignore_sparse: bool = True) -> None:
         """Copies the server's current weights of each key into ``out``."""
@@ -524,21 +667,45 @@ class DistAsyncKVStore(KVStore):
         self._reply("close()")
         self._closed = True
 
-    def save_optimizer_states(self, fname, dump_optimizer: bool = False) -> None:
-        raise ValueError("Cannot save states for distributed training: with dist_async the "
-                         "optimizer states live on the server; save them from the updater "
-                         "given to run_server")
+    def abort(self, reason: str) -> None:
+        """Tells the server that this worker stops with ``reason``; the server stops serving
+        and every other worker raises RunStopped with it at its next exchange. Does nothing
+        on a closed store or one that has stopped already."""
+        if self.is_server or self._closed or self._broken is not None:
+            return
+        self._broken = f"kvstore dist_async: worker {self.rank} stopped: {reason}"
+        text = numpy.frombuffer(reason.encode(), dtype=numpy.uint8)
+        try:
+            self._send(_ABORTED, data=text, what="abort")
+        except RunStopped:
+            pass  # the server is gone: nobody to tell
 
-    def load_optimizer_states(self, fname) -> None:
-        raise ValueError("Cannot load states for distributed training: with dist_async the "
-                         "optimizer states live on the server; load them into the updater "
-                         "given to run_server")
+    def get_optimizer_states(self, dump_optimizer: bool = False) -> bytes:
+        """The server updater's ``get_states(dump_optimizer)``: its optimizer states in the
+        safe format (MXNet refuses to save states of a dist store; here worker 0 checkpoints
+        them)."""
+        self._worker("get_optimizer_states")
+        self._send(_GET_STATES, int(dump_optimizer), what="get_optimizer_states")
+        return bytes(self._reply("get_optimizer_states", sized=True))
+
+    def set_optimizer_states(self, blob: bytes) -> None:
+        """Loads :meth:`get_optimizer_states` output into the server's updater (its
+        ``set_states``); the server's refusal is raised here."""
+        self._worker("set_optimizer_states")
+        self._send(_SET_STATES, data=numpy.frombuffer(blob, dtype=numpy.uint8),
+                   what="set_optimizer_states")
+        self._reply("set_optimizer_states")
+
+    def _need_updater(self, verb: str) -> None:
+        """The states live on the server, which answers whether it has an updater."""
 
     def _fetch(self, groups: dict) -> None:
         for k, outs in groups.items():
             buf = self._store[k]
             self._send(_PULL, self._code(k), what=f"the pull of key {k!r}")
             self._reply(f"the pull of key {k!r}", into=buf)
+            count = int(self._in[6])
+            self.num_update = count if count >= 0 else None
             for o in outs:
                 _copy_into(o, buf)
 
@@ -591,9 +758,10 @@ class DistAsyncKVStore(KVStore):
         if not _poll(lambda: MPI.Request.Testall(requests), self.timeout):
             self._give_up(what)
 
-    def _reply(self, what: str, into=None) -> None:
+    def _reply(self, what: str, into=None, sized: bool = False):
         """Waits for the server's answer (its keep-alives restart the clock); the data goes
-        into ``into``; an error answer is raised here."""
+        into ``into``, or with ``sized`` into a new bytearray of the size announced, which is
+        returned; an error answer is raised here."""
         MPI, h = self._MPI, self._in
         while True:
             request = self._comm.Irecv([h, MPI.INT64_T], self.server_rank, _REP)
@@ -615,6 +783,8 @@ class DistAsyncKVStore(KVStore):
                 if what != "close()":
                     self._gone()
             raise cls(message)
+        if sized:
+            into = numpy.empty(nbytes, dtype=numpy.uint8)
         if nbytes:
             if into is None or into.nbytes != nbytes:
                 self._broken = (f"kvstore dist_async: rank {self.rank}: the server answered "
@@ -624,6 +794,7 @@ class DistAsyncKVStore(KVStore):
             request = self._comm.Irecv([into, MPI.BYTE], self.server_rank, _REP_DATA)
             if not _poll(request.Test, self.timeout):
                 self._give_up(what)
+        return into
 
     def _gone(self) -> None:
         """Tells a server that gave up that this worker has stopped too (no answer comes)."""
@@ -680,6 +851,8 @@ class _Server:
         self.keepalive = 5.0 if self.timeout is None else min(self.timeout / 4, 5.0)
         self.weights: dict = {}  # code -> array
         self.grads: dict = {}  # code -> receive buffer of a push
+        self.compressions: dict = {}  # worker -> its GradientCompression
+        self.packed: dict = {}  # code -> receive buffer of a compressed push
         self.names: dict = {}  # code -> str key (str keys only)
         self.declared: dict = {}  # code -> [(worker, dtype, shape)], checked at the barrier
         self.errors: dict = {}  # worker -> (class, message), answered on its next request
@@ -724,17 +897,20 @@ class _Server:
     # -- messages -------------------------------------------------------------------------------
     def _handle(self, worker, h) -> None:
         kind, code, nbytes = int(h[0]), int(h[1]), int(h[2])
-        if kind in (_INIT, _PUSH, _OPTIMIZER):
+        if kind in (_INIT, _PUSH, _OPTIMIZER, _SET_STATES, _ABORTED):
             name = self._receive(worker, bytearray(int(h[4]))) if h[4] else None
             data = self._take(worker, kind, code, nbytes, h)
-        if kind == _GONE:
+        if kind in (_GONE, _ABORTED):
             self.stopped.add(worker)
             self.waiting.pop(worker, None)
+            if kind == _ABORTED:
+                self._fail(RunStopped, f"kvstore dist_async: worker {worker} stopped: "
+                                       f"{bytes(data).decode(errors='replace')}")
             return
         if self.failure is not None:
             if kind == _STOP:
                 self.stopped.add(worker)
-            if kind in (_PULL, _BARRIER, _OPTIMIZER, _STOP):
+            if kind in (_PULL, _BARRIER, _OPTIMIZER, _STOP, _GET_STATES, _SET_STATES):
                 self._answer_error(worker, RunStopped, self.failure[1])
             return
         if kind == _INIT:
@@ -747,6 +923,12 @@ class _Server:
             self._pull(worker, code)
         elif kind == _OPTIMIZER:
             self._set_optimizer(worker, bytes(data).decode())
+        elif kind == _COMPRESSION:
+            self._set_compression(worker, code)
+        elif kind == _GET_STATES:
+            self._get_states(worker, bool(code))
+        elif kind == _SET_STATES:
+            self._set_states(worker, bytes(data))
         elif kind == _BARRIER:
             self.waiting[worker] = "barrier"
             self._release()
@@ -758,6 +940,9 @@ class _Server:
     def _take(self, worker, kind, code, nbytes, h):
         """Receives the data message after a header: into the key's push buffer when it fits,
         else into a new array (init) or scratch bytes (to be refused)."""
+        if (kind == _PUSH and code in self.grads and int(h[3]) == _PACKED
+                and self.grads[code].dtype == numpy.float32):
+            return self._take_packed(worker, code, nbytes)
         if kind == _PUSH and code in self.grads and self.grads[code].nbytes == nbytes:
             return self._receive(worker, self.grads[code])
         if kind == _INIT:
@@ -766,6 +951,22 @@ class _Server:
             if array.nbytes == nbytes:
                 return self._receive(worker, array)
         return self._receive(worker, bytearray(nbytes))
+
+    def _take_packed(self, worker, code, nbytes):
+        """Receives a compressed push and dequantizes it, with the worker's threshold, into
+        the key's push buffer (returned); a push the server cannot read is refused."""
+        grad, gc = self.grads[code], self.compressions.get(worker)
+        words = 0 if gc is None else gc.get_compressed_size(grad.size)
+        if gc is None or nbytes != 4 * words:
+            why = ("its set_gradient_compression did not reach the server or was refused" if gc is None
+                   else f"{nbytes} bytes of words, the key needs {4 * words}")
+            self._refuse(worker, ValueError, f"kvstore key {self._key(code)!r}: worker {worker} "
+                                             f"pushed 2-bit compressed words, but {why}")
+            return self._receive(worker, bytearray(nbytes))
+        packed = self.packed.get(code)
+        if packed is None:
+            packed = self.packed[code] = numpy.empty(words, numpy.uint32)
+        return gc.dequantize(self._receive(worker, packed), grad.size, out=grad)
 
     def _receive(self, worker, into):
         request = self.comm.Irecv([into, self.MPI.BYTE], worker, _REQ_DATA)
@@ -826,7 +1027,48 @@ class _Server:
             self._answer_error(worker, ValueError, f"kvstore key {self._key(code)!r}: the "
                                                    f"server does not have it: init it first")
         else:
-            self._answer(worker, _OK, code, self.weights[code])
+            count = getattr(getattr(self.updater, "optimizer", None), "num_update", None)
+            self._answer(worker, _OK, code, self.weights[code], count=-1 if count is None else count)
+
+    def _get_states(self, worker, dump_optimizer: bool) -> None:
+        if not hasattr(self.updater, "get_states"):
+            self._answer_error(worker, ValueError, "kvstore dist_async: the server's updater "
+                               "has no get_states, so it cannot give its optimizer states")
+            return
+        blob = self.updater.get_states(dump_optimizer)
+        self._answer(worker, _OK, data=numpy.frombuffer(blob, dtype=numpy.uint8))
+
+    def _set_states(self, worker, blob: bytes) -> None:
+        """Loads worker's states into the updater; an updater without ``set_states``, or
+        states it refuses (another optimizer, other shapes, not our format), are an error."""
+        if not hasattr(self.updater, "set_states"):
+            self._answer_error(worker, ValueError, "kvstore dist_async: the server's updater "
+                               "has no set_states, so it cannot load optimizer states")
+            return
+        try:
+            self.updater.set_states(blob)
+        except (ValueError, KeyError, OSError, zipfile.BadZipFile) as e:
+            self._answer_error(worker, ValueError, f"kvstore dist_async: the server cannot load "
+                                                   f"the optimizer states of worker {worker}: {e}")
+            return
+        self._answer(worker, _OK)
+
+    def _set_compression(self, worker, bits) -> None:
+        """Records the worker's threshold (float32 ``bits``); one that differs from another
+        worker's is refused."""
+        try:
+            gc = GradientCompression({"type": "2bit", "threshold": _float32(bits)})
+        except ConfigError as e:
+            self._refuse(worker, ConfigError, f"kvstore dist_async: worker {worker}: {e}")
+            return
+        for other, known in self.compressions.items():
+            if other != worker and known.threshold != gc.threshold:
+                self._refuse(worker, ConfigError, f"kvstore dist_async: worker {worker} sets "
+                             f"gradient compression threshold {gc.threshold!r}, worker {other} "
+                             f"set {known.threshold!r}; every worker must call "
+                             f"set_gradient_compression with the same params")
+                return
+        self.compressions[worker] = gc
 
     def _set_optimizer(self, worker, name) -> None:
         if self.updater is None:
@@ -880,10 +1122,11 @@ class _Server:
         """An error for ``worker``, answered on its next pull, barrier or close."""
         self.errors.setdefault(worker, (cls, message))
 
-    def _answer(self, worker, status, code=0, data=None) -> None:
+    def _answer(self, worker, status, code=0, data=None, count: int = -1) -> None:
         MPI, h = self.MPI, numpy.zeros(_HDR, dtype=numpy.int64)
         h[0], h[1] = status, code
         h[2] = 0 if data is None else data.nbytes
+        h[6] = count
         requests = [self.comm.Isend([h, MPI.INT64_T], worker, _REP)]
         if data is not None and data.nbytes:
             requests.append(self.comm.Isend([data, MPI.BYTE], worker, _REP_DATA))

@@ -12,11 +12,11 @@ import importlib
 import pkgutil
 
 from .optimizer import REGISTRY, Optimizer, create, register
-from .updater import IndexUpdater, get_updater
+from .updater import GroupUpdater, IndexUpdater, get_updater
 
 for _module in pkgutil.iter_modules(__path__):
     importlib.import_module(f"{__name__}.{_module.name}")
 globals().update({klass.__name__: klass for klass in REGISTRY.values()})
 
-__all__ = ["IndexUpdater", "Optimizer", "REGISTRY", "create", "get_updater", "register",
+__all__ = ["GroupUpdater", "IndexUpdater", "Optimizer", "REGISTRY", "create", "get_updater", "register",
            *sorted(klass.__name__ for klass in REGISTRY.values())]

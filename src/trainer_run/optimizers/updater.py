@@ -80,18 +80,20 @@ class IndexUpdater:
                 self.states[index] = map_state(flat, lambda a, k=k: group.view(a, k))
             self._groups.append((group, flat, True))
 
-    def step(self) -> None:
-        """Applies one update to every attached parameter: one fused pass per group where
-        the group's indices share update count and multipliers, per index otherwise. An
-        order-sensitive optimizer with several groups is updated per index in index order."""
+    def step(self, only: int | None = None) -> None:
+        """Applies one update to every attached parameter (or to group ``only`` of the
+        store): one fused pass per group where the group's indices share update count and
+        multipliers, per index otherwise. An order-sensitive optimizer with several groups
+        is updated per index in index order."""
         opt = self.optimizer
-        if opt.order_sensitive and len(self._groups) > 1:
-            members = sorted((i, p) for group, _, _ in self._groups
+        groups = self._groups if only is None else [self._groups[only]]
+        if opt.order_sensitive and len(groups) > 1:
+            members = sorted((i, p) for group, _, _ in groups
                              for i, p in zip(group.indices, group.params))
             for index, p in members:
                 opt.update_multi_precision(index, p.data, p.grad, self.states[index])
             return
-        for group, flat, is_flat in self._groups:
+        for group, flat, is_flat in groups:
             if is_flat and opt.can_fuse(group.indices):
                 opt.fused_update(group.indices, group.data, group.grad, flat, group.slices)
             else:
@@ -151,6 +153,39 @@ class IndexUpdater:
             if index not in self.states:
                 raise KeyError(f"no optimizer state for index {key}; attach the parameters first")
             _copy_into(key, self.states[index], saved, asarray)
+
+
+class GroupUpdater:
+    """``updater(key, grad, weight)`` over the flat groups of a
+    :class:`~trainer_run.params.ParamStore`: key ``k`` is group ``k``, ``grad`` and ``weight``
+    its flat gradient and weights (as a kvstore server holds them). The group's weights and
+    gradient are copied in, the group takes one step exactly as in
+    :meth:`IndexUpdater.step` (the same fused pass, per-parameter multipliers and counts),
+    and the new weights are copied out into ``weight``.
+
+    This is what a ``dist_async`` server runs: the same numbers as a local update of the
+    same group with the same gradient. ``get_states`` / ``set_states`` are the
+    :class:`IndexUpdater`'s (safe format).
+    """
+
+    def __init__(self, optimizer: Optimizer, store):
+        self.optimizer = optimizer
+        self.store = store
+        self.updater = get_updater(optimizer)
+        self.updater.attach(store)
+
+    def __call__(self, key, grad, weight) -> None:
+        group = self.store.groups[key]
+        group.data[...] = weight.reshape(-1)
+        group.grad[...] = grad.reshape(-1)
+        self.updater.step(only=key)
+        weight.reshape(-1)[...] = group.data
+
+    def get_states(self, dump_optimizer: bool = False) -> bytes:
+        return self.updater.get_states(dump_optimizer)
+
+    def set_states(self, blob: bytes) -> None:
+        self.updater.set_states(blob)
 
 
 MANIFEST = "__manifest__"

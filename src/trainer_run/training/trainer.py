@@ -37,6 +37,25 @@ PRIORITY_EDITOR = 200
 PRIORITY_READER = 100
 
 
+def catch_signals(handler) -> dict:
+    """Installs ``handler`` for the stop signals (main thread only); returns the previous
+    handlers, to be restored with ``signal.signal``."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    previous = {signum: signal.getsignal(signum) for signum in SIGNALS}
+    for signum in SIGNALS:
+        signal.signal(signum, handler)
+    return previous
+
+
+def abort_now(signum: int) -> None:
+    """A second stop signal: exits at once with status 128 + ``signum``."""
+    sys.stderr.write(f"\n{signal.Signals(signum).name} again: aborting now; the last complete "
+                     "checkpoint is kept\n\x1b[?25h")
+    sys.stderr.flush()
+    os._exit(128 + signum)
+
+
 @dataclass
 class _Entry:
     extension: object
@@ -103,7 +122,7 @@ class Trainer:
         self.stop_signal = None
         previous = self._catch_signals()
         try:
-            while not self.stop_trigger(self) and self.stop_signal is None:
+            while not self.stop_trigger(self) and not self._signalled():
                 self.updater.update()
                 self.observation = dict(self.updater.observation)
                 for entry in entries:
@@ -112,11 +131,13 @@ class Trainer:
             self.status = "completed" if self.stop_signal is None else "interrupted"
         except KeyboardInterrupt:
             self.status = "interrupted"
-        except Diverged:
+        except Diverged as e:
             self.status = "diverged"
+            self._abort(e)
             raise
-        except BaseException:
+        except BaseException as e:
             self.status = "failed"
+            self._abort(e)
             raise
         finally:
             try:
@@ -124,6 +145,29 @@ class Trainer:
             finally:
                 for signum, handler in previous.items():
                     signal.signal(signum, handler)
+
+    def _signalled(self) -> bool:
+        """Whether a stop signal ends the run after this iteration. An updater with
+        ``agree_to_stop`` decides with its other processes, so that they all stop after the
+        same iteration; a process stopped by another's signal takes its number (SIGTERM when
+        several differ)."""
+        agree = getattr(self.updater, "agree_to_stop", None)
+        if agree is None:
+            return self.stop_signal is not None
+        agreed = agree(self.stop_signal)
+        if agreed and self.stop_signal is None:
+            self.stop_signal = agreed if agreed in SIGNALS else signal.SIGTERM
+        return bool(agreed)
+
+    def _abort(self, error: BaseException) -> None:
+        """Tells the updater's other processes (``abort``, where it has one) that this one
+        stops with ``error``, before the extensions finalize."""
+        abort = getattr(self.updater, "abort", None)
+        if abort is not None:
+            try:
+                abort(f"{type(error).__name__}: {error}")
+            except Exception:  # noqa: S110 - the error on its way out matters more
+                pass
 
     def _finalize(self, entries, pending: bool) -> None:
         """Finalizes every extension and the updater, even when one of them fails (the run is
@@ -143,22 +187,13 @@ class Trainer:
             raise first
 
     def _catch_signals(self) -> dict:
-        """Installs the stop-signal handlers (main thread only); returns the previous ones."""
-        if threading.current_thread() is not threading.main_thread():
-            return {}
-        previous = {signum: signal.getsignal(signum) for signum in SIGNALS}
-        for signum in SIGNALS:
-            signal.signal(signum, self._on_signal)
-        return previous
+        return catch_signals(self._on_signal)
 
     def _on_signal(self, signum, frame) -> None:
         if self.stop_signal is None:
             self.stop_signal = signum
             return
-        sys.stderr.write(f"\n{signal.Signals(signum).name} again: aborting now; the last complete "
-                         "checkpoint is kept\n\x1b[?25h")
-        sys.stderr.flush()
-        os._exit(128 + signum)
+        abort_now(signum)
 
     def state_dict(self) -> dict:
         extensions = {e.name: e.extension.state_dict() for e in self._entries.values()

@@ -79,7 +79,8 @@ class StandardUpdater:
             ``num_workers`` n > 1 every worker draws the same global batch and computes
             its shard (example j goes to worker j % n), weighted by its share of the
             global batch, so the summed gradient is the global batch's; the parameters
-            start from rank 0's.
+            start from rank 0's. With ``dist_async`` the store updates the weights
+            (:attr:`update_on_kvstore`, see :meth:`apply_update`).
     """
 
     def __init__(self, iterator, optimizer, model, converter: Callable = concat_examples,
@@ -110,8 +111,11 @@ class StandardUpdater:
             self._param_updaters[name].attach(self.stores[name])
         self.replica_stores = [self.stores["main"]]
         self.kvstore = kvstore
+        self.update_on_kvstore = getattr(kvstore, "type", None) == "dist_async"
         self._metrics_key_ready = False
-        if kvstore is not None:
+        self._stop_vote = self._stop_agreed = 0  # signal numbers: this worker's, all workers' sum
+        self._kvstore_ready = not self.update_on_kvstore
+        if kvstore is not None and not self.update_on_kvstore:
             self._init_kvstore()
 
     def _init_kvstore(self) -> None:
@@ -123,6 +127,25 @@ class StandardUpdater:
         if self.num_workers > 1:
             for key, group in enumerate(groups, start=len(groups)):
                 self.kvstore.broadcast(key, group.data, out=group.data)
+
+    def _init_server(self) -> None:
+        """``dist_async``, before the first update (after a resume has loaded its state, as
+        Gluon's Trainer inits its kvstore lazily): one key per flat weight buffer, worker 0's
+        weights and optimizer states (with its counters) go to the server, and every worker
+        pulls the weights."""
+        kv, keys = self.kvstore, list(range(len(self.stores["main"].groups)))
+        kv.init(keys, [g.data for g in self.stores["main"].groups])
+        if self.rank == 0:
+            kv.set_optimizer_states(self._param_updaters["main"].get_states(dump_optimizer=True))
+        kv.barrier()
+        kv.set_optimizer(self._optimizers["main"])
+        kv.pull(keys, out=self._replica_data())
+        self._kvstore_ready = True
+
+    def _replica_data(self) -> list:
+        """Per key, every replica's flat weights."""
+        return [[s.groups[k].data for s in self.replica_stores]
+                for k in range(len(self.stores["main"].groups))]
 
     @property
     def rank(self) -> int:
@@ -162,11 +185,34 @@ class StandardUpdater:
         return self._models[name]
 
     def finalize(self) -> None:
+        """Finalizes the iterators and closes the kvstore (``dist_async``: after every
+        worker has closed it, the server stops)."""
         for iterator in self._iterators.values():
             iterator.finalize()
+        if self.kvstore is not None:
+            self.kvstore.close()
+
+    def abort(self, reason: str) -> None:
+        """The run is ending with an error: the other processes are told ``reason`` and stop
+        at their next exchange instead of waiting for this one (see the kvstore's ``abort``)."""
+        if self.kvstore is not None:
+            self.kvstore.abort(reason)
+
+    def agree_to_stop(self, signum: int | None) -> int | None:
+        """The signal to stop for after this iteration, or None to go on (``signum``: this
+        process's stop signal, if it has one). One process stops when asked. Synchronous
+        workers must stop after the same iteration, so each request travels with the next
+        update's metrics and every worker stops after that update, with its own signal or
+        else the sum of the others' numbers; ``dist_async`` workers stop on their own."""
+        if self.num_workers == 1 or self.update_on_kvstore:
+            return signum
+        self._stop_vote = self._stop_vote or signum or 0
+        return (signum or self._stop_agreed) if self._stop_agreed else None
 
     def update(self) -> None:
         """Runs one iteration (:meth:`update_core`) and counts it."""
+        if not self._kvstore_ready:
+            self._init_server()
         self.update_core()
         self.iteration += 1
 
@@ -241,22 +287,26 @@ class StandardUpdater:
 
     def global_metrics(self, metrics: dict) -> dict:
         """Metrics weighted by this worker's share of the global batch, summed over workers:
-        the global batch's averages (one small extra message per update with several workers)."""
-        if self.num_workers == 1:
+        the global batch's averages (one small extra message per update with several
+        synchronous workers, which also carries their stop requests, see
+        :meth:`agree_to_stop`). ``dist_async`` workers report their own batches'."""
+        if self.num_workers == 1 or self.update_on_kvstore:
             return metrics
         names = sorted(metrics)
-        values = numpy.array([float(metrics[n]) for n in names])
+        values = numpy.array([*(float(metrics[n]) for n in names), self._stop_vote])
         key = 2 * len(self.stores["main"].groups)
         if not self._metrics_key_ready:
             self.kvstore.init(key, values)
             self._metrics_key_ready = True
         self.kvstore.pushpull(key, [values], out=values)
-        return dict(zip(names, values))
+        self._stop_agreed = int(values[-1])
+        return dict(zip(names, values[:-1]))
 
     def reduce(self, iteration: int) -> None:
         """Sums the gradients of every replica and worker into the main replica's through
-        the kvstore, one key per flat buffer (nothing to do without a kvstore)."""
-        if self.kvstore is None:
+        the kvstore, one key per flat buffer (nothing to do without a kvstore, nor with
+        ``dist_async``, where the push in :meth:`apply_update` is the update)."""
+        if self.kvstore is None or self.update_on_kvstore:
             return
         self.callbacks.fire("comm_on_start", iteration)
         for key, group in enumerate(self.stores["main"].groups):
@@ -265,8 +315,18 @@ class StandardUpdater:
         self.callbacks.fire("comm_on_finish", iteration)
 
     def apply_update(self, iteration: int, scale: float = 1.0) -> None:
-        """One step of the main optimizer on gradients that carry a factor ``scale``."""
+        """One step of the main optimizer on gradients that carry a factor ``scale``.
+
+        With ``dist_async`` the step is the server's: the replicas' gradients (divided by
+        ``scale`` first, in their own dtype) are pushed, summed, and applied there as they
+        arrive, and the server's current weights are pulled into every replica, one key at a
+        time; the local optimizer follows the server's update count (for the learning rate
+        it reports)."""
         self.callbacks.fire("update_on_start", iteration)
+        if self.update_on_kvstore:
+            self._push_pull(iteration, scale)
+            self.callbacks.fire("update_on_finish", iteration)
+            return
         optimizer, step = self._optimizers["main"], self._param_updaters["main"].step
         if scale == 1.0:
             step()
@@ -279,12 +339,26 @@ class StandardUpdater:
                 optimizer.rescale_grad = rescale
         self.callbacks.fire("update_on_finish", iteration)
 
+    def _push_pull(self, iteration: int, scale: float) -> None:
+        kv, outs = self.kvstore, self._replica_data()
+        self.callbacks.fire("comm_on_start", iteration)
+        for key in range(len(outs)):
+            grads = [s.groups[key].grad for s in self.replica_stores]
+            if scale != 1.0:
+                for g in grads:
+                    g *= g.dtype.type(1.0 / scale)
+            kv.pushpull(key, grads, out=outs[key])
+        self.callbacks.fire("comm_on_finish", iteration)
+        if kv.num_update is not None:
+            self._optimizers["main"].num_update = kv.num_update
+
     # -- pieces subclasses reuse ------------------------------------------------------------
     def next_parts(self, iterator, backends: list) -> tuple[list, int]:
         """This worker's shard of the next global batch (example ``j`` goes to worker
         ``j % num_workers``) split over ``backends`` Chainer's way (example ``j`` of the
         shard to part ``j % len(backends)``), each part converted onto its backend's
-        device; and the size of the global batch.
+        device; and the number of examples the update averages over: the global batch's,
+        or with ``dist_async`` (each worker's push is an update of its own) the shard's.
 
         With the default converter and a dataset that can ``take`` rows, each part is
         gathered with one fancy index instead of stacking examples one by one; the
@@ -294,10 +368,12 @@ class StandardUpdater:
         if self.converter is concat_examples and hasattr(dataset, "take"):
             indices = iterator.next_indices()
             shard = indices[rank::workers]
-            return [to_device(dataset.take(shard[j::n]), b) for j, b in enumerate(backends)], len(indices)
+            size = len(shard) if self.update_on_kvstore else len(indices)
+            return [to_device(dataset.take(shard[j::n]), b) for j, b in enumerate(backends)], size
         batch = iterator.next()
         shard = batch[rank::workers]
-        return [self.converter(shard[j::n], b) for j, b in enumerate(backends)], len(batch)
+        size = len(shard) if self.update_on_kvstore else len(batch)
+        return [self.converter(shard[j::n], b) for j, b in enumerate(backends)], size
 
     def forward(self, in_arrays, model=None) -> dict:
         """The loss function (``loss_func``, else ``model``, else the main model) on
@@ -313,7 +389,13 @@ class StandardUpdater:
 
     # -- state ------------------------------------------------------------------------------
     def state_dict(self) -> dict:
+        """Everything a resume needs, as host arrays and plain data. With ``dist_async``
+        the optimizer states and counters are the server's, fetched first (the weights are
+        this worker's last pull; pushes of other workers that reached the server in
+        between are in the states only: asynchronous training has no common moment)."""
         to_numpy = self.backend.to_numpy if self.backend is not None else (lambda a: a)
+        if self.update_on_kvstore and self._kvstore_ready:
+            self._param_updaters["main"].set_states(self.kvstore.get_optimizer_states(dump_optimizer=True))
         return {
             "iteration": self.iteration,
             "backend": self.backend.state_dict() if self.backend is not None else None,

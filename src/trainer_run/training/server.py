@@ -1,0 +1,66 @@
+"""The server rank of a ``dist_async`` run: it owns the weights and the optimizer.
+
+``mpiexec -n N trainer-run kvstore=dist_async`` starts N processes from one config; the last
+rank builds the same model and optimizer as the workers (with its scheduler and counters)
+and, instead of training, serves: every push of a worker is one update of that key's flat
+group, as :class:`~trainer_run.optimizers.GroupUpdater` computes it, applied as it arrives.
+Worker 0's weights and optimizer states replace the server's own before the first push (so a
+resumed run continues from its checkpoint), and worker 0 fetches the states back for every
+checkpoint. :meth:`ParameterServer.run` returns once every worker has closed the store.
+
+A stop signal does not stop the server: the workers get it too (``mpiexec`` forwards it),
+finish their iteration, save and close, and the server then returns with status
+``interrupted``; a second signal exits at once. If a worker stops without closing, the
+server stops after the kvstore's timeout (see :mod:`trainer_run.kvstore.dist`).
+"""
+
+from __future__ import annotations
+
+import signal
+
+import numpy
+
+from ..optimizers import GroupUpdater
+from ..params import ParamStore
+from .trainer import abort_now, catch_signals
+
+__all__ = ["ParameterServer"]
+
+
+class ParameterServer:
+    """Serves ``store`` (a ``dist_async`` store on its server rank) with ``optimizer``
+    applied to flat groups laid out like ``model``'s parameters.
+
+    Attributes:
+        status: ``"ready"``, then ``"completed"``, ``"interrupted"`` (a signal came while
+            serving) or ``"failed"``.
+        stop_signal: the first stop signal received, or None.
+        weights: after :meth:`run`, the final weights by key.
+    """
+
+    def __init__(self, store, model, optimizer, backend=None):
+        xp = backend.xp if backend is not None else numpy
+        self.store = store
+        self.updater = GroupUpdater(optimizer, ParamStore(model.params(), xp))
+        self.status = "ready"
+        self.stop_signal = None
+        self.weights: dict = {}
+
+    def run(self) -> None:
+        """Serves until every worker has closed the store."""
+        previous = catch_signals(self._on_signal)
+        try:
+            self.weights = self.store.run_server(self.updater)
+            self.status = "completed" if self.stop_signal is None else "interrupted"
+        except BaseException:
+            self.status = "failed"
+            raise
+        finally:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+
+    def _on_signal(self, signum, frame) -> None:
+        if self.stop_signal is None:
+            self.stop_signal = signum  # the workers stop, then close the store
+            return
+        abort_now(signum)
