@@ -1,5 +1,6 @@
 """Training throughput of 1 process against 2 processes (``kvstore=dist_sync``) on the MNIST-shaped
-MLP 784-1000-1000-10, Adam, the same global batch (100 examples per update) in both.
+MLP 784-1000-1000-10, Adam, the same global batch (100 examples per update) in both; and of 2
+``dist_async`` workers of batch 50 with a server rank (3 processes).
 
     python benchmarks/dist_throughput.py [--iterations 300] [--rounds 3]
 
@@ -44,18 +45,23 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     mpiexec = str(Path(sys.executable).parent / "mpiexec")
-    one, two = [], []
+    one, two, ps = [], [], []
+    half = max(1, (os.cpu_count() or 2) // 2)
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(args.rounds):
             one.append(run([], Path(tmp) / f"one{r}", 100, args.iterations))
             two.append(run([mpiexec, "-n", "2"], Path(tmp) / f"two{r}", 50, args.iterations,
-                           "kvstore=dist_sync", threads=max(1, (os.cpu_count() or 2) // 2)))
-    a, b = statistics.median(one), statistics.median(two)
+                           "kvstore=dist_sync", threads=half))
+            ps.append(run([mpiexec, "-n", "3"], Path(tmp) / f"ps{r}", 50, args.iterations,
+                          "kvstore=dist_async", threads=half))
+    a, b, c = statistics.median(one), statistics.median(two), statistics.median(ps)
     print(f"MLP 784-1000-1000-10, Adam, global batch 100, {args.iterations} iterations, "
           f"{args.rounds} rounds (median; all rounds in brackets)")
     print(f"  1 process:              {a:9,.0f} samples/s {[round(x) for x in one]}")
     print(f"  2 processes dist_sync:  {b:9,.0f} samples/s {[round(x) for x in two]}")
     print(f"  ratio 2 / 1:            {b / a:9.2f}x")
+    print(f"  2 workers + server dist_async: {c:9,.0f} samples/s {[round(x) for x in ps]} "
+          f"({c / a:.2f}x of 1 process; rank 0's iterations x the global batch)")
 
 
 if __name__ == "__main__":

@@ -66,30 +66,42 @@ the server's store has ``is_server`` true and ``rank`` None. It needs at least 2
   ``barrier`` (all workers); ``close`` (a barrier that also stops the server, as MXNet's
   ``barrier_before_exit`` then ``kStopServer``). A worker's pushes and pulls reach the server
   in the order it makes them (MPI does not overtake), so a pull sees that worker's own
-  earlier pushes, and whatever other workers' pushes arrived before it.
+  earlier pushes, and whatever other workers' pushes arrived before it. Each pull also
+  reports the server optimizer's ``num_update`` (the store's ``num_update``).
+- Optimizer states (beyond MXNet, which refuses to save a dist store's):
+  ``get_optimizer_states`` / ``set_optimizer_states`` on a worker fetch and load the server
+  updater's ``get_states`` / ``set_states`` (the safe ``.npz`` + JSON format; a blob the
+  server refuses, a pickle for one, raises ValueError on the worker), and
+  ``save_optimizer_states`` / ``load_optimizer_states`` write and read them as files. This is
+  how worker 0 puts the server's states into checkpoints and gives them back on resume.
 
-**Dead ranks.** No wait is unbounded unless ``timeout=None``: every exchange polls its MPI
-request and gives up after ``timeout`` seconds (default 60) with
-:class:`~trainer_run.errors.RunStopped` and a message naming the ranks. The store is then
-unusable (every later call raises the same error). ``dist_sync``: a rank that waits longer
-than ``timeout`` in a sum, broadcast or barrier for the others stops. ``dist_async``: a worker
-stops when the server does not answer for ``timeout``; the server, while some workers wait in
-a barrier or ``close``, declares a worker that has sent nothing for ``timeout`` stopped, tells
-the waiting workers so (they raise RunStopped with its message) and raises itself; with no
-worker waiting it stops after ``timeout`` without any message. So ``timeout`` must exceed the
-longest stretch a rank spends without touching the store while others wait for it
-(evaluation, a checkpoint). When a rank is killed by a signal or exits through ``os._exit``
-with a non-zero status, ``mpiexec`` (Hydra) already ends the job; a rank that raises or returns
-normally would otherwise leave the others blocked forever.
+**Stopping ranks.** A rank that stops with an error calls ``abort(reason)`` (the trainer does
+it for any exception): ``dist_sync`` sends ``reason`` to every other rank, and a rank waiting in
+(or reaching) an exchange raises :class:`~trainer_run.errors.RunStopped` "rank r stopped:
+reason" at once; a ``dist_async`` worker sends it to the server, which stops serving and
+answers every other worker's next request with "worker r stopped: reason". The store is then
+unusable (every later call raises the same error).
+
+No wait is unbounded unless ``timeout=None``: every exchange polls its MPI request and gives
+up after ``timeout`` seconds (default 60) with RunStopped and a message naming the ranks, for
+a rank that neither answers nor aborts (stuck, or exited without a word). ``dist_sync``: a
+rank that waits longer than ``timeout`` in a sum, broadcast or barrier for the others stops.
+``dist_async``: a worker stops when the server does not answer for ``timeout``; the server,
+while some workers wait in a barrier or ``close``, declares a worker that has sent nothing for
+``timeout`` stopped, tells the waiting workers so (they raise RunStopped with its message) and
+raises itself; with no worker waiting it stops after ``timeout`` without any message. So
+``timeout`` must exceed the longest stretch a rank spends without touching the store while
+others wait for it (evaluation, a checkpoint). A rank killed by a signal makes ``mpiexec``
+(MPICH's Hydra) end the whole job at once; a rank that exits with a non-zero status does not,
+which is what the abort message and the timeout are for.
 
 MXNet's refusals reproduced besides the in-process ones (init twice, pull before init, shape
 changes, mixed key types): ``pull(..., ignore_sparse=False)`` ("dist kvstore pull doesn't
 support ignore_sparse=False"); ``pushpull`` into an output whose dtype is not the key's ("Output
 buffer dtype is different"); ``dist_async``: a push before ``set_optimizer`` (MXNet's server
-stops on ``CHECK(updater_)``), a pull of a key the server has not been given ("init <key>
-first"), and ``save_optimizer_states`` / ``load_optimizer_states`` on a worker ("Cannot save
-states for distributed training"). Not reproduced: MXNet's row-sparse paths (every array here
-is dense) and the servers' key sharding (one server).
+stops on ``CHECK(updater_)``) and a pull of a key the server has not been given ("init <key>
+first"). Not reproduced: MXNet's row-sparse paths (every array here is dense), the servers'
+key sharding (one server) and its refusal to save a dist store's optimizer states.
 
 **Gradient compression** (``set_gradient_compression({'type': '2bit', 'threshold': t})``, MXNet's
 2-bit rule of :mod:`.compression`; which keys, and when it may be called: as for the in-process

@@ -15,6 +15,12 @@ loop to stop after the current iteration and its extensions; the run then ends w
 status ``interrupted`` (extensions' ``finalize`` saves a checkpoint and the summary) and
 ``stop_signal`` holds the signal number. A second signal aborts the process at once
 (exit status 128 + signal), which atomic checkpoints make safe.
+
+Several processes: an updater with ``agree_to_stop(signum)`` decides with its peers after
+which iteration a signal stops them all (one process's signal stops every process after the
+same iteration), and one with ``abort(reason)`` is told when the run ends with an exception,
+before the extensions finalize, so that the other processes stop at once instead of waiting
+for this one.
 """
 
 from __future__ import annotations
