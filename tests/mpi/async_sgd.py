@@ -11,20 +11,13 @@ import tempfile
 import time
 
 import numpy
+from common import error_of
 
 from trainer_run import optimizers
 from trainer_run.kvstore.dist import DistAsyncKVStore
 
 LR, STEPS, PAUSE = 0.5, 8, 1.0
 SHAPES = {0: (2, 3), 1: (1000,), 2: (7,)}
-
-
-def error_of(call) -> str:
-    try:
-        call()
-    except Exception as e:  # the test checks the type and the message
-        return f"{type(e).__name__}: {e}"
-    return ""
 
 
 def initial(rank: int) -> list:

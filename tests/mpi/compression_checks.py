@@ -7,20 +7,13 @@ to ``OUT/rank<r>.npz``; the test recomputes the sums by hand from the pushed val
 import sys
 
 import numpy
+from common import error_of
 
 from trainer_run import optimizers
 from trainer_run.kvstore.dist import DistAsyncKVStore, DistDeviceSyncKVStore, DistSyncKVStore
 
 THRESHOLD, STEPS = 0.5, 5  # sync: the threshold may be given after the mode
 SHAPES = {0: (37,), 1: (3, 5)}  # 37: the last packed word is partly padding
-
-
-def error_of(call) -> str:
-    try:
-        call()
-    except Exception as e:  # the test checks the type and the message
-        return f"{type(e).__name__}: {e}"
-    return ""
 
 
 def local_lists(rank: int, step: int) -> list:

@@ -8,16 +8,9 @@ import sys
 import time
 
 import numpy
+from common import error_of
 
 from trainer_run.kvstore.dist import DistDeviceSyncKVStore, DistSyncKVStore
-
-
-def error_of(call) -> str:
-    try:
-        call()
-    except Exception as e:  # the test checks the type and the message
-        return f"{type(e).__name__}: {e}"
-    return ""
 
 
 def checks(kv, seen: dict) -> None:
