@@ -96,3 +96,35 @@ def test_list_form_takes_the_fused_path_and_matches_single_calls():
     assert len(calls) == 4 * 3
     for a, b in zip(w_list, w_single):
         assert np.array_equal(a, b)
+
+
+@pytest.mark.parametrize("name, kwargs", [("adam", {"wd": 0.01}), ("lamb", {"wd": 0.01}),
+                                          ("sgd", {"momentum": 0.9, "wd": 0.1})])
+def test_a_servers_group_updates_equal_the_local_step(name, kwargs):
+    """What a dist_async server runs: key k = flat group k, weights and gradient as flat
+    arrays of its own; three pushes of every group give the local fused step's bytes, with
+    two groups (wd_mult 0 on the biases) and a layer-wise optimizer."""
+    rng = np.random.default_rng(3)
+    start = {"w": rng.normal(size=(3, 4)), "b": rng.normal(size=4), "v": rng.normal(size=(4, 2))}
+
+    def store():
+        params = {k: Parameter(v.astype(np.float32), wd_mult=0.0 if k == "b" else 1.0)
+                  for k, v in start.items()}
+        return ParamStore(params)
+
+    local, server = store(), store()
+    assert len(local.groups) == 2
+    updater = optimizers.get_updater(optimizers.create(name, learning_rate=0.1, **kwargs))
+    updater.attach(local)
+    group_updater = optimizers.GroupUpdater(optimizers.create(name, learning_rate=0.1, **kwargs), server)
+    weights = [g.data.copy() for g in local.groups]  # the server's own arrays
+    for _ in range(3):
+        grads = [rng.normal(size=g.size).astype(np.float32) for g in local.groups]
+        for group, grad in zip(local.groups, grads):
+            group.grad[...] = grad
+        updater.step()
+        for key, grad in enumerate(grads):
+            group_updater(key, grad, weights[key])
+    for group, w in zip(local.groups, weights):
+        np.testing.assert_array_equal(w, group.data)
+    assert group_updater.optimizer.num_update == updater.optimizer.num_update == 3

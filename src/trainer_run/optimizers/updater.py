@@ -164,7 +164,10 @@ class GroupUpdater:
     and the new weights are copied out into ``weight``.
 
     This is what a ``dist_async`` server runs: the same numbers as a local update of the
-    same group with the same gradient. ``get_states`` / ``set_states`` are the
+    same group with the same gradient. An order-sensitive optimizer (Nadam, whose one
+    ``m_schedule`` advances at every parameter's update) sees the parameters in the order the
+    groups are pushed, group by group, rather than in index order across groups as
+    :meth:`IndexUpdater.step` does. ``get_states`` / ``set_states`` are the
     :class:`IndexUpdater`'s (safe format).
     """
 
