@@ -125,8 +125,8 @@ def build_kvstore(section: dict, updater: dict):
     the ``dist_async`` server learns the threshold from them); a run with no store to sum
     anything refuses it."""
     compression = build_compression(section)
-    decision = prefixed("kvstore", trainer_rules.decide, section["name"],
-                        section.get("update_on_kvstore"), num_devices=max(_replicas(updater), 1))
+    decision = trainer_rules.decide(section["name"], section.get("update_on_kvstore"),
+                                    num_devices=max(_replicas(updater), 1))  # its errors name the keys
     if decision.kvstore is None:
         if compression is not None:
             raise ConfigError(f"kvstore.compression.type={compression['type']} compresses the "
@@ -138,7 +138,7 @@ def build_kvstore(section: dict, updater: dict):
     if not decision.kvstore.startswith("dist"):
         return None
     timeout = check_number("kvstore.timeout", section.get("timeout", 60), low=0, low_open=True)
-    store = prefixed("kvstore", kvstores.create, decision.kvstore, timeout=timeout)
+    store = kvstores.create(decision.kvstore, timeout=timeout)
     if compression is not None and not getattr(store, "is_server", False):
         store.set_gradient_compression(compression)
     return store

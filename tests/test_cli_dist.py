@@ -3,6 +3,7 @@ batch 2b, only rank 0 writes, every rank resumes from rank 0's checkpoint; dist_
 with a server rank; a signal, an error or a death on one rank stops them all, and the last
 checkpoint resumes."""
 
+import importlib.util
 import json
 import sys
 from pathlib import Path
@@ -185,3 +186,19 @@ def test_an_error_on_one_async_worker_stops_the_job(mpiexec, tmp_path):  # noqa:
     assert code != 0
     assert "worker 1 stopped: RuntimeError: injected fault on rank 1 at iteration 150" in log, log
     assert checkpoints(out)[0] == 100
+
+
+@pytest.mark.parametrize("args, message", [
+    ((), "error: kvstore=dist_async needs at least 2 processes, 1 server and 1 worker, got 1; "
+         "launch it with e.g. mpiexec -n 3"),
+    (("kvstore.update_on_kvstore=false",), "error: Please set kvstore.update_on_kvstore=true (or "
+                                           "leave it unset) when training in async mode"),
+])
+def test_dist_async_mistakes_exit_2_with_one_line(tmp_path, args, message):
+    if importlib.util.find_spec("mpi4py") is None:
+        pytest.skip("mpi4py is not installed")
+    done = run_cli("kvstore=dist_async", *args, f"hydra.run.dir={tmp_path / 'run'}")
+    assert done.returncode == 2
+    assert done.stderr.startswith(message), done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "run" / "checkpoints").exists()
