@@ -184,6 +184,9 @@ def build(cfg: DictConfig):
     except OmegaConfBaseException as e:
         raise ConfigError(f"the config does not resolve: {e}") from None
     schema.check_types(resolved)
+    if state is not None and (resolved["kvstore"].get("compression") or {}).get("type"):
+        warn("gradient compression residuals are not in checkpoints (nor in MXNet's): they restart "
+             "from zero, so this resumed run is not bit-identical to an uninterrupted one")
     saved_state = {"config": saved, "choices": choices}
     trainer = build_trainer(resolved, out, saved_state)
     if state is not None and hasattr(trainer, "load_state_dict"):  # a dist_async server: none

@@ -83,3 +83,13 @@ def test_two_processes_compress_as_two_replicas_do(compressed_run, mpiexec, tmp_
 def test_compression_that_cannot_work_is_refused(tmp_path, args, message):
     line = _one_line_error(run_cli(f"hydra.run.dir={tmp_path / 'run'}", *args))
     assert line.startswith(message), line
+
+
+def test_a_resume_with_compression_warns_that_it_is_not_bit_identical(tmp_path):
+    out = tmp_path / "run"
+    _train(out, *PARALLEL, *COMPRESSED, "trainer.max_iterations=10", "trainer.checkpoint_interval=10")
+    resumed = run_cli(f"resume={out}", "trainer.max_iterations=20")
+    assert resumed.returncode == 0, resumed.stderr
+    assert ("warning: gradient compression residuals are not in checkpoints (nor in MXNet's): they "
+            "restart from zero" in resumed.stderr)
+    assert read_jsonl(out / "metrics.jsonl")[-1]["iteration"] == 20
