@@ -80,26 +80,34 @@ class IndexUpdater:
                 self.states[index] = map_state(flat, lambda a, k=k: group.view(a, k))
             self._groups.append((group, flat, True))
 
-    def step(self, only: int | None = None) -> None:
-        """Applies one update to every attached parameter (or to group ``only`` of the
-        store): one fused pass per group where the group's indices share update count and
-        multipliers, per index otherwise. An order-sensitive optimizer with several groups
-        is updated per index in index order."""
+    def step(self) -> None:
+        """Applies one update to every attached parameter: one fused pass per group where
+        the group's indices share update count and multipliers, per index otherwise. An
+        order-sensitive optimizer with several groups is updated per index in index order."""
         opt = self.optimizer
-        groups = self._groups if only is None else [self._groups[only]]
-        if opt.order_sensitive and len(groups) > 1:
-            members = sorted((i, p) for group, _, _ in groups
+        if opt.order_sensitive and len(self._groups) > 1:
+            members = sorted((i, p) for group, _, _ in self._groups
                              for i, p in zip(group.indices, group.params))
             for index, p in members:
                 opt.update_multi_precision(index, p.data, p.grad, self.states[index])
             return
-        for group, flat, is_flat in groups:
-            if is_flat and opt.can_fuse(group.indices):
-                opt.fused_update(group.indices, group.data, group.grad, flat, group.slices)
-            else:
-                for k, index in enumerate(group.indices):
-                    opt.update_multi_precision(index, group.params[k].data,
-                                               group.params[k].grad, self.states[index])
+        for entry in self._groups:
+            self._step_group(entry, entry[0].data, entry[0].grad)
+
+    def step_group(self, k: int, data, grad) -> None:
+        """Group ``k``'s part of :meth:`step` on ``data`` and ``grad``, flat arrays laid out
+        like the group's buffers (a kvstore server's own), updated in place of them."""
+        self._step_group(self._groups[k], data, grad)
+
+    def _step_group(self, entry, data, grad) -> None:
+        group, flat, is_flat = entry
+        opt = self.optimizer
+        if is_flat and opt.can_fuse(group.indices):
+            opt.fused_update(group.indices, data, grad, flat, group.slices)
+            return
+        for k, index in enumerate(group.indices):
+            opt.update_multi_precision(index, group.view(data, k), group.view(grad, k),
+                                       self.states[index])
 
     # -- state ------------------------------------------------------------------------------
     def state_dict(self, to_numpy) -> dict:
@@ -158,10 +166,9 @@ class IndexUpdater:
 class GroupUpdater:
     """``updater(key, grad, weight)`` over the flat groups of a
     :class:`~trainer_run.params.ParamStore`: key ``k`` is group ``k``, ``grad`` and ``weight``
-    its flat gradient and weights (as a kvstore server holds them). The group's weights and
-    gradient are copied in, the group takes one step exactly as in
-    :meth:`IndexUpdater.step` (the same fused pass, per-parameter multipliers and counts),
-    and the new weights are copied out into ``weight``.
+    its flat gradient and weights (as a kvstore server holds them). ``weight`` takes the
+    group's step in place, exactly as in :meth:`IndexUpdater.step` (the same fused pass,
+    per-parameter multipliers and counts); the store only lays out the groups.
 
     This is what a ``dist_async`` server runs: the same numbers as a local update of the
     same group with the same gradient. An order-sensitive optimizer (Nadam, whose one
@@ -173,16 +180,11 @@ class GroupUpdater:
 
     def __init__(self, optimizer: Optimizer, store):
         self.optimizer = optimizer
-        self.store = store
         self.updater = get_updater(optimizer)
         self.updater.attach(store)
 
     def __call__(self, key, grad, weight) -> None:
-        group = self.store.groups[key]
-        group.data[...] = weight.reshape(-1)
-        group.grad[...] = grad.reshape(-1)
-        self.updater.step(only=key)
-        weight.reshape(-1)[...] = group.data
+        self.updater.step_group(key, weight.reshape(-1), grad.reshape(-1))
 
     def get_states(self, dump_optimizer: bool = False) -> bytes:
         return self.updater.get_states(dump_optimizer)

@@ -139,13 +139,8 @@ class StandardUpdater:
             kv.set_optimizer_states(self._param_updaters["main"].get_states(dump_optimizer=True))
         kv.barrier()
         kv.set_optimizer(self._optimizers["main"])
-        kv.pull(keys, out=self._replica_data())
+        kv.pull(keys, out=[[s.groups[k].data for s in self.replica_stores] for k in keys])
         self._kvstore_ready = True
-
-    def _replica_data(self) -> list:
-        """Per key, every replica's flat weights."""
-        return [[s.groups[k].data for s in self.replica_stores]
-                for k in range(len(self.stores["main"].groups))]
 
     @property
     def rank(self) -> int:
@@ -319,8 +314,8 @@ class StandardUpdater:
 
         With ``dist_async`` the step is the server's: the replicas' gradients (divided by
         ``scale`` first, in their own dtype) are pushed, summed, and applied there as they
-        arrive, and the server's current weights are pulled into every replica, one key at a
-        time; the local optimizer follows the server's update count (for the learning rate
+        arrive, and the server's current weights are pulled, one key at a time; the local
+        optimizer follows the server's update count (for the learning rate
         it reports)."""
         self.callbacks.fire("update_on_start", iteration)
         if self.update_on_kvstore:
@@ -340,14 +335,16 @@ class StandardUpdater:
         self.callbacks.fire("update_on_finish", iteration)
 
     def _push_pull(self, iteration: int, scale: float) -> None:
-        kv, outs = self.kvstore, self._replica_data()
+        """Pushes the replicas' gradients of each key, pulls the server's weights into the
+        main replica (the parallel updater copies them on, as after a local step)."""
+        kv = self.kvstore
         self.callbacks.fire("comm_on_start", iteration)
-        for key in range(len(outs)):
+        for key, group in enumerate(self.stores["main"].groups):
             grads = [s.groups[key].grad for s in self.replica_stores]
             if scale != 1.0:
                 for g in grads:
                     g *= g.dtype.type(1.0 / scale)
-            kv.pushpull(key, grads, out=outs[key])
+            kv.pushpull(key, grads, out=group.data)
         self.callbacks.fire("comm_on_finish", iteration)
         if kv.num_update is not None:
             self._optimizers["main"].num_update = kv.num_update
