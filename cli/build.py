@@ -58,7 +58,7 @@ def build_trainer(config: dict, out: Path, extra: dict | None = None) -> Trainer
     data, batch_size = build_data(config["dataset"], numpy.random.default_rng(data_seed))
     model = build_model(config["model"], data, backend)
     u = config["updater"]
-    store = build_kvstore(config["kvstore"], u)
+    store = build_kvstore(config["kvstore"], u, dtype)
     workers = store.num_workers if store is not None else 1
     # every worker draws the same global batch of workers * batch_size and takes its shard
     iterator = SerialIterator(data.train, batch_size * workers,
@@ -117,13 +117,14 @@ def build_backend(section: dict, seed, dtype: str = "float32") -> object:
     return prefixed("backend", get_backend, name, device=device, seed=seed, dtype=dtype)
 
 
-def build_kvstore(section: dict, updater: dict):
+def build_kvstore(section: dict, updater: dict, dtype: str = "float32"):
     """The store of ``kvstore=<name>`` by MXNet's rules (:mod:`trainer_run.kvstore.trainer_rules`):
-    None for one replica in one process. With sync stores the update is computed on every
+    None for one replica in one process, ``local`` or ``device`` for the parallel updater's
+    replicas, a dist store across processes. With sync stores the update is computed on every
     worker from the same summed gradient, so ``update_on_kvstore`` does not change the numbers.
-    With ``kvstore.compression.type`` set, a dist store compresses its pushes (on every worker;
+    With ``kvstore.compression.type`` set, the store compresses its pushes (on every worker;
     the ``dist_async`` server learns the threshold from them); a run with no store to sum
-    anything refuses it."""
+    anything, or with gradients that are not float32 (``dtype``), refuses it."""
     compression = build_compression(section)
     decision = trainer_rules.decide(section["name"], section.get("update_on_kvstore"),
                                     num_devices=max(_replicas(updater), 1))  # its errors name the keys
@@ -135,10 +136,15 @@ def build_kvstore(section: dict, updater: dict):
                               f"updater.devices >= 2 and kvstore=device, a dist kvstore under "
                               f"mpiexec, or kvstore.compression.type=null")
         return None
-    if not decision.kvstore.startswith("dist"):
-        return None
-    timeout = check_number("kvstore.timeout", section.get("timeout", 60), low=0, low_open=True)
-    store = kvstores.create(decision.kvstore, timeout=timeout)
+    options = {}
+    if decision.kvstore.startswith("dist"):
+        options["timeout"] = check_number("kvstore.timeout", section.get("timeout", 60), low=0,
+                                          low_open=True)
+    if compression is not None:
+        check(dtype == "float32", f"kvstore.compression works on float32 gradients only (MXNet's "
+              f"2-bit kernels read float32); this run computes in {dtype}: choose precision=fp32 "
+              f"or kvstore.compression.type=null")
+    store = kvstores.create(decision.kvstore, **options)
     if compression is not None and not getattr(store, "is_server", False):
         store.set_gradient_compression(compression)
     return store
@@ -160,26 +166,6 @@ def build_compression(section: dict) -> dict | None:
     return prefixed("kvstore.compression", compressions.GradientCompression, params).params
 
 
-def _in_process_store(name: str, compression: dict | None):
-    """What the parallel updater gets for ``kvstore=<name>``: the name (it creates the store),
-    or with compression a ``device`` store that compresses."""
-    if compression is None:
-        return name
-    check(name == "device", f"kvstore={name} cannot compress gradients (MXNet: Gradient compression "
-          f"is not supported for this type of kvstore); choose kvstore=device or "
-          f"kvstore.compression.type=null")
-    store = kvstores.create(name)
-    store.set_gradient_compression(compression)
-    return store
-
-
-def _check_compressible(backend) -> None:
-    """Gradient compression needs float32 gradients: refuse another compute dtype up front."""
-    check(str(backend.dtype) == "float32", f"kvstore.compression works on float32 gradients only "
-          f"(MXNet's 2-bit kernels read float32); this run computes in {backend.dtype}: choose "
-          f"precision=fp32 or kvstore.compression.type=null")
-
-
 def _replicas(updater: dict) -> int:
     """Model replicas per process: ``updater.devices`` for the parallel updater, else 1 (0 for a
     ``devices`` value that is neither a count nor a list; the updater refuses it by name)."""
@@ -192,13 +178,10 @@ def _replicas(updater: dict) -> int:
 def build_updater(section: dict, store, kvstore: dict, loss_scale: dict, iterator, optimizer, model,
                   backend, batch_size: int, nan_policy: str = "stop"):
     """The updater of ``updater=standard|parallel`` with its loss scaler, callbacks and
-    kvstore (``store``: a multi-process store, else None)."""
+    kvstore (``store``: from :func:`build_kvstore`; None: the parallel updater makes its own)."""
     kwargs = {k: v for k, v in section.items() if k != "name"}
     kwargs["callbacks"] = build_callbacks(kwargs.get("callbacks") or {})
     kwargs["loss_scaler"] = build_loss_scaler(loss_scale)
-    compression = build_compression(kvstore)
-    if compression is not None:
-        _check_compressible(backend)
     name = section["name"]
     klass = {"standard": StandardUpdater, "parallel": ParallelUpdater}.get(name)
     check(klass is not None, f"updater={name!r} is unknown; choose one of standard, parallel")
@@ -206,7 +189,7 @@ def build_updater(section: dict, store, kvstore: dict, loss_scale: dict, iterato
         name = kvstore["name"]
         check(name != "none", "updater=parallel sums gradients through a kvstore; kvstore=none "
               "cannot, choose kvstore=local or kvstore=device")
-        kwargs["kvstore"] = store if store is not None else _in_process_store(name, compression)
+        kwargs["kvstore"] = store if store is not None else name
         replicas = _replicas(section)
         check(replicas <= batch_size, f"updater.devices={section.get('devices')} needs a batch of "
               f"at least {replicas} examples; dataset.batch_size is {batch_size}")
