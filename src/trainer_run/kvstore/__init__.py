@@ -83,7 +83,7 @@ import numpy
 from ..backend import array_module
 from ..errors import ConfigError
 from ..optimizers import get_updater
-from ..optimizers.updater import map_state, state_leaves
+from ..optimizers.updater import check_state, map_state
 from .compression import GradientCompression
 
 __all__ = ["DeviceKVStore", "KVStore", "LocalKVStore", "TYPES", "create"]
@@ -302,12 +302,11 @@ class KVStore:
         reader.set_states(blob)  # numpy.load(allow_pickle=False): object arrays are refused too
         states = self._updater.states
         loaded = {str(i) if self._key_type is str else i: s for i, s in reader.states.items()}
+        pairs = {key: check_state(f"kvstore key {key!r}", states[key], state)  # all, then write
+                 for key, state in loaded.items() if key in states}
         for key, state in loaded.items():
             if key in states:
-                _check_state(key, states[key], state)
-        for key, state in loaded.items():
-            if key in states:
-                for dst, src in zip(state_leaves(states[key]), state_leaves(state)):
+                for dst, src in zip(*pairs[key]):
                     _copy_into(dst, src)
             elif key in self._store and _place_of(self._store[key]) is not HOST:
                 place = _place_of(self._store[key])
@@ -506,18 +505,6 @@ def create(name: str = "local", **options) -> KVStore:
 
 
 _ZIP_MAGIC = b"PK\x03\x04"  # how every .npz archive (a zip file) begins
-
-
-def _check_state(key, existing, loaded) -> None:
-    """Raises unless a loaded state has the arrays and shapes of the existing one."""
-    existing, loaded = state_leaves(existing), state_leaves(loaded)
-    if len(existing) != len(loaded):
-        raise ValueError(f"optimizer state for kvstore key {key!r} has {len(loaded)} arrays, "
-                         f"expected {len(existing)}")
-    for d, s in zip(existing, loaded):
-        if tuple(d.shape) != tuple(s.shape):
-            raise ValueError(f"optimizer state for kvstore key {key!r} has shape "
-                             f"{tuple(s.shape)}, expected {tuple(d.shape)}")
 
 
 # -- moving data between host and devices ---------------------------------------------------

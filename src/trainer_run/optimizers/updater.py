@@ -202,15 +202,22 @@ def _index(key: str):
 
 def _copy_into(key, state, saved, asarray) -> None:
     """Copies saved arrays (a list, or a structure with the same leaves) into ``state``."""
+    for dst, src in zip(*check_state(f"index {key}", state, saved)):
+        dst[...] = asarray(src)
+
+
+def check_state(name: str, state, saved) -> tuple[list, list]:
+    """The leaves of ``state`` and ``saved``; ValueError naming the optimizer state of
+    ``name`` unless they have the same number of arrays and the same shapes."""
     leaves, saved = state_leaves(state), state_leaves(saved)
     if len(leaves) != len(saved):
-        raise ValueError(f"optimizer state for index {key} has {len(saved)} arrays, "
+        raise ValueError(f"optimizer state for {name} has {len(saved)} arrays, "
                          f"expected {len(leaves)}")
     for dst, src in zip(leaves, saved):
         if tuple(dst.shape) != tuple(src.shape):
-            raise ValueError(f"optimizer state for index {key} has shape "
+            raise ValueError(f"optimizer state for {name} has shape "
                              f"{tuple(src.shape)}, expected {tuple(dst.shape)}")
-        dst[...] = asarray(src)
+    return leaves, saved
 
 
 def _plain(state):
