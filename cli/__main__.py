@@ -1,5 +1,5 @@
 """``python -m trainer_run.cli`` runs the ``trainer-run`` command."""
 
-from .main import main
+from .entry import main
 
 main()

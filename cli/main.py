@@ -1,61 +1,95 @@
 """The ``trainer-run`` command: Hydra composes the config, :mod:`.build` turns it into a run.
 
-Resume: ``trainer-run resume=<run or checkpoint dir> [overrides]`` finds the checkpoint
-(the run's latest complete one, or the one named), re-selects the run's config-group
-choices, writes into the run's own directory without touching its ``.hydra/``, rebuilds
-the run from the config saved in the checkpoint with the given overrides applied on top,
-and restores the full training state. Changing a group (``optimizer=sgd``) on resume is
-refused: it would not be the same run.
+Before Hydra runs, the arguments are checked (grammar, group options, keys), a sweep
+directory that is not new is refused, and a resume is resolved (:mod:`.resume`). Each job
+then claims its run directory (:class:`~trainer_run.run_directory.RunLock`; only rank 0 of
+several processes) and builds the run; only once the config is valid does it write Hydra's
+record of the run (``.hydra/``: the composed config, Hydra's config and the overrides) and
+train. A job that fails before training removes the directory it created, so a mistake
+leaves nothing behind.
 
-Mistakes a user can fix (unknown names, bad values, missing or corrupt files) print one
-message and exit with status 2; Hydra's own composition errors exit with status 1. A run
-that stops on its own prints one message too: a diverged loss exits with 3, a disk that
-refuses a write with 4. SIGINT (Ctrl-C) or SIGTERM finish the current iteration, save a
-checkpoint and exit with 130 or 143 (128 + the signal number); a second one aborts at once
-(the last complete checkpoint stays valid).
+Mistakes a user can fix (unknown names, bad values, unparsable overrides, missing or corrupt
+files, a directory in use) print one line and exit with status 2. A run that stops on its
+own prints one line too: a diverged loss exits with 3, a disk that refuses a write with 4.
+SIGINT (Ctrl-C) or SIGTERM, from the first line of the command on, stop it cleanly: before
+training nothing is written and the exit status is 130 or 143 (128 + the signal number);
+during training the current iteration finishes and a checkpoint is saved (see
+:mod:`trainer_run.training.stop_signals`).
 """
 
 from __future__ import annotations
 
+import errno
 import os
+import re
+import signal
 import sys
-import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
+from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 from rich.console import Console
 from rich.markup import escape
 
-from trainer_run import checkpoint
+from trainer_run import checkpoint, run_directory
 from trainer_run.errors import ConfigError, Diverged, RunStopped
+from trainer_run.training import stop_signals
 
+from . import argv as args
+from . import resume as resumes
 from . import schema
 from .build import build_trainer
 
-MULTIRUN_FLAGS = ("-m", "--multirun")
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
+RECORD = ".hydra"
+
+
+@dataclass
+class Launch:
+    """What the command decided before Hydra runs, for the job(s) it starts."""
+
+    comm: object = None          # MPI's world communicator of a multi-process run, else None
+    record: str | None = RECORD  # where in a new run directory Hydra's record goes (None: none)
+    kept: Path | None = None     # the run directory, or its nearest folder, that existed before
+
+
+_launch = Launch()
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry point of the console script."""
+    """Runs the command (the console script enters through :mod:`.entry`)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     comm = _world(argv)
     try:
         argv = prepare(argv) if comm is None else prepare_on_rank_0(comm, argv)
     except ConfigError as e:
         fail(e)
-    sys.argv = [sys.argv[0], *argv]
-    run_hydra()
+    stop_if_signalled()
+    subdir = args.value(argv, "hydra.output_subdir")
+    given = args.value(argv, "hydra.run.dir")
+    _launch.comm = comm
+    _launch.record = RECORD if subdir is None else None if args.is_null(subdir) else subdir
+    _launch.kept = _nearest_existing(Path(given)) if given else None
+    sys.argv = [sys.argv[0], *args.without(argv, "hydra.output_subdir"), "hydra.output_subdir=null"]
+    os.environ["HYDRA_FULL_ERROR"] = "1"  # Hydra raises its errors; they are printed as one line
+    try:
+        run_hydra()
+    except (HydraException, OmegaConfBaseException) as e:
+        fail(describe(e))
+    except OSError as e:
+        fail(f"cannot write {e.filename or 'the run directory'}: {e.strerror or e}; free some space "
+             "or choose a writable hydra.run.dir", 4)
 
 
 def _world(argv: list[str]):
     """MPI's world communicator when this is one of several processes of a ``kvstore=dist_*``
     run started by ``mpiexec``; None otherwise (MPI is then never initialised)."""
-    store = _value(argv, "kvstore") or ""
+    store = args.value(argv, "kvstore") or ""
     launched = any(v in os.environ for v in ("PMI_RANK", "PMIX_RANK", "OMPI_COMM_WORLD_RANK"))
     if not (store.startswith("dist") and launched):
         return None
@@ -67,28 +101,42 @@ def _world(argv: list[str]):
     return MPI.COMM_WORLD if MPI.COMM_WORLD.size > 1 else None
 
 
-def prepare_on_rank_0(comm, argv: list[str]) -> list[str]:
-    """:func:`prepare` on rank 0 only, shared with every rank: one run directory for all (rank 0
-    names it when the command does not), and only rank 0 writes Hydra's ``.hydra/`` record."""
+def on_rank_0(comm, action):
+    """``action()`` on rank 0 only, its result (or its ConfigError) shared with every rank."""
     outcome = None
     if comm.rank == 0:
-        if _value(argv, "hydra.run.dir") is None and _value(argv, "resume") in (None, "null", ""):
-            argv = [*argv, f"hydra.run.dir=runs/{time.strftime('%Y-%m-%d/%H-%M-%S')}"]
         try:
-            outcome = ("ok", prepare(argv))
+            outcome = ("ok", action())
         except ConfigError as e:
             outcome = ("error", str(e))
     kind, value = comm.bcast(outcome, root=0)
     if kind == "error":
         raise ConfigError(value)
-    if comm.rank != 0 and _value(value, "hydra.output_subdir") is None:
-        value = [*value, "hydra.output_subdir=null"]
     return value
+
+
+def prepare_on_rank_0(comm, argv: list[str]) -> list[str]:
+    """:func:`prepare` on rank 0 only, shared with every rank: one run directory for all."""
+    return on_rank_0(comm, lambda: prepare(argv))
+
+
+def name_run_dir(argv: list[str]) -> list[str]:
+    """``argv`` with ``hydra.run.dir`` naming the default run directory of now, for a single
+    new run with our config that names none (the command then knows the directory, and
+    every process of a multi-process run gets the same one)."""
+    config_flags = any(a.split("=")[0] in schema.OTHER_CONFIG_FLAGS for a in argv)
+    if (args.value(argv, "hydra.run.dir") is not None or args.is_multirun(argv) or config_flags
+            or not args.is_null(args.value(argv, "resume"))):
+        return argv
+    pattern = OmegaConf.load(CONFIGS / "config.yaml").hydra.run._get_node("dir")._value()
+    named = re.sub(r"\$\{now:([^}]*)\}", lambda m: time.strftime(m.group(1)), pattern)
+    return [*argv, f"hydra.run.dir={args.quote(Path(named))}"]
 
 
 def fail(error, code: int = 2) -> None:
     """Prints ``error`` as one ``error:`` line and exits with ``code``."""
-    Console(stderr=True).print(f"[bold red]error:[/] {escape(str(error))}", highlight=False,
+    text = " ".join(line.strip() for line in str(error).splitlines())
+    Console(stderr=True).print(f"[bold red]error:[/] {escape(text)}", highlight=False,
                               soft_wrap=True)
     sys.exit(code)
 
@@ -98,11 +146,29 @@ def warn(message: str) -> None:
                               soft_wrap=True)
 
 
+def describe(error: Exception) -> str:
+    """One line for an error Hydra or OmegaConf raised while composing the config."""
+    if isinstance(error, OmegaConfBaseException):
+        where = getattr(error, "full_key", None)
+        message = str(error).splitlines()[0]
+        return f"the config does not resolve: {message}" + (f" (at {where})" if where else "")
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    return "; ".join(lines) or type(error).__name__
+
+
+def stop_if_signalled() -> None:
+    """Exits with 128 + the signal's number when a stop signal came before training started."""
+    signum = stop_signals.requested()
+    if signum is not None:
+        fail(f"stopped by {signal.Signals(signum).name} before training started; nothing was "
+             "trained", 128 + signum)
+
+
 def check_choices(argv: list[str]) -> None:
     """Refuses an unknown option of a config group (``optimizer=nosuchopt``) with the list
     of available ones, before Hydra composes anything. Sweeps (``a,b``) are checked item by item."""
     for argument in argv:
-        group = _key(argument).lstrip("+~")
+        group = args.key(argument).lstrip("+~")
         if "=" not in argument or not (CONFIGS / group).is_dir() or "(" in argument:
             continue
         options = sorted(p.stem for p in (CONFIGS / group).glob("*.yaml"))
@@ -113,43 +179,132 @@ def check_choices(argv: list[str]) -> None:
 
 
 def prepare(argv: list[str]) -> list[str]:
-    """Rewrites the arguments of a resume; refuses to start a new run over an old one."""
+    """Checks the arguments and rewrites those of a resume; refuses to start a new run or
+    sweep in a directory that is not new."""
+    args.check_grammar(argv)
     check_choices(argv)
     schema.check_overrides(argv)
-    resume = _value(argv, "resume")
-    multirun = any(a in MULTIRUN_FLAGS for a in argv)
-    if resume in (None, "null", ""):
-        run_dir = _value(argv, "hydra.sweep.dir" if multirun else "hydra.run.dir")
-        if run_dir and not multirun:
-            _refuse_existing(Path(run_dir))
-        _check_writable(Path(run_dir) if run_dir else Path("runs"))
+    argv = name_run_dir(argv)
+    resume, multirun = args.value(argv, "resume"), args.is_multirun(argv)
+    if not args.is_null(resume):
+        if multirun:
+            raise ConfigError("resume continues one run; drop -m/--multirun")
+        argv = resumes.prepare(argv, resume, report=warn)
+        _check_writable(Path(args.value(argv, "hydra.run.dir")))
         return argv
-    if multirun:
-        raise ConfigError("resume continues one run; drop -m/--multirun")
-    found = checkpoint.find(Path(resume).expanduser(), report=warn)
-    _check_writable(checkpoint.run_dir_of(found))
-    tree = checkpoint.load_tree(found)
-    choices = tree.get("choices", {})
-    rest = [a for a in argv if _key(a) not in ("resume", "hydra.run.dir", "hydra.output_subdir")]
-    for group, choice in choices.items():
-        given = _value(rest, group)
-        if given is not None and given != choice:
-            raise ConfigError(f"resume keeps the run's {group}={choice}; {group}={given} would be "
-                              "a different run, so start a new one instead")
-    pinned = [f"{g}={c}" for g, c in choices.items() if _value(rest, g) is None]
-    return [*pinned, *rest, f"resume={_quote(found.resolve())}",
-            f"hydra.run.dir={_quote(checkpoint.run_dir_of(found))}", "hydra.output_subdir=null"]
+    key = "hydra.sweep.dir" if multirun else "hydra.run.dir"
+    given = args.value(argv, key)
+    if given:
+        run_directory.check_unused(Path(given), key)
+    _check_writable(Path(given) if given else Path("runs"))
+    return argv
 
 
 @hydra.main(config_path="../configs", config_name="config", version_base="1.3")
 def run_hydra(cfg: DictConfig) -> None:
+    """One job: claim the run directory, build, record, train."""
+    out = Path(HydraConfig.get().runtime.output_dir)
+    lock = _claim(out, resuming=bool(cfg.resume))
+    fresh = not run_directory.holds_run(out)
     try:
-        trainer = build(cfg)
+        trainer = _start(cfg, out, fresh)
+    except BaseException:
+        if fresh and lock is not None:
+            _remove_new(out, lock)
+        raise
+    try:
+        _train(trainer, out)
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def _claim(out: Path, resuming: bool) -> run_directory.RunLock | None:
+    """Rank 0's lock on the run directory (None on the other ranks). A directory in use, or
+    one that is not new for a new run, is refused on every rank."""
+    lock = None
+
+    def claim() -> None:
+        nonlocal lock
+        lock = run_directory.RunLock(out).acquire()
+        if not resuming:
+            try:
+                run_directory.check_unused(out)
+            except ConfigError:
+                lock.release()
+                raise
+
+    try:
+        if _launch.comm is None:
+            claim()
+        else:
+            on_rank_0(_launch.comm, claim)
+    except ConfigError as e:
+        fail(e)
+    return lock
+
+
+def _start(cfg: DictConfig, out: Path, fresh: bool):
+    """The built trainer, once the config is valid and no stop signal came; a new run
+    directory gets Hydra's record then."""
+    try:
+        trainer = build(cfg, out)
+    except ConfigError as e:
+        fail(e)
+    stop_if_signalled()
+    if fresh and _is_rank_0():
+        _write_record(out, cfg)
+    return trainer
+
+
+def _is_rank_0() -> bool:
+    return _launch.comm is None or _launch.comm.rank == 0
+
+
+def _remove_new(out: Path, lock: run_directory.RunLock) -> None:
+    """Removes the run directory this job created (the lock file is all it holds) and the
+    folders created for it, up to the nearest one that existed before the command."""
+    lock.release(remove=True)
+    folder = out.resolve()
+    while folder != _launch.kept and folder != folder.parent and _launch.kept in folder.parents:
+        try:
+            folder.rmdir()
+        except OSError:
+            return
+        folder = folder.parent
+
+
+def _nearest_existing(directory: Path) -> Path:
+    """``directory`` (absolute) if it exists, else its nearest existing parent."""
+    directory = directory.expanduser().absolute()
+    while not directory.exists():
+        directory = directory.parent
+    return directory.resolve()
+
+
+def _write_record(out: Path, cfg: DictConfig) -> None:
+    """Hydra's record of the run in ``<out>/.hydra/`` (as Hydra writes it itself)."""
+    if _launch.record is None:
+        return
+    hydra_cfg = OmegaConf.create({"hydra": OmegaConf.to_container(HydraConfig.get())})
+    OmegaConf.update(hydra_cfg, "hydra.output_subdir", _launch.record)
+    folder = out / _launch.record
+    folder.mkdir(parents=True, exist_ok=True)
+    OmegaConf.save(cfg, folder / "config.yaml")
+    OmegaConf.save(hydra_cfg, folder / "hydra.yaml")
+    OmegaConf.save(HydraConfig.get().overrides.task, folder / "overrides.yaml")
+
+
+def _train(trainer, out: Path) -> None:
+    if getattr(trainer, "stop_trigger", None) is not None and trainer.stop_trigger(trainer):
+        _nothing_to_do(trainer)
+        return
+    try:
         trainer.run()
     except ConfigError as e:
         fail(e)
     except Diverged as e:
-        fail(f"{e}. {_kept(Path(trainer.out))}", e.exit_code)
+        fail(f"{e}. {_kept(out)}", e.exit_code)
     except RunStopped as e:
         fail(e, e.exit_code)
     except OSError as e:
@@ -159,30 +314,34 @@ def run_hydra(cfg: DictConfig) -> None:
         sys.exit(128 + (trainer.stop_signal or 2))
 
 
-def build(cfg: DictConfig):
+def _nothing_to_do(trainer) -> None:
+    """A resumed run that has already reached its limit: says so and leaves its files as they
+    are (the summary keeps the speed of the session that trained)."""
+    trainer.updater.finalize()
+    stop = trainer.stop_trigger
+    limits = [f"trainer.max_iterations={stop.max_iterations}"] if stop.max_iterations else []
+    limits += [f"trainer.max_epochs={stop.max_epochs}"] if stop.max_epochs else []
+    if _is_rank_0():
+        print(f"nothing to do: the run is at iteration {trainer.updater.iteration} (epoch "
+              f"{trainer.updater.epoch_detail:.2f}), which reaches {' or '.join(limits)}; raise the "
+              "limit to train further")
+
+
+def build(cfg: DictConfig, out: Path):
     """The trainer for this job: a new run, or the resumed one with its state restored."""
     hydra_cfg = HydraConfig.get()
-    out = Path(hydra_cfg.runtime.output_dir)
     choices = {k: v for k, v in hydra_cfg.runtime.choices.items()
                if not k.startswith("hydra") and v is not None}
     state = None
+    node = cfg
     if cfg.resume:
         state = checkpoint.load(Path(cfg.resume))
-        node = OmegaConf.create(state["config"])
-        for override in hydra_cfg.overrides.task:
-            key = _key(override).lstrip("+~")
-            if key in ("resume",) or key.startswith("hydra.") or key in choices:
-                continue
-            OmegaConf.update(node, key, OmegaConf.select(cfg, key), force_add=True)
-    else:
-        if hydra_cfg.output_subdir is not None:  # rank 0 (or the only process)
-            _refuse_existing(out)
-        node = cfg
+        node = resumes.config(state["config"], cfg, list(hydra_cfg.overrides.task), choices)
     saved = OmegaConf.to_container(node, resolve=False)
     try:
         resolved = OmegaConf.to_container(node, resolve=True)
     except OmegaConfBaseException as e:
-        raise ConfigError(f"the config does not resolve: {e}") from None
+        raise ConfigError(describe(e)) from None
     schema.check_types(resolved)
     if state is not None and (resolved["kvstore"].get("compression") or {}).get("type"):
         warn("gradient compression residuals are not in checkpoints (nor in MXNet's): they restart "
@@ -208,31 +367,16 @@ def _kept(run_dir: Path) -> str:
 
 
 def _check_writable(directory: Path) -> None:
-    """Refuses a run directory that cannot be created or written, before any work starts."""
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=directory):
-            pass
-    except OSError as e:
-        raise ConfigError(f"cannot write to {directory}: {e.strerror or e}; choose a writable "
-                          "hydra.run.dir (or hydra.sweep.dir for -m)") from None
-
-
-def _refuse_existing(run_dir: Path) -> None:
-    if (run_dir / "checkpoints").exists() or (run_dir / "metrics.jsonl").exists():
-        raise ConfigError(f"{run_dir} already holds a run; continue it with resume={run_dir} "
-                          "or choose another hydra.run.dir")
-
-
-def _key(argument: str) -> str:
-    return argument.split("=", 1)[0]
-
-
-def _value(argv: list[str], key: str):
-    """The value of the last ``key=value`` argument, unquoted (None if absent)."""
-    values = [a.split("=", 1)[1] for a in argv if "=" in a and _key(a).lstrip("+~") == key]
-    return values[-1].strip("'\"") if values else None
-
-
-def _quote(path: Path) -> str:
-    return "'" + str(path).replace("\\", "\\\\").replace("'", "\\'") + "'"
+    """Refuses a run directory that could not be created or written, before anything is
+    created: its nearest existing folder must be a writable directory."""
+    existing = _nearest_existing(directory)
+    reason = None
+    if not existing.is_dir():
+        reason = errno.ENOTDIR
+    elif os.statvfs(existing).f_flag & os.ST_RDONLY:
+        reason = errno.EROFS
+    elif not os.access(existing, os.W_OK | os.X_OK):
+        reason = errno.EACCES
+    if reason is not None:
+        raise ConfigError(f"cannot write to {directory}: {os.strerror(reason)}; choose a writable "
+                          "hydra.run.dir (or hydra.sweep.dir for -m)")

@@ -23,6 +23,13 @@ def read_jsonl(path: Path) -> list[dict]:
     return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
 
 
+def run_files(directory: Path) -> dict:
+    """The files a run wrote in ``directory`` by name with their bytes (not the lock file, which
+    records the last process that held the directory)."""
+    return {p.name: p.read_bytes() for p in Path(directory).iterdir()
+            if p.is_file() and p.name != ".lock"}
+
+
 def load_npz(path: Path) -> dict:
     with numpy.load(path, allow_pickle=False) as data:
         return {k: data[k] for k in data.files}

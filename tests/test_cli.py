@@ -8,7 +8,7 @@ import re
 
 import numpy
 import pytest
-from conftest import load_npz, read_jsonl, run_cli
+from conftest import load_npz, read_jsonl, run_cli, run_files
 
 
 def test_default_run_reaches_95_percent_and_fills_the_run_directory(tmp_path):
@@ -135,9 +135,9 @@ def test_bad_input_gives_one_clear_message(tmp_path, argument, message):
 def test_a_new_run_never_overwrites_an_existing_one(tmp_path):
     out = tmp_path / "run"
     _train(out, "trainer.max_iterations=10")
-    before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+    before = run_files(out)
     hydra_before = (out / ".hydra" / "config.yaml").read_bytes()
     result = run_cli(f"hydra.run.dir={out}", "trainer.max_iterations=20")
     assert result.returncode == 2 and "already holds a run" in result.stderr
-    assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
+    assert run_files(out) == before
     assert (out / ".hydra" / "config.yaml").read_bytes() == hydra_before

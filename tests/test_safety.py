@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import load_npz, read_jsonl, run_cli
+from conftest import load_npz, read_jsonl, run_cli, run_files
 
 from trainer_run import checkpoint, optimizers
 from trainer_run.errors import ConfigError
@@ -314,17 +314,18 @@ def test_set_states_refuses_a_pickled_blob_unexecuted(tmp_path, form):
 
 
 # -- 4. architecture mismatch on resume ---------------------------------------------------------
-def test_resume_into_another_architecture_names_the_parameter_and_both_shapes(tmp_path, base_run):
-    # The command line accepts a model field override on resume (only group changes such as
-    # model=logistic_regression are refused earlier), so the shape check is what refuses it.
+def test_resume_into_another_architecture_is_refused_naming_the_key_and_both_values(tmp_path, base_run):
+    # A model field is one of the keys a resume may not change (cli/resume.py FIXED): refused
+    # by name before any state is loaded. (The shape check behind it: test_checkpoint.py.)
     run = _copy_run(base_run, tmp_path)
-    before = {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()}
+    before = run_files(run)
     result = run_cli(f"resume={run}", "model.hidden_sizes=[32,32]", "trainer.max_iterations=40", QUIET)
     assert result.returncode == 2
     line = _one_error(result)
-    assert line == (f"error: checkpoint {run / 'checkpoints' / 'iter_00000020'} does not fit this run: "
-                    "saved parameter l1/W has shape (64, 2), the model has (32, 2)")
-    assert {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()} == before
+    assert line == ("error: resume keeps the run's model.hidden_sizes=[64, 64]; model.hidden_sizes=[32, "
+                    "32] would make a different run (its checkpoint was trained with the other), so "
+                    "start a new one instead")
+    assert run_files(run) == before
     assert [p.name for p in checkpoint.list_checkpoints(run / "checkpoints")] == ["iter_00000020"]
 
 

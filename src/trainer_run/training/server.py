@@ -16,13 +16,11 @@ server stops after the kvstore's timeout (see :mod:`trainer_run.kvstore.dist`).
 
 from __future__ import annotations
 
-import signal
-
 import numpy
 
 from ..optimizers import GroupUpdater
 from ..params import ParamStore
-from .trainer import abort_now, catch_signals
+from . import stop_signals
 
 __all__ = ["ParameterServer"]
 
@@ -48,19 +46,13 @@ class ParameterServer:
 
     def run(self) -> None:
         """Serves until every worker has closed the store."""
-        previous = catch_signals(self._on_signal)
+        restore = stop_signals.handle()
         try:
             self.weights = self.store.run_server(self.updater)
+            self.stop_signal = stop_signals.requested()  # the workers stopped, then closed the store
             self.status = "completed" if self.stop_signal is None else "interrupted"
         except BaseException:
             self.status = "failed"
             raise
         finally:
-            for signum, handler in previous.items():
-                signal.signal(signum, handler)
-
-    def _on_signal(self, signum, frame) -> None:
-        if self.stop_signal is None:
-            self.stop_signal = signum  # the workers stop, then close the store
-            return
-        abort_now(signum)
+            restore()

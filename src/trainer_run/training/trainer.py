@@ -11,10 +11,12 @@ have them, ``initialize(trainer)``, ``finalize(trainer)`` and ``state_dict`` /
 ``load_state_dict``. ``elapsed_time`` carries over a resume.
 
 Preemption: while ``run()`` runs in the main thread, SIGINT (Ctrl-C) and SIGTERM ask the
-loop to stop after the current iteration and its extensions; the run then ends with
-status ``interrupted`` (extensions' ``finalize`` saves a checkpoint and the summary) and
-``stop_signal`` holds the signal number. A second signal aborts the process at once
-(exit status 128 + signal), which atomic checkpoints make safe.
+loop to stop after the current iteration and its extensions (see
+:mod:`~trainer_run.training.stop_signals`; a request made before ``run()``, while the
+command was starting, counts too); the run then ends with status ``interrupted``
+(extensions' ``finalize`` saves a checkpoint and the summary) and ``stop_signal`` holds
+the signal number. A second signal aborts the process at once (exit status 128 +
+signal), which atomic checkpoints make safe.
 
 Several processes: an updater with ``agree_to_stop(signum)`` decides with its peers after
 which iteration a signal stops them all (one process's signal stops every process after the
@@ -29,37 +31,16 @@ import functools
 import os
 import signal
 import sys
-import threading
 import time
 from dataclasses import dataclass
 
 from ..errors import Diverged
+from . import stop_signals
 from .triggers import IntervalTrigger
-
-SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 PRIORITY_WRITER = 300
 PRIORITY_EDITOR = 200
 PRIORITY_READER = 100
-
-
-def catch_signals(handler) -> dict:
-    """Installs ``handler`` for the stop signals (main thread only); returns the previous
-    handlers, to be restored with ``signal.signal``."""
-    if threading.current_thread() is not threading.main_thread():
-        return {}
-    previous = {signum: signal.getsignal(signum) for signum in SIGNALS}
-    for signum in SIGNALS:
-        signal.signal(signum, handler)
-    return previous
-
-
-def abort_now(signum: int) -> None:
-    """A second stop signal: exits at once with status 128 + ``signum``."""
-    sys.stderr.write(f"\n{signal.Signals(signum).name} again: aborting now; the last complete "
-                     "checkpoint is kept\n\x1b[?25h")
-    sys.stderr.flush()
-    os._exit(128 + signum)
 
 
 @dataclass
@@ -126,7 +107,7 @@ class Trainer:
         self._start = time.perf_counter()
         self.status = "running"
         self.stop_signal = None
-        previous = self._catch_signals()
+        restore = stop_signals.handle()
         try:
             while not self.stop_trigger(self) and not self._signalled():
                 self.updater.update()
@@ -149,20 +130,22 @@ class Trainer:
             try:
                 self._finalize(entries, pending=sys.exc_info()[1] is not None)
             finally:
-                for signum, handler in previous.items():
-                    signal.signal(signum, handler)
+                if self.status == "interrupted":
+                    stop_signals.clear()
+                restore()
 
     def _signalled(self) -> bool:
         """Whether a stop signal ends the run after this iteration. An updater with
         ``agree_to_stop`` decides with its other processes, so that they all stop after the
         same iteration; a process stopped by another's signal takes its number (SIGTERM when
         several differ)."""
+        self.stop_signal = self.stop_signal or stop_signals.requested()
         agree = getattr(self.updater, "agree_to_stop", None)
         if agree is None:
             return self.stop_signal is not None
         agreed = agree(self.stop_signal)
         if agreed and self.stop_signal is None:
-            self.stop_signal = agreed if agreed in SIGNALS else signal.SIGTERM
+            self.stop_signal = agreed if agreed in stop_signals.SIGNALS else signal.SIGTERM
         return bool(agreed)
 
     def _abort(self, error: BaseException) -> None:
@@ -191,15 +174,6 @@ class Trainer:
                     self.status = "failed"  # later extensions (the summary) must not say otherwise
         if first is not None and not pending:
             raise first
-
-    def _catch_signals(self) -> dict:
-        return catch_signals(self._on_signal)
-
-    def _on_signal(self, signum, frame) -> None:
-        if self.stop_signal is None:
-            self.stop_signal = signum
-            return
-        abort_now(signum)
 
     def state_dict(self) -> dict:
         extensions = {e.name: e.extension.state_dict() for e in self._entries.values()

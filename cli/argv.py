@@ -1,0 +1,56 @@
+"""The command line's ``key=value`` overrides, read before Hydra composes anything."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import OverrideParseException
+
+from trainer_run.errors import ConfigError
+
+MULTIRUN_FLAGS = ("-m", "--multirun")
+
+
+def check_grammar(argv: list[str]) -> None:
+    """Refuses (ConfigError, one line) the first override Hydra's grammar cannot parse,
+    e.g. ``'optimizer.learning_rate=[1,'``. Flags (``-m``, ``--cfg job``) are Hydra's own."""
+    parser = OverridesParser.create()
+    for argument in argv:
+        if argument.startswith("-") or not ("=" in argument or argument.startswith("~")):
+            continue
+        try:
+            parser.parse_overrides([argument])
+        except OverrideParseException as e:
+            reason = e.message.splitlines()[0].strip()
+            raise ConfigError(f"cannot parse {argument!r}: {reason}; write overrides as key=value "
+                              "(quote lists and strings with spaces for the shell, see "
+                              "https://hydra.cc/docs/advanced/override_grammar/basic)") from None
+
+
+def key(argument: str) -> str:
+    return argument.split("=", 1)[0]
+
+
+def value(argv: list[str], name: str):
+    """The value of the last ``name=value`` argument, unquoted (None if absent)."""
+    values = [a.split("=", 1)[1] for a in argv if "=" in a and key(a).lstrip("+~") == name]
+    return values[-1].strip("'\"") if values else None
+
+
+def without(argv: list[str], *names: str) -> list[str]:
+    """``argv`` without its ``name=...`` arguments."""
+    return [a for a in argv if key(a).lstrip("+~") not in names]
+
+
+def is_multirun(argv: list[str]) -> bool:
+    return any(a in MULTIRUN_FLAGS for a in argv)
+
+
+def is_null(text) -> bool:
+    return text in (None, "null", "")
+
+
+def quote(path: Path) -> str:
+    """``path`` as a quoted override value (any character allowed)."""
+    return "'" + str(path).replace("\\", "\\\\").replace("'", "\\'") + "'"

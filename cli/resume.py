@@ -1,0 +1,93 @@
+"""``resume=``: which checkpoint, which run directory, and what a resume may change.
+
+``trainer-run resume=<run or checkpoint dir> [overrides]`` finds the checkpoint (the run's
+latest complete one, or the one named), rebuilds the run from the config saved in it with
+the overrides applied on top, and loads its state. The state is what training has
+accumulated: parameters, optimizer moments and counters, how far the schedule has got,
+the data order and position, random generators, a dynamic loss scale, the log. Every
+hyper-parameter comes from the config. So an override takes effect from the resumed
+iteration, with these exceptions, refused in one line because the checkpoint's state
+would mean something else (it would be another run; start a new one):
+
+- a config group (``optimizer=sgd``),
+- :data:`FIXED`: ``seed``, ``model.*``, ``dataset.*`` other than ``dataset.batch_size``,
+  ``optimizer.multi_precision``.
+
+Where it writes: into the run that owns the checkpoint (``<run>`` for
+``<run>/checkpoints/iter_<N>``). A checkpoint kept anywhere else belongs to no run and
+needs ``hydra.run.dir=<new dir>``; naming a new ``hydra.run.dir`` also continues any
+checkpoint there as a new run, leaving the old one untouched.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+from omegaconf import DictConfig, OmegaConf
+
+from trainer_run import checkpoint, run_directory
+from trainer_run.errors import ConfigError
+
+from . import argv as args
+
+FIXED = ("seed", "model", "dataset", "optimizer.multi_precision")
+"""Keys (and the keys below them) a resume refuses to change."""
+ANY_TIME = ("dataset.batch_size",)
+"""Exceptions to :data:`FIXED`."""
+
+
+def prepare(argv: list[str], resume: str, report: Callable[[str], None]) -> list[str]:
+    """The arguments of the resumed run: the run's group choices pinned (another choice is
+    refused), ``resume`` naming the checkpoint and ``hydra.run.dir`` the run to write into."""
+    found = checkpoint.find(Path(resume).expanduser(), report=report)
+    run_dir = _run_dir(found, args.value(argv, "hydra.run.dir"))
+    choices = checkpoint.load_tree(found).get("choices", {})
+    rest = args.without(argv, "resume", "hydra.run.dir")
+    for group, choice in choices.items():
+        given = args.value(rest, group)
+        if given is not None and given != choice:
+            raise ConfigError(f"resume keeps the run's {group}={choice}; {group}={given} would be "
+                              "a different run, so start a new one instead")
+    pinned = [f"{g}={c}" for g, c in choices.items() if args.value(rest, g) is None]
+    return [*pinned, *rest, f"resume={args.quote(found.resolve())}",
+            f"hydra.run.dir={args.quote(run_dir)}"]
+
+
+def _run_dir(found: Path, given: str | None) -> Path:
+    owner = run_directory.owner(found)
+    if given is not None:
+        target = Path(given).expanduser().resolve()
+        if target != owner:
+            run_directory.check_unused(target)  # a new run continuing from the checkpoint
+        return target
+    if owner is None:
+        raise ConfigError(f"checkpoint {found} is not in a run's checkpoints folder, so it belongs "
+                          "to no run; continue it as a new run with hydra.run.dir=<new directory>")
+    return owner
+
+
+def config(saved: dict, cfg: DictConfig, overrides: list[str], choices: dict) -> DictConfig:
+    """The checkpoint's config ``saved`` with the command's ``overrides`` applied (their
+    values as Hydra composed them in ``cfg``); group choices are already the run's."""
+    node = OmegaConf.create(saved)
+    for override in overrides:
+        name = args.key(override).lstrip("+~")
+        if name == "resume" or name.startswith("hydra.") or name in choices:
+            continue
+        new = OmegaConf.select(cfg, name)
+        _check_changeable(name, OmegaConf.select(node, name, default=None), new)
+        OmegaConf.update(node, name, new, force_add=True)
+    return node
+
+
+def _check_changeable(name: str, old, new) -> None:
+    fixed = any(name == f or name.startswith(f + ".") for f in FIXED) and name not in ANY_TIME
+    if fixed and _plain(old) != _plain(new):
+        raise ConfigError(f"resume keeps the run's {name}={_plain(old)}; {name}={_plain(new)} would "
+                          "make a different run (its checkpoint was trained with the other), so "
+                          "start a new one instead")
+
+
+def _plain(value):
+    return OmegaConf.to_container(value) if OmegaConf.is_config(value) else value

@@ -1,0 +1,136 @@
+"""Run directories: which folder a run may write into, and one process at a time in it.
+
+A folder *holds a run* when it has any of :data:`MARKERS` (a run's checkpoints, metrics,
+summary or config record). A new run starts only in a folder that does not exist or is
+empty (:func:`check_unused`): one holding a run is refused with a pointer to ``resume=``,
+and one holding anything else (a user's ``model.npz``, notes, another tool's output) is
+refused too, so nothing already written is overwritten.
+
+A checkpoint ``<run>/checkpoints/iter_<N>`` belongs to ``<run>`` (:func:`owner`); a
+checkpoint anywhere else belongs to no run, and a resume from it must name a new run
+directory.
+
+:class:`RunLock` holds an exclusive lock on ``<run>/.lock`` (which also records the
+holder's process id) for as long as a process works in the run. The operating system
+releases it when the process ends, however it ends, so a killed run can be resumed at
+once, while a second process is refused with the holder's id instead of mixing its
+output into the first one's.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from pathlib import Path
+
+from .errors import ConfigError
+
+LOCK = ".lock"
+CHECKPOINTS = "checkpoints"
+MARKERS = (CHECKPOINTS, "metrics.jsonl", "summary.json", ".hydra")
+
+
+def holds_run(directory: Path) -> bool:
+    """Whether ``directory`` holds a run (any of :data:`MARKERS`)."""
+    return any((Path(directory) / marker).exists() for marker in MARKERS)
+
+
+def contents(directory: Path) -> list[str]:
+    """The names in ``directory`` other than the lock file (empty if it does not exist)."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        return []
+    return sorted(p.name for p in directory.iterdir() if p.name != LOCK)
+
+
+def check_unused(directory: Path, key: str = "hydra.run.dir") -> None:
+    """Refuses (ConfigError) a ``directory`` that is neither missing nor empty; ``key`` is the
+    setting that chooses it, named in the message."""
+    directory = Path(directory)
+    if directory.exists() and not directory.is_dir():
+        raise ConfigError(f"{key}={directory} is a file, not a directory; choose another {key}")
+    names = contents(directory)
+    if not names:
+        return
+    if key == "hydra.run.dir" and holds_run(directory):
+        raise ConfigError(f"{directory} already holds a run; continue it with resume={directory} "
+                          f"or choose another {key}")
+    shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
+    raise ConfigError(f"{key}={directory} is not empty (it holds {shown}); a new "
+                      f"{'sweep' if 'sweep' in key else 'run'} starts only in a new or empty "
+                      f"directory, so choose another {key}")
+
+
+def owner(checkpoint: Path) -> Path | None:
+    """The run directory that owns ``checkpoint`` (``<run>`` for
+    ``<run>/checkpoints/iter_<N>``), or None for a checkpoint kept anywhere else."""
+    checkpoint = Path(checkpoint).resolve()
+    if checkpoint.parent.name != CHECKPOINTS:
+        return None
+    return checkpoint.parent.parent
+
+
+class RunDirectoryInUse(ConfigError):
+    """Another process holds the run directory's lock."""
+
+
+class RunLock:
+    """An exclusive lock on the run directory ``directory`` (created if missing), held from
+    :meth:`acquire` until :meth:`release` or the end of the process.
+
+    Raises :class:`RunDirectoryInUse` naming the holder's process id when another process
+    holds it. Usable as a context manager.
+    """
+
+    def __init__(self, directory: Path):
+        self.directory = Path(directory)
+        self.path = self.directory / LOCK
+        self._fd: int | None = None
+
+    def acquire(self) -> RunLock:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        while self._fd is None:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = _read_pid(fd)
+                os.close(fd)
+                raise RunDirectoryInUse(
+                    f"run directory {self.directory} is in use by process {holder}; wait for it "
+                    "to end (or stop it), or choose another hydra.run.dir") from None
+            if _same_file(fd, self.path):
+                self._fd = fd
+            else:  # removed by its previous holder between our open and our lock: retry
+                os.close(fd)
+        os.ftruncate(self._fd, 0)
+        os.write(self._fd, f"{os.getpid()}\n".encode())
+        return self
+
+    def release(self, remove: bool = False) -> None:
+        """Releases the lock; with ``remove`` the lock file is deleted first (for a directory
+        that is being removed)."""
+        if self._fd is None:
+            return
+        if remove:
+            self.path.unlink(missing_ok=True)
+        os.close(self._fd)
+        self._fd = None
+
+    def __enter__(self) -> RunLock:
+        return self.acquire()
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+
+def _read_pid(fd: int) -> str:
+    text = os.pread(fd, 32, 0).decode(errors="replace").strip()
+    return text if text.isdigit() else "(unknown)"
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    try:
+        return os.fstat(fd).st_ino == os.stat(path).st_ino
+    except FileNotFoundError:
+        return False
