@@ -229,7 +229,7 @@ def _claim(out: Path, resuming: bool) -> run_directory.RunLock | None:
         lock = run_directory.RunLock(out).acquire()
         if not resuming:
             try:
-                run_directory.check_unused(out)
+                run_directory.check_empty(out)
             except ConfigError:
                 lock.release()
                 raise

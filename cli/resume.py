@@ -64,6 +64,7 @@ def _run_dir(found: Path, given: str | None) -> Path:
     if owner is None:
         raise ConfigError(f"checkpoint {found} is not in a run's checkpoints folder, so it belongs "
                           "to no run; continue it as a new run with hydra.run.dir=<new directory>")
+    run_directory.check_free(owner)
     return owner
 
 

@@ -137,17 +137,29 @@ def test_cosine_state_round_trip():
     assert restored(20) == sched(20) == approx(HandCosine(10, **kw)(6))
     for n in range(7, 14):
         assert restored(n) == sched(n)
+    # the state is the update last computed; its value follows the parameters it is loaded into
+    assert state == {"last_update": 6}
+    other = CosineScheduler(10, **{**kw, "final_lr": 0.05})
+    other.load_state_dict(state)
+    assert other(20) == approx(HandCosine(10, **{**kw, "final_lr": 0.05})(6))
 
 
-def test_constant_state_round_trip():
+def test_constant_state_holds_no_rate():
+    """The rate is a parameter (the optimizer writes its learning_rate into base_lr when
+    attached), not progress: a restored schedule uses the rate it was built with."""
     sched = ConstantScheduler(base_lr=0.1, warmup_steps=3, warmup_begin_lr=0.01)
     sched.base_lr = 0.3                      # as an optimizer attaching it would
     state = json.loads(json.dumps(sched.state_dict()))
+    assert state == {}
     restored = ConstantScheduler(base_lr=0.1, warmup_steps=3, warmup_begin_lr=0.01)
+    restored.base_lr = 0.3
     restored.load_state_dict(state)
     for n in range(0, 8):
         assert restored(n) == sched(n)
-    assert restored(5) == 0.3
+    lowered = ConstantScheduler(base_lr=0.1, warmup_steps=3, warmup_begin_lr=0.01)
+    lowered.base_lr = 0.05                   # a resume with a lower learning rate
+    lowered.load_state_dict(state)
+    assert lowered(5) == 0.05
 
 
 # -- arguments ----------------------------------------------------------------------------------

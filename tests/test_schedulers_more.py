@@ -265,13 +265,18 @@ def test_factor_state_round_trip_mid_schedule():
     for n in range(0, 11):
         sched(n)
     state = round_trip(sched.state_dict())
-    assert set(state) == {"base_lr", "count"} and state["count"] == 9
+    assert state == {"count": 9}                                 # progress only: 3 reductions
     restored = FactorScheduler(**kw)
     restored.load_state_dict(state)
+    assert restored.base_lr == sched.base_lr                     # the same multiplications
     assert restored.state_dict() == sched.state_dict()
     for n in [5, 1, 11, 12, 13, 30, 14, 31, 60]:                 # incl. out of order and jumps
         assert restored(n) == sched(n), n
     assert restored.state_dict() == sched.state_dict()
+    lowered = FactorScheduler(**{**kw, "base_lr": 0.05})         # a resume with another rate
+    lowered.load_state_dict(state)
+    assert lowered(11) == approx(0.05 * 0.6 ** 3)
+    assert lowered(13) == approx(0.05 * 0.6 ** 4)
 
 
 # -- MultiFactorScheduler -----------------------------------------------------------------------
@@ -332,9 +337,13 @@ def test_multifactor_state_round_trip_mid_schedule():
     for n in range(0, 8):
         sched(n)
     state = round_trip(sched.state_dict())
-    assert state == {"base_lr": approx(0.1 * 0.3 * 0.3), "count": 6, "cur_step_ind": 2}
+    assert state == {"count": 6, "cur_step_ind": 2}
     restored = MultiFactorScheduler(**kw)
     restored.load_state_dict(state)
+    assert restored.base_lr == sched.base_lr == approx(0.1 * 0.3 * 0.3)
+    lowered = MultiFactorScheduler(**{**kw, "base_lr": 0.2})
+    lowered.load_state_dict(state)
+    assert lowered(8) == approx(0.2 * 0.3 * 0.3) and lowered(10) == approx(0.2 * 0.3 ** 3)
     for n in [8, 3, 9, 10, 1, 13, 20]:
         assert restored(n) == sched(n), n
     assert restored.state_dict() == sched.state_dict()
@@ -556,7 +565,7 @@ def test_plateau_defaults_and_call():
             sched.threshold_mode, sched.cooldown, sched.min_lr, sched.eps) == (
         "val/loss", "min", 0.1, 10, 1e-4, "rel", 0, 0.0, 1e-8)
     assert sched(0) == sched(1) == sched(10**9) == 0.1
-    assert sched.state_dict() == {"base_lr": 0.1, "best": None, "num_bad_epochs": 0,
+    assert sched.state_dict() == {"reductions": 0, "best": None, "num_bad_epochs": 0,
                                   "cooldown_counter": 0, "last_epoch": 0}
 
 
@@ -693,13 +702,18 @@ def test_plateau_state_round_trip(split):
     feed(sched, values[:split])
     state = round_trip(sched.state_dict())                       # strict JSON: no Infinity
     restored = ReduceOnPlateauScheduler(**kw)
-    optimizers.create("sgd", learning_rate=7.0, lr_scheduler=restored)   # overwritten ...
-    restored.load_state_dict(state)                                       # ... then restored
-    assert restored.state_dict() == sched.state_dict()
+    optimizers.create("sgd", learning_rate=1.0, lr_scheduler=restored)   # as the run built it
+    restored.load_state_dict(state)
+    assert restored.state_dict() == sched.state_dict() and restored(0) == sched(0)
     assert feed(restored, values[split:]) == feed(sched, values[split:])
     assert restored.state_dict() == sched.state_dict()
     whole = ReduceOnPlateauScheduler(**kw)
     assert feed(whole, values)[-1] == sched(0)
+    # another learning rate: the same reductions applied to it (floored at min_lr)
+    lowered = ReduceOnPlateauScheduler(**kw)
+    optimizers.create("sgd", learning_rate=0.4, lr_scheduler=lowered)
+    lowered.load_state_dict(state)
+    assert lowered(0) == approx(max(0.4 * 0.5 ** state["reductions"], 0.05))
 
 
 def test_plateau_state_through_the_optimizer():

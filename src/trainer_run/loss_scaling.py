@@ -50,10 +50,11 @@ class LossScaler:
         return {"loss_scale": self.scale}
 
     def state_dict(self) -> dict:
-        return {"scale": self.scale}
+        """Nothing: a static scale is a hyper-parameter (the constructor's)."""
+        return {}
 
     def load_state_dict(self, state: dict) -> None:
-        self.scale = float(state["scale"])
+        pass
 
 
 class DynamicLossScaler(LossScaler):

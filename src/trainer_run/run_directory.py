@@ -44,8 +44,15 @@ def contents(directory: Path) -> list[str]:
 
 
 def check_unused(directory: Path, key: str = "hydra.run.dir") -> None:
-    """Refuses (ConfigError) a ``directory`` that is neither missing nor empty; ``key`` is the
-    setting that chooses it, named in the message."""
+    """Refuses (ConfigError) a ``directory`` that a process holds (:func:`check_free`) or that
+    is neither missing nor empty (:func:`check_empty`)."""
+    check_free(directory)
+    check_empty(directory, key)
+
+
+def check_empty(directory: Path, key: str = "hydra.run.dir") -> None:
+    """Refuses (ConfigError) a ``directory`` that is neither missing nor empty (but for the
+    lock file); ``key`` is the setting that chooses it, named in the message."""
     directory = Path(directory)
     if directory.exists() and not directory.is_dir():
         raise ConfigError(f"{key}={directory} is a file, not a directory; choose another {key}")
@@ -59,6 +66,26 @@ def check_unused(directory: Path, key: str = "hydra.run.dir") -> None:
     raise ConfigError(f"{key}={directory} is not empty (it holds {shown}); a new "
                       f"{'sweep' if 'sweep' in key else 'run'} starts only in a new or empty "
                       f"directory, so choose another {key}")
+
+
+def check_free(directory: Path) -> None:
+    """Raises :class:`RunDirectoryInUse` when a process holds ``directory``'s lock (creates
+    nothing)."""
+    try:
+        fd = os.open(Path(directory) / LOCK, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        raise RunDirectoryInUse(_in_use(directory, _read_pid(fd))) from None
+    finally:
+        os.close(fd)
+
+
+def _in_use(directory: Path, holder: str) -> str:
+    return (f"run directory {directory} is in use by process {holder}; wait for it to end (or "
+            "stop it), or choose another hydra.run.dir")
 
 
 def owner(checkpoint: Path) -> Path | None:
@@ -96,9 +123,7 @@ class RunLock:
             except BlockingIOError:
                 holder = _read_pid(fd)
                 os.close(fd)
-                raise RunDirectoryInUse(
-                    f"run directory {self.directory} is in use by process {holder}; wait for it "
-                    "to end (or stop it), or choose another hydra.run.dir") from None
+                raise RunDirectoryInUse(_in_use(self.directory, holder)) from None
             if _same_file(fd, self.path):
                 self._fd = fd
             else:  # removed by its previous holder between our open and our lock: retry

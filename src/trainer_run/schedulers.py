@@ -11,8 +11,14 @@ same ``base_lr`` to both (the command line does this for you).
 called (MXNet's stateful schedules); ``ReduceOnPlateauScheduler`` (not in MXNet) is also
 given each new value of a monitored metric through ``step(value)``.
 
-Every scheduler exposes its mutable fields through ``state_dict`` / ``load_state_dict`` so
-that a checkpoint restores the schedule exactly.
+Every scheduler exposes its progress through ``state_dict`` / ``load_state_dict`` so that a
+checkpoint restores the schedule exactly. The state holds progress only (how many
+reductions a stateful schedule has made, the last update a decay computed, a plateau's
+metric history), never a parameter: ``base_lr``, ``factor``, ``step``, ``final_lr`` and the
+rest come from the constructor (and the optimizer's ``learning_rate``). A state loaded into
+a scheduler built with other parameters therefore continues the schedule those parameters
+define, from the same progress: a resumed run with a new learning rate uses it at once.
+Load a state into a newly built scheduler.
 """
 
 from __future__ import annotations
@@ -53,7 +59,7 @@ class LRScheduler:
             ``"constant"`` (stay at ``warmup_begin_lr``).
     """
 
-    _state_fields: tuple = ("base_lr",)
+    _state_fields: tuple = ()
 
     def __init__(self, base_lr=0.01, warmup_steps=0, warmup_begin_lr=0, warmup_mode="linear"):
         self.base_lr = check_number("base_lr", base_lr, low=0)
@@ -87,6 +93,10 @@ class LRScheduler:
     def load_state_dict(self, state: dict) -> None:
         for name in self._state_fields:
             setattr(self, name, state[name])
+        self._restore()
+
+    def _restore(self) -> None:
+        """Re-derives what the loaded progress implies under this scheduler's parameters."""
 
 
 @register
@@ -108,7 +118,7 @@ class CosineScheduler(LRScheduler):
     keeps the last value it computed (MXNet 1.9's behaviour).
     """
 
-    _state_fields = ("base_lr",)
+    _state_fields = ("last_update",)
 
     def __init__(self, max_update, base_lr=0.01, final_lr=0, warmup_steps=0, warmup_begin_lr=0,
                  warmup_mode="linear"):
@@ -121,15 +131,24 @@ class CosineScheduler(LRScheduler):
         )
         self.base_lr_orig = self.base_lr
         self.max_steps = self.max_update - self.warmup_steps
+        self.last_update = None
 
     def __call__(self, num_update: int) -> float:
         if num_update < self.warmup_steps:
             return self.get_warmup_lr(num_update)
         if num_update <= self.max_update:
-            self.base_lr = self.final_lr + (self.base_lr_orig - self.final_lr) * (
-                1 + cos(pi * (num_update - self.warmup_steps) / self.max_steps)
-            ) / 2
+            self.last_update = num_update
+            self.base_lr = self._decayed(num_update)
         return self.base_lr
+
+    def _decayed(self, num_update: int) -> float:
+        return self.final_lr + (self.base_lr_orig - self.final_lr) * (
+            1 + cos(pi * (num_update - self.warmup_steps) / self.max_steps)
+        ) / 2
+
+    def _restore(self) -> None:
+        if self.last_update is not None:
+            self.base_lr = self._decayed(self.last_update)
 
 
 @register
@@ -146,7 +165,8 @@ class FactorScheduler(LRScheduler):
     The schedule is stateful: ``base_lr`` and ``count`` change as it is called, never go
     back (calling with a smaller ``num_update`` returns the current rate), and a jump ahead
     applies every reduction in between (the loop MXNet keeps for continuing a training).
-    Both are in ``state_dict``.
+    ``count`` is its state; loading it re-applies ``count // step`` reductions to the
+    ``base_lr`` it was built with.
 
     Args:
         step: updates between two reductions (>= 1).
@@ -155,7 +175,7 @@ class FactorScheduler(LRScheduler):
         base_lr, warmup_steps, warmup_begin_lr, warmup_mode: see :class:`LRScheduler`.
     """
 
-    _state_fields = ("base_lr", "count")
+    _state_fields = ("count",)
 
     def __init__(self, step, factor=1, stop_factor_lr=1e-8, base_lr=0.01, warmup_steps=0,
                  warmup_begin_lr=0, warmup_mode="linear"):
@@ -165,15 +185,24 @@ class FactorScheduler(LRScheduler):
         self.stop_factor_lr = check_number("stop_factor_lr", stop_factor_lr, low=0)
         self.count = 0
 
+    def _reduced(self, lr: float) -> float:
+        lr *= self.factor
+        return self.stop_factor_lr if lr < self.stop_factor_lr else lr
+
+    def _restore(self) -> None:
+        for _ in range(self.count // self.step):
+            lr = self._reduced(self.base_lr)
+            if lr == self.base_lr:
+                break
+            self.base_lr = lr
+
     def __call__(self, num_update: int) -> float:
         if num_update < self.warmup_steps:
             return self.get_warmup_lr(num_update)
         # a while rather than an if, for continuing a training (MXNet's note)
         while num_update > self.count + self.step:
-            lr = self.base_lr * self.factor
-            floored = lr < self.stop_factor_lr
-            if floored:
-                lr = self.stop_factor_lr
+            lr = self._reduced(self.base_lr)
+            floored = lr == self.stop_factor_lr
             if lr == self.base_lr and isinstance(num_update, numbers.Integral):
                 # a fixed point (factor 1, or the floor reached): the remaining turns of
                 # the loop would only advance count; do them at once
@@ -198,7 +227,9 @@ class MultiFactorScheduler(LRScheduler):
     the number of entries of ``step`` strictly below ``n``: with ``step=[10, 20]`` the first
     reduction is seen at update 11. Like :class:`FactorScheduler` it is stateful
     (``base_lr``, ``cur_step_ind`` and ``count`` change as it is called, never go back, and
-    a jump ahead applies every reduction in between); all are in ``state_dict``.
+    a jump ahead applies every reduction in between); ``cur_step_ind`` and ``count`` are its
+    state, and loading them re-applies ``cur_step_ind`` reductions to the ``base_lr`` it was
+    built with.
 
     Args:
         step: strictly increasing list of updates (each >= 1) after which the rate drops.
@@ -206,7 +237,7 @@ class MultiFactorScheduler(LRScheduler):
         base_lr, warmup_steps, warmup_begin_lr, warmup_mode: see :class:`LRScheduler`.
     """
 
-    _state_fields = ("base_lr", "count", "cur_step_ind")
+    _state_fields = ("count", "cur_step_ind")
 
     def __init__(self, step, factor=1, base_lr=0.01, warmup_steps=0, warmup_begin_lr=0,
                  warmup_mode="linear"):
@@ -223,6 +254,10 @@ class MultiFactorScheduler(LRScheduler):
         self.factor = check_number("factor", factor, low=0, high=1.0)
         self.cur_step_ind = 0
         self.count = 0
+
+    def _restore(self) -> None:
+        for _ in range(self.cur_step_ind):
+            self.base_lr *= self.factor
 
     def __call__(self, num_update: int) -> float:
         if num_update < self.warmup_steps:
@@ -242,8 +277,8 @@ class PolyScheduler(LRScheduler):
 
     ``final_lr + (base_lr_orig - final_lr) * (1 - (n - warmup_steps) / (max_update -
     warmup_steps)) ** pwr`` for ``warmup_steps <= n <= max_update``; after ``max_update``
-    it keeps the last value it computed (its mutable ``base_lr``, in ``state_dict``), as
-    MXNet does. ``base_lr_orig`` is the ``base_lr`` given at construction.
+    it keeps the last value it computed (its mutable ``base_lr``; ``state_dict`` holds the
+    update it was computed for), as MXNet does. ``base_lr_orig`` is the ``base_lr`` given at construction.
 
     Args:
         max_update: the update at which the rate reaches ``final_lr`` (> ``warmup_steps``).
@@ -252,7 +287,7 @@ class PolyScheduler(LRScheduler):
         base_lr, warmup_steps, warmup_begin_lr, warmup_mode: see :class:`LRScheduler`.
     """
 
-    _state_fields = ("base_lr",)
+    _state_fields = ("last_update",)
 
     def __init__(self, max_update, base_lr=0.01, pwr=2, final_lr=0, warmup_steps=0,
                  warmup_begin_lr=0, warmup_mode="linear"):
@@ -266,15 +301,24 @@ class PolyScheduler(LRScheduler):
         self.final_lr = check_number("final_lr", final_lr, low=0)
         self.base_lr_orig = self.base_lr
         self.max_steps = self.max_update - self.warmup_steps
+        self.last_update = None
 
     def __call__(self, num_update: int) -> float:
         if num_update < self.warmup_steps:
             return self.get_warmup_lr(num_update)
         if num_update <= self.max_update:
-            self.base_lr = self.final_lr + (self.base_lr_orig - self.final_lr) * pow(
-                1 - float(num_update - self.warmup_steps) / float(self.max_steps), self.power
-            )
+            self.last_update = num_update
+            self.base_lr = self._decayed(num_update)
         return self.base_lr
+
+    def _decayed(self, num_update: int) -> float:
+        return self.final_lr + (self.base_lr_orig - self.final_lr) * pow(
+            1 - float(num_update - self.warmup_steps) / float(self.max_steps), self.power
+        )
+
+    def _restore(self) -> None:
+        if self.last_update is not None:
+            self.base_lr = self._decayed(self.last_update)
 
 
 @register
@@ -315,7 +359,9 @@ class ReduceOnPlateauScheduler(LRScheduler):
     ``base_lr``, which is used once the warmup is over.
 
     As in MXNet, an optimizer writes its ``learning_rate`` into ``base_lr`` when attached,
-    so ``base_lr`` is the starting rate; from then on it is the current rate. ``base_lr``,
+    so ``base_lr`` is the starting rate; from then on it is the current rate. ``reductions``
+    (how many times it was lowered; loading it lowers the ``base_lr`` it was built with as many
+    times),
     ``best``, ``num_bad_epochs``, ``cooldown_counter`` and ``last_epoch`` (the number of
     values seen) are in ``state_dict``.
 
@@ -332,7 +378,7 @@ class ReduceOnPlateauScheduler(LRScheduler):
         base_lr, warmup_steps, warmup_begin_lr, warmup_mode: see :class:`LRScheduler`.
     """
 
-    _state_fields = ("base_lr", "best", "num_bad_epochs", "cooldown_counter", "last_epoch")
+    _state_fields = ("reductions", "best", "num_bad_epochs", "cooldown_counter", "last_epoch")
 
     def __init__(self, monitor="val/loss", mode="min", factor=0.1, patience=10, threshold=1e-4,
                  threshold_mode="rel", cooldown=0, min_lr=0, eps=1e-8, base_lr=0.01,
@@ -357,6 +403,7 @@ class ReduceOnPlateauScheduler(LRScheduler):
         self.num_bad_epochs = 0
         self.cooldown_counter = 0
         self.last_epoch = 0
+        self.reductions = 0
 
     def __call__(self, num_update: int) -> float:
         if num_update < self.warmup_steps:
@@ -381,6 +428,13 @@ class ReduceOnPlateauScheduler(LRScheduler):
             return value > best * (self.threshold + 1.0)
         return value > best + self.threshold
 
+    def _reduced(self, lr: float) -> float:
+        return max(lr * self.factor, self.min_lr)
+
+    def _restore(self) -> None:
+        for _ in range(self.reductions):
+            self.base_lr = self._reduced(self.base_lr)
+
     def step(self, value) -> None:
         """Takes the next value of the monitored metric; may lower ``base_lr``."""
         current = float(value)
@@ -395,9 +449,10 @@ class ReduceOnPlateauScheduler(LRScheduler):
             self.num_bad_epochs = 0
         if self.num_bad_epochs > self.patience:
             old = self.base_lr
-            new = max(old * self.factor, self.min_lr)
+            new = self._reduced(old)
             if old - new > self.eps:
                 self.base_lr = new
+                self.reductions += 1
                 logger.info("%s=%s did not improve for %d values: learning rate %0.5e -> %0.5e",
                             self.monitor, current, self.patience + 1, old, new)
             self.cooldown_counter = self.cooldown

@@ -236,9 +236,10 @@ class Optimizer:
                 if not k.startswith("_") and isinstance(v, (bool, int, float, str, type(None)))}
 
     def state_dict(self) -> dict:
-        """Counters, learning rate and scheduler state as plain data."""
+        """Counters and the scheduler's progress as plain data. Hyper-parameters, the learning
+        rate included, are the constructor's: loading a state into an optimizer built with
+        another ``learning_rate`` (or ``wd``, ...) continues with that one."""
         state = {
-            "lr": self.lr,
             "num_update": self.num_update,
             "index_update_count": {str(k): v for k, v in self._index_update_count.items()},
         }
@@ -247,7 +248,6 @@ class Optimizer:
         return state
 
     def load_state_dict(self, state: dict) -> None:
-        self.lr = state["lr"]
         self.num_update = state["num_update"]
         self._index_update_count = {_index_key(k): v for k, v in state["index_update_count"].items()}
         if self.lr_scheduler is not None and "lr_scheduler" in state:
