@@ -306,6 +306,9 @@ def build_optimizer(section: dict, scheduler_section: dict | None, total_iterati
     scheduler = None
     if scheduler_section is not None:
         scheduler = build_scheduler(scheduler_section, total_iterations)
+        # MXNet's optimizer writes its learning_rate into the schedule's base_lr; the schedule's
+        # own (optimizer.learning_rate unless set) is the rate both start from
+        kwargs["learning_rate"] = scheduler.base_lr
     return call("optimizer", klass, kwargs, lr_scheduler=scheduler)
 
 

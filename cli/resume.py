@@ -40,9 +40,9 @@ ANY_TIME = ("dataset.batch_size",)
 def prepare(argv: list[str], resume: str, report: Callable[[str], None]) -> list[str]:
     """The arguments of the resumed run: the run's group choices pinned (another choice is
     refused), ``resume`` naming the checkpoint and ``hydra.run.dir`` the run to write into."""
-    found = checkpoint.find(Path(resume).expanduser(), report=report)
+    found = checkpoint.find(Path(resume).expanduser(), report=report, require=checkpoint.RUN_STATE)
     run_dir = _run_dir(found, args.value(argv, "hydra.run.dir"))
-    choices = checkpoint.load_tree(found).get("choices", {})
+    choices = checkpoint.load_tree(found, checkpoint.RUN_STATE)["choices"]
     rest = args.without(argv, "resume", "hydra.run.dir")
     for group, choice in choices.items():
         given = args.value(rest, group)

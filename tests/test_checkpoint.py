@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from trainer_run import checkpoint
+from trainer_run import checkpoint, run_directory
 from trainer_run.errors import ConfigError
 
 
@@ -46,7 +46,7 @@ def test_find_prefers_latest_and_falls_back_to_the_newest_complete(tmp_path):
     (run / "checkpoints" / "latest").unlink()
     assert checkpoint.find(run / "checkpoints").name == "iter_00000002"
     assert checkpoint.find(run / "checkpoints" / "iter_00000001").name == "iter_00000001"
-    assert checkpoint.run_dir_of(checkpoint.find(run)) == run.resolve()
+    assert run_directory.owner(checkpoint.find(run)) == run.resolve()
 
 
 @pytest.mark.parametrize("make", ["missing", "empty", "corrupt"])
@@ -118,3 +118,43 @@ def test_a_copy_moved_aside_by_a_killed_resave_is_put_back(tmp_path):
     checkpoint.save(_state(2), tmp_path, 2)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["iter_00000001", "iter_00000002", "latest"]
     assert checkpoint.is_complete(tmp_path / "iter_00000001")
+
+
+def test_a_latest_file_that_is_not_text_is_reported_and_the_newest_valid_one_used(tmp_path):
+    run = tmp_path / "run"
+    for i in (1, 2, 3):
+        checkpoint.save(_state(i), run / "checkpoints", i)
+    (run / "checkpoints" / "iter_00000003" / "state.json").write_text("{}")  # fails its checksum
+    latest = run / "checkpoints" / "latest"
+    latest.write_bytes(b"\xff")
+    reports = []
+    assert checkpoint.find(run, report=reports.append) == run / "checkpoints" / "iter_00000002"
+    assert reports[0] == f"{latest} does not hold a checkpoint name (it is not UTF-8 text); " \
+                         "using the newest valid checkpoint"
+    assert reports[1].startswith(f"checkpoint file {run / 'checkpoints' / 'iter_00000003' / 'state.json'} "
+                                 "does not match its checksum")
+    assert len(reports) == 2
+
+
+@pytest.mark.parametrize("content, problem", [("", "is empty"),
+                                               ("iter_00000009\n", "names iter_00000009, which is not "
+                                                                   "a checkpoint there")])
+def test_an_empty_or_dangling_latest_is_reported_too(tmp_path, content, problem):
+    for i in (1, 2):
+        checkpoint.save(_state(i), tmp_path, i)
+    (tmp_path / "latest").write_text(content)
+    reports = []
+    assert checkpoint.find(tmp_path, report=reports.append) == tmp_path / "iter_00000002"
+    assert reports == [f"{tmp_path / 'latest'} {problem}; using the newest valid checkpoint"]
+
+
+def test_retention_orders_checkpoints_by_iteration_past_eight_digits(tmp_path):
+    (tmp_path / "iter_backup").mkdir()  # not a checkpoint name: never listed, never pruned
+    iterations = [99_999_998, 99_999_999, 100_000_000, 100_000_001]
+    for i in iterations:
+        checkpoint.save({"iteration": i}, tmp_path, i, keep=2)
+    assert [p.name for p in checkpoint.list_checkpoints(tmp_path)] == ["iter_100000000", "iter_100000001"]
+    assert (tmp_path / "iter_backup").is_dir()
+    (tmp_path / "latest").unlink()
+    assert checkpoint.find(tmp_path) == tmp_path / "iter_100000001"
+    assert checkpoint.load(tmp_path / "iter_100000001") == {"iteration": 100_000_001}

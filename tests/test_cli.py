@@ -121,15 +121,20 @@ def test_cosine_schedule_is_logged(tmp_path):
     ("resume=/nonexistent/run", "resume=/nonexistent/run: no such run or checkpoint directory"),
     ("dataset.batch_size=0", "dataset.batch_size must be >= 1, got 0"),
     ("+optimizer.nosuch=1", "optimizer.nosuch is not an argument of Adam"),
+    ("optimizer.learning_rate=[1,", "cannot parse 'optimizer.learning_rate=[1,': no viable alternative"),
+    ("~optimizer", "the config does not resolve: Interpolation key 'optimizer.learning_rate' not "
+                   "found (at scheduler.base_lr)"),
+    ("trainer.log_interval=${oops}", "the config does not resolve: Interpolation key 'oops' not found"),
 ])
 def test_bad_input_gives_one_clear_message(tmp_path, argument, message):
+    """Ours, Hydra's and OmegaConf's errors alike: one line, exit 2, and no run directory."""
     result = run_cli(f"hydra.run.dir={tmp_path / 'run'}", argument)
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"error: {message}")
     if argument.startswith("optimizer="):
         assert {"adam", "sgd"} <= set(lines[0].split("choose one of ")[1].split(", "))
-    assert not (tmp_path / "run" / "checkpoints").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
 
 
 def test_a_new_run_never_overwrites_an_existing_one(tmp_path):

@@ -423,8 +423,8 @@ def test_a_full_disk_keeps_the_previous_checkpoint_and_a_later_resume_completes(
     cks = run / "checkpoints"
     assert result.returncode == 4, result.stderr
     assert "Traceback" not in result.stderr
-    assert _one_error(result) == (f"error: cannot write checkpoint {cks / 'iter_00000100'}: File too "
-                                  "large; the previous checkpoint iter_00000050 is intact")
+    assert _one_error(result) == (f"error: cannot write {cks / 'iter_00000100' / 'arrays.npz'}: File "
+                                  "too large; the previous checkpoint iter_00000050 is intact")
     assert (cks / "latest").read_text().strip() == "iter_00000050"
     checkpoint.verify(cks / "iter_00000050")
     assert checkpoint.load(cks / "iter_00000050")["trainer"]["updater"]["iteration"] == 50

@@ -3,24 +3,36 @@
 A state is a tree of dicts, lists, scalars, strings, None and NumPy arrays. It is stored
 in a directory ``<checkpoints>/iter_<iteration>/`` holding
 
-- ``state.json``: the tree (the run's config included), each array replaced by
-  ``{"__array__": "<key>"}``;
-- ``arrays.npz``: the arrays by key (``numpy.load(..., allow_pickle=False)`` reads them);
+- ``state.json``: a JSON object, the tree (the run's config included) with each array
+  replaced by ``{"__array__": "<key>"}``, plus the top-level ``"format"`` (the layout's
+  version, :data:`FORMAT`; the key is reserved);
+- ``arrays.npz``: the arrays by key, a zip of ``.npy`` files (``numpy.load(...,
+  allow_pickle=False)`` reads them);
 - ``checksums.json``: the SHA-256 of the two files above, written last.
 
 Writing goes to a temporary directory whose files are flushed and fsynced, then renamed
 into place; the file ``<checkpoints>/latest`` naming the newest checkpoint is replaced
 (atomically) last. A crash at any moment therefore leaves either the previous complete
 checkpoint or the new one as ``latest``, never a partial one. Retention deletes the oldest
-checkpoints beyond ``keep`` but never the one just written, so the only valid checkpoint
-is never deleted.
+checkpoints (by iteration) beyond ``keep`` but never the one just written, so the only
+valid checkpoint is never deleted.
 
-Loading verifies the checksums before parsing anything and never unpickles: a truncated,
-corrupted or crafted checkpoint is refused with a :class:`CheckpointError` naming the
-file. :func:`find` falls back from a bad newest checkpoint to the previous valid one and
-reports what it skipped. A failed write (full disk, no permission) raises
-:class:`~trainer_run.errors.StorageError` after removing its temporary directory; earlier
-checkpoints are untouched.
+Loading verifies the checksums before parsing anything, then the schema: ``state.json``
+must be a JSON object of a format this code reads, whose array references all name members
+of ``arrays.npz`` (:mod:`trainer_run.checkpoint_schema`), and ``arrays.npz`` a zip of
+``.npy`` arrays loadable without pickle (:mod:`trainer_run.npz`). A checkpoint without
+``"format"`` is format 1: checkpoints written before the version was recorded have exactly
+that layout. Nothing is ever unpickled: a truncated, corrupted, malformed or crafted
+checkpoint is refused with a :class:`CheckpointError` naming the file.
+
+This layer requires no top-level keys; a caller names those it needs with ``require``:
+:data:`RUN_STATE` for the checkpoint of a trainer-run run (``config`` and ``choices`` from
+the command line, ``trainer`` the Trainer's state), which whoever resumes a run passes.
+
+:func:`find` falls back from a bad newest checkpoint to the previous valid one and reports
+what it skipped, but stops at one written by a newer trainer-run. A failed write (full
+disk, no permission) raises :class:`~trainer_run.errors.StorageError` naming the file after
+removing its temporary directory; earlier checkpoints are untouched.
 """
 
 from __future__ import annotations
@@ -30,10 +42,13 @@ import json
 import os
 import shutil
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Mapping
 
 import numpy
 
+from . import checkpoint_schema as schema
+from . import files, npz
+from .checkpoint_schema import FORMAT, CheckpointError, NewerFormatError
 from .errors import ConfigError, StorageError
 
 STATE = "state.json"
@@ -41,10 +56,7 @@ ARRAYS = "arrays.npz"
 CHECKSUMS = "checksums.json"
 LATEST = "latest"
 PREFIX = "iter_"
-
-
-class CheckpointError(ConfigError):
-    """A checkpoint is missing, incomplete, corrupt or not a checkpoint at all."""
+RUN_STATE = {"config": dict, "choices": dict, "trainer": dict}  # a run checkpoint's top level
 
 
 def flatten(tree, arrays: dict, path: str = ""):
@@ -76,83 +88,87 @@ def unflatten(tree, arrays):
 def save(state: dict, directory: Path, iteration: int, keep: int | None = None) -> Path:
     """Writes ``state`` as checkpoint ``iter_<iteration>`` under ``directory``; returns its path.
 
-    Raises :class:`~trainer_run.errors.StorageError` when the disk refuses the write; the
+    Raises :class:`~trainer_run.errors.StorageError` naming the file the disk refused; the
     partial temporary directory is removed and earlier checkpoints stay as they were.
+    ValueError if ``state`` has a top-level ``format`` key (reserved for the version).
     """
+    if schema.FORMAT_KEY in state:
+        raise ValueError(f"a checkpoint state's top-level key {schema.FORMAT_KEY!r} is reserved "
+                         "for the format version")
     directory = Path(directory)
     name = f"{PREFIX}{iteration:08d}"
     tmp = directory / f".tmp-{name}-{os.getpid()}"
     try:
         directory.mkdir(parents=True, exist_ok=True)
-        _write_files(state, tmp)
+        _write_files(state, tmp, directory / name)
         return _publish(tmp, directory, name, keep)
-    except OSError as e:
+    except (OSError, StorageError) as e:
         shutil.rmtree(tmp, ignore_errors=True)
-        previous = _latest_name(directory)
+        failed = e if isinstance(e, StorageError) else files.storage_error(directory / name, e)
+        previous, _ = _latest(directory)
         kept = f"; the previous checkpoint {previous} is intact" if previous else ""
-        raise StorageError(f"cannot write checkpoint {directory / name}: "
-                           f"{e.strerror or e}{kept}") from None
+        raise StorageError(f"{failed}{kept}") from None
 
 
-def _write_files(state: dict, tmp: Path) -> None:
+def _write_files(state: dict, tmp: Path, final: Path) -> None:
+    """Writes the three files into ``tmp``; a refused write names the file under ``final``."""
     if tmp.exists():
         shutil.rmtree(tmp)
     tmp.mkdir()
     arrays: dict = {}
-    tree = flatten(state, arrays)
-    digests = {}
-    with open(tmp / ARRAYS, "wb") as f:
-        numpy.savez(f, **arrays)
-        _sync(f)
-    digests[ARRAYS] = _hash_file(tmp / ARRAYS)
-    data = json.dumps(tree).encode()
-    with open(tmp / STATE, "wb") as f:
-        f.write(data)
-        _sync(f)
+    data = json.dumps({schema.FORMAT_KEY: FORMAT, **flatten(state, arrays)}).encode()
+    files.write_synced(tmp / ARRAYS, lambda f: numpy.savez(f, **arrays), shown_as=final / ARRAYS)
+    digests = {ARRAYS: _hash_file(tmp / ARRAYS)}
+    files.write_synced(tmp / STATE, data, shown_as=final / STATE)
     digests[STATE] = hashlib.sha256(data).hexdigest()
-    with open(tmp / CHECKSUMS, "w") as f:
-        json.dump({"sha256": digests}, f)
-        _sync(f)
-    _fsync_dir(tmp)
+    files.write_synced(tmp / CHECKSUMS, json.dumps({"sha256": digests}), shown_as=final / CHECKSUMS)
+    files.fsync_dir(tmp)
 
 
 def _publish(tmp: Path, directory: Path, name: str, keep: int | None) -> Path:
-    """Renames the written ``tmp`` into place, then points ``latest`` at it."""
+    """Renames the written ``tmp`` into place, then points ``latest`` at it (which also
+    makes both renames durable)."""
     final = directory / name
     stale = directory / f".old-{name}-{os.getpid()}"
     _clean_leftovers(directory)
     if final.exists():
         os.replace(final, stale)
     os.replace(tmp, final)
-    _write_atomic(directory / LATEST, name + "\n")
-    _fsync_dir(directory)
+    files.write_atomic(directory / LATEST, name + "\n")
     shutil.rmtree(stale, ignore_errors=True)
     if keep is not None:
         _prune(directory, keep, protect=name)
     return final
 
 
-def load(path: Path) -> dict:
-    """Reads the checkpoint directory ``path`` back into a state tree, after verifying its
-    checksums; raises :class:`CheckpointError` naming the bad file otherwise."""
+def load(path: Path, require: Mapping[str, type] | None = None) -> dict:
+    """Reads the checkpoint directory ``path`` back into a state tree after checking it as
+    :func:`load_tree` does; raises :class:`CheckpointError` naming the bad file otherwise."""
     path = Path(path)
-    tree = load_tree(path)
+    tree = load_tree(path, require)
     try:
-        with numpy.load(path / ARRAYS, allow_pickle=False) as data:
-            arrays = {k: data[k] for k in data.files}
-        return unflatten(tree, arrays)
-    except (OSError, ValueError, KeyError, EOFError) as e:
-        raise CheckpointError(f"checkpoint file {path / ARRAYS} cannot be read ({e})") from None
+        arrays = npz.load(path / ARRAYS)
+    except (OSError, ValueError) as e:
+        raise schema.unreadable(path / ARRAYS, e) from None
+    return unflatten(tree, arrays)
 
 
-def load_tree(path: Path) -> dict:
-    """The JSON part of a verified checkpoint (arrays left as ``{"__array__": key}``)."""
+def load_tree(path: Path, require: Mapping[str, type] | None = None) -> dict:
+    """The JSON part of checkpoint ``path`` (arrays left as ``{"__array__": key}``, without
+    ``format``), after verifying its checksums and its schema: a JSON object of a format
+    this code reads, whose array references all name arrays of ``arrays.npz`` (checked from
+    their headers, no array data is read), holding each key of ``require`` with a value of
+    its type (e.g. :data:`RUN_STATE`; nothing by default). Raises :class:`CheckpointError`
+    naming the file and what is wrong, :class:`NewerFormatError` for a newer format."""
     path = Path(path)
     verify(path)
+    tree = schema.read(path / STATE, path)
     try:
-        return json.loads((path / STATE).read_bytes())
+        arrays = npz.members(path / ARRAYS)
     except (OSError, ValueError) as e:
-        raise CheckpointError(f"checkpoint file {path / STATE} cannot be read ({e})") from None
+        raise schema.unreadable(path / ARRAYS, e) from None
+    schema.check(path / STATE, tree, arrays, require or {})
+    return tree
 
 
 def verify(path: Path) -> None:
@@ -175,20 +191,30 @@ def verify(path: Path) -> None:
 def load_params(model, path: Path) -> None:
     """Loads saved parameters into ``model`` (anything with ``params()``) in place: from a
     ``model.npz`` written at the end of a run, or from the main model of a checkpoint
-    directory. Raises :class:`CheckpointError` for an unreadable file and ValueError /
+    directory. Raises :class:`CheckpointError` for an unreadable file (one that is not an
+    ``.npz`` of ``.npy`` arrays) or a checkpoint without model parameters, and ValueError /
     KeyError naming the first parameter that is missing or has another shape."""
     from .params import copy_params
 
     path = Path(path)
     if path.is_dir():
-        arrays = load(path)["trainer"]["updater"]["models"]["main"]
+        arrays = _main_params(load(path), path)
     else:
         try:
-            with numpy.load(path, allow_pickle=False) as data:
-                arrays = {k: data[k] for k in data.files}
-        except (OSError, ValueError, EOFError) as e:
+            arrays = npz.load(path)
+        except (OSError, ValueError) as e:
             raise CheckpointError(f"model file {path} cannot be read ({e})") from None
     copy_params(model.params(), arrays)
+
+
+def _main_params(state: dict, path: Path) -> dict:
+    node = state
+    for key in ("trainer", "updater", "models", "main"):
+        node = node.get(key) if isinstance(node, dict) else None
+    if not isinstance(node, dict) or not all(isinstance(v, numpy.ndarray) for v in node.values()):
+        raise CheckpointError(f"checkpoint {path} holds no model parameters "
+                              "(no trainer/updater/models/main)")
+    return node
 
 
 def is_complete(path: Path) -> bool:
@@ -201,35 +227,45 @@ def is_complete(path: Path) -> bool:
 
 
 def list_checkpoints(directory: Path) -> list[Path]:
-    """Checkpoint directories under ``directory``, oldest first."""
+    """Checkpoint directories ``iter_<N>`` under ``directory``, oldest (smallest N) first;
+    a directory whose suffix is not a number is not a checkpoint."""
     directory = Path(directory)
     if not directory.is_dir():
         return []
-    return sorted(p for p in directory.iterdir() if p.is_dir() and p.name.startswith(PREFIX))
+    found = [(_iteration(p.name), p.name, p) for p in directory.iterdir() if p.is_dir()]
+    return [p for n, _, p in sorted(f for f in found if f[0] is not None)]
 
 
-def find(path: Path, report: Callable[[str], None] = lambda message: None) -> Path:
+def _iteration(name: str) -> int | None:
+    suffix = name[len(PREFIX):]
+    if name.startswith(PREFIX) and suffix.isascii() and suffix.isdigit():
+        return int(suffix)
+    return None
+
+
+def find(path: Path, report: Callable[[str], None] = lambda message: None,
+         require: Mapping[str, type] | None = None) -> Path:
     """The checkpoint to resume from, given a run directory or a checkpoint directory.
 
-    A checkpoint directory is used as given (and must be valid). For a run directory (or
-    its ``checkpoints`` folder) the one ``latest`` names is used when valid, else the newest
-    valid one; each bad checkpoint passed over is told to ``report`` with the reason.
+    A checkpoint directory is used as given (and must be valid, as :func:`load_tree` checks
+    it with ``require``). For a run directory (or its ``checkpoints`` folder) the one
+    ``latest`` names is used when valid, else the newest valid one; a ``latest`` that names
+    no checkpoint (empty, not text, dangling) and each bad checkpoint passed over are told
+    to ``report`` with the reason. A checkpoint of a newer format is not passed over (that
+    would resume older work and overwrite newer): its :class:`NewerFormatError` is raised.
     """
     path = Path(path)
     if not path.exists():
         raise ConfigError(f"resume={path}: no such run or checkpoint directory")
     if path.name.startswith(PREFIX) or (path / STATE).exists() or (path / CHECKSUMS).exists():
-        verify(path)
+        load_tree(path, require)
         return path
     directory = path / "checkpoints" if (path / "checkpoints").is_dir() else path
-    candidates = list(reversed(list_checkpoints(directory)))
-    latest = _latest_name(directory)
-    if latest and (directory / latest) in candidates:
-        candidates.remove(directory / latest)
-        candidates.insert(0, directory / latest)
-    for candidate in candidates:
+    for candidate in _candidates(directory, report):
         try:
-            verify(candidate)
+            load_tree(candidate, require)
+        except NewerFormatError:
+            raise
         except CheckpointError as e:
             report(f"{e}; skipping it")
             continue
@@ -237,9 +273,18 @@ def find(path: Path, report: Callable[[str], None] = lambda message: None) -> Pa
     raise ConfigError(f"resume={path}: no complete checkpoint found under {directory}")
 
 
-def run_dir_of(checkpoint: Path) -> Path:
-    """The run directory a checkpoint belongs to (``<run>/checkpoints/iter_N``)."""
-    return Path(checkpoint).resolve().parent.parent
+def _candidates(directory: Path, report: Callable[[str], None]) -> list[Path]:
+    """The checkpoints under ``directory``, the one ``latest`` names first, then newest first."""
+    candidates = list(reversed(list_checkpoints(directory)))
+    latest, problem = _latest(directory)
+    if latest is not None and directory / latest in candidates:
+        candidates.remove(directory / latest)
+        candidates.insert(0, directory / latest)
+    elif latest is not None:
+        problem = f"{directory / LATEST} names {latest}, which is not a checkpoint there"
+    if problem:
+        report(f"{problem}; using the newest valid checkpoint")
+    return candidates
 
 
 def _clean_leftovers(directory: Path) -> None:
@@ -267,11 +312,19 @@ def _remove(path: Path) -> None:
         path.unlink(missing_ok=True)
 
 
-def _latest_name(directory: Path) -> str | None:
+def _latest(directory: Path) -> tuple[str | None, str | None]:
+    """The checkpoint name the ``latest`` file holds, or None with what is wrong with it
+    (None too when there is no such file)."""
+    path = Path(directory) / LATEST
     try:
-        return (Path(directory) / LATEST).read_text().strip() or None
-    except OSError:
-        return None
+        name = path.read_bytes().decode().strip()
+    except FileNotFoundError:
+        return None, None
+    except OSError as e:
+        return None, f"{path} cannot be read ({e.strerror or e})"
+    except UnicodeDecodeError:
+        return None, f"{path} does not hold a checkpoint name (it is not UTF-8 text)"
+    return (name, None) if name else (None, f"{path} is empty")
 
 
 def _sha256(path: Path) -> str:
@@ -300,24 +353,3 @@ def _prune(directory: Path, keep: int, protect: str) -> None:
     for old in existing[: max(0, len(existing) - keep)]:
         if old.name != protect:
             shutil.rmtree(old, ignore_errors=True)
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "w") as f:
-        f.write(text)
-        _sync(f)
-    os.replace(tmp, path)
-
-
-def _sync(f) -> None:
-    f.flush()
-    os.fsync(f.fileno())
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

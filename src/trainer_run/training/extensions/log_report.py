@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import json
-import os
 from pathlib import Path
 
+from ... import files, strict_json
 from ..trainer import PRIORITY_READER
 
 FILE = "metrics.jsonl"
@@ -20,7 +19,9 @@ class LogReport:
     the evaluator reported them).
 
     The rows logged so far and the running sums are part of the state, so a resumed run
-    rewrites ``metrics.jsonl`` up to its checkpoint and continues it identically.
+    rewrites ``metrics.jsonl`` (atomically) up to its checkpoint and continues it identically.
+    Rows are strict JSON: a NaN or infinite value is written as ``null`` (the state keeps
+    it). A refused write raises :class:`~trainer_run.errors.StorageError` naming the file.
     """
 
     priority = PRIORITY_READER
@@ -38,11 +39,7 @@ class LogReport:
 
     def initialize(self, trainer) -> None:
         self._path = Path(trainer.out) / self.filename
-        tmp = self._path.with_name(self._path.name + ".tmp")
-        with open(tmp, "w") as f:
-            for row in self.log:
-                f.write(json.dumps(row) + "\n")
-        os.replace(tmp, self._path)
+        files.write_atomic(self._path, "".join(strict_json.dumps(row) + "\n" for row in self.log))
 
     def __call__(self, trainer) -> None:
         for key, value in trainer.observation.items():
@@ -63,8 +60,7 @@ class LogReport:
             row[name] = float(self._sums[name]) / self._counts[name]
         self._sums, self._counts = {}, {}
         self.log.append(row)
-        with open(self._path, "a") as f:
-            f.write(json.dumps(row) + "\n")
+        files.append(self._path, strict_json.dumps(row) + "\n")
 
     @property
     def last(self) -> dict:

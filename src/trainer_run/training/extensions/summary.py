@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
-import os
 from pathlib import Path
 
 import numpy
+
+from ... import files, strict_json
 
 PRIORITY = -200
 
@@ -17,6 +17,9 @@ class Summary:
     (parameters by path, loadable with ``numpy.load``) when training ends, however it ends.
 
     ``samples_per_s`` counts the samples of this session's iterations over its wall time.
+    ``summary.json`` is strict JSON: a NaN or infinite value is written as ``null``. Both
+    files are replaced atomically; a refused write raises
+    :class:`~trainer_run.errors.StorageError` naming the file and leaves the old one.
     """
 
     priority = PRIORITY
@@ -49,15 +52,6 @@ class Summary:
                    "status": trainer.status}
         summary.update({k: v for k, v in self.log_report.last.items()
                         if k.startswith(("train/", "val/"))})
-        _write_atomic(out / "summary.json", lambda f: f.write(json.dumps(summary, indent=2)), "w")
+        files.write_atomic(out / "summary.json", strict_json.dumps(summary, indent=2))
         arrays = self.store.state_dict(self.to_numpy)
-        _write_atomic(out / "model.npz", lambda f: numpy.savez(f, **arrays), "wb")
-
-
-def _write_atomic(path: Path, write, mode: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, mode) as f:
-        write(f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+        files.write_atomic(out / "model.npz", lambda f: numpy.savez(f, **arrays))

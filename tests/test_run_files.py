@@ -1,0 +1,187 @@
+"""The files a run writes besides checkpoint data: replaced atomically, a refused write named
+in one StorageError with no temporary file left, and strict JSON (NaN and inf as null)."""
+
+from __future__ import annotations
+
+import errno
+import json
+import math
+import os
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from trainer_run import checkpoint, files, strict_json
+from trainer_run.errors import StorageError
+from trainer_run.training.extensions import LogReport, Summary
+
+FULL = "No space left on device"
+
+
+def _disk_full_for(monkeypatch, name: str) -> None:
+    """Makes the disk refuse (ENOSPC at fsync) every file whose name contains ``name``."""
+    real = os.fsync
+
+    def fsync(fd):
+        if name in os.path.basename(os.readlink(f"/proc/self/fd/{fd}")):
+            raise OSError(errno.ENOSPC, FULL)
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+
+
+def _strict(text: str):
+    """Parses ``text`` as strict JSON: NaN, Infinity and -Infinity are refused."""
+    def refuse(constant):
+        raise ValueError(f"non-standard JSON constant {constant}")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def _temporaries(directory: Path) -> list[str]:
+    return sorted(p.name for p in Path(directory).rglob("*") if ".tmp" in p.name)
+
+
+# -- atomic writing -----------------------------------------------------------------------------
+def test_write_atomic_replaces_the_file_or_leaves_it_as_it_was(tmp_path, monkeypatch):
+    target = tmp_path / "out.json"
+    files.write_atomic(target, "old")
+    assert target.read_text() == "old"
+    files.write_atomic(target, b"\x00bytes")
+    assert target.read_bytes() == b"\x00bytes"
+    files.write_atomic(target, lambda f: f.write(b"written by a callable"))
+    assert target.read_bytes() == b"written by a callable"
+    _disk_full_for(monkeypatch, "out.json")
+    with pytest.raises(StorageError) as caught:
+        files.write_atomic(target, "new")
+    assert str(caught.value) == f"cannot write {target}: {FULL}"
+    assert caught.value.exit_code == 4
+    assert target.read_bytes() == b"written by a callable"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.json"]
+
+
+def test_append_names_the_file_it_cannot_write(tmp_path):
+    target = tmp_path / "rows.jsonl"
+    files.append(target, "a\n")
+    files.append(target, "b\n")
+    assert target.read_text() == "a\nb\n"
+    target.unlink()
+    target.mkdir()
+    with pytest.raises(StorageError) as caught:
+        files.append(target, "c\n")
+    assert str(caught.value) == f"cannot write {target}: Is a directory"
+
+
+# -- checkpoints --------------------------------------------------------------------------------
+@pytest.mark.parametrize("failing", ["latest", "arrays.npz", "state.json"])
+def test_a_refused_checkpoint_write_names_the_file_and_leaves_the_previous_one(tmp_path, monkeypatch,
+                                                                              failing):
+    checkpoint.save({"w": np.ones(3)}, tmp_path, 1)
+    _disk_full_for(monkeypatch, failing)
+    with pytest.raises(StorageError) as caught:
+        checkpoint.save({"w": np.zeros(3)}, tmp_path, 2)
+    named = tmp_path / failing if failing == "latest" else tmp_path / "iter_00000002" / failing
+    assert str(caught.value) == (f"cannot write {named}: {FULL}; "
+                                 "the previous checkpoint iter_00000001 is intact")
+    assert _temporaries(tmp_path) == []
+    assert (tmp_path / "latest").read_text() == "iter_00000001\n"
+    monkeypatch.undo()
+    found = checkpoint.find(tmp_path)
+    assert found == tmp_path / "iter_00000001"
+    np.testing.assert_array_equal(checkpoint.load(found)["w"], np.ones(3))
+
+
+# -- summary.json and model.npz -----------------------------------------------------------------
+def _trainer(out: Path, status="completed"):
+    updater = SimpleNamespace(iteration=5, epoch_detail=0.5)
+    return SimpleNamespace(out=str(out), updater=updater, elapsed_time=2.0, status=status)
+
+
+def _summary(last: dict) -> Summary:
+    store = SimpleNamespace(state_dict=lambda to_numpy: {"l1/W": np.arange(3.0)})
+    return Summary(SimpleNamespace(last=last), 10, store)
+
+
+@pytest.mark.parametrize("failing", ["summary.json", "model.npz"])
+def test_a_refused_summary_write_names_the_file_and_keeps_the_old_one(tmp_path, monkeypatch, failing):
+    (tmp_path / failing).write_bytes(b"old")
+    trainer = _trainer(tmp_path)
+    summary = _summary({"train/loss": 0.5})
+    summary.initialize(trainer)
+    _disk_full_for(monkeypatch, failing)
+    with pytest.raises(StorageError) as caught:
+        summary.finalize(trainer)
+    assert str(caught.value) == f"cannot write {tmp_path / failing}: {FULL}"
+    assert (tmp_path / failing).read_bytes() == b"old"
+    assert _temporaries(tmp_path) == []
+
+
+# -- metrics.jsonl -------------------------------------------------------------------------------
+def _log_trainer(out: Path, observation: dict):
+    updater = SimpleNamespace(iteration=3, epoch_detail=0.25)
+    return SimpleNamespace(out=str(out), updater=updater, elapsed_time=1.5, observation=observation)
+
+
+def test_a_refused_metrics_rewrite_names_the_file_and_keeps_the_old_one(tmp_path, monkeypatch):
+    path = tmp_path / "metrics.jsonl"
+    path.write_text('{"iteration": 1}\n')
+    log = LogReport(lambda trainer: True)
+    log.load_state_dict({"log": [{"iteration": 1}, {"iteration": 2}], "sums": {}, "counts": {}})
+    _disk_full_for(monkeypatch, "metrics.jsonl")
+    with pytest.raises(StorageError) as caught:
+        log.initialize(_log_trainer(tmp_path, {}))
+    assert str(caught.value) == f"cannot write {path}: {FULL}"
+    assert path.read_text() == '{"iteration": 1}\n'
+    assert _temporaries(tmp_path) == []
+
+
+def test_a_refused_metrics_row_names_the_file(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    log = LogReport(lambda trainer: True)
+    trainer = _log_trainer(tmp_path, {"loss": 1.0})
+    log.initialize(trainer)
+    path.unlink()
+    path.mkdir()  # any refused open: a directory where the file was
+    with pytest.raises(StorageError) as caught:
+        log(trainer)
+    assert str(caught.value) == f"cannot write {path}: Is a directory"
+
+
+# -- strict JSON ---------------------------------------------------------------------------------
+def test_strict_json_writes_null_for_every_non_finite_float():
+    row = {"a": math.nan, "b": [math.inf, {"c": -math.inf, "d": (np.float32("nan"), 2)}],
+           "e": np.float32(2.5), "f": np.float64("-inf"), "g": np.int64(7), "h": True, "i": "NaN",
+           "j": None, "k": 1e308}
+    text = strict_json.dumps(row)
+    assert _strict(text) == {"a": None, "b": [None, {"c": None, "d": [None, 2]}], "e": 2.5, "f": None,
+                             "g": 7, "h": True, "i": "NaN", "j": None, "k": 1e308}
+    assert strict_json.dumps({"x": 1}, indent=2) == '{\n  "x": 1\n}'
+
+
+def test_metrics_rows_hold_null_for_nan_and_inf(tmp_path):
+    optimizer = SimpleNamespace(learning_rate=-math.inf)
+    log = LogReport(lambda trainer: True, optimizer)
+    log.load_state_dict({"log": [{"iteration": 1, "train/loss": math.nan}], "sums": {}, "counts": {}})
+    trainer = _log_trainer(tmp_path, {"loss": math.nan, "val/loss": np.float32("inf"), "accuracy": 0.5})
+    log.initialize(trainer)
+    log(trainer)
+    lines = (tmp_path / "metrics.jsonl").read_text().splitlines()
+    assert [_strict(line) for line in lines] == [
+        {"iteration": 1, "train/loss": None},
+        {"iteration": 3, "epoch": 0.25, "elapsed_s": 1.5, "lr": None, "train/accuracy": 0.5,
+         "train/loss": None, "val/loss": None}]
+    assert math.isnan(log.last["train/loss"])  # the state keeps the value itself
+
+
+def test_the_summary_holds_null_for_nan_and_inf(tmp_path):
+    trainer = _trainer(tmp_path, status="diverged")
+    summary = _summary({"train/loss": math.nan, "val/loss": np.float32("-inf"), "val/accuracy": 0.75,
+                        "lr": 0.1})
+    summary.initialize(trainer)
+    trainer.elapsed_time = math.inf
+    summary.finalize(trainer)
+    assert _strict((tmp_path / "summary.json").read_text()) == {
+        "iteration": 5, "epoch": 0.5, "elapsed_s": None, "samples_per_s": 0.0, "status": "diverged",
+        "train/loss": None, "val/loss": None, "val/accuracy": 0.75}
