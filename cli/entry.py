@@ -3,6 +3,10 @@
 SIGINT and SIGTERM are recorded before the command imports anything heavy (see
 :mod:`trainer_run.training.stop_signals`), so a Ctrl-C while the command starts exits with
 one line and status 130 instead of a KeyboardInterrupt traceback, and is never lost.
+
+A process of an ``mpiexec`` job ends through :func:`trainer_run.kvstore.mpi_job.ending`: at
+exit it waits for the other ranks no longer than the kvstore's timeout, and every rank ends
+with one status.
 """
 
 import sys
@@ -16,6 +20,9 @@ def main() -> None:
     except KeyboardInterrupt:  # before the handlers were in place
         sys.stderr.write("error: stopped by SIGINT before training started; nothing was trained\n")
         sys.exit(130)
+    from trainer_run.kvstore import mpi_job
+
     from .main import main as run
 
-    run()
+    with mpi_job.ending():
+        run()

@@ -1,10 +1,14 @@
 """``mpiexec -n N trainer-run kvstore=dist_*``: two processes of batch b equal one process of
 batch 2b, only rank 0 writes, every rank resumes from rank 0's checkpoint; dist_async trains
-with a server rank; a signal, an error or a death on one rank stops them all, and the last
-checkpoint resumes."""
+with a server rank; a signal, an error, a death or a stuck rank stops them all with the exit
+status the README gives, and the last checkpoint resumes; a resume with another number of
+processes, or a dist store without mpiexec, says so."""
 
+import contextlib
 import importlib.util
 import json
+import os
+import signal
 import sys
 from pathlib import Path
 
@@ -104,10 +108,22 @@ def test_dist_async_resume_gives_the_server_its_optimizer_back(mpiexec, tmp_path
 
 
 # -- one rank stops: the others follow ----------------------------------------------------------
-def fault(rank: int, at: int, kind: str, wait_for: Path | None = None) -> str:
+def fault(rank: int, at: int, kind: str, wait_for: Path | None = None,
+          pid_file: Path | None = None) -> str:
     wait = f", wait_for: '{wait_for}'" if wait_for else ""
+    wait += f", pid_file: '{pid_file}'" if pid_file else ""
     return (f"updater.callbacks.update_on_finish="
             f"{{_target_: faults.Fault, rank: {rank}, at: {at}, kind: {kind}{wait}}}")
+
+
+def kill_left_over(pid_file: Path, run_dir: Path) -> None:
+    """SIGKILLs the process whose pid the fault wrote, if it is still one of this test's
+    ranks (its command line names ``run_dir``): a stopped rank must not outlive the test."""
+    with contextlib.suppress(OSError, ValueError):
+        pid = int(pid_file.read_text())
+        if str(run_dir).encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
+            os.kill(pid, signal.SIGCONT)
+            os.kill(pid, signal.SIGKILL)
 
 
 def checkpoints(run_dir: Path) -> list[int]:
@@ -158,7 +174,8 @@ def test_an_error_on_one_rank_stops_the_other_at_once(mpiexec, tmp_path, straigh
     code, log = launch_cli(mpiexec, 2, *COMMON, "kvstore=dist_sync", "kvstore.timeout=100",
                            "dataset.batch_size=25", "trainer.max_iterations=30", fault(1, 12, "raise"),
                            f"hydra.run.dir={out}", timeout=60)
-    assert code != 0
+    assert code == 1, log
+    assert "\nRuntimeError: injected fault on rank 1 at iteration 12\n" in log, log  # rank 1's traceback
     assert "rank 1 stopped: RuntimeError: injected fault on rank 1 at iteration 12" in log, log
     assert checkpoints(out) == [10]
     resume_equals(mpiexec, out, straight)
@@ -170,9 +187,44 @@ def test_a_killed_rank_ends_the_job_and_the_last_checkpoint_resumes(mpiexec, tmp
     code, log = launch_cli(mpiexec, 2, *COMMON, "kvstore=dist_sync", "dataset.batch_size=25",
                            "trainer.max_iterations=30", fault(1, 12, "sigkill"), f"hydra.run.dir={out}",
                            timeout=60)
-    assert code != 0, log
+    assert code == 9, log  # mpiexec ends the job and exits with the signal's number
     assert checkpoints(out) == [10]
     resume_equals(mpiexec, out, straight)
+
+
+@pytest.mark.mpi
+def test_a_stopped_rank_ends_the_job_once_rank_0_has_given_up(mpiexec, tmp_path, straight):  # noqa: F811
+    """Rank 1 stops itself (SIGSTOP) after update 13: rank 0 gives up after kvstore.timeout=5 s,
+    says so, writes its summary and aborts the job with status 1; before, MPI_Finalize waited
+    for the stopped rank forever. Iteration 10's checkpoint resumes."""
+    out, pid_file = tmp_path / "cut", tmp_path / "stopped.pid"
+    try:
+        code, log = launch_cli(mpiexec, 2, *COMMON, "kvstore=dist_sync", "kvstore.timeout=5",
+                               "dataset.batch_size=25", "trainer.max_iterations=100000",
+                               fault(1, 12, "sigstop", pid_file=pid_file), f"hydra.run.dir={out}",
+                               timeout=90)
+    finally:
+        kill_left_over(pid_file, out)
+    assert code == 1, log
+    assert ("error: kvstore dist_sync: rank 0 waited 5 s for the other 1 rank(s) in the sum of "
+            "key 0; a rank has stopped") in log, log
+    assert json.loads((out / "summary.json").read_text())["status"] == "failed"
+    assert checkpoints(out) == [10]
+    resume_equals(mpiexec, out, straight)
+
+
+@pytest.mark.mpi
+def test_a_disk_error_on_rank_0_ends_every_rank_with_its_status_4(mpiexec, tmp_path):  # noqa: F811
+    """Rank 0's write fails (ENOSPC) in update 13: rank 1 stops with 1, rank 0 with 4, and
+    the job ends with 4, the largest (mpiexec alone would report 4 | 1 = 5)."""
+    out = tmp_path / "cut"
+    code, log = launch_cli(mpiexec, 2, *COMMON, "kvstore=dist_sync", "dataset.batch_size=25",
+                           "trainer.max_iterations=30", fault(0, 12, "enospc"), f"hydra.run.dir={out}",
+                           timeout=60)
+    assert code == 4, log
+    assert "error: cannot write injected-fault.bin: No space left on device" in log, log
+    assert "error: kvstore dist_sync: rank 0 stopped: OSError: [Errno 28]" in log, log
+    assert checkpoints(out) == [10]
 
 
 @pytest.mark.mpi
@@ -183,9 +235,57 @@ def test_an_error_on_one_async_worker_stops_the_job(mpiexec, tmp_path):  # noqa:
     saved = out / "checkpoints" / "iter_00000100"
     code, log = launch_cli(mpiexec, 3, *ASYNC, "kvstore.timeout=100", "trainer.max_iterations=1000",
                            fault(1, 150, "raise", saved), f"hydra.run.dir={out}", timeout=60)
-    assert code != 0
+    assert code == 1, log
     assert "worker 1 stopped: RuntimeError: injected fault on rank 1 at iteration 150" in log, log
     assert checkpoints(out)[0] == 100
+
+
+# -- a dist store without mpiexec, a resume with another number of processes ------------------
+def single_process_warning(store: str) -> str:
+    return (f"warning: kvstore={store}: this run has a single process because it was not started "
+            f"by mpiexec; to train on N processes, start it with mpiexec -n N trainer-run "
+            f"kvstore={store} ...")
+
+
+def test_a_dist_store_without_mpiexec_warns_once_and_trains_one_process(tmp_path):
+    if importlib.util.find_spec("mpi4py") is None:
+        pytest.skip("mpi4py is not installed")
+    out = tmp_path / "run"
+    done = run_cli(*COMMON, "kvstore=dist_sync", "trainer.max_iterations=10", f"hydra.run.dir={out}")
+    assert done.returncode == 0, done.stderr
+    warnings = [line for line in done.stderr.splitlines() if line.startswith("warning:")]
+    assert warnings == [single_process_warning("dist_sync")]
+    assert json.loads((out / "summary.json").read_text())["status"] == "completed"
+    assert [r["iteration"] for r in read_jsonl(out / "metrics.jsonl")] == [10]
+
+
+def start(mpiexec, n: int, *args) -> str:  # noqa: F811
+    """``trainer-run <args>`` as n processes under mpiexec, or as one without it (n = 1);
+    returns what it printed."""
+    if n > 1:
+        return trainer_run(mpiexec, n, *args)
+    done = run_cli(*COMMON, *args)
+    assert done.returncode == 0, done.stderr
+    return done.stdout + done.stderr
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("before, after", [(2, 1), (1, 2)])
+def test_a_resume_with_another_number_of_processes_warns_once_and_goes_on(mpiexec, tmp_path,  # noqa: F811
+                                                                          before, after):
+    """The checkpoint records the number of workers; a resume with another number says both
+    counts and both global batches once (on rank 0), then trains on to the limit."""
+    out = tmp_path / "run"
+    start(mpiexec, before, "kvstore=dist_sync", "dataset.batch_size=25", "trainer.max_iterations=10",
+          f"hydra.run.dir={out}")
+    log = start(mpiexec, after, f"resume={out}", "kvstore=dist_sync", "trainer.max_iterations=20")
+    expected = (f"warning: the checkpoint was written by {before} worker process(es), this run has "
+                f"{after}: the global batch changes from {25 * before} to {25 * after} examples (25 "
+                f"per worker), so the resumed run is not the same run and not bit-identical to one "
+                f"that went on with {before}")
+    assert [line for line in log.splitlines() if "the checkpoint was written by" in line] == [expected]
+    state = checkpoint.load(checkpoint.find(out))["trainer"]["updater"]
+    assert (state["iteration"], state["num_workers"]) == (20, after)
 
 
 @pytest.mark.parametrize("args, message", [

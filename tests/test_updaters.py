@@ -239,6 +239,25 @@ def test_state_round_trip_includes_the_scaler_and_refills_replicas():
         make(loss_scaler=LossScaler()).load_state_dict(make().state_dict())
 
 
+def test_the_state_records_the_number_of_workers_and_a_resume_says_what_another_changes():
+    """A checkpoint of 2 workers (global batch 2 x 50) resumed by 1 process of batch 50: one
+    sentence with both counts and both global batches; the same count, or a state from before
+    the count was saved, says nothing."""
+    first = make(batch_size=50)
+    state = first.state_dict()
+    assert state["num_workers"] == 1
+    resumed = make(batch_size=50)
+    resumed.load_state_dict(state)
+    assert (resumed.saved_num_workers, resumed.workers_change()) == (1, None)
+    resumed.load_state_dict({k: v for k, v in state.items() if k != "num_workers"})  # an old one
+    assert (resumed.saved_num_workers, resumed.workers_change()) == (None, None)
+    resumed.load_state_dict({**state, "num_workers": 2})
+    assert resumed.workers_change() == (
+        "the checkpoint was written by 2 worker process(es), this run has 1: the global batch "
+        "changes from 100 to 50 examples (50 per worker), so the resumed run is not the same run "
+        "and not bit-identical to one that went on with 2")
+
+
 @pytest.mark.parametrize("updater", ["standard", "parallel"])
 def test_resume_with_accumulation_and_dynamic_scaling_is_bit_identical(tmp_path, updater):
     """fp16 with a scale that overflows every few steps (it grows every 4 clean steps past

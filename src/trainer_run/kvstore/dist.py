@@ -93,7 +93,10 @@ raises itself; with no worker waiting it stops after ``timeout`` without any mes
 ``timeout`` must exceed the longest stretch a rank spends without touching the store while
 others wait for it (evaluation, a checkpoint). A rank killed by a signal makes ``mpiexec``
 (MPICH's Hydra) end the whole job at once; a rank that exits with a non-zero status does not,
-which is what the abort message and the timeout are for.
+which is what the abort message and the timeout are for. How a process ends afterwards, without
+waiting in ``MPI_Finalize`` for a rank that stopped answering, is :mod:`.mpi_job`'s: the first
+store of a process joins it with a communicator of its own, and a store that times out
+waiting for the other ranks tells it so.
 
 MXNet's refusals reproduced besides the in-process ones (init twice, pull before init, shape
 changes, mixed key types): ``pull(..., ignore_sparse=False)`` ("dist kvstore pull doesn't
@@ -143,7 +146,7 @@ import zlib
 import numpy
 
 from ..errors import ConfigError, RunStopped, check_number
-from . import HOST, KVStore, _copy_into, _cupy, _place_of
+from . import HOST, KVStore, _copy_into, _cupy, _place_of, mpi_job
 from .compression import GradientCompression
 
 __all__ = ["DEFAULT_TIMEOUT", "DistAsyncKVStore", "DistDeviceSyncKVStore", "DistSyncKVStore", "TYPES"]
@@ -199,10 +202,18 @@ def _dup(MPI, comm, timeout, type_name):
     comm = MPI.COMM_WORLD if comm is None else comm
     new, request = comm.Idup()
     if not _poll(request.Test, timeout):
+        mpi_job.give_up(MPI)
         raise RunStopped(f"kvstore {type_name}: rank {comm.Get_rank()} waited {timeout:g} s for "
                          f"the other {comm.Get_size() - 1} rank(s) to create the store; a rank "
                          f"has stopped or does not create it")
     return new
+
+
+def _join_job(MPI, comm, timeout, type_name) -> None:
+    """The first dist store of the process gives :mod:`.mpi_job` a duplicate of ``comm`` of
+    its own, for the job's last exchange when the command ends."""
+    if not mpi_job.joined():
+        mpi_job.join(MPI, _dup(MPI, comm, timeout, type_name), timeout)
 
 
 def _mpi_reports_cuda() -> bool:
@@ -265,6 +276,7 @@ class DistSyncKVStore(KVStore):
         self.timeout = _check_timeout(timeout)
         self._MPI = _import_mpi(self.type)
         self._comm = _dup(self._MPI, comm, self.timeout, self.type)
+        _join_job(self._MPI, comm, self.timeout, self.type)
         self.rank = self._comm.Get_rank()
         self.num_workers = self._comm.Get_size()
         self._cuda_aware = cuda_aware
@@ -478,6 +490,7 @@ class DistSyncKVStore(KVStore):
         if self._broken is not None:
             raise RunStopped(self._broken)
         what = what[0] if len(what) == 1 else f"{what[0]} {what[1]!r}"
+        mpi_job.give_up(self._MPI)
         self._broken = (f"kvstore {self.type}: rank {self.rank} waited {self.timeout:g} s for "
                         f"the other {self.num_workers - 1} rank(s) in {what}; a rank has "
                         f"stopped (crashed, or exited without reaching it) or is stuck. A rank "
@@ -575,6 +588,7 @@ class DistAsyncKVStore(KVStore):
                               f"1 worker, got {size}; launch it with e.g. mpiexec -n 3 "
                               f"(the last rank serves, the others are workers)")
         self._comm = _dup(self._MPI, comm, self.timeout, self.type)
+        _join_job(self._MPI, comm, self.timeout, self.type)
         self.server_rank = size - 1
         self.is_server = self._comm.Get_rank() == self.server_rank
         self.rank = None if self.is_server else self._comm.Get_rank()
@@ -817,6 +831,7 @@ class DistAsyncKVStore(KVStore):
         _poll(request.Test, 1.0)
 
     def _give_up(self, what: str):
+        mpi_job.give_up(self._MPI)
         self._broken = (f"kvstore dist_async: worker {self.rank} got no answer from the server "
                         f"(rank {self.server_rank}) for {self.timeout:g} s in {what}; the "
                         f"server has stopped (crashed, or gave up on another worker) or is stuck")
