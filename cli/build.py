@@ -72,9 +72,12 @@ def build_trainer(config: dict, out: Path, extra: dict | None = None) -> Trainer
     optimizer = build_optimizer(config["optimizer"], config.get("scheduler"), total)
     if getattr(store, "is_server", False):  # the last rank of a dist_async run serves
         return ParameterServer(store, model, optimizer, backend)
-    nan_policy = prefixed("trainer", check_choice, "nan_policy", t["nan_policy"], NAN_POLICIES)
+    skips = t["max_skipped_in_a_row"]
+    nan = {"nan_policy": prefixed("trainer", check_choice, "nan_policy", t["nan_policy"], NAN_POLICIES),
+           "max_skipped_in_a_row": skips if skips is None else check_number(
+               "trainer.max_skipped_in_a_row", skips, low=1, integer=True)}
     updater = build_updater(u, store, config["kvstore"], config["loss_scale"], iterator, optimizer,
-                            model, backend, batch_size, nan_policy)
+                            model, backend, batch_size, nan)
     trainer = Trainer(updater, stop, out=str(out))
 
     def every(key):
@@ -176,9 +179,10 @@ def _replicas(updater: dict) -> int:
 
 
 def build_updater(section: dict, store, kvstore: dict, loss_scale: dict, iterator, optimizer, model,
-                  backend, batch_size: int, nan_policy: str = "stop"):
+                  backend, batch_size: int, nan: dict | None = None):
     """The updater of ``updater=standard|parallel`` with its loss scaler, callbacks and
-    kvstore (``store``: from :func:`build_kvstore`; None: the parallel updater makes its own)."""
+    kvstore (``store``: from :func:`build_kvstore`; None: the parallel updater makes its own);
+    ``nan``: ``nan_policy`` and ``max_skipped_in_a_row`` from the trainer section."""
     kwargs = {k: v for k, v in section.items() if k != "name"}
     kwargs["callbacks"] = build_callbacks(kwargs.get("callbacks") or {})
     kwargs["loss_scaler"] = build_loss_scaler(loss_scale)
@@ -196,7 +200,7 @@ def build_updater(section: dict, store, kvstore: dict, loss_scale: dict, iterato
     elif store is not None:
         kwargs["kvstore"] = store
     return call("updater", klass, kwargs, iterator=iterator, optimizer=optimizer, model=model,
-                backend=backend, nan_policy=nan_policy)
+                backend=backend, **(nan or {}))
 
 
 def build_loss_scaler(section: dict):

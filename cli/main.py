@@ -22,6 +22,7 @@ from __future__ import annotations
 import errno
 import os
 import re
+import shutil
 import signal
 import sys
 import time
@@ -36,8 +37,9 @@ from omegaconf.errors import OmegaConfBaseException
 from rich.console import Console
 from rich.markup import escape
 
-from trainer_run import checkpoint, run_directory
-from trainer_run.errors import ConfigError, Diverged, RunStopped
+from trainer_run import checkpoint, files, run_directory
+from trainer_run.errors import ConfigError, Diverged, RunStopped, StorageError
+from trainer_run.kvstore import mpi_job
 from trainer_run.training import stop_signals
 
 from . import argv as args
@@ -82,16 +84,25 @@ def main(argv: list[str] | None = None) -> None:
     except (HydraException, OmegaConfBaseException) as e:
         fail(describe(e))
     except OSError as e:
-        fail(f"cannot write {e.filename or 'the run directory'}: {e.strerror or e}; free some space "
-             "or choose a writable hydra.run.dir", 4)
+        fail(cannot_write(e), 4)
+
+
+def cannot_write(error: OSError | StorageError) -> str:
+    """One line for a write the disk refused, and what to do about it."""
+    if isinstance(error, StorageError):
+        return f"{error}; free some space or choose a writable hydra.run.dir"
+    return (f"cannot write {error.filename or 'the run directory'}: {error.strerror or error}; free "
+            "some space or choose a writable hydra.run.dir")
 
 
 def _world(argv: list[str]):
     """MPI's world communicator when this is one of several processes of a ``kvstore=dist_*``
-    run started by ``mpiexec``; None otherwise (MPI is then never initialised)."""
-    store = args.value(argv, "kvstore") or ""
-    launched = any(v in os.environ for v in ("PMI_RANK", "PMIX_RANK", "OMPI_COMM_WORLD_RANK"))
-    if not (store.startswith("dist") and launched):
+    run started by ``mpiexec`` (for a resume, the store the run chose unless the command names
+    one); None otherwise (MPI is then never initialised)."""
+    if not mpi_job.launched():
+        return None
+    store = args.value(argv, "kvstore") or _resumed_store(args.value(argv, "resume")) or ""
+    if not store.startswith("dist"):
         return None
     try:
         from mpi4py import MPI
@@ -99,6 +110,18 @@ def _world(argv: list[str]):
         fail(f"kvstore={store} needs mpi4py and an MPI; install them with "
              "pip install 'trainer-run[mpi]'")
     return MPI.COMM_WORLD if MPI.COMM_WORLD.size > 1 else None
+
+
+def _resumed_store(resume: str | None) -> str | None:
+    """The kvstore choice saved with the checkpoint ``resume`` names (None when there is none
+    to read: :func:`prepare` then says why)."""
+    if args.is_null(resume):
+        return None
+    try:
+        found = checkpoint.find(Path(resume).expanduser(), require=checkpoint.RUN_STATE)
+        return checkpoint.load_tree(found, checkpoint.RUN_STATE)["choices"].get("kvstore")
+    except ConfigError:
+        return None
 
 
 def on_rank_0(comm, action):
@@ -204,13 +227,16 @@ def prepare(argv: list[str]) -> list[str]:
 def run_hydra(cfg: DictConfig) -> None:
     """One job: claim the run directory, build, record, train."""
     out = Path(HydraConfig.get().runtime.output_dir)
-    lock = _claim(out, resuming=bool(cfg.resume))
     fresh = not run_directory.holds_run(out)
+    lock = None
     try:
+        lock = _claim(out, resuming=bool(cfg.resume))
         trainer = _start(cfg, out, fresh)
-    except BaseException:
-        if fresh and lock is not None:
+    except BaseException as e:
+        if fresh and _is_rank_0():
             _remove_new(out, lock)
+        if isinstance(e, (OSError, StorageError)):
+            fail(cannot_write(e), 4)
         raise
     try:
         _train(trainer, out)
@@ -261,10 +287,15 @@ def _is_rank_0() -> bool:
     return _launch.comm is None or _launch.comm.rank == 0
 
 
-def _remove_new(out: Path, lock: run_directory.RunLock) -> None:
-    """Removes the run directory this job created (the lock file is all it holds) and the
-    folders created for it, up to the nearest one that existed before the command."""
-    lock.release(remove=True)
+def _remove_new(out: Path, lock: run_directory.RunLock | None) -> None:
+    """Removes the run directory this job created (its lock file, and Hydra's record if the
+    disk cut it short, are all it holds) and the folders created for it, up to the nearest
+    one that existed before the command. Without the lock (another process holds the
+    directory) only empty folders are removed."""
+    if lock is not None:
+        if _launch.record is not None:
+            shutil.rmtree(out / _launch.record, ignore_errors=True)  # cut short by the disk
+        lock.release(remove=True)
     folder = out.resolve()
     while folder != _launch.kept and folder != folder.parent and _launch.kept in folder.parents:
         try:
@@ -290,9 +321,9 @@ def _write_record(out: Path, cfg: DictConfig) -> None:
     OmegaConf.update(hydra_cfg, "hydra.output_subdir", _launch.record)
     folder = out / _launch.record
     folder.mkdir(parents=True, exist_ok=True)
-    OmegaConf.save(cfg, folder / "config.yaml")
-    OmegaConf.save(hydra_cfg, folder / "hydra.yaml")
-    OmegaConf.save(HydraConfig.get().overrides.task, folder / "overrides.yaml")
+    for name, node in (("config.yaml", cfg), ("hydra.yaml", hydra_cfg),
+                       ("overrides.yaml", HydraConfig.get().overrides.task)):
+        files.write_atomic(folder / name, OmegaConf.to_yaml(node))
 
 
 def _train(trainer, out: Path) -> None:
@@ -308,8 +339,7 @@ def _train(trainer, out: Path) -> None:
     except RunStopped as e:
         fail(e, e.exit_code)
     except OSError as e:
-        fail(f"cannot write {e.filename or 'the run directory'}: {e.strerror or e}; free some space "
-             "or choose a writable hydra.run.dir, then resume", 4)
+        fail(cannot_write(e) + ", then resume", 4)
     if trainer.status == "interrupted":
         sys.exit(128 + (trainer.stop_signal or 2))
 
@@ -335,7 +365,7 @@ def build(cfg: DictConfig, out: Path):
     state = None
     node = cfg
     if cfg.resume:
-        state = checkpoint.load(Path(cfg.resume))
+        state = checkpoint.load(Path(cfg.resume), checkpoint.RUN_STATE)
         node = resumes.config(state["config"], cfg, list(hydra_cfg.overrides.task), choices)
     saved = OmegaConf.to_container(node, resolve=False)
     try:
@@ -348,13 +378,25 @@ def build(cfg: DictConfig, out: Path):
              "from zero, so this resumed run is not bit-identical to an uninterrupted one")
     saved_state = {"config": saved, "choices": choices}
     trainer = build_trainer(resolved, out, saved_state)
+    _warn_single_process(resolved["kvstore"]["name"])
     if state is not None and hasattr(trainer, "load_state_dict"):  # a dist_async server: none
         try:
             trainer.load_state_dict(state["trainer"])
-        except (KeyError, ValueError) as e:
-            reason = e.args[0] if e.args else e
+        except (KeyError, ValueError, TypeError, AttributeError, IndexError) as e:
+            reason = e.args[0] if e.args else e  # a state of another run, or malformed inside
             raise ConfigError(f"checkpoint {cfg.resume} does not fit this run: {reason}") from None
+        change = trainer.updater.workers_change()
+        if change is not None and trainer.updater.rank == 0:
+            warn(change)
     return trainer
+
+
+def _warn_single_process(store: str) -> None:
+    """A ``kvstore=dist_*`` run that no launcher started has one process: says how to start more."""
+    if store.startswith("dist") and not mpi_job.launched():
+        warn(f"kvstore={store}: this run has a single process because it was not started by "
+             f"mpiexec; to train on N processes, start it with mpiexec -n N trainer-run "
+             f"kvstore={store} ...")
 
 
 def _kept(run_dir: Path) -> str:

@@ -169,3 +169,17 @@ def test_resuming_a_run_that_has_nothing_to_do_leaves_its_summary(tmp_path, base
                                      "reaches trainer.max_iterations=20; raise the limit to train "
                                      "further")
     assert run_files(run) == before
+
+
+def test_a_run_that_only_skips_stops_as_diverged_and_counts_its_skips(tmp_path, base_run):
+    """nan_policy=skip: the summary says how many updates were skipped, and
+    trainer.max_skipped_in_a_row of them in a row stop the run as diverged (exit 3)."""
+    run = _copy(base_run, tmp_path)
+    result = run_cli(f"resume={run}", "optimizer.learning_rate=1e30", "trainer.nan_policy=skip",
+                     "trainer.max_skipped_in_a_row=5", "trainer.max_iterations=40", QUIET)
+    assert result.returncode == 3, result.stderr
+    assert "in each of the last 5 updates" in result.stderr
+    summary = json.loads((run / "summary.json").read_text())
+    # update 21 applies the huge rate; 22..26 have a non-finite loss: 5 skipped in a row, the
+    # fifth stops the run, so the last iteration counted is 25
+    assert (summary["status"], summary["skipped_steps"], summary["iteration"]) == ("diverged", 5, 25)

@@ -418,6 +418,18 @@ def disk_full(tmp_path_factory) -> dict:
             "summary": json.loads((run / "summary.json").read_text())}
 
 
+@pytest.mark.parametrize("fsize, file", [(0, ".lock"), (64, ".hydra/config.yaml")],
+                         ids=["nothing-fits", "the-record-does-not-fit"])
+def test_a_disk_full_at_start_gives_one_line_exit_4_and_leaves_nothing(tmp_path, fsize, file):
+    """The probe: a disk already full at start gave Hydra's traceback and exit 1."""
+    out = tmp_path / "run"
+    result = run_cli_limited(f"hydra.run.dir={out}", QUIET, fsize=fsize)
+    assert result.returncode == 4
+    assert _one_error(result) == (f"error: cannot write {out / file}: File too large; free some "
+                                  "space or choose a writable hydra.run.dir")
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
 def test_a_full_disk_keeps_the_previous_checkpoint_and_a_later_resume_completes(disk_full, tmp_path):
     run, result = disk_full["run"], disk_full["result"]
     cks = run / "checkpoints"

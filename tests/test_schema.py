@@ -29,9 +29,14 @@ def _composed(overrides: tuple) -> dict:
 
 
 def _config(overrides=(), values=None) -> dict:
-    """The resolved config of ``overrides`` with the dotted ``values`` set in it."""
+    """The resolved config of ``overrides`` with the dotted ``values`` set in it, as overrides
+    would set them (``scheduler.base_lr`` follows ``optimizer.learning_rate``, as the config's
+    interpolation makes it)."""
     config = copy.deepcopy(_composed(tuple(overrides)))
-    for key, value in (values or {}).items():
+    values = dict(values or {})
+    if "optimizer.learning_rate" in values and "scheduler.base_lr" not in values:
+        values["scheduler.base_lr"] = values["optimizer.learning_rate"]
+    for key, value in values.items():
         node = config
         *parents, last = key.split(".")
         for part in parents:

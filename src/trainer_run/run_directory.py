@@ -23,6 +23,7 @@ import fcntl
 import os
 from pathlib import Path
 
+from . import files
 from .errors import ConfigError
 
 LOCK = ".lock"
@@ -106,7 +107,8 @@ class RunLock:
     :meth:`acquire` until :meth:`release` or the end of the process.
 
     Raises :class:`RunDirectoryInUse` naming the holder's process id when another process
-    holds it. Usable as a context manager.
+    holds it, and :class:`~trainer_run.errors.StorageError` naming the lock file when the disk
+    refuses to record this process's id. Usable as a context manager.
     """
 
     def __init__(self, directory: Path):
@@ -128,8 +130,12 @@ class RunLock:
                 self._fd = fd
             else:  # removed by its previous holder between our open and our lock: retry
                 os.close(fd)
-        os.ftruncate(self._fd, 0)
-        os.write(self._fd, f"{os.getpid()}\n".encode())
+        try:
+            os.ftruncate(self._fd, 0)
+            os.write(self._fd, f"{os.getpid()}\n".encode())
+        except OSError as e:
+            self.release(remove=True)
+            raise files.storage_error(self.path, e) from None
         return self
 
     def release(self, remove: bool = False) -> None:

@@ -36,7 +36,7 @@ class ParallelUpdater(StandardUpdater):
 
     Args:
         iterator, optimizer, model, converter, backend, accum_grad, loss_scaler, callbacks,
-        nan_policy:
+        nan_policy, max_skipped_in_a_row:
             as for :class:`StandardUpdater` (one model and one optimizer, or dicts whose
             ``'main'`` entries are replicated).
         devices: the number of replicas, or a list of device ids (CuPy: GPU ids, the first
@@ -47,14 +47,16 @@ class ParallelUpdater(StandardUpdater):
 
     def __init__(self, iterator, optimizer, model, devices=2, kvstore: str = "local",
                  converter=concat_examples, backend=None, accum_grad: int = 1,
-                 loss_scaler=None, callbacks=None, nan_policy: str = "stop"):
+                 loss_scaler=None, callbacks=None, nan_policy: str = "stop",
+                 max_skipped_in_a_row: int | None = 100):
         if isinstance(kvstore, str):
             check(kvstore in KVSTORES,
                   f"kvstore={kvstore!r} cannot reduce replicas; choose one of {', '.join(KVSTORES)}")
             kvstore = kvstores.create(kvstore)
         super().__init__(iterator, optimizer, model, converter=converter, backend=backend,
                          accum_grad=accum_grad, loss_scaler=loss_scaler, callbacks=callbacks,
-                         nan_policy=nan_policy, kvstore=kvstore)
+                         nan_policy=nan_policy, kvstore=kvstore,
+                         max_skipped_in_a_row=max_skipped_in_a_row)
         backend = backend if backend is not None else Backend("numpy")
         ids = _device_ids(devices, backend)
         self.devices = ids

@@ -28,8 +28,10 @@ Our rules, where the seeds differ:
 - **Divergence** (Chainer's ``FailOnNonNumber``, on the loss): without dynamic loss scaling
   a NaN or infinite loss either stops training with
   :class:`~trainer_run.errors.Diverged` before the update is applied
-  (``nan_policy="stop"``) or skips the update (``"skip"``, counted in ``skipped_steps``).
-  With dynamic loss scaling the scaler handles non-finite gradients instead.
+  (``nan_policy="stop"``) or skips the update (``"skip"``, counted in ``skipped_steps``);
+  ``max_skipped_in_a_row`` skipped updates in a row (None: no limit) stop it as diverged
+  too, since a run that only skips no longer trains. With dynamic loss scaling the scaler
+  handles non-finite gradients instead.
 - **Callbacks**: see :mod:`trainer_run.callbacks`.
 """
 
@@ -74,6 +76,8 @@ class StandardUpdater:
         loss_scaler: a :class:`~trainer_run.loss_scaling.LossScaler` (None: no scaling).
         callbacks: a :class:`~trainer_run.callbacks.Callbacks` or a dict of hooks.
         nan_policy: ``"stop"`` or ``"skip"`` on a NaN or infinite loss (see above).
+        max_skipped_in_a_row: with ``"skip"``, the number of updates skipped in a row that
+            stops training as diverged (None: never).
         kvstore: a store from :func:`trainer_run.kvstore.create` that sums the gradients
             across replicas and worker processes (None: nothing to reduce). With
             ``num_workers`` n > 1 every worker draws the same global batch and computes
@@ -85,9 +89,13 @@ class StandardUpdater:
 
     def __init__(self, iterator, optimizer, model, converter: Callable = concat_examples,
                  backend=None, loss_func: Callable | None = None, accum_grad: int = 1,
-                 loss_scaler=None, callbacks=None, nan_policy: str = "stop", kvstore=None):
+                 loss_scaler=None, callbacks=None, nan_policy: str = "stop", kvstore=None,
+                 max_skipped_in_a_row: int | None = 100):
         self.nan_policy = check_choice("nan_policy", nan_policy, NAN_POLICIES)
+        self.max_skipped_in_a_row = max_skipped_in_a_row if max_skipped_in_a_row is None else \
+            check_number("max_skipped_in_a_row", max_skipped_in_a_row, low=1, integer=True)
         self.skipped_steps = 0
+        self.skipped_in_a_row = 0
         self._iterators = _by_name(iterator, "iterators")
         self._optimizers: dict[str, Optimizer] = _by_name(optimizer, "optimizers")
         self._models = _by_name(model, "models")
@@ -100,6 +108,9 @@ class StandardUpdater:
         self.loss_scaler = loss_scaler
         self.callbacks = callbacks if isinstance(callbacks, Callbacks) else Callbacks(callbacks)
         self.iteration = 0
+        self.saved_num_workers: int | None = None
+        """``num_workers`` of the run that wrote the state last loaded (None: nothing loaded,
+        or a checkpoint written before the count was saved)."""
         self.observation: dict = {}
         xp = backend.xp if backend is not None else numpy
         self.stores = {name: ParamStore(m.params(), xp) for name, m in self._models.items()}
@@ -236,9 +247,16 @@ class StandardUpdater:
         """``"apply"`` for a finite loss; else ``"skip"`` or :class:`Diverged` (``nan_policy``)."""
         loss = float(self.observation["loss"])
         if math.isfinite(loss):
+            self.skipped_in_a_row = 0
             return "apply"
         if self.nan_policy == "skip":
             self.skipped_steps += 1
+            self.skipped_in_a_row += 1
+            if self.skipped_in_a_row == self.max_skipped_in_a_row:
+                raise Diverged(f"the training loss was NaN or infinite in each of the last "
+                               f"{self.skipped_in_a_row} updates, up to iteration {iteration + 1}, "
+                               f"and all were skipped (trainer.max_skipped_in_a_row). Lower "
+                               "optimizer.learning_rate or set optimizer.clip_gradient")
             return "skip"
         raise Diverged(f"the training loss is {loss} at iteration {iteration + 1}; the update was "
                        "not applied. Lower optimizer.learning_rate, set optimizer.clip_gradient, or "
@@ -402,12 +420,17 @@ class StandardUpdater:
             "models": {n: s.state_dict(to_numpy) for n, s in self.stores.items()},
             "loss_scaler": self.loss_scaler.state_dict() if self.loss_scaler is not None else None,
             "skipped_steps": self.skipped_steps,
+            "skipped_in_a_row": self.skipped_in_a_row,
+            "num_workers": self.num_workers,
         }
 
     def load_state_dict(self, state: dict) -> None:
         asarray = self.backend.asarray if self.backend is not None else (lambda a: a)
         self.iteration = int(state["iteration"])
         self.skipped_steps = int(state.get("skipped_steps", 0))
+        self.skipped_in_a_row = int(state.get("skipped_in_a_row", 0))
+        saved = state.get("num_workers")
+        self.saved_num_workers = None if saved is None else int(saved)
         if self.backend is not None and state.get("backend") is not None:
             self.backend.load_state_dict(state["backend"])
         for name, it in self._iterators.items():
@@ -421,6 +444,22 @@ class StandardUpdater:
             if state.get("loss_scaler") is None:
                 raise ValueError("the saved state has no loss scaler; it was trained without one")
             self.loss_scaler.load_state_dict(state["loss_scaler"])
+
+
+    def workers_change(self) -> str | None:
+        """After :meth:`load_state_dict`: what resuming with another number of workers than
+        the saved state's changes (the global batch each update draws), in one sentence; None
+        when the numbers are equal or the saved one is unknown. Training goes on correctly:
+        the iterator's position counts examples, and the parameters and optimizer states do
+        not depend on the number of workers; but it is not the run that was saved."""
+        saved, now = self.saved_num_workers, self.num_workers
+        if saved is None or saved == now:
+            return None
+        per_worker = self._iterators["main"].batch_size // now
+        return (f"the checkpoint was written by {saved} worker process(es), this run has {now}: "
+                f"the global batch changes from {saved * per_worker} to {now * per_worker} "
+                f"examples ({per_worker} per worker), so the resumed run is not the same run and "
+                f"not bit-identical to one that went on with {saved}")
 
 
 def _size(in_arrays) -> int:
