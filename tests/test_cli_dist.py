@@ -230,10 +230,12 @@ def test_a_disk_error_on_rank_0_ends_every_rank_with_its_status_4(mpiexec, tmp_p
 @pytest.mark.mpi
 def test_an_error_on_one_async_worker_stops_the_job(mpiexec, tmp_path):  # noqa: F811
     """Worker 1 raises (once worker 0 has saved iteration 100); the server tells worker 0 at
-    its next exchange, both stop, the checkpoint of iteration 100 stays valid."""
+    its next exchange, both stop, the checkpoint of iteration 100 stays valid. (Every
+    checkpoint is kept: worker 0 may run ahead of worker 1 and would prune iteration 100.)"""
     out = tmp_path / "async"
     saved = out / "checkpoints" / "iter_00000100"
     code, log = launch_cli(mpiexec, 3, *ASYNC, "kvstore.timeout=100", "trainer.max_iterations=1000",
+                           "trainer.keep_checkpoints=null",
                            fault(1, 150, "raise", saved), f"hydra.run.dir={out}", timeout=60)
     assert code == 1, log
     assert "worker 1 stopped: RuntimeError: injected fault on rank 1 at iteration 150" in log, log
