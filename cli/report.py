@@ -1,0 +1,52 @@
+"""How the command tells the user: one ``error:`` or ``warning:`` line, and the exit status."""
+
+from __future__ import annotations
+
+import signal
+import sys
+
+from omegaconf.errors import OmegaConfBaseException
+from rich.console import Console
+from rich.markup import escape
+
+from trainer_run.errors import StorageError
+from trainer_run.training import stop_signals
+
+
+def fail(error, code: int = 2) -> None:
+    """Prints ``error`` as one ``error:`` line and exits with ``code``."""
+    text = " ".join(line.strip() for line in str(error).splitlines())
+    Console(stderr=True).print(f"[bold red]error:[/] {escape(text)}", highlight=False,
+                              soft_wrap=True)
+    sys.exit(code)
+
+
+def warn(message: str) -> None:
+    Console(stderr=True).print(f"[bold yellow]warning:[/] {escape(message)}", highlight=False,
+                              soft_wrap=True)
+
+
+def describe(error: Exception) -> str:
+    """One line for an error Hydra or OmegaConf raised while composing the config."""
+    if isinstance(error, OmegaConfBaseException):
+        where = getattr(error, "full_key", None)
+        message = str(error).splitlines()[0]
+        return f"the config does not resolve: {message}" + (f" (at {where})" if where else "")
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    return "; ".join(lines) or type(error).__name__
+
+
+def cannot_write(error: OSError | StorageError) -> str:
+    """One line for a write the disk refused, and what to do about it."""
+    if isinstance(error, StorageError):
+        return f"{error}; free some space or choose a writable hydra.run.dir"
+    return (f"cannot write {error.filename or 'the run directory'}: {error.strerror or error}; free "
+            "some space or choose a writable hydra.run.dir")
+
+
+def stop_if_signalled() -> None:
+    """Exits with 128 + the signal's number when a stop signal came before training started."""
+    signum = stop_signals.requested()
+    if signum is not None:
+        fail(f"stopped by {signal.Signals(signum).name} before training started; nothing was "
+             "trained", 128 + signum)
