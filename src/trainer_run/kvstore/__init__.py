@@ -77,9 +77,11 @@ from __future__ import annotations
 import contextlib
 import numbers
 import os
+from pathlib import Path
 
 import numpy
 
+from .. import files
 from ..backend import array_module
 from ..errors import ConfigError
 from ..optimizers import get_updater
@@ -266,12 +268,10 @@ class KVStore:
         return pair
 
     def save_optimizer_states(self, fname, dump_optimizer: bool = False) -> None:
-        """Writes :meth:`get_optimizer_states` to ``fname``, replacing it atomically."""
-        blob = self.get_optimizer_states(dump_optimizer)
-        tmp = f"{os.fspath(fname)}.tmp"
-        with open(tmp, "wb") as fout:
-            fout.write(blob)
-        os.replace(tmp, fname)
+        """Writes :meth:`get_optimizer_states` to ``fname``, replacing it atomically
+        (:func:`trainer_run.files.write_atomic`: a refused write raises StorageError naming
+        the file and leaves it as it was)."""
+        files.write_atomic(Path(fname), self.get_optimizer_states(dump_optimizer))
 
     def load_optimizer_states(self, fname) -> None:
         """Reads a file written by :meth:`save_optimizer_states` into
