@@ -119,3 +119,39 @@ def test_restored_state_continues_bit_for_bit(tmp_path, optimizer):
     for name, p in straight.updater.stores["main"].params.items():
         np.testing.assert_array_equal(p.data, resumed.updater.stores["main"].params[name].data)
     assert resumed.updater.get_optimizer("main").num_update == 40
+
+
+def test_extensions_share_one_base_and_plain_callables_are_wrapped(tmp_path):
+    """An Extension subclass overrides only the hooks it needs; a plain callable keeps its own
+    trigger, priority and hooks; the order is by priority, then registration; only
+    extensions with a state appear in the checkpoint."""
+    from trainer_run.training import PRIORITY_WRITER, Extension
+
+    calls = []
+
+    class Counting(Extension):
+        trigger = (10, "iteration")
+
+        def __call__(self, trainer):
+            calls.append(("counting", trainer.updater.iteration))
+
+        def state_dict(self):
+            return {"calls": sum(1 for who, _ in calls if who == "counting")}
+
+    def early(trainer):
+        calls.append(("early", trainer.updater.iteration))
+
+    early.priority = PRIORITY_WRITER
+    early.trigger = (20, "iteration")
+    early.finalize = lambda trainer: calls.append(("finalized", trainer.updater.iteration))
+
+    trainer = _trainer(tmp_path, max_iterations=20)
+    trainer.extend(Counting())
+    trainer.extend(early)
+    trainer.extend(lambda t: None, name="silent")
+    trainer.run()
+    assert calls == [("counting", 10), ("early", 20), ("counting", 20), ("finalized", 20)]
+    state = trainer.state_dict()["extensions"]
+    assert state["Counting"] == {"calls": 2} and "silent" not in state and "early" not in state
+    with pytest.raises(TypeError, match="must be callable"):
+        trainer.extend(42, name="number")

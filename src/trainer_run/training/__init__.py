@@ -1,7 +1,8 @@
 """The training loop, its triggers and its extensions."""
 
-from .trainer import PRIORITY_EDITOR, PRIORITY_READER, PRIORITY_WRITER, Trainer
+from .extension import PRIORITY_EDITOR, PRIORITY_READER, PRIORITY_WRITER, Extension
+from .trainer import Trainer
 from .triggers import AnyOf, IntervalTrigger, StopTrigger
 
-__all__ = ["AnyOf", "IntervalTrigger", "PRIORITY_EDITOR", "PRIORITY_READER", "PRIORITY_WRITER",
-           "StopTrigger", "Trainer"]
+__all__ = ["AnyOf", "Extension", "IntervalTrigger", "PRIORITY_EDITOR", "PRIORITY_READER",
+           "PRIORITY_WRITER", "StopTrigger", "Trainer"]

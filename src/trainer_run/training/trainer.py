@@ -6,9 +6,8 @@ registration order). The loop knows nothing about models: the updater owns the i
 ``observation`` holds what the current iteration reported (train metrics from the updater,
 validation metrics from the evaluator) for extensions that read it.
 
-Extensions are objects with ``__call__(trainer)``, ``trigger``, ``priority`` and, when they
-have them, ``initialize(trainer)``, ``finalize(trainer)`` and ``state_dict`` /
-``load_state_dict``. ``elapsed_time`` carries over a resume.
+Extensions are :class:`~trainer_run.training.extension.Extension` objects (a plain callable
+is wrapped as one). ``elapsed_time`` carries over a resume.
 
 Preemption: while ``run()`` runs in the main thread, SIGINT (Ctrl-C) and SIGTERM ask the
 loop to stop after the current iteration and its extensions (see
@@ -36,16 +35,15 @@ from dataclasses import dataclass
 
 from ..errors import Diverged
 from . import stop_signals
+from .extension import PRIORITY_EDITOR, PRIORITY_READER, PRIORITY_WRITER, Extension, as_extension
 from .triggers import IntervalTrigger
 
-PRIORITY_WRITER = 300
-PRIORITY_EDITOR = 200
-PRIORITY_READER = 100
+__all__ = ["PRIORITY_EDITOR", "PRIORITY_READER", "PRIORITY_WRITER", "Trainer"]
 
 
 @dataclass
 class _Entry:
-    extension: object
+    extension: Extension
     name: str
     trigger: object
     priority: int
@@ -79,12 +77,14 @@ class Trainer:
         return self._elapsed_before + running
 
     def extend(self, extension, name: str | None = None, trigger=None, priority: int | None = None):
-        """Registers ``extension``; trigger may be a trigger, ``(period, unit)`` or None."""
-        name = name or getattr(extension, "name", None) or type(extension).__name__
-        trigger = trigger if trigger is not None else getattr(extension, "trigger", (1, "iteration"))
+        """Registers ``extension`` (an :class:`Extension`, or a callable wrapped as one); the
+        arguments given override its own; trigger may be a trigger or ``(period, unit)``."""
+        extension = as_extension(extension)
+        name = name or extension.name or type(extension).__name__
+        trigger = trigger if trigger is not None else extension.trigger
         if isinstance(trigger, tuple):
             trigger = IntervalTrigger(*trigger)
-        priority = priority if priority is not None else getattr(extension, "priority", PRIORITY_READER)
+        priority = priority if priority is not None else extension.priority
         if name in self._entries:
             raise KeyError(f"an extension named {name!r} is already registered")
         self._entries[name] = _Entry(extension, name, trigger, priority, len(self._entries))
@@ -102,8 +102,7 @@ class Trainer:
         os.makedirs(self.out, exist_ok=True)
         entries = self._ordered()
         for entry in entries:
-            if hasattr(entry.extension, "initialize"):
-                entry.extension.initialize(self)
+            entry.extension.initialize(self)
         self._start = time.perf_counter()
         self.status = "running"
         self.stop_signal = None
@@ -162,8 +161,7 @@ class Trainer:
         """Finalizes every extension and the updater, even when one of them fails (the run is
         then ``failed``); the first failure is raised afterwards unless an earlier error is
         already on its way out."""
-        calls = [functools.partial(e.extension.finalize, self) for e in entries
-                 if hasattr(e.extension, "finalize")]
+        calls = [functools.partial(e.extension.finalize, self) for e in entries]
         first = None
         for finalize in [*calls, self.updater.finalize]:
             try:
@@ -176,8 +174,8 @@ class Trainer:
             raise first
 
     def state_dict(self) -> dict:
-        extensions = {e.name: e.extension.state_dict() for e in self._entries.values()
-                      if hasattr(e.extension, "state_dict")}
+        states = {e.name: e.extension.state_dict() for e in self._entries.values()}
+        extensions = {name: state for name, state in states.items() if state is not None}
         return {"elapsed_time": self.elapsed_time, "updater": self.updater.state_dict(),
                 "extensions": extensions}
 
@@ -185,5 +183,5 @@ class Trainer:
         self._elapsed_before = float(state["elapsed_time"])
         self.updater.load_state_dict(state["updater"])
         for name, ext_state in state.get("extensions", {}).items():
-            if name in self._entries and hasattr(self._entries[name].extension, "load_state_dict"):
+            if name in self._entries:
                 self._entries[name].extension.load_state_dict(ext_state)

@@ -6,10 +6,10 @@ import numpy
 
 from ...autograd import as_data, no_grad
 from ...converter import concat_examples, to_device
-from ..trainer import PRIORITY_WRITER
+from ..extension import PRIORITY_WRITER, Extension
 
 
-class Evaluator:
+class Evaluator(Extension):
     """Runs the model over ``dataset`` once per trigger and reports ``<prefix><metric>``.
 
     Each metric the model returns (``loss``, ``accuracy``, ...) is averaged over all

@@ -5,12 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from ... import files, strict_json
-from ..trainer import PRIORITY_READER
+from ..extension import PRIORITY_READER, Extension
 
 FILE = "metrics.jsonl"
 
 
-class LogReport:
+class LogReport(Extension):
     """Every iteration accumulates the trainer's observation; when ``log_trigger`` fires it
     writes one JSON object: ``iteration``, ``epoch`` (epoch_detail), ``elapsed_s``, ``lr``,
     the updater's current ``status()`` values as they are (``loss_scale``,
@@ -26,7 +26,6 @@ class LogReport:
 
     priority = PRIORITY_READER
     name = "log_report"
-    trigger = (1, "iteration")
 
     def __init__(self, log_trigger, optimizer=None, filename: str = FILE):
         self.log_trigger = log_trigger

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from ...errors import ConfigError
-from ..trainer import PRIORITY_EDITOR
+from ..extension import PRIORITY_EDITOR, Extension
 
 # After the evaluator (PRIORITY_WRITER, 300) of the same iteration has written its metrics,
 # before the readers (PRIORITY_READER, 100) such as LogReport log the learning rate.
 PRIORITY = PRIORITY_EDITOR + 50
 
 
-class PlateauStep:
+class PlateauStep(Extension):
     """Calls ``scheduler.step(trainer.observation[scheduler.monitor])`` when the metric is there.
 
     ``scheduler`` is a :class:`~trainer_run.schedulers.ReduceOnPlateauScheduler` (anything

@@ -8,17 +8,16 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from ..trainer import PRIORITY_READER
+from ..extension import PRIORITY_READER, Extension
 
 
-class ProgressBar:
+class ProgressBar(Extension):
     """Shows iteration, epoch, loss, lr, samples/s, ETA and the updater's ``status()``
     (loss scale, skipped steps) when it has one; refreshed every
     ``update_interval`` iterations (rendering is throttled by rich besides)."""
 
     priority = PRIORITY_READER - 1
     name = "progress_bar"
-    trigger = (1, "iteration")
 
     def __init__(self, total_iterations: int, samples_per_update: int, optimizer=None,
                  update_interval: int = 10, console: Console | None = None):
@@ -71,21 +70,17 @@ class ProgressBar:
             self._progress.stop()
 
 
-class MetricsTable:
+class MetricsTable(Extension):
     """At the end of training prints the logged rows as a rich table (at most ``max_rows``,
     evenly spaced, always including the last)."""
 
     priority = PRIORITY_READER - 2
     name = "metrics_table"
-    trigger = (1, "iteration")
 
     def __init__(self, log_report, max_rows: int = 20, console: Console | None = None):
         self.log_report = log_report
         self.max_rows = max_rows
         self.console = console or Console()
-
-    def __call__(self, trainer) -> None:
-        pass
 
     def finalize(self, trainer) -> None:
         rows = self.log_report.log

@@ -6,11 +6,12 @@ from pathlib import Path
 
 from ... import checkpoint
 from ...errors import Diverged
+from ..extension import Extension
 
 PRIORITY = -100
 
 
-class Snapshot:
+class Snapshot(Extension):
     """On its trigger, and once more when training ends or is interrupted, saves
     ``trainer.state_dict()`` plus ``extra`` (e.g. the run's config) under
     ``<out>/checkpoints``, keeping the newest ``keep`` checkpoints (None: all).

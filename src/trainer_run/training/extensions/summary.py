@@ -7,11 +7,12 @@ from pathlib import Path
 import numpy
 
 from ... import files, strict_json
+from ..extension import Extension
 
 PRIORITY = -200
 
 
-class Summary:
+class Summary(Extension):
     """Writes ``summary.json`` (``iteration``, ``epoch``, ``elapsed_s``, ``samples_per_s``,
     ``status`` and the last logged ``train/*`` and ``val/*`` metrics) and ``model.npz``
     (parameters by path, loadable with ``numpy.load``) when training ends, however it ends.
@@ -24,7 +25,6 @@ class Summary:
 
     priority = PRIORITY
     name = "summary"
-    trigger = (1, "iteration")
 
     def __init__(self, log_report, samples_per_update: int, store, to_numpy=numpy.asarray):
         self.log_report = log_report
@@ -37,9 +37,6 @@ class Summary:
     def initialize(self, trainer) -> None:
         self._first_iteration = trainer.updater.iteration
         self._first_elapsed = trainer.elapsed_time
-
-    def __call__(self, trainer) -> None:
-        pass
 
     def finalize(self, trainer) -> None:
         out = Path(trainer.out)

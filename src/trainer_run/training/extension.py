@@ -1,0 +1,72 @@
+"""The base of the training loop's extensions (Chainer's ``Extension``).
+
+An extension is called with the trainer when its ``trigger`` fires, after each iteration, in
+order of decreasing ``priority`` (then registration order): writers of observations first
+(:data:`PRIORITY_WRITER`, the evaluator), then editors (:data:`PRIORITY_EDITOR`), then
+readers (:data:`PRIORITY_READER`, logging). ``initialize`` runs before the first iteration,
+``finalize`` when training ends however it ends. ``state_dict`` returns what a checkpoint
+keeps of it, or None when it keeps nothing; ``load_state_dict`` takes it back. Every hook of
+the base does nothing.
+
+A plain callable (a function, a lambda, or an object with ``__call__`` and some of these
+attributes, as Chainer allows) becomes an extension through :func:`as_extension`.
+"""
+
+from __future__ import annotations
+
+PRIORITY_WRITER = 300
+PRIORITY_EDITOR = 200
+PRIORITY_READER = 100
+
+HOOKS = ("initialize", "finalize", "state_dict", "load_state_dict")
+
+
+class Extension:
+    """Does nothing; subclasses override the hooks they need."""
+
+    trigger = (1, "iteration")
+    priority = PRIORITY_READER
+    name: str | None = None
+
+    def __call__(self, trainer) -> None:
+        """Runs when the trigger fires."""
+
+    def initialize(self, trainer) -> None:
+        """Runs once before the first iteration (also of a resumed run)."""
+
+    def finalize(self, trainer) -> None:
+        """Runs once when training ends: completed, interrupted, diverged or failed."""
+
+    def state_dict(self) -> dict | None:
+        """What a checkpoint keeps of this extension (None: nothing)."""
+        return None
+
+    def load_state_dict(self, state: dict) -> None:
+        """Takes back what :meth:`state_dict` returned."""
+
+
+class _Callable(Extension):
+    """A plain callable as an :class:`Extension`: called as it is, with its own ``trigger``,
+    ``priority``, ``name`` and hooks where it has them."""
+
+    def __init__(self, function):
+        self.function = function
+        self.name = type(function).__name__
+        for attribute in ("trigger", "priority", "name"):
+            if hasattr(function, attribute):
+                setattr(self, attribute, getattr(function, attribute))
+        for hook in HOOKS:
+            if hasattr(function, hook):
+                setattr(self, hook, getattr(function, hook))
+
+    def __call__(self, trainer) -> None:
+        self.function(trainer)
+
+
+def as_extension(extension) -> Extension:
+    """``extension`` itself if it is an :class:`Extension`, else the callable wrapped as one."""
+    if isinstance(extension, Extension):
+        return extension
+    if not callable(extension):
+        raise TypeError(f"an extension must be callable with the trainer, got {extension!r}")
+    return _Callable(extension)
