@@ -22,6 +22,7 @@ from typing import Sequence
 
 import numpy
 
+from . import registry
 from .backend import Backend
 from .errors import ConfigError, check
 from .functions import ACTIVATIONS, accuracy, linear, mean_squared_error, softmax_cross_entropy
@@ -116,4 +117,7 @@ class LogisticRegression(Model):
         return self.l1(x)
 
 
-REGISTRY = {"mlp": MLP, "logistic_regression": LogisticRegression}
+REGISTRY: dict[str, type] = {}
+"""Built-in models by their config name (``model=mlp``)."""
+registry.register(REGISTRY, "model", MLP, name="mlp")
+registry.register(REGISTRY, "model", LogisticRegression, name="logistic_regression")

@@ -27,25 +27,23 @@ import logging
 import numbers
 from math import cos, inf, pi
 
-from .errors import ConfigError, check, check_number
+from . import registry
+from .errors import check, check_number
 
 logger = logging.getLogger(__name__)
 
 REGISTRY: dict[str, type] = {}
+"""Scheduler classes by lower-case class name."""
 
 
 def register(klass: type) -> type:
-    """Registers a scheduler class under its lower-case class name."""
-    REGISTRY[klass.__name__.lower()] = klass
-    return klass
+    """Registers a scheduler class under its lower-case class name (a class decorator)."""
+    return registry.register(REGISTRY, "scheduler", klass)
 
 
 def create(name: str, **kwargs) -> "LRScheduler":
-    """Instantiates the scheduler registered as ``name`` (case-insensitive)."""
-    klass = REGISTRY.get(name.lower())
-    if klass is None:
-        raise ConfigError(f"unknown scheduler {name!r}; choose one of {', '.join(sorted(REGISTRY))}")
-    return klass(**kwargs)
+    """Instantiates the scheduler registered as ``name`` (case-insensitive) with ``kwargs``."""
+    return registry.create(REGISTRY, "scheduler", name, **kwargs)
 
 
 class LRScheduler:

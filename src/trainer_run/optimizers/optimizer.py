@@ -32,26 +32,21 @@ import warnings
 
 import numpy
 
+from .. import registry
 from ..errors import ConfigError, check_number
 
 REGISTRY: dict[str, type] = {}
+"""Optimizer classes by lower-case class name (MXNet's rule)."""
 
 
 def register(klass: type) -> type:
-    """Registers an optimizer class under its lower-case class name (MXNet's rule)."""
-    name = klass.__name__.lower()
-    if name in REGISTRY and REGISTRY[name] is not klass:
-        warnings.warn(f"optimizer {klass.__module__}.{klass.__name__} overrides {name!r}")
-    REGISTRY[name] = klass
-    return klass
+    """Registers a optimizer class under its lower-case class name (a class decorator)."""
+    return registry.register(REGISTRY, "optimizer", klass)
 
 
 def create(name: str, **kwargs) -> "Optimizer":
     """Instantiates the optimizer registered as ``name`` (case-insensitive) with ``kwargs``."""
-    klass = REGISTRY.get(name.lower())
-    if klass is None:
-        raise ConfigError(f"unknown optimizer {name!r}; choose one of {', '.join(sorted(REGISTRY))}")
-    return klass(**kwargs)
+    return registry.create(REGISTRY, "optimizer", name, **kwargs)
 
 
 class Optimizer:
