@@ -40,7 +40,7 @@ import numpy
 
 from ..backend import array_module
 from ..errors import ConfigError, check_number
-from .optimizer import Optimizer, _index_key, register, scalars
+from .optimizer import Optimizer, index_key, register, scalars
 
 STRATEGIES = ("linear", "power2", "sqrt", "lars")
 
@@ -156,7 +156,7 @@ class LBSGD(Optimizer):
             cum = c["cum_grad"]
             if not isinstance(cum, int):
                 cum = numpy.array(cum)                     # moved to the device on next use
-            self.cumgrads[_index_key(key)] = {"cum_grad": cum, "num_cums": int(c["num_cums"])}
+            self.cumgrads[index_key(key)] = {"cum_grad": cum, "num_cums": int(c["num_cums"])}
 
 
 def _sgd(weight, grad, mom, lr, wd, momentum, rescale, clip) -> None:

@@ -244,7 +244,7 @@ class Optimizer:
 
     def load_state_dict(self, state: dict) -> None:
         self.num_update = state["num_update"]
-        self._index_update_count = {_index_key(k): v for k, v in state["index_update_count"].items()}
+        self._index_update_count = {index_key(k): v for k, v in state["index_update_count"].items()}
         if self.lr_scheduler is not None and "lr_scheduler" in state:
             self.lr_scheduler.load_state_dict(state["lr_scheduler"])
 
@@ -277,7 +277,8 @@ def python_clip(optimizer, dtype):
     return True, numpy.dtype(dtype).type(optimizer.clip_gradient)
 
 
-def _index_key(key: str):
+def index_key(key: str):
+    """A parameter index back from its JSON key: integer indices were written as digits."""
     return int(key) if key.lstrip("-").isdigit() else key
 
 

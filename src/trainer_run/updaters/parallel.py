@@ -26,7 +26,8 @@ from ..backend import Backend
 from ..converter import concat_examples
 from ..errors import ConfigError, check
 from ..params import ParamStore
-from .standard import StandardUpdater, _add_weighted, _backward, _size
+from .standard import StandardUpdater
+from .weighting import add_weighted, backward_seeded, examples_in
 
 KVSTORES = ("local", "device")
 
@@ -83,11 +84,11 @@ class ParallelUpdater(StandardUpdater):
             outs = self._map(lambda r: self._forward_on(r, parts[r]), replicas)
             self.callbacks.fire("forward_on_finish", iteration)
             self.callbacks.fire("backward_on_start", iteration)
-            weights = [_size(part) / total for part in parts]
+            weights = [examples_in(part) / total for part in parts]
             self._map(lambda r: self._backward_on(r, outs[r]["loss"], scale * weights[r]), replicas)
             self.callbacks.fire("backward_on_finish", iteration)
             for out, weight in zip(outs, weights):
-                _add_weighted(metrics, {k: self._host(as_data(v)) for k, v in out.items()}, weight)
+                add_weighted(metrics, {k: self._host(as_data(v)) for k, v in out.items()}, weight)
         for store in self.replica_stores:
             store.finalize_grads()
         self.reduce(iteration)
@@ -128,7 +129,7 @@ class ParallelUpdater(StandardUpdater):
 
     def _backward_on(self, r: int, loss, seed: float) -> None:
         with self.backends[r].activate(), self.silent_overflow():
-            _backward(loss, seed)
+            backward_seeded(loss, seed)
 
     def _host(self, value):
         return self.backends[0].to_numpy(value)

@@ -42,13 +42,12 @@ from typing import Callable
 
 import numpy
 
-from ..autograd import as_data, backward
-from ..backend import array_module
 from ..callbacks import Callbacks
 from ..converter import concat_examples, to_device
 from ..errors import Diverged, check_choice, check_number
 from ..optimizers import Optimizer, get_updater
 from ..params import ParamStore
+from .weighting import add_weighted, backward_seeded, examples_in
 
 NAN_POLICIES = ("stop", "skip")
 
@@ -286,14 +285,14 @@ class StandardUpdater:
         store.cleargrads()
         metrics: dict = {}
         for in_arrays in batches:
-            weight = _size(in_arrays) / total
+            weight = examples_in(in_arrays) / total
             self.callbacks.fire("forward_on_start", iteration)
             out = self.forward(in_arrays)
             self.callbacks.fire("forward_on_finish", iteration)
             self.callbacks.fire("backward_on_start", iteration)
-            _backward(out["loss"], scale * weight)
+            backward_seeded(out["loss"], scale * weight)
             self.callbacks.fire("backward_on_finish", iteration)
-            _add_weighted(metrics, out, weight)
+            add_weighted(metrics, out, weight)
         store.finalize_grads()
         self.reduce(iteration)
         return self.global_metrics(metrics)
@@ -460,27 +459,3 @@ class StandardUpdater:
                 f"the global batch changes from {saved * per_worker} to {now * per_worker} "
                 f"examples ({per_worker} per worker), so the resumed run is not the same run and "
                 f"not bit-identical to one that went on with {saved}")
-
-
-def _size(in_arrays) -> int:
-    """Examples in a converted batch (the length of its first array)."""
-    if isinstance(in_arrays, tuple):
-        return len(in_arrays[0])
-    if isinstance(in_arrays, dict):
-        return len(next(iter(in_arrays.values())))
-    return len(in_arrays)
-
-
-def _backward(loss, seed: float) -> None:
-    """Back-propagates ``loss`` with the output gradient ``seed`` (1: plain backward)."""
-    if seed == 1.0:
-        backward(loss)
-    else:
-        data = as_data(loss)
-        backward(loss, array_module(data).full_like(data, seed))
-
-
-def _add_weighted(metrics: dict, out: dict, weight: float) -> None:
-    for key, value in out.items():
-        value = as_data(value)
-        metrics[key] = value * weight if key not in metrics else metrics[key] + value * weight
