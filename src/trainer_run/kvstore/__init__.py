@@ -74,7 +74,6 @@ multi-process types are in :mod:`.dist`.
 
 from __future__ import annotations
 
-import contextlib
 import numbers
 import os
 from pathlib import Path
@@ -87,12 +86,9 @@ from ..errors import ConfigError
 from ..optimizers import get_updater
 from ..optimizers.updater import check_state, map_state
 from .compression import GradientCompression
+from .placement import HOST, copy_into, empty_on, on_device, place_of, zeros_on
 
 __all__ = ["DeviceKVStore", "KVStore", "LocalKVStore", "TYPES", "create"]
-
-HOST = None
-"""Where a NumPy array lives; a CuPy array lives on its device's integer id."""
-
 
 class KVStore:
     """The key handling shared by every store: argument forms, checks and the reduction.
@@ -138,9 +134,9 @@ class KVStore:
                 raise ValueError(f"duplicate init of kvstore key {k!r}: init (or broadcast) "
                                  f"each key once")
             seen.add(k)
-            _place_of(v)
+            place_of(v)
         for k, v in pairs:
-            self._store[k] = _copy_into(_empty(self._place(v), v.shape, v.dtype), v)
+            self._store[k] = copy_into(empty_on(self._place(v), v.shape, v.dtype), v)
 
     def push(self, key, value, priority: int = 0) -> None:
         """Sums the values pushed to each key (in list order); the sum replaces the stored value.
@@ -250,7 +246,7 @@ class KVStore:
         """``value`` quantized with the residual of ``source`` for ``key``, on ``value``'s
         device: the packed words, in a buffer of ``source`` that the next push reuses."""
         residual, packed = self._sender(key, source, value)
-        with _on(_place_of(value)):
+        with on_device(place_of(value)):
             return self._compression.quantize(value, residual, out=packed)
 
     def _sender(self, key, source: int, value) -> tuple:
@@ -258,13 +254,13 @@ class KVStore:
         ``value``'s device; a residual whose source moved to another device moves with it."""
         pairs = self._residuals.setdefault(key, [])
         pairs.extend([None] * (source + 1 - len(pairs)))
-        place, n = _place_of(value), value.size
+        place, n = place_of(value), value.size
         pair = pairs[source]
-        if pair is None or _place_of(pair[0]) != place:
+        if pair is None or place_of(pair[0]) != place:
             words = self._compression.get_compressed_size(n)
-            residual = (_zeros(place, (n,), numpy.float32) if pair is None else
-                        _copy_into(_empty(place, (n,), numpy.float32), pair[0]))
-            pair = pairs[source] = (residual, _empty(place, (words,), numpy.uint32))
+            residual = (zeros_on(place, (n,), numpy.float32) if pair is None else
+                        copy_into(empty_on(place, (n,), numpy.float32), pair[0]))
+            pair = pairs[source] = (residual, empty_on(place, (words,), numpy.uint32))
         return pair
 
     def save_optimizer_states(self, fname, dump_optimizer: bool = False) -> None:
@@ -307,11 +303,11 @@ class KVStore:
         for key, state in loaded.items():
             if key in states:
                 for dst, src in zip(*pairs[key]):
-                    _copy_into(dst, src)
-            elif key in self._store and _place_of(self._store[key]) is not HOST:
-                place = _place_of(self._store[key])
-                states[key] = map_state(state, lambda a, p=place: _copy_into(
-                    _empty(p, a.shape, a.dtype), a))
+                    copy_into(dst, src)
+            elif key in self._store and place_of(self._store[key]) is not HOST:
+                place = place_of(self._store[key])
+                states[key] = map_state(state, lambda a, p=place: copy_into(
+                    empty_on(p, a.shape, a.dtype), a))
             else:
                 states[key] = state
 
@@ -331,14 +327,14 @@ class KVStore:
         if self._merge.get(key) is self._store[key]:
             del self._merge[key]  # the weight is an earlier push's sum: sum into a new buffer
         merged = self._reduce(key, arrays)
-        weight, place = self._store[key], _place_of(merged)
-        if _place_of(weight) != place:
-            if _place_of(weight) is HOST and key not in self._updater.states:
-                weight = self._store[key] = _copy_into(_empty(place, weight.shape, weight.dtype),
+        weight, place = self._store[key], place_of(merged)
+        if place_of(weight) != place:
+            if place_of(weight) is HOST and key not in self._updater.states:
+                weight = self._store[key] = copy_into(empty_on(place, weight.shape, weight.dtype),
                                                        weight)
             else:
-                merged = _copy_into(self._staging(key, weight), merged)
-        with _on(_place_of(weight)):
+                merged = copy_into(self._staging(key, weight), merged)
+        with on_device(place_of(weight)):
             self._updater(key, merged, weight)
 
     # -- shared machinery -----------------------------------------------------------------
@@ -379,7 +375,7 @@ class KVStore:
                                  f"value) first")
             shape = self._store[k].shape
             for a in group:
-                _place_of(a)
+                place_of(a)
                 if tuple(a.shape) != shape:
                     raise ValueError(f"kvstore key {k!r}: {what} shape {tuple(a.shape)} does "
                                      f"not match the stored shape {shape}")
@@ -393,32 +389,32 @@ class KVStore:
     def _copy_out(self, groups: dict) -> None:
         for k, outs in groups.items():
             for o in outs:
-                _copy_into(o, self._store[k])
+                copy_into(o, self._store[k])
 
     def _reduce(self, key, arrays):
         """``arrays[0] + arrays[1] + ...`` into the key's buffer, at ``_place(arrays[0])``."""
         place = self._place(arrays[0])
         buf = self._merge_buffer(key, place)
-        _copy_into(buf, arrays[0])
+        copy_into(buf, arrays[0])
         xp = array_module(buf)
-        with _on(place):
+        with on_device(place):
             for a in arrays[1:]:
-                if _place_of(a) != place or a.dtype != buf.dtype:
-                    a = _copy_into(self._staging(key, buf), a)
+                if place_of(a) != place or a.dtype != buf.dtype:
+                    a = copy_into(self._staging(key, buf), a)
                 xp.add(buf, a, out=buf)
         return buf
 
     def _merge_buffer(self, key, place):
         """The key's reduction buffer at ``place`` (a new one when it lives elsewhere)."""
         stored, buf = self._store[key], self._merge.get(key)
-        if buf is None or _place_of(buf) != place:
-            buf = self._merge[key] = _empty(place, stored.shape, stored.dtype)
+        if buf is None or place_of(buf) != place:
+            buf = self._merge[key] = empty_on(place, stored.shape, stored.dtype)
         return buf
 
     def _staging(self, key, buf):
         stage = self._stage.get(key)
-        if stage is None or _place_of(stage) != _place_of(buf) or stage.dtype != buf.dtype:
-            stage = self._stage[key] = _empty(_place_of(buf), buf.shape, buf.dtype)
+        if stage is None or place_of(stage) != place_of(buf) or stage.dtype != buf.dtype:
+            stage = self._stage[key] = empty_on(place_of(buf), buf.shape, buf.dtype)
         return stage
 
 
@@ -443,7 +439,7 @@ class DeviceKVStore(KVStore):
     type = "device"
 
     def _place(self, value):
-        return _place_of(value)
+        return place_of(value)
 
     def _reduce(self, key, arrays):
         if not self._compresses(key):
@@ -460,9 +456,9 @@ class DeviceKVStore(KVStore):
         xp = array_module(buf)
         for i, a in enumerate(arrays):
             packed = self._quantized(key, a, i)
-            if _place_of(packed) != place:
-                packed = _copy_into(self._received(key, i, place, packed.size), packed)
-            with _on(place):
+            if place_of(packed) != place:
+                packed = copy_into(self._received(key, i, place, packed.size), packed)
+            with on_device(place):
                 if i == 0:
                     gc.dequantize(packed, n, out=buf)
                 else:
@@ -475,8 +471,8 @@ class DeviceKVStore(KVStore):
         boxes = self._inbox.setdefault(key, [])
         boxes.extend([None] * (source + 1 - len(boxes)))
         box = boxes[source]
-        if box is None or _place_of(box) != place:
-            box = boxes[source] = _empty(place, (words,), numpy.uint32)
+        if box is None or place_of(box) != place:
+            box = boxes[source] = empty_on(place, (words,), numpy.uint32)
         return box
 
 
@@ -505,67 +501,3 @@ def create(name: str = "local", **options) -> KVStore:
 
 
 _ZIP_MAGIC = b"PK\x03\x04"  # how every .npz archive (a zip file) begins
-
-
-# -- moving data between host and devices ---------------------------------------------------
-def _cupy():
-    import cupy  # only reached with a CuPy array in hand, so CuPy is installed
-
-    return cupy
-
-
-def _place_of(a):
-    """:data:`HOST` for a NumPy array, the device id for a CuPy array."""
-    if isinstance(a, numpy.ndarray):
-        return HOST
-    if type(a).__module__.split(".")[0] == "cupy" and hasattr(a, "device"):
-        return a.device.id
-    raise TypeError(f"kvstore values are NumPy or CuPy arrays, got {type(a).__name__}")
-
-
-def _on(place):
-    return contextlib.nullcontext() if place is HOST else _cupy().cuda.Device(place)
-
-
-def _empty(place, shape, dtype):
-    if place is HOST:
-        return numpy.empty(shape, dtype)
-    cupy = _cupy()
-    with cupy.cuda.Device(place):
-        return cupy.empty(shape, dtype)
-
-
-def _zeros(place, shape, dtype):
-    a = _empty(place, shape, dtype)
-    with _on(place):
-        a.fill(0)
-    return a
-
-
-def _copy_into(dst, src):
-    """Copies ``src`` into ``dst`` in place, across host and devices, casting to ``dst``'s
-    dtype; returns ``dst``."""
-    dst_at, src_at = _place_of(dst), _place_of(src)
-    direct = (dst.dtype == src.dtype and dst.flags.c_contiguous and src.flags.c_contiguous)
-    if dst_at is HOST:
-        if src_at is HOST:
-            numpy.copyto(dst, src, casting="unsafe")
-        elif direct:
-            src.get(out=dst)
-        else:
-            numpy.copyto(dst, src.get(), casting="unsafe")
-        return dst
-    cupy = _cupy()
-    with cupy.cuda.Device(dst_at):
-        if src_at is HOST:
-            if direct:
-                dst.set(src)
-            else:
-                cupy.copyto(dst, cupy.asarray(src), casting="unsafe")
-        elif src_at == dst_at:
-            cupy.copyto(dst, src, casting="unsafe")
-        elif direct:
-            dst.data.copy_from_device(src.data, src.nbytes)
-        else:
-            cupy.copyto(dst, cupy.copy(src), casting="unsafe")  # cupy.copy: onto the current device
-    return dst

@@ -146,8 +146,9 @@ import zlib
 import numpy
 
 from ..errors import ConfigError, RunStopped, check_number
-from . import HOST, KVStore, _copy_into, _cupy, _place_of, mpi_job
+from . import KVStore, mpi_job
 from .compression import GradientCompression
+from .placement import HOST, copy_into, import_cupy, place_of
 
 __all__ = ["DEFAULT_TIMEOUT", "DistAsyncKVStore", "DistDeviceSyncKVStore", "DistSyncKVStore", "TYPES"]
 
@@ -296,7 +297,7 @@ class DistSyncKVStore(KVStore):
         self._usable()
         pairs = [(k, v) for k, arrays in self._pairs(key, value, "values") for v in arrays]
         for _, v in pairs:
-            _place_of(v)
+            place_of(v)
         self._agree([_describe(k, v) for k, v in pairs])
         before = len(self._store)
         super().init(key, value)
@@ -410,11 +411,11 @@ class DistSyncKVStore(KVStore):
         """Quantizes ``buf`` on the host with this rank's residual, gathers every rank's packed
         words (one ``Iallgather``) and writes their dequantized sum, in rank order, into ``buf``."""
         host = buf
-        if _place_of(buf) is not HOST:
+        if place_of(buf) is not HOST:
             host = self._host.get(key)
             if host is None or host.shape != buf.shape or host.dtype != buf.dtype:
                 host = self._host[key] = _pinned_empty(buf.shape, buf.dtype)
-            _copy_into(host, buf)
+            copy_into(host, buf)
         send = self._quantized(key, host)
         if key not in self._inbox:  # every rank's words, and one rank's values dequantized
             self._inbox[key] = (numpy.empty((self.num_workers, send.size), numpy.uint32),
@@ -429,7 +430,7 @@ class DistSyncKVStore(KVStore):
         for words in gathered[1:]:
             numpy.add(host, gc.dequantize(words, n, out=addend), out=host)
         if host is not buf:
-            _copy_into(buf, host)
+            copy_into(buf, host)
 
     def _exchange(self, key, buf, op: str) -> None:
         """Sums ``buf`` over the ranks in place (``op='sum'``) or overwrites it with rank 0's
@@ -437,8 +438,8 @@ class DistSyncKVStore(KVStore):
         CUDA-aware."""
         MPI = self._MPI
         wire = buf
-        if _place_of(buf) is not HOST:
-            cupy = _cupy()
+        if place_of(buf) is not HOST:
+            cupy = import_cupy()
             with cupy.cuda.Device(buf.device.id):
                 cupy.cuda.get_current_stream().synchronize()
             if self._cuda_aware is None:
@@ -460,7 +461,7 @@ class DistSyncKVStore(KVStore):
         else:
             self._wait(self._comm.Ibcast(wire, root=0), what)
         if wire is not buf:
-            _copy_into(buf, wire)
+            copy_into(buf, wire)
 
     def _agree(self, described: list) -> None:
         """Raises the same ValueError on every rank unless all ranks describe the same
@@ -525,7 +526,7 @@ class DistDeviceSyncKVStore(DistSyncKVStore):
     type = "dist_device_sync"
 
     def _place(self, value):
-        return _place_of(value)
+        return place_of(value)
 
 
 def _same_dtype(key, out, stored) -> None:
@@ -733,7 +734,7 @@ class DistAsyncKVStore(KVStore):
             count = int(self._in[6])
             self.num_update = count if count >= 0 else None
             for o in outs:
-                _copy_into(o, buf)
+                copy_into(o, buf)
 
     def _code(self, key) -> int:
         code = self._codes.get(key)
