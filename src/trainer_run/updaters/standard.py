@@ -273,6 +273,10 @@ class StandardUpdater:
             status["skipped_steps"] = self.skipped_steps
         return status
 
+    def params_finite(self) -> bool:
+        """Whether every model's parameters are all finite (no NaN or inf)."""
+        return all(store.params_finite() for store in self.stores.values())
+
     # -- the stages of one update ---------------------------------------------------------
     def compute_gradients(self, iteration: int, scale: float = 1.0) -> dict:
         """Fills the main model's gradients from ``accum_grad`` batches (times ``scale``)

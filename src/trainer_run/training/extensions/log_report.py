@@ -54,7 +54,7 @@ class LogReport(Extension):
                "elapsed_s": trainer.elapsed_time}
         if self.optimizer is not None:
             row["lr"] = self.optimizer.learning_rate
-        row.update(updater.status() if hasattr(updater, "status") else {})
+        row.update(updater.status())
         for name in sorted(self._sums):
             row[name] = float(self._sums[name]) / self._counts[name]
         self._sums, self._counts = {}, {}

@@ -99,7 +99,7 @@ class MetricsTable(Extension):
 
 
 def _status(updater) -> str:
-    values = updater.status() if hasattr(updater, "status") else {}
+    values = updater.status()
     return " ".join(f"{k.replace('_', ' ')} {v:g}" for k, v in values.items())
 
 

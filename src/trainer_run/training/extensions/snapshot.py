@@ -37,8 +37,7 @@ class Snapshot(Extension):
 
     def save(self, trainer) -> Path:
         iteration = trainer.updater.iteration
-        stores = getattr(trainer.updater, "stores", {})
-        if not all(store.params_finite() for store in stores.values()):
+        if not trainer.updater.params_finite():
             raise Diverged(f"the parameters hold NaN or inf at iteration {iteration}; "
                            "no checkpoint was written for it")
         state = {**self.extra, "trainer": trainer.state_dict()}

@@ -47,7 +47,7 @@ class Summary(Extension):
         summary = {"iteration": updater.iteration, "epoch": updater.epoch_detail,
                    "elapsed_s": elapsed, "samples_per_s": samples / session_time,
                    "status": trainer.status}
-        summary.update(updater.status() if hasattr(updater, "status") else {})
+        summary.update(updater.status())
         summary.update({k: v for k, v in self.log_report.last.items()
                         if k.startswith(("train/", "val/"))})
         files.write_atomic(out / "summary.json", strict_json.dumps(summary, indent=2))
