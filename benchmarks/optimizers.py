@@ -28,8 +28,8 @@ import numpy
 
 from trainer_run import optimizers
 from trainer_run.optimizers import jit
-from trainer_run.optimizers.updater import state_leaves
 from trainer_run.params import Parameter, ParamStore
+from trainer_run.states import state_leaves
 
 HERE = Path(__file__).resolve().parent
 SETTINGS = {"sgd": {"momentum": 0.9}, "nag": {"momentum": 0.9}, "lars": {"momentum": 0.9},

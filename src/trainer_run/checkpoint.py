@@ -50,6 +50,7 @@ from . import checkpoint_schema as schema
 from . import files, npz
 from .checkpoint_schema import FORMAT, CheckpointError, NewerFormatError
 from .errors import ConfigError, StorageError
+from .states import flatten, unflatten
 
 STATE = "state.json"
 ARRAYS = "arrays.npz"
@@ -57,32 +58,6 @@ CHECKSUMS = "checksums.json"
 LATEST = "latest"
 PREFIX = "iter_"
 RUN_STATE = {"config": dict, "choices": dict, "trainer": dict}  # a run checkpoint's top level
-
-
-def flatten(tree, arrays: dict, path: str = ""):
-    """The JSON-able tree with arrays moved into ``arrays`` under their path."""
-    if isinstance(tree, dict):
-        return {str(k): flatten(v, arrays, f"{path}/{k}") for k, v in tree.items()}
-    if isinstance(tree, (list, tuple)):
-        return [flatten(v, arrays, f"{path}/{i}") for i, v in enumerate(tree)]
-    if isinstance(tree, numpy.ndarray):
-        key = path.lstrip("/")
-        arrays[key] = tree
-        return {"__array__": key}
-    if isinstance(tree, numpy.generic):
-        return tree.item()
-    return tree
-
-
-def unflatten(tree, arrays):
-    """Inverse of :func:`flatten`."""
-    if isinstance(tree, dict):
-        if set(tree) == {"__array__"}:
-            return arrays[tree["__array__"]]
-        return {k: unflatten(v, arrays) for k, v in tree.items()}
-    if isinstance(tree, list):
-        return [unflatten(v, arrays) for v in tree]
-    return tree
 
 
 def save(state: dict, directory: Path, iteration: int, keep: int | None = None) -> Path:

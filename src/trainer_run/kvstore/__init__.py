@@ -84,7 +84,7 @@ from .. import files
 from ..backend import array_module
 from ..errors import ConfigError
 from ..optimizers import get_updater
-from ..optimizers.updater import check_state, map_state
+from ..states import check_state, map_state
 from .compression import GradientCompression
 from .placement import HOST, copy_into, empty_on, on_device, place_of, zeros_on
 

@@ -20,8 +20,8 @@ from typing import Any
 
 import numpy
 
-from ..checkpoint import flatten, unflatten
-from .optimizer import Optimizer
+from ..states import check_state, flatten, map_state, state_leaves, unflatten
+from .optimizer import Optimizer, index_key
 
 
 def get_updater(optimizer: Optimizer) -> "IndexUpdater":
@@ -139,7 +139,7 @@ class IndexUpdater:
             arrays = {k: data[k] for k in data.files}
         manifest = json.loads(arrays.pop(MANIFEST).tobytes().decode())
         for key, saved in unflatten(manifest["states"], arrays).items():
-            index = _index(key)
+            index = index_key(key)
             if index in self.states:
                 _copy_into(key, self.states[index], saved, asarray)
             else:
@@ -157,7 +157,7 @@ class IndexUpdater:
     def load_state_dict(self, arrays: dict, asarray) -> None:
         """Copies saved state arrays into the existing states (which must already exist)."""
         for key, saved in arrays.items():
-            index = _index(key)
+            index = index_key(key)
             if index not in self.states:
                 raise KeyError(f"no optimizer state for index {key}; attach the parameters first")
             _copy_into(key, self.states[index], saved, asarray)
@@ -196,28 +196,10 @@ class GroupUpdater:
 MANIFEST = "__manifest__"
 
 
-def _index(key: str):
-    return int(key) if key.lstrip("-").isdigit() else key
-
-
 def _copy_into(key, state, saved, asarray) -> None:
     """Copies saved arrays (a list, or a structure with the same leaves) into ``state``."""
     for dst, src in zip(*check_state(f"index {key}", state, saved)):
         dst[...] = asarray(src)
-
-
-def check_state(name: str, state, saved) -> tuple[list, list]:
-    """The leaves of ``state`` and ``saved``; ValueError naming the optimizer state of
-    ``name`` unless they have the same number of arrays and the same shapes."""
-    leaves, saved = state_leaves(state), state_leaves(saved)
-    if len(leaves) != len(saved):
-        raise ValueError(f"optimizer state for {name} has {len(saved)} arrays, "
-                         f"expected {len(leaves)}")
-    for dst, src in zip(leaves, saved):
-        if tuple(dst.shape) != tuple(src.shape):
-            raise ValueError(f"optimizer state for {name} has shape "
-                             f"{tuple(src.shape)}, expected {tuple(dst.shape)}")
-    return leaves, saved
 
 
 def _plain(state):
@@ -234,21 +216,3 @@ def _tuples(state):
 
 def _contiguous(*items) -> bool:
     return all(a.flags.c_contiguous for item in items for a in state_leaves(item))
-
-
-def map_state(state, fn):
-    """``state`` (None, an array, or nested tuples/lists of them) with ``fn`` applied to each array."""
-    if state is None:
-        return None
-    if isinstance(state, (tuple, list)):
-        return type(state)(map_state(s, fn) for s in state)
-    return fn(state)
-
-
-def state_leaves(state) -> list:
-    """The arrays of ``state`` in order (None: none)."""
-    if state is None:
-        return []
-    if isinstance(state, (tuple, list)):
-        return [leaf for s in state for leaf in state_leaves(s)]
-    return [state]
