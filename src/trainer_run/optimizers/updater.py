@@ -180,17 +180,17 @@ class GroupUpdater:
 
     def __init__(self, optimizer: Optimizer, store):
         self.optimizer = optimizer
-        self.updater = get_updater(optimizer)
-        self.updater.attach(store)
+        self.index_updater = get_updater(optimizer)
+        self.index_updater.attach(store)
 
     def __call__(self, key, grad, weight) -> None:
-        self.updater.step_group(key, weight.reshape(-1), grad.reshape(-1))
+        self.index_updater.step_group(key, weight.reshape(-1), grad.reshape(-1))
 
     def get_states(self, dump_optimizer: bool = False) -> bytes:
-        return self.updater.get_states(dump_optimizer)
+        return self.index_updater.get_states(dump_optimizer)
 
     def set_states(self, blob: bytes) -> None:
-        self.updater.set_states(blob)
+        self.index_updater.set_states(blob)
 
 
 MANIFEST = "__manifest__"

@@ -39,7 +39,7 @@ class ParameterServer:
     def __init__(self, store, model, optimizer, backend=None):
         xp = backend.xp if backend is not None else numpy
         self.store = store
-        self.updater = GroupUpdater(optimizer, ParamStore(model.params(), xp))
+        self.group_updater = GroupUpdater(optimizer, ParamStore(model.params(), xp))
         self.status = "ready"
         self.stop_signal = None
         self.weights: dict = {}
@@ -48,7 +48,7 @@ class ParameterServer:
         """Serves until every worker has closed the store."""
         restore = stop_signals.handle()
         try:
-            self.weights = self.store.run_server(self.updater)
+            self.weights = self.store.run_server(self.group_updater)
             self.stop_signal = stop_signals.requested()  # the workers stopped, then closed the store
             self.status = "completed" if self.stop_signal is None else "interrupted"
         except BaseException:
