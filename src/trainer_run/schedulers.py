@@ -107,14 +107,12 @@ class ConstantScheduler(LRScheduler):
         return self.base_lr
 
 
-@register
-class CosineScheduler(LRScheduler):
-    """Cosine decay from ``base_lr`` to ``final_lr`` over ``max_update`` updates.
-
-    ``final_lr + (base_lr_orig - final_lr) * (1 + cos(pi * (n - warmup_steps) / (max_update
-    - warmup_steps))) / 2`` for ``warmup_steps <= n <= max_update``; after ``max_update`` it
-    keeps the last value it computed (MXNet 1.9's behaviour).
-    """
+class DecayScheduler(LRScheduler):
+    """Base of the schedules that decay from ``base_lr`` to ``final_lr`` over ``max_update``
+    updates after the warmup (cosine, poly): the rate at update ``n`` is :meth:`decayed`
+    ``(n)`` for ``warmup_steps <= n <= max_update``; after ``max_update`` it keeps the last
+    value it computed (MXNet 1.9's behaviour). ``base_lr_orig`` is the ``base_lr`` given at
+    construction; ``state_dict`` holds the update last computed (``last_update``)."""
 
     _state_fields = ("last_update",)
 
@@ -122,11 +120,11 @@ class CosineScheduler(LRScheduler):
                  warmup_mode="linear"):
         super().__init__(base_lr, warmup_steps, warmup_begin_lr, warmup_mode)
         self.max_update = check_number("max_update", max_update, low=1, integer=True)
-        self.final_lr = check_number("final_lr", final_lr, low=0)
         check(
             self.max_update > self.warmup_steps,
             f"max_update ({max_update}) must exceed warmup_steps ({warmup_steps})",
         )
+        self.final_lr = check_number("final_lr", final_lr, low=0)
         self.base_lr_orig = self.base_lr
         self.max_steps = self.max_update - self.warmup_steps
         self.last_update = None
@@ -136,17 +134,31 @@ class CosineScheduler(LRScheduler):
             return self.get_warmup_lr(num_update)
         if num_update <= self.max_update:
             self.last_update = num_update
-            self.base_lr = self._decayed(num_update)
+            self.base_lr = self.decayed(num_update)
         return self.base_lr
 
-    def _decayed(self, num_update: int) -> float:
-        return self.final_lr + (self.base_lr_orig - self.final_lr) * (
-            1 + cos(pi * (num_update - self.warmup_steps) / self.max_steps)
-        ) / 2
+    def decayed(self, num_update: int) -> float:
+        """The rate at ``num_update`` (``warmup_steps <= num_update <= max_update``)."""
+        raise NotImplementedError(f"{type(self).__name__} must define decayed")
 
     def _restore(self) -> None:
         if self.last_update is not None:
-            self.base_lr = self._decayed(self.last_update)
+            self.base_lr = self.decayed(self.last_update)
+
+
+@register
+class CosineScheduler(DecayScheduler):
+    """Cosine decay from ``base_lr`` to ``final_lr`` over ``max_update`` updates.
+
+    ``final_lr + (base_lr_orig - final_lr) * (1 + cos(pi * (n - warmup_steps) / (max_update
+    - warmup_steps))) / 2`` for ``warmup_steps <= n <= max_update``; after ``max_update`` it
+    keeps the last value it computed (MXNet 1.9's behaviour).
+    """
+
+    def decayed(self, num_update: int) -> float:
+        return self.final_lr + (self.base_lr_orig - self.final_lr) * (
+            1 + cos(pi * (num_update - self.warmup_steps) / self.max_steps)
+        ) / 2
 
 
 @register
@@ -270,13 +282,12 @@ class MultiFactorScheduler(LRScheduler):
 
 
 @register
-class PolyScheduler(LRScheduler):
+class PolyScheduler(DecayScheduler):
     """MXNet 1.9 ``PolyScheduler``: polynomial decay from ``base_lr`` to ``final_lr``.
 
     ``final_lr + (base_lr_orig - final_lr) * (1 - (n - warmup_steps) / (max_update -
     warmup_steps)) ** pwr`` for ``warmup_steps <= n <= max_update``; after ``max_update``
-    it keeps the last value it computed (its mutable ``base_lr``; ``state_dict`` holds the
-    update it was computed for), as MXNet does. ``base_lr_orig`` is the ``base_lr`` given at construction.
+    it keeps the last value it computed, as MXNet does (see :class:`DecayScheduler`).
 
     Args:
         max_update: the update at which the rate reaches ``final_lr`` (> ``warmup_steps``).
@@ -285,38 +296,16 @@ class PolyScheduler(LRScheduler):
         base_lr, warmup_steps, warmup_begin_lr, warmup_mode: see :class:`LRScheduler`.
     """
 
-    _state_fields = ("last_update",)
-
     def __init__(self, max_update, base_lr=0.01, pwr=2, final_lr=0, warmup_steps=0,
                  warmup_begin_lr=0, warmup_mode="linear"):
-        super().__init__(base_lr, warmup_steps, warmup_begin_lr, warmup_mode)
-        self.max_update = check_number("max_update", max_update, low=1, integer=True)
-        check(
-            self.max_update > self.warmup_steps,
-            f"max_update ({max_update}) must exceed warmup_steps ({warmup_steps})",
-        )
         self.power = check_number("pwr", pwr, low=0)
-        self.final_lr = check_number("final_lr", final_lr, low=0)
-        self.base_lr_orig = self.base_lr
-        self.max_steps = self.max_update - self.warmup_steps
-        self.last_update = None
+        super().__init__(max_update, base_lr, final_lr, warmup_steps, warmup_begin_lr,
+                         warmup_mode)
 
-    def __call__(self, num_update: int) -> float:
-        if num_update < self.warmup_steps:
-            return self.get_warmup_lr(num_update)
-        if num_update <= self.max_update:
-            self.last_update = num_update
-            self.base_lr = self._decayed(num_update)
-        return self.base_lr
-
-    def _decayed(self, num_update: int) -> float:
+    def decayed(self, num_update: int) -> float:
         return self.final_lr + (self.base_lr_orig - self.final_lr) * pow(
             1 - float(num_update - self.warmup_steps) / float(self.max_steps), self.power
         )
-
-    def _restore(self) -> None:
-        if self.last_update is not None:
-            self.base_lr = self._decayed(self.last_update)
 
 
 @register
