@@ -10,6 +10,9 @@ from hydra.errors import OverrideParseException
 from trainer_run.errors import ConfigError
 
 MULTIRUN_FLAGS = ("-m", "--multirun")
+OTHER_CONFIG_FLAGS = ("-cp", "--config-path", "-cn", "--config-name", "-cd", "--config-dir",
+                      "--experimental-rerun", "-sc", "--shell-completion")
+"""Hydra flags that compose another config (or none): its keys are then left to Hydra."""
 
 
 def check_grammar(argv: list[str]) -> None:
@@ -41,6 +44,11 @@ def value(argv: list[str], name: str):
 def without(argv: list[str], *names: str) -> list[str]:
     """``argv`` without its ``name=...`` arguments."""
     return [a for a in argv if key(a).lstrip("+~") not in names]
+
+
+def composes_other_config(argv: list[str]) -> bool:
+    """Whether a Hydra flag (:data:`OTHER_CONFIG_FLAGS`) makes Hydra compose another config."""
+    return any(a.split("=", 1)[0] in OTHER_CONFIG_FLAGS for a in argv)
 
 
 def is_multirun(argv: list[str]) -> bool:

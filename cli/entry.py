@@ -19,7 +19,7 @@ def main() -> None:
         stop_signals.handle()
     except KeyboardInterrupt:  # before the handlers were in place
         sys.stderr.write("error: stopped by SIGINT before training started; nothing was trained\n")
-        sys.exit(130)
+        sys.exit(130)  # stop_signals.before_training's line: it may not be importable yet
     from trainer_run.kvstore import mpi_job
 
     from .main import main as run

@@ -27,7 +27,7 @@ from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from trainer_run import checkpoint, run_directory
+from trainer_run import run_directory
 from trainer_run.errors import ConfigError
 from trainer_run.kvstore import mpi_job
 
@@ -70,7 +70,8 @@ def _world(argv: list[str]):
     one); None otherwise (MPI is then never initialised)."""
     if not mpi_job.launched():
         return None
-    store = args.value(argv, "kvstore") or _resumed_store(args.value(argv, "resume")) or ""
+    saved = resumes.saved_choices(args.value(argv, "resume")) or {}
+    store = args.value(argv, "kvstore") or saved.get("kvstore") or ""
     if not store.startswith("dist"):
         return None
     try:
@@ -79,18 +80,6 @@ def _world(argv: list[str]):
         fail(f"kvstore={store} needs mpi4py and an MPI; install them with "
              "pip install 'trainer-run[mpi]'")
     return MPI.COMM_WORLD if MPI.COMM_WORLD.size > 1 else None
-
-
-def _resumed_store(resume: str | None) -> str | None:
-    """The kvstore choice saved with the checkpoint ``resume`` names (None when there is none
-    to read: :func:`prepare` then says why)."""
-    if args.is_null(resume):
-        return None
-    try:
-        found = checkpoint.find(Path(resume).expanduser(), require=checkpoint.RUN_STATE)
-        return checkpoint.load_tree(found, checkpoint.RUN_STATE)["choices"].get("kvstore")
-    except ConfigError:
-        return None
 
 
 def prepare_on_rank_0(comm, argv: list[str]) -> list[str]:
@@ -102,9 +91,8 @@ def name_run_dir(argv: list[str]) -> list[str]:
     """``argv`` with ``hydra.run.dir`` naming the default run directory of now, for a single
     new run with our config that names none (the command then knows the directory, and
     every process of a multi-process run gets the same one)."""
-    config_flags = any(a.split("=")[0] in schema.OTHER_CONFIG_FLAGS for a in argv)
-    if (args.value(argv, "hydra.run.dir") is not None or args.is_multirun(argv) or config_flags
-            or not args.is_null(args.value(argv, "resume"))):
+    if (args.value(argv, "hydra.run.dir") is not None or args.is_multirun(argv)
+            or args.composes_other_config(argv) or not args.is_null(args.value(argv, "resume"))):
         return argv
     hydra_section = OmegaConf.to_container(OmegaConf.load(CONFIGS / "config.yaml").hydra)
     pattern = hydra_section["run"]["dir"]  # unresolved: runs/${now:%Y-%m-%d}/${now:%H-%M-%S}

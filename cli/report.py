@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import signal
 import sys
 
 from omegaconf.errors import OmegaConfBaseException
@@ -48,5 +47,4 @@ def stop_if_signalled() -> None:
     """Exits with 128 + the signal's number when a stop signal came before training started."""
     signum = stop_signals.requested()
     if signum is not None:
-        fail(f"stopped by {signal.Signals(signum).name} before training started; nothing was "
-             "trained", 128 + signum)
+        fail(stop_signals.before_training(signum), 128 + signum)

@@ -35,6 +35,8 @@ FIXED = ("seed", "model", "dataset", "optimizer.multi_precision")
 """Keys (and the keys below them) a resume refuses to change."""
 ANY_TIME = ("dataset.batch_size",)
 """Exceptions to :data:`FIXED`."""
+CHOICES = {"choices": dict}
+"""What :func:`saved_choices` needs of a checkpoint."""
 
 
 def prepare(argv: list[str], resume: str, report: Callable[[str], None]) -> list[str]:
@@ -52,6 +54,18 @@ def prepare(argv: list[str], resume: str, report: Callable[[str], None]) -> list
     pinned = [f"{g}={c}" for g, c in choices.items() if args.value(rest, g) is None]
     return [*pinned, *rest, f"resume={args.quote(found.resolve())}",
             f"hydra.run.dir={args.quote(run_dir)}"]
+
+
+def saved_choices(resume: str | None) -> dict | None:
+    """The group choices saved with the checkpoint ``resume`` names (as :func:`prepare` would
+    find it), or None when there is none to read (:func:`prepare` then says why)."""
+    if args.is_null(resume):
+        return None
+    try:
+        found = checkpoint.find(Path(resume).expanduser(), require=CHOICES)
+        return checkpoint.load_tree(found, CHOICES)["choices"]
+    except (ConfigError, OSError, ValueError):
+        return None
 
 
 def _run_dir(found: Path, given: str | None) -> Path:

@@ -26,17 +26,16 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from trainer_run import checkpoint
 from trainer_run.errors import ConfigError, check, check_number
+
+from . import argv as args
+from . import resume as resumes
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 GROUPS = tuple(sorted(p.name for p in CONFIGS.iterdir() if p.is_dir() and any(p.glob("*.yaml"))))
 OPTIONS = {group: tuple(sorted(p.stem for p in (CONFIGS / group).glob("*.yaml"))) for group in GROUPS}
 NOT_CHECKED = ("seed", "resume")
 """Top-level keys of the command line that are always valid (their values are checked later)."""
-OTHER_CONFIG_FLAGS = ("-cp", "--config-path", "-cn", "--config-name", "-cd", "--config-dir",
-                      "--experimental-rerun", "-sc", "--shell-completion")
-"""Hydra flags that compose another config (or none): keys are then left to Hydra."""
 
 
 @dataclass(frozen=True)
@@ -102,7 +101,7 @@ def check_overrides(argv: list[str]) -> None:
     the closest key as a suggestion. Additions (``+key``, ``++key``), deletions (``~key``),
     ``hydra.*``, flags, ``seed``/``resume`` and group choices are not checked here."""
     argv = [str(a) for a in argv]
-    if any(a.split("=", 1)[0] in OTHER_CONFIG_FLAGS for a in argv):
+    if args.composes_other_config(argv):
         return
     keys = [k for k in map(_override_key, argv) if k is not None]
     if not keys:
@@ -148,12 +147,10 @@ def _selections(argv: list[str]) -> list[list[str]] | None:
                    [v.strip().strip("'\"") for v in value.split(",") if v.strip()])
         chosen.setdefault(key, [])
         chosen[key] += [o for o in options if o not in chosen[key]]
-    resume = _value(argv, "resume")
-    if resume not in (None, "", "null"):
-        try:
-            found = checkpoint.find(Path(resume).expanduser())
-            saved = checkpoint.load_tree(found).get("choices", {})
-        except (ConfigError, OSError, ValueError):
+    resume = args.value(argv, "resume")
+    if not args.is_null(resume):
+        saved = resumes.saved_choices(resume)
+        if saved is None:
             return None
         for group, choice in saved.items():
             if group in GROUPS and group not in chosen and choice:
@@ -165,11 +162,6 @@ def _selections(argv: list[str]) -> list[list[str]] | None:
             selections.append([f"{group}={option}" if o.startswith(f"{group}=") else o
                                for o in base])
     return selections
-
-
-def _value(argv: list[str], key: str) -> str | None:
-    values = [a.split("=", 1)[1] for a in argv if "=" in a and a.split("=", 1)[0] == key]
-    return values[-1].strip("'\"") if values else None
 
 
 @functools.lru_cache(maxsize=64)

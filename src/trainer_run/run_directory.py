@@ -36,7 +36,7 @@ def holds_run(directory: Path) -> bool:
     return any((Path(directory) / marker).exists() for marker in MARKERS)
 
 
-def contents(directory: Path) -> list[str]:
+def _contents(directory: Path) -> list[str]:
     """The names in ``directory`` other than the lock file (empty if it does not exist)."""
     directory = Path(directory)
     if not directory.is_dir():
@@ -57,7 +57,7 @@ def check_empty(directory: Path, key: str = "hydra.run.dir") -> None:
     directory = Path(directory)
     if directory.exists() and not directory.is_dir():
         raise ConfigError(f"{key}={directory} is a file, not a directory; choose another {key}")
-    names = contents(directory)
+    names = _contents(directory)
     if not names:
         return
     if key == "hydra.run.dir" and holds_run(directory):

@@ -53,7 +53,13 @@ def clear() -> None:
     _requested = None
 
 
-def abort_now(signum: int) -> None:
+def before_training(signum: int) -> str:
+    """The one line for a stop signal that came before training started."""
+    return (f"stopped by {signal.Signals(signum).name} before training started; nothing was "
+            "trained")
+
+
+def _abort_now(signum: int) -> None:
     """A second stop signal: exits at once with status 128 + ``signum``."""
     sys.stderr.write(f"\n{signal.Signals(signum).name} again: aborting now; the last complete "
                      "checkpoint is kept\n\x1b[?25h")
@@ -66,4 +72,4 @@ def _on_signal(signum, frame) -> None:
     if _requested is None:
         _requested = signum
         return
-    abort_now(signum)
+    _abort_now(signum)
