@@ -448,7 +448,6 @@ class StandardUpdater:
                 raise ValueError("the saved state has no loss scaler; it was trained without one")
             self.loss_scaler.load_state_dict(state["loss_scaler"])
 
-
     def workers_change(self) -> str | None:
         """After :meth:`load_state_dict`: what resuming with another number of workers than
         the saved state's changes (the global batch each update draws), in one sentence; None
