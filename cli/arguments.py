@@ -1,10 +1,67 @@
-"""Checking a config section against the constructor it feeds."""
+"""Calling what a config section names: its ``_target_`` with the section's keys, checked.
+
+A section of the ``model``, ``dataset``, ``optimizer`` and ``scheduler`` groups names the
+callable that builds its object with ``_target_`` (a dotted path, Hydra's ``instantiate``
+convention; the folder the command runs from is importable). :func:`instantiate` calls it
+with
+
+- the section's own keys: every one must be an argument of the callable, else one line
+  names the key and the callable's signature;
+- the keys the group shares (``configs/_<group>.yaml``) that the callable takes;
+- the standard arguments the runner supplies (``in_size``, ``out_size``, ``backend``,
+  ``dtype``, ``task``, ``rng``, ``lr_scheduler``), each only when the callable takes it.
+"""
 
 from __future__ import annotations
 
+import functools
+import importlib
 import inspect
+from pathlib import Path
+
+from omegaconf import OmegaConf
 
 from trainer_run.errors import ConfigError
+
+CONFIGS = Path(__file__).resolve().parent.parent / "configs"
+
+
+@functools.lru_cache(maxsize=None)
+def shared_keys(group: str) -> frozenset:
+    """The keys every option of ``group`` shares (``configs/_<group>.yaml``; none without one)."""
+    path = CONFIGS / f"_{group}.yaml"
+    return frozenset(OmegaConf.load(path)) if path.exists() else frozenset()
+
+
+def locate(path, key: str):
+    """The object the dotted ``path`` names (``my_models.TwoLayer``)."""
+    if not isinstance(path, str) or "." not in path:
+        raise ConfigError(f"{key} must be a dotted path like 'my_package.module.Name', got {path!r}")
+    module_name, _, attribute = path.rpartition(".")
+    try:
+        return getattr(importlib.import_module(module_name), attribute)
+    except (ImportError, AttributeError) as e:
+        raise ConfigError(f"{key}={path}: cannot import it ({e}); a module of your own must be "
+                          "importable from the folder you run trainer-run in") from None
+
+
+def instantiate(group: str, section: dict, standard: dict | None = None, runner=()):
+    """``section["_target_"](...)`` as the module docstring says; ``runner``: keys of the
+    section the runner reads itself (never passed)."""
+    factory, kwargs, fixed = arguments(group, section, standard, runner)
+    return call(group, factory, kwargs, **fixed)
+
+
+def arguments(group: str, section: dict, standard: dict | None = None, runner=()):
+    """The callable ``section`` names, its keyword arguments from the section, and the
+    standard arguments it takes (see :func:`instantiate`)."""
+    factory = locate(section.get("_target_"), f"{group}._target_")
+    names = accepted(factory)
+    shared = shared_keys(group)
+    kwargs = {k: v for k, v in section.items()
+              if k != "_target_" and k not in runner and (k not in shared or k in names)}
+    fixed = {k: v for k, v in (standard or {}).items() if k in names}
+    return factory, kwargs, fixed
 
 
 def accepted(klass) -> list[str]:
@@ -27,19 +84,41 @@ def accepted(klass) -> list[str]:
     return names
 
 
+def default_of(factory, name: str, given: dict):
+    """The value argument ``name`` of ``factory`` gets: ``given[name]``, else its default
+    (None when it has neither)."""
+    if name in given:
+        return given[name]
+    parameter = inspect.signature(factory).parameters.get(name)
+    return None if parameter is None or parameter.default is parameter.empty else parameter.default
+
+
 def check_arguments(section: str, klass, kwargs: dict, exclude=()) -> None:
     """Raises ConfigError naming ``section.key`` for keys ``klass`` does not accept."""
     allowed = [n for n in accepted(klass) if n not in exclude]
     unknown = [k for k in kwargs if k not in allowed]
+    signature = f"{klass.__name__}({', '.join(accepted(klass))})"
     if unknown:
-        raise ConfigError(
-            f"{section}.{unknown[0]} is not an argument of {klass.__name__}; "
-            f"it accepts: {', '.join(allowed)}"
-        )
+        raise ConfigError(f"{section}.{unknown[0]} is not an argument of {signature}; the config "
+                          f"may set {', '.join(allowed) or 'none of them'}")
+    missing = [k for k in _required(klass) if k not in kwargs and k not in exclude]
+    if missing:
+        raise ConfigError(f"{section}.{missing[0]} is missing: {signature} needs it; add "
+                          f"+{section}.{missing[0]}=<value>")
+
+
+def _required(factory) -> list[str]:
+    """Arguments of ``factory`` without a default."""
+    try:
+        params = inspect.signature(factory).parameters.values()
+    except (TypeError, ValueError):  # a builtin without a signature: nothing to tell
+        return []
+    return [p.name for p in params if p.default is p.empty
+            and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
 
 
 def call(section: str, klass, kwargs: dict, **fixed):
-    """``klass(**kwargs, **fixed)`` after checking the keys; TypeErrors become ConfigErrors."""
+    """``klass(**kwargs, **fixed)`` after checking the keys (:func:`check_arguments`)."""
     check_arguments(section, klass, kwargs, exclude=fixed)
     return prefixed(section, klass, **kwargs, **fixed)
 

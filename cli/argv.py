@@ -10,9 +10,11 @@ from hydra.errors import OverrideParseException
 from trainer_run.errors import ConfigError
 
 MULTIRUN_FLAGS = ("-m", "--multirun")
-OTHER_CONFIG_FLAGS = ("-cp", "--config-path", "-cn", "--config-name", "-cd", "--config-dir",
-                      "--experimental-rerun", "-sc", "--shell-completion")
+OTHER_CONFIG_FLAGS = ("-cp", "--config-path", "-cn", "--config-name", "--experimental-rerun", "-sc",
+                      "--shell-completion")
 """Hydra flags that compose another config (or none): its keys are then left to Hydra."""
+CONFIG_DIR_FLAGS = ("-cd", "--config-dir")
+"""Hydra's flag adding a folder of the user's config files to ours."""
 
 
 def check_grammar(argv: list[str]) -> None:
@@ -49,6 +51,18 @@ def without(argv: list[str], *names: str) -> list[str]:
 def composes_other_config(argv: list[str]) -> bool:
     """Whether a Hydra flag (:data:`OTHER_CONFIG_FLAGS`) makes Hydra compose another config."""
     return any(a.split("=", 1)[0] in OTHER_CONFIG_FLAGS for a in argv)
+
+
+def config_dirs(argv: list[str]) -> list[Path]:
+    """The folders ``--config-dir DIR`` (or ``-cd DIR``, ``--config-dir=DIR``) adds."""
+    found = []
+    for i, argument in enumerate(argv):
+        flag, _, given = argument.partition("=")
+        if flag in CONFIG_DIR_FLAGS:
+            given = given or (argv[i + 1] if i + 1 < len(argv) else "")
+            if given:
+                found.append(Path(given).expanduser().absolute())
+    return found
 
 
 def is_multirun(argv: list[str]) -> bool:

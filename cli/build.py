@@ -8,12 +8,11 @@ backend's generator), one for shuffling, so changing the model does not change t
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
 
 import numpy
 
-from trainer_run import datasets, models, optimizers, schedulers
+from trainer_run import datasets, schedulers
 from trainer_run import kvstore as kvstores
 from trainer_run.backend import NAMES as BACKENDS
 from trainer_run.backend import get_backend
@@ -37,9 +36,10 @@ from trainer_run.training.server import ParameterServer
 from trainer_run.updaters import ParallelUpdater, StandardUpdater
 from trainer_run.updaters.standard import NAN_POLICIES
 
-from .arguments import accepted, call, prefixed
+from .arguments import arguments, call, default_of, instantiate, locate, prefixed
 
-DATA_KEYS = ("name", "size", "val_fraction", "batch_size")
+DATA_KEYS = ("batch_size", "val_fraction")
+"""Keys of the dataset section the runner reads itself."""
 PRECISIONS = {"fp32": "float32", "fp16": "float16"}
 LOSS_SCALERS = {"none": None, "static": LossScaler, "dynamic": DynamicLossScaler}
 
@@ -228,111 +228,61 @@ def _callback(item, key: str):
     if isinstance(item, dict):
         if "_target_" not in item:
             raise ConfigError(f"{key} must be a dotted name or a dict with _target_, got {item!r}")
-        factory = _import(item["_target_"], f"{key}._target_")
+        factory = locate(item["_target_"], f"{key}._target_")
         options = {k: v for k, v in item.items() if k != "_target_"}
         try:
             fn = factory(**options)
         except TypeError as e:
             raise ConfigError(f"{key}: {item['_target_']}(...) failed: {e}") from None
     else:
-        fn = _import(item, key)
+        fn = locate(item, key)
     check(callable(fn), f"{key}: {item!r} is not callable; a callback is called with the iteration")
     return fn
 
 
 def build_data(section: dict, rng) -> tuple[datasets.Data, int]:
-    """The train/validation data and the batch size."""
+    """The train/validation data of ``dataset._target_`` (:func:`trainer_run.datasets.to_data`:
+    arrays are split with ``dataset.val_fraction``, from ``rng``) and the batch size."""
     batch_size = check_number("dataset.batch_size", section["batch_size"], low=1, integer=True)
-    options = {k: v for k, v in section.items() if k not in DATA_KEYS and k != "_target_"}
-    if "_target_" in section:
-        data = _user_data(_import(section["_target_"], "dataset._target_")(**options), rng)
-    else:
-        data = prefixed("dataset", datasets.make_synthetic, section["name"], section["size"],
-                        section["val_fraction"], rng, **options)
+    factory, kwargs, fixed = arguments("dataset", section, {"rng": rng}, runner=DATA_KEYS)
+    result = call("dataset", factory, kwargs, **fixed)
+    classes = default_of(factory, "n_classes", kwargs)
+    data = prefixed("dataset", datasets.to_data, result, section["val_fraction"], rng, classes)
     check(batch_size <= len(data.train),
           f"dataset.batch_size={batch_size} exceeds the {len(data.train)} training examples")
     return data, batch_size
 
 
-def _user_data(result, rng) -> datasets.Data:
-    """A user dataset factory returns a ``Data`` or a ``(train, val)`` pair."""
-    if isinstance(result, datasets.Data):
-        return result
-    if not (isinstance(result, tuple) and len(result) == 2):
-        raise ConfigError("dataset._target_ must return a trainer_run.datasets.Data or a "
-                          "(train, val) pair of datasets")
-    train, val = result
-    x, t = train[0][0], train[0][1]
-    classification = numpy.asarray(t).dtype.kind in "iu"
-    out_size = (int(max(int(train[i][1]) for i in range(len(train)))) + 1 if classification
-                else int(numpy.size(t)))
-    return datasets.Data(train, val, int(numpy.size(x)), out_size,
-                         "classification" if classification else "regression")
-
-
 def build_model(section: dict, data: datasets.Data, backend):
-    """The model, with its parameters in the backend's compute dtype (``precision``)."""
-    kwargs = {k: v for k, v in section.items() if k not in ("name", "_target_")}
-    check("dtype" not in kwargs, "model.dtype is set by the precision group: choose precision=fp32 "
-          "or precision=fp16 instead")
+    """The model of ``model._target_``, with its parameters in the backend's compute dtype
+    (``precision``); a model that takes no ``task`` argument is given classification data only."""
+    check("dtype" not in section, "model.dtype is set by the precision group: choose "
+          "precision=fp32 or precision=fp16 instead")
     dtype = str(backend.dtype)
-    if "_target_" in section:
-        factory = _import(section["_target_"], "model._target_")
-        given = {"in_size": data.in_size, "out_size": data.out_size, "backend": backend, "dtype": dtype}
-        names = accepted(factory)
-        check(dtype == "float32" or "dtype" in names,
-              f"precision needs a model that takes a dtype argument; {section['_target_']} does not")
-        fixed = {k: v for k, v in given.items() if k in names}
-        return factory(**kwargs, **fixed)
-    name = section["name"]
-    if name not in models.REGISTRY:
-        raise ConfigError(f"model={name!r} is unknown; choose one of {', '.join(models.REGISTRY)}")
-    klass = models.REGISTRY[name]
-    fixed = {"in_size": data.in_size, "out_size": data.out_size, "backend": backend, "dtype": dtype}
-    if "task" in accepted(klass):
-        fixed["task"] = data.task
-    elif data.task != "classification":
-        raise ConfigError(f"model={name} is a classifier; the dataset is a {data.task} task")
-    return call("model", klass, kwargs, **fixed)
+    standard = {"in_size": data.in_size, "out_size": data.out_size, "backend": backend,
+                "dtype": dtype, "task": data.task}
+    factory, kwargs, fixed = arguments("model", section, standard)
+    check(dtype == "float32" or "dtype" in fixed,
+          f"precision needs a model that takes a dtype argument; {section['_target_']} does not")
+    return call("model", factory, kwargs, **fixed)
 
 
 def build_optimizer(section: dict, scheduler_section: dict | None, total_iterations: int):
-    kwargs = {k: v for k, v in section.items() if k not in ("name", "_target_")}
-    if "_target_" in section:
-        klass = _import(section["_target_"], "optimizer._target_")
-    else:
-        name = section["name"]
-        klass = optimizers.REGISTRY.get(str(name).lower())
-        if klass is None:
-            raise ConfigError(f"optimizer={name!r} is unknown; choose one of "
-                              f"{', '.join(sorted(optimizers.REGISTRY))}")
-    check_number("optimizer.learning_rate", kwargs.get("learning_rate", 0.0), low=0)
+    """The optimizer of ``optimizer._target_`` with the schedule of ``scheduler`` (None: none)."""
+    check_number("optimizer.learning_rate", section.get("learning_rate", 0.0), low=0)
     scheduler = None
+    section = dict(section)
     if scheduler_section is not None:
         scheduler = build_scheduler(scheduler_section, total_iterations)
         # MXNet's optimizer writes its learning_rate into the schedule's base_lr; the schedule's
         # own (optimizer.learning_rate unless set) is the rate both start from
-        kwargs["learning_rate"] = scheduler.base_lr
-    return call("optimizer", klass, kwargs, lr_scheduler=scheduler)
+        section["learning_rate"] = scheduler.base_lr
+    return instantiate("optimizer", section, {"lr_scheduler": scheduler})
 
 
 def build_scheduler(section: dict, total_iterations: int):
-    kwargs = {k: v for k, v in section.items() if k != "name"}
-    name = str(section["name"]).lower()
-    klass = schedulers.REGISTRY.get(name)
-    if klass is None:
-        raise ConfigError(f"scheduler {section['name']!r} is unknown; choose one of "
-                          f"{', '.join(sorted(schedulers.REGISTRY))}")
-    if "max_update" in kwargs and kwargs["max_update"] is None:
-        kwargs["max_update"] = total_iterations
-    return call("scheduler", klass, kwargs)
-
-
-def _import(path, key: str):
-    if not isinstance(path, str) or "." not in path:
-        raise ConfigError(f"{key} must be a dotted path like 'my_package.module.Name', got {path!r}")
-    module_name, _, attribute = path.rpartition(".")
-    try:
-        return getattr(importlib.import_module(module_name), attribute)
-    except (ImportError, AttributeError) as e:
-        raise ConfigError(f"{key}={path}: cannot import it ({e})") from None
+    """The schedule of ``scheduler._target_``; ``max_update: null`` runs over the whole run."""
+    section = dict(section)
+    if "max_update" in section and section["max_update"] is None:
+        section["max_update"] = total_iterations
+    return instantiate("scheduler", section)

@@ -23,7 +23,7 @@ from trainer_run.errors import ConfigError, Diverged, RunStopped, StorageError
 from trainer_run.kvstore import mpi_job
 
 from . import resume as resumes
-from . import schema
+from . import schema, user_targets
 from .build import build_trainer
 from .report import cannot_write, describe, fail, stop_if_signalled, warn
 
@@ -60,6 +60,7 @@ def on_rank_0(comm, action):
 def run(cfg: DictConfig) -> None:
     """One job: claim the run directory, build, record, train."""
     out = Path(HydraConfig.get().runtime.output_dir)
+    cfg = user_targets.apply(cfg, list(HydraConfig.get().overrides.task))
     fresh = not run_directory.holds_run(out)
     lock = None
     try:
@@ -185,8 +186,9 @@ def _nothing_to_do(trainer) -> None:
 def build(cfg: DictConfig, out: Path):
     """The trainer for this job: a new run, or the resumed one with its state restored."""
     hydra_cfg = HydraConfig.get()
+    gone = user_targets.replaced(list(hydra_cfg.overrides.task))
     choices = {k: v for k, v in hydra_cfg.runtime.choices.items()
-               if not k.startswith("hydra") and v is not None}
+               if not k.startswith("hydra") and v is not None and k not in gone}
     state = None
     node = cfg
     if cfg.resume:

@@ -32,7 +32,7 @@ from trainer_run.errors import ConfigError
 from trainer_run.kvstore import mpi_job
 
 from . import argv as args
-from . import job, schema
+from . import job, schema, user_targets
 from . import resume as resumes
 from .job import on_rank_0
 from .report import cannot_write, describe, fail, stop_if_signalled, warn
@@ -43,6 +43,8 @@ CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 def main(argv: list[str] | None = None) -> None:
     """Runs the command (the console script enters through :mod:`.entry`)."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    if os.getcwd() not in sys.path:  # the user's modules import from here, as with python -m
+        sys.path.insert(0, os.getcwd())
     comm = _world(argv)
     try:
         argv = prepare(argv) if comm is None else prepare_on_rank_0(comm, argv)
@@ -102,12 +104,14 @@ def name_run_dir(argv: list[str]) -> list[str]:
 
 def check_choices(argv: list[str]) -> None:
     """Refuses an unknown option of a config group (``optimizer=nosuchopt``) with the list
-    of available ones, before Hydra composes anything. Sweeps (``a,b``) are checked item by item."""
+    of available ones (ours and those in a ``--config-dir``), before Hydra composes anything.
+    Sweeps (``a,b``) are checked item by item."""
+    folders = [CONFIGS, *args.config_dirs(argv)]
     for argument in argv:
         group = args.key(argument).lstrip("+~")
         if "=" not in argument or not (CONFIGS / group).is_dir() or "(" in argument:
             continue
-        options = sorted(p.stem for p in (CONFIGS / group).glob("*.yaml"))
+        options = sorted({p.stem for folder in folders for p in (folder / group).glob("*.yaml")})
         for choice in argument.split("=", 1)[1].split(","):
             if choice.strip("'\"") not in options:
                 raise ConfigError(f"{group}={choice} is not available; choose one of "
@@ -119,6 +123,7 @@ def prepare(argv: list[str]) -> list[str]:
     sweep in a directory that is not new."""
     args.check_grammar(argv)
     check_choices(argv)
+    argv = user_targets.rewrite(argv)
     schema.check_overrides(argv)
     argv = name_run_dir(argv)
     resume, multirun = args.value(argv, "resume"), args.is_multirun(argv)

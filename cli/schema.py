@@ -91,8 +91,9 @@ RANGES = {
 USER_TARGETS = ("model", "dataset", "optimizer")
 """Sections that may name a user ``_target_``, whose extra arguments are added with ``+``."""
 
-DIVIDE_BY_LR = ("ftml", "ftrl")
-"""Optimizers whose update divides by the learning rate: a schedule must never reach 0."""
+DIVIDE_BY_LR = {"trainer_run.optimizers.FTML": "ftml", "trainer_run.optimizers.Ftrl": "ftrl"}
+"""Optimizers whose update divides by the learning rate (a schedule must never reach 0), by
+``_target_``, with their option's name."""
 
 
 # -- command-line keys ----------------------------------------------------------------------
@@ -109,7 +110,8 @@ def check_overrides(argv: list[str]) -> None:
     selections = _selections(argv)
     if selections is None:
         return
-    known = _known_keys(tuple(tuple(s) for s in selections))
+    extra = [f"hydra.searchpath=[{','.join(f'file://{d}' for d in args.config_dirs(argv))}]"]
+    known = _known_keys(tuple(tuple([*s, *extra]) for s in selections))
     if known is None:  # Hydra cannot compose these arguments; it will say why itself
         return
     keys_, lists = known
@@ -286,6 +288,9 @@ def option_section(group: str, option: str) -> dict:
     for entry in defaults:
         if entry == "_self_":
             merged = _merge(merged, own)
+        elif isinstance(entry, str) and entry.startswith("/"):  # /_<group>@_here_: shared keys
+            shared = CONFIGS / f"{entry[1:].split('@')[0]}.yaml"
+            merged = _merge(merged, OmegaConf.to_container(OmegaConf.load(shared), resolve=False))
         elif isinstance(entry, str):  # another option of this group; dicts pick other groups
             merged = _merge(merged, option_section(group, entry))
     return merged
@@ -299,11 +304,21 @@ def _merge(base: dict, top: dict) -> dict:
 
 
 def _candidates(group: str, section: dict) -> list[dict]:
-    """The option sections ``section`` comes from: the one(s) whose ``name`` it has, else all."""
+    """The option sections ``section`` comes from: the one(s) building the same ``_target_``
+    (for a user's, the group's shared keys: ``configs/_<group>.yaml``), else the one(s)
+    with the same ``name``, else all of the group's options."""
     sections = [option_section(group, o) for o in OPTIONS[group]]
+    target = section.get("_target_")
+    if isinstance(target, str):
+        return [s for s in sections if s.get("_target_") == target] or [_shared(group)]
     name = str(section.get("name", "")).lower()
-    named = [s for s in sections if str(s.get("name", "")).lower() == name]
-    return named or sections
+    return [s for s in sections if str(s.get("name", "")).lower() == name] or sections
+
+
+@functools.lru_cache(maxsize=None)
+def _shared(group: str) -> dict:
+    path = CONFIGS / f"_{group}.yaml"
+    return OmegaConf.to_container(OmegaConf.load(path), resolve=False) if path.exists() else {}
 
 
 # -- types and ranges ---------------------------------------------------------------------------
@@ -403,12 +418,12 @@ def _check_kvstore(config: dict) -> None:
 def _check_schedule(config: dict) -> None:
     """FTML and FTRL divide by the learning rate: refuse a schedule that brings it to 0."""
     optimizer, scheduler = config.get("optimizer"), config.get("scheduler")
-    if not (isinstance(optimizer, dict) and isinstance(scheduler, dict)) or "_target_" in optimizer:
+    if not (isinstance(optimizer, dict) and isinstance(scheduler, dict)):
         return
-    name = str(optimizer.get("name", "")).lower()
-    if name not in DIVIDE_BY_LR:
+    name = DIVIDE_BY_LR.get(optimizer.get("_target_"))
+    if name is None:
         return
-    kind = str(scheduler.get("name", "")).lower()
+    kind = str(scheduler.get("_target_", "")).rpartition(".")[2].lower()
 
     def refuse(field: str, when: str) -> None:
         value = scheduler.get(field, 0)

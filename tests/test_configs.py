@@ -10,9 +10,10 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from trainer_run import optimizers, schedulers
-from trainer_run.cli.arguments import accepted
+from trainer_run import optimizers
+from trainer_run.cli.arguments import accepted, locate
 from trainer_run.cli.build import build_trainer
+from trainer_run.cli.schema import option_section
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 NOT_IN_YAML = {"param_idx2name", "param_dict", "lr_scheduler"}
@@ -41,20 +42,20 @@ def test_every_registered_optimizer_has_a_config():
 
 @pytest.mark.parametrize("name", OPTIMIZERS)
 def test_optimizer_config_lists_every_argument_with_its_default(name):
-    section = OmegaConf.load(CONFIGS / "optimizer" / f"{name}.yaml")
-    klass = optimizers.REGISTRY[section.name]
-    assert set(section) - {"name"} == set(accepted(klass)) - NOT_IN_YAML
+    section = option_section("optimizer", name)
+    klass = locate(section["_target_"], "optimizer._target_")
+    assert set(section) - {"_target_"} == set(accepted(klass)) - NOT_IN_YAML
     defaults = _defaults(klass)
     for key, value in section.items():
-        if key != "name":
+        if key != "_target_":
             assert value == defaults[key], f"{name}.{key}: {value} != MXNet default {defaults[key]}"
 
 
 @pytest.mark.parametrize("name", SCHEDULERS)
 def test_scheduler_config_arguments_are_accepted(name):
-    section = OmegaConf.load(CONFIGS / "scheduler" / f"{name}.yaml")
-    klass = schedulers.REGISTRY[section.name.lower()]
-    assert set(section) - {"name"} <= set(accepted(klass))
+    section = option_section("scheduler", name)
+    klass = locate(section["_target_"], "scheduler._target_")
+    assert set(section) - {"_target_"} <= set(accepted(klass))
 
 
 @pytest.mark.parametrize("name", OPTIMIZERS)

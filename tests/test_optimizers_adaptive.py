@@ -18,8 +18,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from omegaconf import OmegaConf
 
+from trainer_run.cli.schema import option_section
 from trainer_run.errors import ConfigError
 from trainer_run.optimizers import REGISTRY, create, get_updater
 from trainer_run.params import Parameter, ParamStore
@@ -470,8 +470,9 @@ def test_create_by_name_with_mxnet_defaults_and_config_file(name):
     assert type(opt).__name__.lower() == name
     for attribute, value in DEFAULTS[name].items():
         assert getattr(opt, attribute) == value, attribute
-    section = OmegaConf.to_container(OmegaConf.load(CONFIGS_DIR / f"{name}.yaml"))
-    assert create(section.pop("name"), **section).hyper_parameters() == opt.hyper_parameters()
+    section = dict(option_section("optimizer", name))
+    section.pop("_target_")
+    assert create(name, **section).hyper_parameters() == opt.hyper_parameters()
 
 
 @pytest.mark.parametrize("name, kwargs", [

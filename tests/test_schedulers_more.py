@@ -14,6 +14,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from trainer_run import optimizers
+from trainer_run.cli.schema import option_section
 from trainer_run.errors import ConfigError
 from trainer_run.schedulers import (
     REGISTRY,
@@ -484,9 +485,9 @@ def test_config_files_build(file, klass):
     text = (CONFIGS / file).read_text()
     assert text.startswith("# ")
     section = OmegaConf.to_container(OmegaConf.create(
-        {"optimizer": {"learning_rate": 0.05}, "scheduler": OmegaConf.create(text)}),
+        {"optimizer": {"learning_rate": 0.05}, "scheduler": option_section("scheduler", file[:-5])}),
         resolve=True)["scheduler"]
-    assert section["name"] == klass.__name__
+    assert section["_target_"] == f"trainer_run.schedulers.{klass.__name__}"
     sched = build_scheduler(section, total_iterations=1000)
     assert type(sched) is klass and sched.base_lr == 0.05
     import inspect
@@ -494,7 +495,7 @@ def test_config_files_build(file, klass):
     defaults = {k: p.default for k, p in inspect.signature(klass).parameters.items()
                 if p.default is not inspect.Parameter.empty}
     for key, value in section.items():
-        if key in ("name", "base_lr", "step", "max_update"):
+        if key in ("_target_", "base_lr", "step", "max_update"):
             continue
         assert value == defaults[key], key
     if klass is PolyScheduler:
@@ -505,9 +506,10 @@ def test_config_error_is_prefixed_by_the_section():
     from trainer_run.cli.build import build_scheduler
 
     with pytest.raises(ConfigError, match=r"^scheduler\.step must be >= 1"):
-        build_scheduler({"name": "FactorScheduler", "step": 0}, 100)
+        build_scheduler({"_target_": "trainer_run.schedulers.FactorScheduler", "step": 0}, 100)
     with pytest.raises(ConfigError, match=r"^scheduler\.patience must be an integer"):
-        build_scheduler({"name": "ReduceOnPlateauScheduler", "patience": 2.5}, 100)
+        build_scheduler({"_target_": "trainer_run.schedulers.ReduceOnPlateauScheduler",
+                         "patience": 2.5}, 100)
 
 
 # -- ReduceOnPlateauScheduler ----------------------------------------------------------------------

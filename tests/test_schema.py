@@ -121,7 +121,7 @@ def test_a_key_of_another_option_names_the_options_that_have_it():
 
 @pytest.mark.parametrize("argument, message", [
     ("trainer.zzz=1", "trainer.zzz is not a config key; trainer has max_iterations, max_epochs, "),
-    ("model.depth=3", "model.depth is not a config key; model has name, hidden_sizes, activation "
+    ("model.depth=3", "model.depth is not a config key; model has _target_, hidden_sizes, activation "
                       "(an argument of a user _target_ is added with +model.depth=...)"),
     ("zzz=1", "zzz is not a config key; the config has backend, model, dataset, "),
     ("optimizer.learning_rate.x=1",

@@ -84,8 +84,9 @@ class Data:
     task: str
 
 
-def spirals(n: int, rng, noise: float = 0.2, turns: float = 1.5):
-    """Two interleaved spirals: ``n`` points in 2-D with labels 0 and 1."""
+def spirals(size: int, rng, noise: float = 0.2, turns: float = 1.5):
+    """Two interleaved spirals: ``size`` points in 2-D with labels 0 and 1."""
+    n = check_number("size", size, low=2, integer=True)
     half = n // 2
     r = numpy.sqrt(rng.random(n)) * turns * 2 * numpy.pi
     labels = numpy.arange(n) >= half
@@ -95,24 +96,27 @@ def spirals(n: int, rng, noise: float = 0.2, turns: float = 1.5):
     return x.astype(numpy.float32), labels.astype(numpy.int32)
 
 
-def blobs(n: int, rng, n_features: int = 2, n_classes: int = 3, spread: float = 1.0):
+def blobs(size: int, rng, n_features: int = 2, n_classes: int = 3, spread: float = 1.0):
     """Gaussian clusters around random centres, ``n_classes`` classes."""
+    n = check_number("size", size, low=2, integer=True)
     centres = rng.normal(0, 4.0, size=(n_classes, n_features))
     labels = rng.integers(0, n_classes, size=n)
     x = centres[labels] + rng.normal(0, spread, size=(n, n_features))
     return x.astype(numpy.float32), labels.astype(numpy.int32)
 
 
-def regression(n: int, rng, n_features: int = 8, n_targets: int = 1, noise: float = 0.1):
+def regression(size: int, rng, n_features: int = 8, n_targets: int = 1, noise: float = 0.1):
     """``y = x @ w + noise`` with standard normal inputs and a random ``w``."""
+    n = check_number("size", size, low=2, integer=True)
     w = rng.normal(0, 1, size=(n_features, n_targets))
     x = rng.normal(0, 1, size=(n, n_features))
     y = x @ w + rng.normal(0, noise, size=(n, n_targets))
     return x.astype(numpy.float32), y.astype(numpy.float32)
 
 
-def mnist_like(n: int, rng, n_features: int = 784, n_classes: int = 10, noise: float = 0.3):
+def mnist_like(size: int, rng, n_features: int = 784, n_classes: int = 10, noise: float = 0.3):
     """MNIST-shaped data: noisy copies of random class prototypes, values in [0, 1]."""
+    n = check_number("size", size, low=2, integer=True)
     prototypes = rng.random((n_classes, n_features)) < 0.2
     labels = rng.integers(0, n_classes, size=n)
     x = prototypes[labels].astype(numpy.float32)
@@ -128,19 +132,44 @@ def make_synthetic(name: str, size: int, val_fraction: float, rng, **options) ->
     """Generates the synthetic set ``name`` with ``size`` examples and splits off validation."""
     if name not in GENERATORS:
         raise ConfigError(f"name={name!r} is unknown; choose one of {', '.join(GENERATORS)}")
-    check_number("size", size, low=2, integer=True)
-    check_number("val_fraction", val_fraction, low=0, high=1, low_open=True)
+    generator = GENERATORS[name]
     try:
-        x, t = GENERATORS[name](size, rng, **options)
+        arrays = generator(size, rng, **options)
     except TypeError as e:
         raise ConfigError(f"name={name}: {e}") from None
+    declared = inspect.signature(generator).parameters.get("n_classes")
+    classes = options.get("n_classes", declared.default if declared else None)
+    return to_data(arrays, val_fraction, rng, classes)
+
+
+def to_data(result, val_fraction: float, rng, n_classes: int | None = None) -> Data:
+    """What a dataset callable returned, as :class:`Data`: a ``Data`` as it is; a pair of
+    NumPy arrays ``(x, t)`` split at random (``rng``) into training and ``val_fraction`` of
+    the examples for validation; any other pair as ``(train, val)`` datasets. Integer labels
+    make a classification task with ``n_classes`` classes (None: the largest label + 1),
+    float targets a regression task with one output per target column."""
+    if isinstance(result, Data):
+        return result
+    if not (isinstance(result, tuple) and len(result) == 2):
+        raise ConfigError("_target_ must return a trainer_run.datasets.Data, a pair of arrays "
+                          "(x, t) or a (train, val) pair of datasets")
+    if all(isinstance(a, numpy.ndarray) for a in result):
+        return _split(*result, val_fraction, rng, n_classes)
+    train, val = result
+    x, t = train[0][0], train[0][1]
+    if numpy.asarray(t).dtype.kind in "iu":
+        classes = n_classes or int(max(int(train[i][1]) for i in range(len(train)))) + 1
+        return Data(train, val, int(numpy.size(x)), classes, "classification")
+    return Data(train, val, int(numpy.size(x)), int(numpy.size(t)), "regression")
+
+
+def _split(x, t, val_fraction: float, rng, n_classes: int | None) -> Data:
+    check(len(x) == len(t), f"the inputs have {len(x)} examples and the labels {len(t)}")
+    size = len(x)
+    check_number("val_fraction", val_fraction, low=0, high=1, low_open=True)
     n_val = max(1, int(round(size * val_fraction)))
     check(n_val < size, f"val_fraction={val_fraction} leaves no training examples")
     val, train = split_random(ArrayDataset(x, t), n_val, rng)
-    task = "regression" if t.dtype.kind == "f" else "classification"
-    if task == "regression":
-        out_size = t.shape[1]
-    else:
-        declared = inspect.signature(GENERATORS[name]).parameters.get("n_classes")
-        out_size = options.get("n_classes", declared.default if declared else int(t.max()) + 1)
-    return Data(train, val, x.shape[1], out_size, task)
+    if t.dtype.kind == "f":
+        return Data(train, val, x.shape[1], t.shape[1], "regression")
+    return Data(train, val, x.shape[1], n_classes or int(t.max()) + 1, "classification")

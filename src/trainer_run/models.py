@@ -22,7 +22,6 @@ from typing import Sequence
 
 import numpy
 
-from . import registry
 from .backend import Backend
 from .errors import ConfigError, check
 from .functions import ACTIVATIONS, accuracy, linear, mean_squared_error, softmax_cross_entropy
@@ -110,14 +109,11 @@ class MLP(Model):
 class LogisticRegression(Model):
     """One linear layer with softmax cross entropy (multinomial logistic regression)."""
 
-    def __init__(self, in_size: int, out_size: int, backend: Backend, dtype="float32"):
+    def __init__(self, in_size: int, out_size: int, backend: Backend, dtype="float32",
+                 task: str = "classification"):
+        check(task == "classification", f"task={task!r}: logistic regression is a classifier; "
+              "choose model=mlp for a regression dataset")
         self.l1 = Linear(in_size, out_size, backend, dtype)
 
     def forward(self, x):
         return self.l1(x)
-
-
-REGISTRY: dict[str, type] = {}
-"""Built-in models by their config name (``model=mlp``)."""
-registry.register(REGISTRY, "model", MLP, name="mlp")
-registry.register(REGISTRY, "model", LogisticRegression, name="logistic_regression")

@@ -1,0 +1,67 @@
+"""A user's own callable in place of a group's option, named on the command line.
+
+``trainer-run +model._target_=my_models.TwoLayer +model.hidden=16`` replaces the chosen
+``model`` option with ``my_models.TwoLayer``: its section then holds the ``_target_``, the keys
+given for it on the command line and the keys the group shares (``configs/_<group>.yaml``),
+never the replaced option's own (``hidden_sizes``). ``+``, ``++`` or neither may prefix such
+keys. A config file in the user's folder (``--config-dir ./conf model=mynet``) is an option
+like ours and keeps its keys. Either way a section that leaves out a shared key gets the
+group's default, so ``.hydra/config.yaml`` records what ran.
+"""
+
+from __future__ import annotations
+
+from omegaconf import DictConfig, OmegaConf
+
+from . import argv as args
+from .arguments import CONFIGS, shared_keys
+
+GROUPS = ("model", "dataset", "optimizer", "scheduler")
+"""Groups whose options name their callable with ``_target_``."""
+
+
+def replaced(overrides: list[str]) -> list[str]:
+    """The groups whose ``_target_`` the arguments ``overrides`` set."""
+    keys = {args.key(o).lstrip("+~") for o in overrides if "=" in o}
+    return [g for g in GROUPS if f"{g}._target_" in keys]
+
+
+def rewrite(argv: list[str]) -> list[str]:
+    """``argv`` with every key of a replaced group written ``++group.key=value`` (Hydra adds
+    the key or replaces its value, whichever applies)."""
+    groups = replaced(argv)
+    out = []
+    for argument in argv:
+        name = args.key(argument)
+        bare = name.lstrip("+")
+        if "=" in argument and not name.startswith("~") and bare.split(".")[0] in groups and "." in bare:
+            argument = f"++{bare}={argument.split('=', 1)[1]}"
+        out.append(argument)
+    return out
+
+
+def apply(cfg: DictConfig, overrides: list[str]) -> DictConfig:
+    """The config that runs: each replaced group's section cut down to its ``_target_``, the
+    keys ``overrides`` give and the shared keys; every group's missing shared keys filled in
+    with their defaults."""
+    tree = OmegaConf.to_container(cfg, resolve=False)
+    given = {args.key(o).lstrip("+~") for o in overrides if "=" in o}
+    for group in replaced(overrides):
+        keep = shared_keys(group) | {"_target_"}
+        tree[group] = {k: v for k, v in tree[group].items()
+                       if k in keep or any(_under(g, f"{group}.{k}") for g in given)}
+    for group in GROUPS:
+        if isinstance(tree.get(group), dict):
+            defaults = OmegaConf.to_container(_shared(group), resolve=False)
+            tree[group] = {**{k: v for k, v in defaults.items() if k not in tree[group]},
+                           **tree[group]}
+    return OmegaConf.create(tree)
+
+
+def _under(key: str, parent: str) -> bool:
+    return key == parent or key.startswith(f"{parent}.")
+
+
+def _shared(group: str) -> DictConfig:
+    path = CONFIGS / f"_{group}.yaml"
+    return OmegaConf.load(path) if path.exists() else OmegaConf.create({})
