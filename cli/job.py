@@ -60,7 +60,7 @@ def on_rank_0(comm, action):
 def run(cfg: DictConfig) -> None:
     """One job: claim the run directory, build, record, train."""
     out = Path(HydraConfig.get().runtime.output_dir)
-    cfg = user_targets.apply(cfg, list(HydraConfig.get().overrides.task))
+    cfg = user_targets.apply(cfg, overrides())
     fresh = not run_directory.holds_run(out)
     lock = None
     try:
@@ -77,6 +77,11 @@ def run(cfg: DictConfig) -> None:
     finally:
         if lock is not None:
             lock.release()
+
+
+def overrides() -> list[str]:
+    """This job's command-line overrides as given (``${...}`` in them unresolved)."""
+    return OmegaConf.to_container(HydraConfig.get().overrides.task, resolve=False)
 
 
 def _claim(out: Path, resuming: bool) -> run_directory.RunLock | None:
@@ -186,14 +191,14 @@ def _nothing_to_do(trainer) -> None:
 def build(cfg: DictConfig, out: Path):
     """The trainer for this job: a new run, or the resumed one with its state restored."""
     hydra_cfg = HydraConfig.get()
-    gone = user_targets.replaced(list(hydra_cfg.overrides.task))
+    gone = user_targets.replaced(overrides())
     choices = {k: v for k, v in hydra_cfg.runtime.choices.items()
                if not k.startswith("hydra") and v is not None and k not in gone}
     state = None
     node = cfg
     if cfg.resume:
         state = checkpoint.load(Path(cfg.resume), checkpoint.RUN_STATE)
-        node = resumes.config(state["config"], cfg, list(hydra_cfg.overrides.task), choices)
+        node = resumes.config(state["config"], cfg, overrides(), choices)
     saved = OmegaConf.to_container(node, resolve=False)
     try:
         resolved = OmegaConf.to_container(node, resolve=True)

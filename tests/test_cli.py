@@ -91,10 +91,10 @@ def test_sweep_runs_each_job_in_its_own_directory(tmp_path):
         config = (tmp_path / str(job) / ".hydra" / "config.yaml").read_text()
         summary = json.loads((tmp_path / str(job) / "summary.json").read_text())
         assert summary["status"] == "completed"
-        name = next(line for line in config.splitlines() if line.startswith("  name: ") and
-                    ("adam" in line or "sgd" in line))
+        name = next(line for line in config.splitlines() if line.startswith("  _target_: ") and
+                    ("Adam" in line or "SGD" in line))
         lr = read_jsonl(tmp_path / str(job) / "metrics.jsonl")[-1]["lr"]
-        seen.add((name.split()[-1], lr))
+        seen.add((name.split(".")[-1].lower(), lr))
     assert seen == {("adam", 0.1), ("adam", 0.01), ("sgd", 0.1), ("sgd", 0.01)}
 
 
