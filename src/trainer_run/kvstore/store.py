@@ -167,9 +167,9 @@ class KVStore:
     # -- gradient compression -------------------------------------------------------------
     def set_gradient_compression(self, compression_params) -> None:
         """Quantizes every later push of a float32 key with MXNet's 2-bit compression
-        (:mod:`.push_compression`): ``compression_params`` is ``{'type': '2bit', 'threshold': t}`` (threshold
-        0.5 when left out). Call it before the first push; a second call before then replaces
-        the first.
+        (:mod:`.push_compression`): ``compression_params`` is ``{'type': '2bit', 'threshold':
+        t}`` (threshold 0.5 when left out). Call it before the first push; a second call before
+        then replaces the first.
 
         Raises:
             ConfigError: params that are not MXNet's 2-bit compression.

@@ -223,8 +223,8 @@ class DistSyncKVStore(KVStore):
         if low != high:
             raise ConfigError(f"kvstore {self.type}: the ranks set different gradient compression "
                               f"thresholds, from {threshold_from_bits(low)!r} to "
-                              f"{threshold_from_bits(high)!r}; every "
-                              f"rank must call set_gradient_compression with the same params")
+                              f"{threshold_from_bits(high)!r}; every rank must call "
+                              f"set_gradient_compression with the same params")
         self._compression = gc
 
     # -- the sum over ranks ---------------------------------------------------------------------
