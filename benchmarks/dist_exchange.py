@@ -11,6 +11,10 @@ per buffer), alternately with ``comm.Allreduce(MPI.IN_PLACE, buf)`` on a buffer 
 both reach. Both sides move the same bytes through the same MPI.
 """
 
+# Measured: with 2 ranks on one 2-core host, where the shared-memory allreduce is itself
+# memory-bound, in-place ``pushpull`` ran at 0.6x (4 MB) to 0.8x (40 MB) of a bare in-place
+# ``Allreduce`` on the same buffer (the store copies the sum into the key's buffer once).
+
 from __future__ import annotations
 
 import argparse

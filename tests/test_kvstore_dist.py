@@ -293,7 +293,7 @@ def test_async_updater_error_reaches_every_worker(mpiexec, tmp_path):
 @pytest.mark.mpi
 def test_async_needs_a_server_and_a_worker(mpiexec):
     code, out = run([sys.executable, "-c",  # no mpiexec: a single MPI process
-                     "from trainer_run.kvstore.dist import DistAsyncKVStore\n"
+                     "from trainer_run.kvstore.worker import DistAsyncKVStore\n"
                      "try:\n    DistAsyncKVStore()\nexcept Exception as e:\n    print(type(e).__name__, e)"])
     assert code == 0, out
     assert out.strip() == ("ConfigError kvstore=dist_async needs at least 2 processes, 1 server and 1 "

@@ -14,7 +14,7 @@ import numpy
 from common import error_of
 
 from trainer_run import optimizers
-from trainer_run.kvstore.dist import DistAsyncKVStore
+from trainer_run.kvstore.worker import DistAsyncKVStore
 
 LR, STEPS, PAUSE = 0.5, 8, 1.0
 SHAPES = {0: (2, 3), 1: (1000,), 2: (7,)}

@@ -55,7 +55,7 @@ import numpy
 from ..backend import array_module
 from ..errors import ConfigError
 
-__all__ = ["DEFAULT_THRESHOLD", "GradientCompression", "TYPES"]
+__all__ = ["DEFAULT_THRESHOLD", "GradientCompression", "TYPES", "threshold_bits", "threshold_from_bits"]
 
 TYPES = ("2bit",)
 """The compression types of MXNet 1.9."""
@@ -230,6 +230,16 @@ class GradientCompression:
     def _work_for(self, xp, like) -> dict:
         device = getattr(getattr(like, "device", None), "id", None)  # a CuPy device's id
         return self._work.setdefault((xp.__name__, device), {})
+
+
+def threshold_bits(threshold: float) -> int:
+    """The bits of ``threshold`` as a float32, as an int: how the dist stores exchange it."""
+    return int(numpy.float32(threshold).view(numpy.uint32))
+
+
+def threshold_from_bits(bits: int) -> float:
+    """The float32 whose bits are ``bits``, as a Python float (:func:`threshold_bits` undone)."""
+    return float(numpy.uint32(bits).view(numpy.float32))
 
 
 def _flat(name: str, a, written: bool = True):

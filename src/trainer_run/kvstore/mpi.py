@@ -1,0 +1,124 @@
+"""The MPI plumbing of the dist kvstores: mpi4py imported when a store is built, a private
+communicator per store, waits that poll an MPI request until a deadline, and the buffers a
+device array is staged through when the MPI library cannot read device memory.
+
+mpi4py is imported only by :func:`import_mpi`, so the kvstore package imports without it; a
+missing mpi4py or MPI is a :class:`~trainer_run.errors.ConfigError` that says how to install
+them. No wait is unbounded unless its timeout is None: :func:`poll` gives up after the timeout,
+and the store that called it raises :class:`~trainer_run.errors.RunStopped`.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import time
+
+import numpy
+
+from ..errors import ConfigError, RunStopped, check_number
+from . import mpi_job
+
+__all__ = ["DEFAULT_TIMEOUT", "check_timeout", "dup", "import_mpi", "join_job", "mpi_reports_cuda",
+           "pinned_empty", "poll"]
+
+DEFAULT_TIMEOUT = 60.0
+"""Seconds any exchange waits for the other ranks before raising RunStopped."""
+
+
+def poll(test, timeout, spin_s=1e-3, yield_s=1.0) -> bool:
+    """Calls ``test()`` until it returns true (then True) or ``timeout`` seconds pass (False;
+    None waits forever). MPI makes progress inside ``test`` (``MPI_Test``, ``MPI_Iprobe``), so
+    it is called back to back for ``spin_s``, then with a yield of the core in between until
+    ``yield_s``, then with sleeps growing to 1 ms (a long wait for a slow rank)."""
+    if test():
+        return True
+    start = time.monotonic()
+    delay = 2e-5
+    while True:
+        for _ in range(32):
+            if test():
+                return True
+        waited = time.monotonic() - start
+        if timeout is not None and waited >= timeout:
+            return bool(test())
+        if waited >= yield_s:
+            time.sleep(delay)
+            delay = min(2 * delay, 1e-3)
+        elif waited >= spin_s:
+            os.sched_yield()
+
+
+def check_timeout(timeout):
+    """``timeout`` as a number of seconds > 0, or None (wait forever); ConfigError otherwise."""
+    if timeout is None:
+        return None
+    return check_number("kvstore timeout", timeout, low=0, low_open=True)
+
+
+def import_mpi(type_name: str):
+    """The ``mpi4py.MPI`` module; ConfigError naming kvstore ``type_name`` and how to install
+    mpi4py when it or its MPI library is missing."""
+    try:
+        from mpi4py import MPI
+    except ImportError:
+        raise ConfigError(f"kvstore={type_name} needs mpi4py and an MPI; install them with "
+                          f"pip install 'trainer-run[mpi]'") from None
+    except (OSError, RuntimeError) as e:  # mpi4py found no MPI library to load
+        raise ConfigError(f"kvstore={type_name} needs mpi4py and an MPI; install them with "
+                          f"pip install 'trainer-run[mpi]' ({e})") from None
+    return MPI
+
+
+def dup(MPI, comm, timeout, type_name):
+    """A private duplicate of ``comm`` (``MPI_Comm_idup``, collective), within ``timeout``."""
+    comm = MPI.COMM_WORLD if comm is None else comm
+    new, request = comm.Idup()
+    if not poll(request.Test, timeout):
+        mpi_job.give_up(MPI)
+        raise RunStopped(f"kvstore {type_name}: rank {comm.Get_rank()} waited {timeout:g} s for "
+                         f"the other {comm.Get_size() - 1} rank(s) to create the store; a rank "
+                         f"has stopped or does not create it")
+    return new
+
+
+def join_job(MPI, comm, timeout, type_name) -> None:
+    """The first dist store of the process gives :mod:`.mpi_job` a duplicate of ``comm`` of
+    its own, for the job's last exchange when the command ends."""
+    if not mpi_job.joined():
+        mpi_job.join(MPI, dup(MPI, comm, timeout, type_name), timeout)
+
+
+def mpi_reports_cuda() -> bool:
+    """Whether the loaded MPI library says it is CUDA-aware (``MPIX_Query_cuda_support``,
+    exported by MPICH >= 4 and Open MPI >= 4). False when it cannot tell."""
+    names = []
+    try:
+        with open("/proc/self/maps") as maps:
+            names = sorted({line.split()[-1] for line in maps if "libmpi" in line.rsplit("/", 1)[-1]})
+    except OSError:
+        pass
+    found = ctypes.util.find_library("mpi")
+    candidates = [*names, *([found] if found else []), None]
+    for name in candidates:
+        try:
+            query = getattr(ctypes.CDLL(name), "MPIX_Query_cuda_support", None)
+        except OSError:
+            continue
+        if query is not None:
+            query.restype = ctypes.c_int
+            query.argtypes = []
+            return bool(query())
+    return False
+
+
+def pinned_empty(shape, dtype):
+    """An uninitialised host array in pinned (page-locked) memory when CuPy is installed, for
+    staging a device buffer; a plain NumPy array otherwise."""
+    try:
+        import cupyx
+
+        return cupyx.empty_pinned(shape, dtype)
+    except (ImportError, AttributeError):
+        return numpy.empty(shape, dtype)

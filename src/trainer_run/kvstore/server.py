@@ -1,0 +1,380 @@
+"""The server loop of ``dist_async``: the last rank owns the weights and applies every push
+as it arrives, alone, with no waiting for other workers; a pull answers the current weights.
+
+It answers one message at a time, in arrival order (the layout is :mod:`.protocol`'s). Errors
+it finds in a worker's push or init are answered on that worker's next pull, barrier or
+``close``. While some workers wait in a barrier or ``close``, a worker that has sent nothing
+for ``timeout`` is declared stopped: the waiting workers are told so (they raise RunStopped
+with its message) and the server raises too; with no worker waiting it stops after
+``timeout`` without any message. An exception of the updater is told to the waiting workers,
+answered to every later request, and re-raised once the workers have stopped.
+"""
+
+from __future__ import annotations
+
+import time
+import zipfile
+
+import numpy
+
+from ..errors import ConfigError, RunStopped
+from . import protocol
+from .compression import GradientCompression, threshold_from_bits
+from .mpi import poll
+
+__all__ = ["Server"]
+
+
+class Server:
+    """The server loop of a ``dist_async`` store: one message at a time, in arrival order.
+
+    Args:
+        MPI: the ``mpi4py.MPI`` module.
+        comm: the store's communicator; the workers are its ranks ``0 .. num_workers - 1``.
+        num_workers: how many workers there are.
+        timeout: seconds to wait for a worker that others wait for (None: forever).
+        updater: ``updater(key, grad, weight)``, updating ``weight`` in place, or None.
+    """
+
+    def __init__(self, MPI, comm, num_workers: int, timeout, updater):
+        self.updater = updater
+        self.MPI, self.comm, self.timeout = MPI, comm, timeout
+        self.n = num_workers
+        self.keepalive = 5.0 if self.timeout is None else min(self.timeout / 4, 5.0)
+        self.weights: dict = {}  # code -> array
+        self.grads: dict = {}  # code -> receive buffer of a push
+        self.compressions: dict = {}  # worker -> its GradientCompression
+        self.packed: dict = {}  # code -> receive buffer of a compressed push
+        self.names: dict = {}  # code -> str key (str keys only)
+        self.declared: dict = {}  # code -> [(worker, dtype, shape)], checked at the barrier
+        self.errors: dict = {}  # worker -> (class, message), answered on its next request
+        self.waiting: dict = {}  # worker -> "barrier" | "close"
+        self.stopped: set = set()
+        self.active = False  # a worker has called set_optimizer
+        self.failure = None  # (exception to raise, message) once the server gives up
+        now = time.monotonic()
+        self.last_seen = [now] * self.n
+        self.last_any = self.last_alive = now
+        self.h = numpy.zeros(protocol.HDR, dtype=numpy.int64)
+        self.status = self.MPI.Status()
+
+    def run(self) -> dict:
+        """Serves until every worker has stopped; returns the final weights ``{key: array}``
+        or raises the failure that made the server give up."""
+        MPI, comm, status = self.MPI, self.comm, self.status
+        probe = lambda: comm.Iprobe(MPI.ANY_SOURCE, protocol.REQ, status)  # noqa: E731
+        while not self._finished():
+            if poll(probe, self.keepalive, yield_s=0.02):
+                source = status.Get_source()
+                comm.Recv([self.h, MPI.INT64_T], source, protocol.REQ)
+                self.last_seen[source] = self.last_any = time.monotonic()
+                self._handle(source, self.h)
+            self._check_clock()
+        if self.failure is not None:
+            raise self.failure[0]
+        return {self.names.get(code, code): w for code, w in self.weights.items()}
+
+    def _finished(self) -> bool:
+        if self.failure is None:
+            return len(self.stopped) == self.n
+        # after a failure: until every worker has stopped or gone silent, or none talks
+        now = time.monotonic()
+        silent = {w for w in range(self.n) if self._silent(w, now)}
+        return len(self.stopped | silent) == self.n or self._silent(None, now)
+
+    def _silent(self, worker, now) -> bool:
+        if self.timeout is None:
+            return False
+        last = self.last_any if worker is None else self.last_seen[worker]
+        return now - last >= self.timeout
+
+    # -- messages -------------------------------------------------------------------------------
+    def _handle(self, worker, h) -> None:
+        kind, code, nbytes = int(h[0]), int(h[1]), int(h[2])
+        if kind in protocol.WITH_DATA:
+            name = self._receive(worker, bytearray(int(h[4]))) if h[4] else None
+            data = self._take(worker, kind, code, nbytes, h)
+        if kind in (protocol.GONE, protocol.ABORTED):
+            self.stopped.add(worker)
+            self.waiting.pop(worker, None)
+            if kind == protocol.ABORTED:
+                self._fail(RunStopped, f"kvstore dist_async: worker {worker} stopped: "
+                                       f"{bytes(data).decode(errors='replace')}")
+            return
+        if self.failure is not None:
+            if kind == protocol.STOP:
+                self.stopped.add(worker)
+            if kind in protocol.ANSWERED:
+                self._answer_error(worker, RunStopped, self.failure[1])
+            return
+        if kind == protocol.INIT:
+            self._init(worker, code, data, name)
+        elif kind == protocol.DECLARE:
+            self._declare(worker, code, protocol.unpack_meta(h))
+        elif kind == protocol.PUSH:
+            self._push(worker, code, data)
+        elif kind == protocol.PULL:
+            self._pull(worker, code)
+        elif kind == protocol.OPTIMIZER:
+            self._set_optimizer(worker, bytes(data).decode())
+        elif kind == protocol.COMPRESSION:
+            self._set_compression(worker, code)
+        elif kind == protocol.GET_STATES:
+            self._get_states(worker, bool(code))
+        elif kind == protocol.SET_STATES:
+            self._set_states(worker, bytes(data))
+        elif kind == protocol.BARRIER:
+            self.waiting[worker] = "barrier"
+            self._release()
+        elif kind == protocol.STOP:
+            self.stopped.add(worker)
+            self.waiting[worker] = "close"
+            self._release()
+
+    def _take(self, worker, kind, code, nbytes, h):
+        """Receives the data message after a header: into the key's push buffer when it fits,
+        else into a new array (init) or scratch bytes (to be refused)."""
+        if (kind == protocol.PUSH and code in self.grads and int(h[3]) == protocol.PACKED
+                and self.grads[code].dtype == numpy.float32):
+            return self._take_packed(worker, code, nbytes)
+        if kind == protocol.PUSH and code in self.grads and self.grads[code].nbytes == nbytes:
+            return self._receive(worker, self.grads[code])
+        if kind == protocol.INIT:
+            dtype, shape = protocol.unpack_meta(h)
+            array = numpy.empty(shape, dtype)
+            if array.nbytes == nbytes:
+                return self._receive(worker, array)
+        return self._receive(worker, bytearray(nbytes))
+
+    def _take_packed(self, worker, code, nbytes):
+        """Receives a compressed push and dequantizes it, with the worker's threshold, into
+        the key's push buffer (returned); a push the server cannot read is refused."""
+        grad, gc = self.grads[code], self.compressions.get(worker)
+        words = 0 if gc is None else gc.get_compressed_size(grad.size)
+        if gc is None or nbytes != 4 * words:
+            why = ("its set_gradient_compression did not reach the server or was refused" if gc is None
+                   else f"{nbytes} bytes of words, the key needs {4 * words}")
+            self._refuse(worker, ValueError, f"kvstore key {self._key(code)!r}: worker {worker} "
+                                             f"pushed 2-bit compressed words, but {why}")
+            return self._receive(worker, bytearray(nbytes))
+        packed = self.packed.get(code)
+        if packed is None:
+            packed = self.packed[code] = numpy.empty(words, numpy.uint32)
+        return gc.dequantize(self._receive(worker, packed), grad.size, out=grad)
+
+    def _receive(self, worker, into):
+        request = self.comm.Irecv([into, self.MPI.BYTE], worker, protocol.REQ_DATA)
+        if not poll(request.Test, self.timeout):
+            self._fail(RunStopped, f"worker {worker} sent a header but not its data for "
+                                   f"{self.timeout:g} s")
+        return into
+
+    def _init(self, worker, code, data, name) -> None:
+        if name is not None:
+            self.names[code] = bytes(name).decode()
+        key = self._key(code)
+        if code in self.weights:
+            self._refuse(worker, ValueError, f"duplicate init of kvstore key {key!r}")
+            return
+        self.weights[code] = data
+        self.grads[code] = numpy.empty_like(data)
+        for other, dtype, shape in self.declared.pop(code, []):
+            self._compare(other, code, dtype, shape)
+
+    def _declare(self, worker, code, meta) -> None:
+        if code in self.weights:
+            self._compare(worker, code, *meta)
+        else:
+            self.declared.setdefault(code, []).append((worker, *meta))
+
+    def _compare(self, worker, code, dtype, shape) -> None:
+        w = self.weights[code]
+        if (w.dtype, w.shape) != (dtype, shape):
+            self._refuse(worker, ValueError,
+                         f"kvstore dist_async init: worker {worker} inits key "
+                         f"{self._key(code)!r} as {dtype.name}{list(shape)}, worker 0 as "
+                         f"{w.dtype.name}{list(w.shape)}; every worker must init the same keys "
+                         f"with the same shapes and dtypes (worker 0's values are kept)")
+
+    def _push(self, worker, code, grad) -> None:
+        key = self._key(code)
+        if code not in self.weights:
+            self._refuse(worker, ValueError, f"kvstore key {key!r}: push before the server "
+                                             f"has it: init {key!r} first")
+        elif not self.active or self.updater is None:
+            self._refuse(worker, ValueError, "kvstore dist_async: a push reached the server "
+                                             "before set_optimizer")
+        elif grad is not self.grads[code]:
+            self._refuse(worker, ValueError, f"kvstore key {key!r}: pushed {len(grad)} bytes, "
+                                             f"the key holds {self.grads[code].nbytes}")
+        else:
+            try:
+                self.updater(key, grad, self.weights[code])
+            except Exception as e:
+                self._fail(e, f"kvstore dist_async server: the update of key {key!r} pushed by "
+                              f"worker {worker} failed: {type(e).__name__}: {e}")
+
+    def _pull(self, worker, code) -> None:
+        if worker in self.errors:
+            self._answer_error(worker, *self.errors.pop(worker))
+        elif code not in self.weights:
+            self._answer_error(worker, ValueError, f"kvstore key {self._key(code)!r}: the "
+                                                   f"server does not have it: init it first")
+        else:
+            count = getattr(getattr(self.updater, "optimizer", None), "num_update", None)
+            self._answer(worker, protocol.OK, code, self.weights[code],
+                         count=-1 if count is None else count)
+
+    def _get_states(self, worker, dump_optimizer: bool) -> None:
+        if not hasattr(self.updater, "get_states"):
+            self._answer_error(worker, ValueError, "kvstore dist_async: the server's updater "
+                               "has no get_states, so it cannot give its optimizer states")
+            return
+        blob = self.updater.get_states(dump_optimizer)
+        self._answer(worker, protocol.OK, data=numpy.frombuffer(blob, dtype=numpy.uint8))
+
+    def _set_states(self, worker, blob: bytes) -> None:
+        """Loads worker's states into the updater; an updater without ``set_states``, or
+        states it refuses (another optimizer, other shapes, not our format), are an error."""
+        if not hasattr(self.updater, "set_states"):
+            self._answer_error(worker, ValueError, "kvstore dist_async: the server's updater "
+                               "has no set_states, so it cannot load optimizer states")
+            return
+        try:
+            self.updater.set_states(blob)
+        except (ValueError, KeyError, OSError, zipfile.BadZipFile) as e:
+            self._answer_error(worker, ValueError, f"kvstore dist_async: the server cannot load "
+                                                   f"the optimizer states of worker {worker}: {e}")
+            return
+        self._answer(worker, protocol.OK)
+
+    def _set_compression(self, worker, bits) -> None:
+        """Records the worker's threshold (float32 ``bits``); one that differs from another
+        worker's is refused."""
+        try:
+            gc = GradientCompression({"type": "2bit", "threshold": threshold_from_bits(bits)})
+        except ConfigError as e:
+            self._refuse(worker, ConfigError, f"kvstore dist_async: worker {worker}: {e}")
+            return
+        for other, known in self.compressions.items():
+            if other != worker and known.threshold != gc.threshold:
+                self._refuse(worker, ConfigError, f"kvstore dist_async: worker {worker} sets "
+                             f"gradient compression threshold {gc.threshold!r}, worker {other} "
+                             f"set {known.threshold!r}; every worker must call "
+                             f"set_gradient_compression with the same params")
+                return
+        self.compressions[worker] = gc
+
+    def _set_optimizer(self, worker, name) -> None:
+        if self.updater is None:
+            self._answer_error(worker, ConfigError, "kvstore dist_async: set_optimizer, but the "
+                               "server was started without an updater: call "
+                               "run_server(get_updater(optimizer)) on the last rank with the "
+                               "optimizer of the workers' config")
+            return
+        mine = getattr(self.updater, "optimizer", None)
+        if mine is not None and type(mine).__name__.lower() != name:
+            self._answer_error(worker, ConfigError, f"kvstore dist_async: worker {worker} sets "
+                               f"optimizer {name}, the server's updater runs "
+                               f"{type(mine).__name__.lower()}; build both from the same config")
+            return
+        self.active = True
+        self._answer(worker, protocol.OK)
+
+    def _release(self) -> None:
+        """Answers the barrier when every worker waits in it, and close() when every worker
+        has closed; a barrier that a closed worker can never join is an error."""
+        barrier = [w for w, why in self.waiting.items() if why == "barrier"]
+        if len(self.stopped) == self.n:
+            for w in list(self.waiting):
+                if w in self.errors:
+                    self._answer_error(w, *self.errors.pop(w))
+                else:
+                    self._answer(w, protocol.OK)
+            self.waiting.clear()
+        elif barrier and self.stopped:
+            for w in barrier:
+                del self.waiting[w]
+                self._answer_error(w, ValueError, f"kvstore dist_async: barrier after worker(s) "
+                                   f"{_ranks(self.stopped)} closed the store; a barrier "
+                                   f"needs every worker")
+        elif len(barrier) == self.n:
+            for code, declarations in self.declared.items():
+                for worker, _, _ in declarations:
+                    self._refuse(worker, ValueError, f"kvstore key {self._key(code)!r} was "
+                                 f"inited on worker {worker} but not on worker 0; every "
+                                 f"worker must init the same keys")
+            self.declared.clear()
+            self.waiting.clear()
+            for w in barrier:
+                if w in self.errors:
+                    self._answer_error(w, *self.errors.pop(w))
+                else:
+                    self._answer(w, protocol.OK)
+
+    # -- answers, failures, the clock ----------------------------------------------------------
+    def _refuse(self, worker, cls, message) -> None:
+        """An error for ``worker``, answered on its next pull, barrier or close."""
+        self.errors.setdefault(worker, (cls, message))
+
+    def _answer(self, worker, status, code=0, data=None, count: int = -1) -> None:
+        MPI, h = self.MPI, protocol.answer_header(status, code, 0 if data is None else data.nbytes, count)
+        requests = [self.comm.Isend([h, MPI.INT64_T], worker, protocol.REP)]
+        if data is not None and data.nbytes:
+            requests.append(self.comm.Isend([data, MPI.BYTE], worker, protocol.REP_DATA))
+        if not poll(lambda: MPI.Request.Testall(requests), self.timeout):
+            self._fail(RunStopped, f"kvstore dist_async server: worker {worker} did not take "
+                                   f"its answer for {self.timeout:g} s")
+
+    def _answer_error(self, worker, cls, message) -> None:
+        text = message.encode()
+        MPI, h = self.MPI, protocol.error_header(cls, text)
+        requests = [self.comm.Isend([h, MPI.INT64_T], worker, protocol.REP),
+                    self.comm.Isend([text, MPI.BYTE], worker, protocol.REP_DATA)]
+        poll(lambda: MPI.Request.Testall(requests), self.timeout)  # a dead worker: go on
+
+    def _fail(self, error, message) -> None:
+        """Gives up: tells the waiting workers, then (in :meth:`run`) answers every request
+        with ``message`` until the workers have stopped, and raises ``error``."""
+        if self.failure is not None:
+            return
+        if not isinstance(error, BaseException):
+            error = error(message)
+        self.failure = (error, message)
+        for w in list(self.waiting):  # they raise, and count as stopped
+            self._answer_error(w, RunStopped, message)
+            self.stopped.add(w)
+        self.waiting.clear()
+
+    def _check_clock(self) -> None:
+        now = time.monotonic()
+        if self.failure is not None or self.timeout is None:
+            return
+        if self.waiting:
+            missing = [w for w in range(self.n) if w not in self.waiting]
+            dead = [w for w in missing if self._silent(w, now)]
+            if dead:
+                why = sorted(set(self.waiting.values()))
+                self._fail(RunStopped, f"kvstore dist_async server: worker(s) {_ranks(dead)} sent "
+                           f"nothing for {self.timeout:g} s while worker(s) "
+                           f"{_ranks(self.waiting)} waited for them in "
+                           f"{' and '.join('close()' if w == 'close' else w for w in why)}; a "
+                           f"worker has stopped (crashed, or exited without close()) or is "
+                           f"stuck")
+                return
+        elif self._silent(None, now):
+            self._fail(RunStopped, f"kvstore dist_async server: no worker sent anything for "
+                       f"{self.timeout:g} s; the workers have stopped (crashed, or exited "
+                       f"without close()) or are stuck")
+            return
+        if self.waiting and now - self.last_alive >= self.keepalive:
+            self.last_alive = now
+            for w in self.waiting:
+                self._answer(w, protocol.ALIVE)
+
+    def _key(self, code):
+        return self.names.get(code, code)
+
+
+def _ranks(ranks) -> str:
+    return ", ".join(str(r) for r in sorted(ranks))

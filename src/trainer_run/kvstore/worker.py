@@ -1,0 +1,357 @@
+"""``dist_async``: parameter-server semantics over point-to-point MPI messages.
+
+The *last* rank of ``COMM_WORLD`` is the server; ranks ``0 .. size-2`` are the workers, so a
+worker's ``rank`` is its MPI rank and worker 0 is MPI rank 0 (the one that writes progress and
+checkpoints). ``num_workers`` counts workers only (``size - 1``; MXNet: the server is not a
+worker), and the server's store has ``is_server`` true and ``rank`` None. It needs at least 2
+processes.
+
+- The server calls :meth:`DistAsyncKVStore.run_server` with an ``updater(key, grad, weight)``
+  that updates ``weight`` in place (``trainer_run.optimizers.get_updater(optimizer)``, the
+  optimizer built from the same config as the workers'; MXNet pickles the optimizer to the
+  server instead). It owns the weights: rank 0's ``init`` value of each key. It applies every
+  push as it arrives, alone, with no waiting for other workers; a ``pull`` answers the
+  current weights. It returns ``{key: weights}`` once every worker has called ``close()``.
+- Workers: ``init`` (worker 0 sends its value; the others send shape and dtype, which the
+  server checks; then a barrier, as MXNet's ``Init``); ``set_optimizer(optimizer)`` (every
+  worker, as Gluon does; the server answers whether it has an updater, and whether it is for
+  the same optimizer when the updater has an ``optimizer`` attribute); ``push`` (the local sum,
+  one message of the whole buffer after a small header; returns once the server has it);
+  ``pull`` (a request, then the weights into the key's buffer); ``pushpull`` (push then pull);
+  ``barrier`` (all workers); ``close`` (a barrier that also stops the server, as MXNet's
+  ``barrier_before_exit`` then ``kStopServer``). A worker's pushes and pulls reach the server
+  in the order it makes them (MPI does not overtake), so a pull sees that worker's own
+  earlier pushes, and whatever other workers' pushes arrived before it. Each pull also
+  reports the server optimizer's ``num_update`` (the store's ``num_update``).
+- Optimizer states (beyond MXNet, which refuses to save a dist store's):
+  ``get_optimizer_states`` / ``set_optimizer_states`` on a worker fetch and load the server
+  updater's ``get_states`` / ``set_states`` (the safe ``.npz`` + JSON format; a blob the
+  server refuses, a pickle for one, raises ValueError on the worker), and
+  ``save_optimizer_states`` / ``load_optimizer_states`` write and read them as files. This is
+  how worker 0 puts the server's states into checkpoints and gives them back on resume.
+- Stopping: a worker that stops with an error calls ``abort(reason)``; it tells the server,
+  which stops serving and answers every other worker's next request with "worker r stopped:
+  reason". A worker stops when the server does not answer for ``timeout``; the server's side
+  of the timeout is :mod:`.server`'s.
+- MXNet's refusals reproduced: a push before ``set_optimizer`` (MXNet's server stops on
+  ``CHECK(updater_)``) and a pull of a key the server has not been given ("init <key>
+  first").
+- Gradient compression: each worker's ``set_gradient_compression`` sends the threshold to the
+  server (MXNet: rank 0 sends ``kSetGradientCompression``; here every worker does, and the
+  server refuses a threshold that differs from another worker's). A compressed push sends the
+  packed words of the worker's local sum, quantized on the host with its own residual, instead
+  of the gradient (the header's dtype field says uint32, see :mod:`.protocol`); the server
+  dequantizes them into the key's receive buffer with that worker's threshold and applies the
+  update as for any push. Errors the server finds are answered on the worker's next pull,
+  barrier or ``close``, as for pushes.
+"""
+
+from __future__ import annotations
+
+import zlib
+
+import numpy
+
+from ..errors import ConfigError, RunStopped
+from . import mpi_job, protocol
+from .compression import threshold_bits
+from .mpi import DEFAULT_TIMEOUT, check_timeout, dup, import_mpi, join_job, poll
+from .placement import HOST, copy_into
+from .server import Server
+from .store import KVStore, check_out_dtype
+
+__all__ = ["DistAsyncKVStore"]
+
+
+class DistAsyncKVStore(KVStore):
+    """``dist_async``: the last rank serves the weights, the others push and pull alone.
+
+    Build it on every rank; then the server calls :meth:`run_server` and the workers use the
+    store (module docstring).
+
+    Args:
+        timeout: seconds a worker waits for the server, and the server for a worker that
+            others wait for, before raising :class:`~trainer_run.errors.RunStopped`; None waits
+            forever.
+        comm: the communicator to duplicate (default ``MPI.COMM_WORLD``).
+    """
+
+    type = "dist_async"
+
+    def __init__(self, timeout: float | None = DEFAULT_TIMEOUT, comm=None):
+        super().__init__()
+        self.timeout = check_timeout(timeout)
+        self._MPI = import_mpi(self.type)
+        size = (self._MPI.COMM_WORLD if comm is None else comm).Get_size()
+        if size < 2:
+            raise ConfigError(f"kvstore=dist_async needs at least 2 processes, 1 server and "
+                              f"1 worker, got {size}; launch it with e.g. mpiexec -n 3 "
+                              f"(the last rank serves, the others are workers)")
+        self._comm = dup(self._MPI, comm, self.timeout, self.type)
+        join_job(self._MPI, comm, self.timeout, self.type)
+        self.server_rank = size - 1
+        self.is_server = self._comm.Get_rank() == self.server_rank
+        self.rank = None if self.is_server else self._comm.Get_rank()
+        self.num_workers = size - 1
+        self._out = numpy.zeros(protocol.HDR, dtype=numpy.int64)  # outgoing header, reused
+        self._in = numpy.zeros(protocol.HDR, dtype=numpy.int64)  # incoming header, reused
+        self._codes: dict = {}  # key -> its int64 code on the wire
+        self._names: dict = {}  # code -> key
+        self._optimizer = False
+        self._closed = False
+        self._broken: str | None = None
+        self.num_update: int | None = None
+        """The server optimizer's ``num_update`` at this worker's last pull (None: unknown)."""
+
+    def __repr__(self) -> str:
+        who = "server" if self.is_server else f"rank={self.rank}"
+        return f"DistAsyncKVStore({who}, num_workers={self.num_workers}, keys={len(self._store)})"
+
+    def _place(self, value):
+        return HOST
+
+    # -- workers --------------------------------------------------------------------------------
+    def init(self, key, value) -> None:
+        """Gives the server worker 0's value of each key (the others' are only checked
+        against it), then waits for every worker, as MXNet's ``Init``."""
+        self._worker("init")
+        before = len(self._store)
+        super().init(key, value)
+        for k in list(self._store)[before:]:
+            stored, code = self._store[k], self._code(k)
+            if self.rank == 0:
+                name = k.encode() if isinstance(k, str) else b""
+                self._send(protocol.INIT, code, stored, name=name, what=f"the init of key {k!r}")
+            else:
+                self._send(protocol.DECLARE, code, meta=stored, what=f"the init of key {k!r}")
+        self._send(protocol.BARRIER, what="the barrier after init")
+        self._reply("the barrier after init")
+
+    def set_optimizer(self, optimizer) -> None:
+        """Lets the server apply pushes (call it on every worker, as Gluon does); the server
+        must have been started with an updater for the same optimizer."""
+        self._worker("set_optimizer")
+        name = numpy.frombuffer(type(optimizer).__name__.lower().encode(), dtype=numpy.uint8)
+        self._send(protocol.OPTIMIZER, data=name, what="set_optimizer")
+        self._reply("set_optimizer")
+        self._optimizer = True
+
+    def push(self, key, value, priority: int = 0) -> None:
+        """Sends the sum of each key's local list to the server, which applies it alone."""
+        self._worker("push")
+        groups = self._checked(key, value, "value")
+        if not self._optimizer:
+            raise ValueError("kvstore dist_async: push before set_optimizer: the server applies "
+                             "every push with the optimizer (MXNet's server stops on "
+                             "CHECK(updater_)); call set_optimizer(optimizer) on every worker "
+                             "first")
+        for k, arrays in groups.items():
+            data = self._reduce(k, arrays)
+            if self._compresses(k):
+                data = self._quantized(k, data)  # uint32 words: the header says so
+            self._send(protocol.PUSH, self._code(k), data, what=f"the push of key {k!r}")
+
+    def set_gradient_compression(self, compression_params) -> None:
+        """Compresses this worker's later pushes of float32 keys and tells the server the
+        threshold (call it on every worker, with the same params, before its first push).
+        The server's refusal, if any, is raised by the next pull, barrier or ``close``."""
+        self._worker("set_gradient_compression")
+        gc = self._new_compression(compression_params)
+        self._send(protocol.COMPRESSION, threshold_bits(gc.threshold), what="set_gradient_compression")
+        self._compression = gc
+
+    def pull(self, key, out=None, priority: int = 0, ignore_sparse: bool = True) -> None:
+        """Copies the server's current weights of each key into ``out``."""
+        self._worker("pull")
+        if not ignore_sparse:
+            raise ValueError("dist kvstore pull doesn't support ignore_sparse=False")
+        if out is None:
+            raise ValueError("kvstore pull needs out=: the array(s) to copy the value into")
+        self._fetch(self._checked(key, out, "out"))
+
+    def pushpull(self, key, value, out=None, priority: int = 0) -> None:
+        """A push, then a pull into ``out`` (into ``value`` when ``out`` is None)."""
+        self._worker("pushpull")
+        outs = self._checked(key, value if out is None else out, "out")
+        for k, arrays in outs.items():
+            check_out_dtype(k, arrays[0], self._store[k])
+        self.push(key, value, priority)
+        self._fetch(outs)
+
+    def barrier(self) -> None:
+        """Waits until every worker has called ``barrier`` (the server is no worker)."""
+        self._worker("barrier")
+        self._send(protocol.BARRIER, what="the barrier")
+        self._reply("the barrier")
+
+    def close(self) -> None:
+        """Waits for every worker to close, then the server stops; later calls do nothing."""
+        if self.is_server or self._closed or self._broken is not None:
+            return  # a broken store has stopped already
+        self._send(protocol.STOP, what="close()")
+        self._reply("close()")
+        self._closed = True
+
+    def abort(self, reason: str) -> None:
+        """Tells the server that this worker stops with ``reason``; the server stops serving
+        and every other worker raises RunStopped with it at its next exchange. Does nothing
+        on a closed store or one that has stopped already."""
+        if self.is_server or self._closed or self._broken is not None:
+            return
+        self._broken = f"kvstore dist_async: worker {self.rank} stopped: {reason}"
+        text = numpy.frombuffer(reason.encode(), dtype=numpy.uint8)
+        try:
+            self._send(protocol.ABORTED, data=text, what="abort")
+        except RunStopped:
+            pass  # the server is gone: nobody to tell
+
+    def get_optimizer_states(self, dump_optimizer: bool = False) -> bytes:
+        """The server updater's ``get_states(dump_optimizer)``: its optimizer states in the
+        safe format (MXNet refuses to save states of a dist store; here worker 0 checkpoints
+        them)."""
+        self._worker("get_optimizer_states")
+        self._send(protocol.GET_STATES, int(dump_optimizer), what="get_optimizer_states")
+        return bytes(self._reply("get_optimizer_states", sized=True))
+
+    def set_optimizer_states(self, blob: bytes) -> None:
+        """Loads :meth:`get_optimizer_states` output into the server's updater (its
+        ``set_states``); the server's refusal is raised here."""
+        self._worker("set_optimizer_states")
+        self._send(protocol.SET_STATES, data=numpy.frombuffer(blob, dtype=numpy.uint8),
+                   what="set_optimizer_states")
+        self._reply("set_optimizer_states")
+
+    def _need_updater(self, verb: str) -> None:
+        """The states live on the server, which answers whether it has an updater."""
+
+    def _fetch(self, groups: dict) -> None:
+        for k, outs in groups.items():
+            buf = self._store[k]
+            self._send(protocol.PULL, self._code(k), what=f"the pull of key {k!r}")
+            self._reply(f"the pull of key {k!r}", into=buf)
+            count = int(self._in[6])
+            self.num_update = count if count >= 0 else None
+            for o in outs:
+                copy_into(o, buf)
+
+    def _code(self, key) -> int:
+        code = self._codes.get(key)
+        if code is None:
+            if isinstance(key, str):
+                code = zlib.crc32(key.encode())
+            elif -(2 ** 63) <= key < 2 ** 63:
+                code = key
+            else:
+                raise ValueError(f"kvstore key {key!r}: dist_async keys must fit in 64 bits")
+            if code in self._names:
+                raise ValueError(f"kvstore keys {self._names[code]!r} and {key!r} share the code "
+                                 f"{code} on the wire; rename one")
+            self._codes[key], self._names[code] = code, key
+        return code
+
+    def _worker(self, what: str) -> None:
+        if self.is_server:
+            raise ValueError(f"kvstore dist_async: rank {self.server_rank} is the server, it "
+                             f"cannot {what}; call run_server(updater) there")
+        if self._closed:
+            raise ValueError(f"kvstore dist_async: {what} after close()")
+        self._usable()
+
+    def _usable(self) -> None:
+        if self._broken is not None:
+            raise RunStopped(self._broken)
+
+    def _send(self, kind, code=0, data=None, *, meta=None, name=b"", what: str) -> None:
+        """Sends a header (and ``name``, then ``data``, as raw bytes) to the server and waits
+        until it has taken them."""
+        MPI, h = self._MPI, self._out
+        protocol.pack_request(h, kind, code, data, meta, name, what)
+        requests = [self._comm.Isend([h, MPI.INT64_T], self.server_rank, protocol.REQ)]
+        if name:
+            requests.append(self._comm.Isend([name, MPI.BYTE], self.server_rank, protocol.REQ_DATA))
+        if data is not None:
+            requests.append(self._comm.Isend([data, MPI.BYTE], self.server_rank, protocol.REQ_DATA))
+        if not poll(lambda: MPI.Request.Testall(requests), self.timeout):
+            self._give_up(what)
+
+    def _reply(self, what: str, into=None, sized: bool = False):
+        """Waits for the server's answer (its keep-alives restart the clock); the data goes
+        into ``into``, or with ``sized`` into a new bytearray of the size announced, which is
+        returned; an error answer is raised here."""
+        MPI, h = self._MPI, self._in
+        while True:
+            request = self._comm.Irecv([h, MPI.INT64_T], self.server_rank, protocol.REP)
+            if not poll(request.Test, self.timeout):
+                request.Cancel()
+                self._give_up(what)
+            if h[0] != protocol.ALIVE:
+                break
+        status, nbytes, error = int(h[0]), int(h[2]), int(h[3])
+        if status == protocol.ERROR:
+            text = bytearray(nbytes)
+            request = self._comm.Irecv([text, MPI.BYTE], self.server_rank, protocol.REP_DATA)
+            if not poll(request.Test, self.timeout):
+                self._give_up(what)
+            cls = protocol.error_class(error)
+            message = text.decode(errors="replace")
+            if cls is RunStopped:
+                self._broken = message
+                if what != "close()":
+                    self._gone()
+            raise cls(message)
+        if sized:
+            into = numpy.empty(nbytes, dtype=numpy.uint8)
+        if nbytes:
+            if into is None or into.nbytes != nbytes:
+                self._broken = (f"kvstore dist_async: rank {self.rank}: the server answered "
+                                f"{what} with {nbytes} bytes, expected "
+                                f"{0 if into is None else into.nbytes}")
+                raise RunStopped(self._broken)
+            request = self._comm.Irecv([into, MPI.BYTE], self.server_rank, protocol.REP_DATA)
+            if not poll(request.Test, self.timeout):
+                self._give_up(what)
+        return into
+
+    def _gone(self) -> None:
+        """Tells a server that gave up that this worker has stopped too (no answer comes)."""
+        h = self._out
+        protocol.pack_request(h, protocol.GONE)
+        request = self._comm.Isend([h, self._MPI.INT64_T], self.server_rank, protocol.REQ)
+        poll(request.Test, 1.0)
+
+    def _give_up(self, what: str):
+        mpi_job.give_up(self._MPI)
+        self._broken = (f"kvstore dist_async: worker {self.rank} got no answer from the server "
+                        f"(rank {self.server_rank}) for {self.timeout:g} s in {what}; the "
+                        f"server has stopped (crashed, or gave up on another worker) or is stuck")
+        raise RunStopped(self._broken)
+
+    # -- the server -----------------------------------------------------------------------------
+    def run_server(self, updater=None) -> dict:
+        """Serves the workers until every one has called ``close()``; returns the final
+        weights ``{key: array}``.
+
+        Args:
+            updater: ``updater(key, grad, weight)``, updating ``weight`` in place with the
+                optimizer built from the workers' config (e.g.
+                ``trainer_run.optimizers.get_updater(optimizer)``). Pushes are refused until
+                a worker has called ``set_optimizer``, which is refused without an updater.
+
+        Raises:
+            RunStopped: a worker stopped talking for ``timeout`` while others waited for it,
+                or no worker sent anything for ``timeout``; the waiting workers get the same
+                message. An exception of ``updater`` is re-raised once the workers know.
+        """
+        if not self.is_server:
+            raise ValueError(f"kvstore dist_async: run_server on worker {self.rank}: only the "
+                             f"last rank ({self.server_rank}) serves")
+        if updater is not None and not callable(updater):
+            raise TypeError(f"run_server: updater must be callable(key, grad, weight), got "
+                            f"{updater!r}")
+        if self._closed:
+            raise ValueError("kvstore dist_async: run_server after it returned")
+        server = Server(self._MPI, self._comm, self.num_workers, self.timeout, updater)
+        try:
+            return server.run()
+        finally:
+            self._closed = True
