@@ -14,23 +14,12 @@ with
 
 from __future__ import annotations
 
-import functools
 import importlib
 import inspect
-from pathlib import Path
-
-from omegaconf import OmegaConf
 
 from trainer_run.errors import ConfigError
 
-CONFIGS = Path(__file__).resolve().parent.parent / "configs"
-
-
-@functools.lru_cache(maxsize=None)
-def shared_keys(group: str) -> frozenset:
-    """The keys every option of ``group`` shares (``configs/_<group>.yaml``; none without one)."""
-    path = CONFIGS / f"_{group}.yaml"
-    return frozenset(OmegaConf.load(path)) if path.exists() else frozenset()
+from .options import shared_section
 
 
 def locate(path, key: str):
@@ -57,7 +46,7 @@ def arguments(group: str, section: dict, standard: dict | None = None, runner=()
     standard arguments it takes (see :func:`instantiate`)."""
     factory = locate(section.get("_target_"), f"{group}._target_")
     names = accepted(factory)
-    shared = shared_keys(group)
+    shared = shared_section(group)
     kwargs = {k: v for k, v in section.items()
               if k != "_target_" and k not in runner and (k not in shared or k in names)}
     fixed = {k: v for k, v in (standard or {}).items() if k in names}

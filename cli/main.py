@@ -32,12 +32,11 @@ from trainer_run.errors import ConfigError
 from trainer_run.kvstore import mpi_job
 
 from . import argv as args
-from . import job, schema, user_targets
+from . import job, override_keys, user_targets
 from . import resume as resumes
 from .job import on_rank_0
+from .options import CONFIGS
 from .report import cannot_write, describe, fail, stop_if_signalled, warn
-
-CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -124,7 +123,7 @@ def prepare(argv: list[str]) -> list[str]:
     args.check_grammar(argv)
     check_choices(argv)
     argv = user_targets.rewrite(argv)
-    schema.check_overrides(argv)
+    override_keys.check_overrides(argv)
     argv = name_run_dir(argv)
     resume, multirun = args.value(argv, "resume"), args.is_multirun(argv)
     if not args.is_null(resume):

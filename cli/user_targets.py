@@ -14,7 +14,7 @@ from __future__ import annotations
 from omegaconf import DictConfig, OmegaConf
 
 from . import argv as args
-from .arguments import CONFIGS, shared_keys
+from .options import shared_section
 
 GROUPS = ("model", "dataset", "optimizer", "scheduler")
 """Groups whose options name their callable with ``_target_``."""
@@ -47,12 +47,12 @@ def apply(cfg: DictConfig, overrides: list[str]) -> DictConfig:
     tree = OmegaConf.to_container(cfg, resolve=False)
     given = {args.key(o).lstrip("+~") for o in overrides if "=" in o}
     for group in replaced(overrides):
-        keep = shared_keys(group) | {"_target_"}
+        keep = set(shared_section(group)) | {"_target_"}
         tree[group] = {k: v for k, v in tree[group].items()
                        if k in keep or any(_under(g, f"{group}.{k}") for g in given)}
     for group in GROUPS:
         if isinstance(tree.get(group), dict):
-            defaults = OmegaConf.to_container(_shared(group), resolve=False)
+            defaults = shared_section(group)
             tree[group] = {**{k: v for k, v in defaults.items() if k not in tree[group]},
                            **tree[group]}
     return OmegaConf.create(tree)
@@ -60,8 +60,3 @@ def apply(cfg: DictConfig, overrides: list[str]) -> DictConfig:
 
 def _under(key: str, parent: str) -> bool:
     return key == parent or key.startswith(f"{parent}.")
-
-
-def _shared(group: str) -> DictConfig:
-    path = CONFIGS / f"_{group}.yaml"
-    return OmegaConf.load(path) if path.exists() else OmegaConf.create({})

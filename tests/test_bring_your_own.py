@@ -17,7 +17,6 @@ from pathlib import Path
 import numpy
 import pytest
 import yaml
-
 from conftest import load_npz
 
 MY_MODELS = '''

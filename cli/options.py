@@ -1,0 +1,71 @@
+"""Our config files: the groups, their options, and the section each option puts into the config.
+
+``configs/<group>/<option>.yaml`` is an option of a group; ``configs/_<group>.yaml`` holds the
+keys every option of the group shares (each option lists it in its defaults as
+``/_<group>@_here_``).
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+from omegaconf import OmegaConf
+
+CONFIGS = Path(__file__).resolve().parent.parent / "configs"
+GROUPS = tuple(sorted(p.name for p in CONFIGS.iterdir() if p.is_dir() and any(p.glob("*.yaml"))))
+OPTIONS = {group: tuple(sorted(p.stem for p in (CONFIGS / group).glob("*.yaml"))) for group in GROUPS}
+
+
+@functools.lru_cache(maxsize=None)
+def shared_section(group: str) -> dict:
+    """The keys every option of ``group`` shares with their defaults (``configs/_<group>.yaml``;
+    empty for a group without one)."""
+    path = CONFIGS / f"_{group}.yaml"
+    return OmegaConf.to_container(OmegaConf.load(path), resolve=False) if path.exists() else {}
+
+@functools.lru_cache(maxsize=None)
+def top_level() -> dict:
+    tree = OmegaConf.to_container(OmegaConf.load(CONFIGS / "config.yaml"), resolve=False)
+    return {k: v for k, v in tree.items() if k not in ("defaults", "hydra")}
+
+
+@functools.lru_cache(maxsize=None)
+def default_choice(group: str) -> str | None:
+    tree = OmegaConf.to_container(OmegaConf.load(CONFIGS / "config.yaml"), resolve=False)
+    for entry in tree.get("defaults", []):
+        if isinstance(entry, dict) and group in entry:
+            return entry[group]
+    return None
+
+
+@functools.lru_cache(maxsize=None)
+def option_section(group: str, option: str) -> dict:
+    """The section ``group=option`` puts into the config, with the option's own defaults
+    list (other options of the same group) merged in and, for a ``# @package _global_``
+    option, only the part under ``group``."""
+    path = CONFIGS / group / f"{option}.yaml"
+    tree = OmegaConf.to_container(OmegaConf.load(path), resolve=False) or {}
+    defaults = tree.pop("defaults", [])
+    header = [line for line in path.read_text().splitlines() if line.startswith("#")]
+    own = tree.get(group, {}) if any("@package _global_" in line for line in header) else tree
+    merged: dict = {}
+    if "_self_" not in defaults:
+        defaults = [*defaults, "_self_"]
+    for entry in defaults:
+        if entry == "_self_":
+            merged = _merge(merged, own)
+        elif isinstance(entry, str) and entry.startswith("/"):  # /_<group>@_here_: shared keys
+            merged = _merge(merged, shared_section(entry[2:].split("@")[0]))
+        elif isinstance(entry, str):  # another option of this group; dicts pick other groups
+            merged = _merge(merged, option_section(group, entry))
+    return merged
+
+
+def _merge(base: dict, top: dict) -> dict:
+    out = dict(base)
+    for k, v in top.items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
