@@ -1,4 +1,4 @@
-"""Registries: the built-in classes of one kind (optimizers, schedulers, models) by name.
+"""Registries: the built-in classes of one kind (optimizers, schedulers) by name (MXNet's ``create``).
 
 A registry is a plain dict from name to class, owned by the module of its kind, which wraps
 these two functions. :func:`register` files a class under its lower-case class name
