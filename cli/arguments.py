@@ -14,6 +14,7 @@ with
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import inspect
 
@@ -47,6 +48,10 @@ def arguments(group: str, section: dict, standard: dict | None = None, runner=()
     factory = locate(section.get("_target_"), f"{group}._target_")
     names = accepted(factory)
     shared = shared_section(group)
+    for key in section:
+        close = difflib.get_close_matches(key, list(shared), n=1)
+        if key not in names and key not in shared and close:
+            raise ConfigError(f"{group}.{key} is not a config key; did you mean {group}.{close[0]}?")
     kwargs = {k: v for k, v in section.items()
               if k != "_target_" and k not in runner and (k not in shared or k in names)}
     fixed = {k: v for k, v in (standard or {}).items() if k in names}

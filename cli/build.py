@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy
 
-from trainer_run import datasets, schedulers
+from trainer_run import datasets, optimizers, schedulers
 from trainer_run import kvstore as kvstores
 from trainer_run.backend import NAMES as BACKENDS
 from trainer_run.backend import get_backend
@@ -264,7 +264,11 @@ def build_model(section: dict, data: datasets.Data, backend):
     factory, kwargs, fixed = arguments("model", section, standard)
     check(dtype == "float32" or "dtype" in fixed,
           f"precision needs a model that takes a dtype argument; {section['_target_']} does not")
-    return call("model", factory, kwargs, **fixed)
+    model = call("model", factory, kwargs, **fixed)
+    _check_built("model", section, callable(getattr(model, "params", None)) and callable(model),
+                 "a model: an object with params() that is called with a batch (subclass "
+                 "trainer_run.models.Model or Module)")
+    return model
 
 
 def build_optimizer(section: dict, scheduler_section: dict | None, total_iterations: int):
@@ -277,7 +281,10 @@ def build_optimizer(section: dict, scheduler_section: dict | None, total_iterati
         # MXNet's optimizer writes its learning_rate into the schedule's base_lr; the schedule's
         # own (optimizer.learning_rate unless set) is the rate both start from
         section["learning_rate"] = scheduler.base_lr
-    return instantiate("optimizer", section, {"lr_scheduler": scheduler})
+    optimizer = instantiate("optimizer", section, {"lr_scheduler": scheduler})
+    _check_built("optimizer", section, isinstance(optimizer, optimizers.Optimizer),
+                 "a trainer_run.optimizers.Optimizer (subclass it)")
+    return optimizer
 
 
 def build_scheduler(section: dict, total_iterations: int):
@@ -285,4 +292,11 @@ def build_scheduler(section: dict, total_iterations: int):
     section = dict(section)
     if "max_update" in section and section["max_update"] is None:
         section["max_update"] = total_iterations
-    return instantiate("scheduler", section)
+    scheduler = instantiate("scheduler", section)
+    _check_built("scheduler", section, isinstance(scheduler, schedulers.LRScheduler),
+                 "a trainer_run.schedulers.LRScheduler (subclass it)")
+    return scheduler
+
+
+def _check_built(group: str, section: dict, fits: bool, wanted: str) -> None:
+    check(fits, f"{group}._target_={section['_target_']} must build {wanted}")
