@@ -28,34 +28,28 @@ Our rules, where the seeds differ:
   :mod:`trainer_run.loss_scaling` for skip and retry. Weight decay is the optimizer's ``wd``
   only (nnabla's updater applies its own ``weight_decay`` on top; here there is no second
   one).
-- **Divergence** (Chainer's ``FailOnNonNumber``, on the loss): without dynamic loss scaling
-  a NaN or infinite loss either stops training with
-  :class:`~trainer_run.errors.Diverged` before the update is applied
-  (``nan_policy="stop"``) or skips the update (``"skip"``, counted in ``skipped_steps``);
-  ``max_skipped_in_a_row`` skipped updates in a row (None: no limit) stop it as diverged
-  too, since a run that only skips no longer trains. With dynamic loss scaling the scaler
-  handles non-finite gradients instead.
+- **Divergence** (Chainer's ``FailOnNonNumber``, on the loss): see :mod:`.divergence`.
 - **Callbacks**: see :mod:`trainer_run.callbacks`.
 """
 
 from __future__ import annotations
 
-import math
 from typing import Callable
 
 import numpy
 
 from ..callbacks import Callbacks
 from ..converter import concat_examples, to_device
-from ..errors import Diverged, check, check_choice, check_number
+from ..errors import check, check_number
 from ..optimizers import Optimizer, get_updater
 from ..params import ParamStore
+from .divergence import NAN_POLICIES, NanPolicy
 from .gradient_sync import GradientSync
 from .server_sync import ServerSync
 from .sync import Sync
 from .weighting import add_weighted, backward_seeded, examples_in
 
-NAN_POLICIES = ("stop", "skip")
+__all__ = ["NAN_POLICIES", "StandardUpdater"]
 
 
 def _by_name(value, kind: str) -> dict:
@@ -81,7 +75,8 @@ class StandardUpdater:
         accum_grad: batches whose gradients make one update.
         loss_scaler: a :class:`~trainer_run.loss_scaling.LossScaler` (None: no scaling).
         callbacks: a :class:`~trainer_run.callbacks.Callbacks` or a dict of hooks.
-        nan_policy: ``"stop"`` or ``"skip"`` on a NaN or infinite loss (see above).
+        nan_policy: ``"stop"`` or ``"skip"`` on a NaN or infinite loss (see
+            :mod:`.divergence`).
         max_skipped_in_a_row: with ``"skip"``, the number of updates skipped in a row that
             stops training as diverged (None: never).
         kvstore: a store from :func:`trainer_run.kvstore.create` that sums the gradients
@@ -96,11 +91,7 @@ class StandardUpdater:
                  backend=None, loss_func: Callable | None = None, accum_grad: int = 1,
                  loss_scaler=None, callbacks=None, nan_policy: str = "stop", kvstore=None,
                  max_skipped_in_a_row: int | None = 100, asynchronous: bool = False):
-        self.nan_policy = check_choice("nan_policy", nan_policy, NAN_POLICIES)
-        self.max_skipped_in_a_row = max_skipped_in_a_row if max_skipped_in_a_row is None else \
-            check_number("max_skipped_in_a_row", max_skipped_in_a_row, low=1, integer=True)
-        self.skipped_steps = 0
-        self.skipped_in_a_row = 0
+        self.nan = NanPolicy(nan_policy, max_skipped_in_a_row)
         self._iterators = _by_name(iterator, "iterators")
         self._optimizers: dict[str, Optimizer] = _by_name(optimizer, "optimizers")
         self._models = _by_name(model, "models")
@@ -208,13 +199,17 @@ class StandardUpdater:
     def status(self) -> dict:
         """Current values worth showing beside the metrics (the loss scale, skipped steps)."""
         status = self.loss_scaler.status() if self.loss_scaler is not None else {}
-        if self.nan_policy == "skip" and not self._dynamic:
-            status["skipped_steps"] = self.skipped_steps
+        if self.nan.policy == "skip" and not self._dynamic:
+            status["skipped_steps"] = self.nan.skipped_steps
         return status
 
     def params_finite(self) -> bool:
         """Whether every model's parameters are all finite (no NaN or inf)."""
         return all(store.params_finite() for store in self.stores.values())
+
+    @property
+    def _dynamic(self) -> bool:
+        return self.loss_scaler is not None and self.loss_scaler.dynamic
 
     # -- one iteration ---------------------------------------------------------------------
     def update(self) -> None:
@@ -232,7 +227,7 @@ class StandardUpdater:
             with self.silent_overflow():
                 self.observation = self.compute_gradients(i, scale)
             if not self._dynamic:
-                verdict = self._check_loss(i)
+                verdict = self.nan.verdict(float(self.observation["loss"]), i)
                 break
             verdict = scaler.record(self.stores["main"].grads_finite())
             if verdict != "retry":
@@ -264,29 +259,6 @@ class StandardUpdater:
             store.finalize_grads()
         self.sync.reduce(iteration, self.replica_stores)
         return self.sync.global_metrics(metrics)
-
-    @property
-    def _dynamic(self) -> bool:
-        return self.loss_scaler is not None and self.loss_scaler.dynamic
-
-    def _check_loss(self, iteration: int) -> str:
-        """``"apply"`` for a finite loss; else ``"skip"`` or :class:`Diverged` (``nan_policy``)."""
-        loss = float(self.observation["loss"])
-        if math.isfinite(loss):
-            self.skipped_in_a_row = 0
-            return "apply"
-        if self.nan_policy == "skip":
-            self.skipped_steps += 1
-            self.skipped_in_a_row += 1
-            if self.skipped_in_a_row == self.max_skipped_in_a_row:
-                raise Diverged(f"the training loss was NaN or infinite in each of the last "
-                               f"{self.skipped_in_a_row} updates, up to iteration {iteration + 1}, "
-                               f"and all were skipped (trainer.max_skipped_in_a_row). Lower "
-                               "optimizer.learning_rate or set optimizer.clip_gradient")
-            return "skip"
-        raise Diverged(f"the training loss is {loss} at iteration {iteration + 1}; the update was "
-                       "not applied. Lower optimizer.learning_rate, set optimizer.clip_gradient, or "
-                       "choose trainer.nan_policy=skip")
 
     def apply_update(self, iteration: int, scale: float = 1.0) -> None:
         """One step of the main optimizer on gradients that carry a factor ``scale``: here,
@@ -357,16 +329,14 @@ class StandardUpdater:
             "optimizer_states": {n: u.state_dict(to_numpy) for n, u in self._param_updaters.items()},
             "models": {n: s.state_dict(to_numpy) for n, s in self.stores.items()},
             "loss_scaler": self.loss_scaler.state_dict() if self.loss_scaler is not None else None,
-            "skipped_steps": self.skipped_steps,
-            "skipped_in_a_row": self.skipped_in_a_row,
+            **self.nan.state_dict(),
             "num_workers": self.num_workers,
         }
 
     def load_state_dict(self, state: dict) -> None:
         asarray = self.backend.asarray if self.backend is not None else (lambda a: a)
         self.iteration = int(state["iteration"])
-        self.skipped_steps = int(state.get("skipped_steps", 0))
-        self.skipped_in_a_row = int(state.get("skipped_in_a_row", 0))
+        self.nan.load_state_dict(state)
         saved = state.get("num_workers")
         self.saved_num_workers = None if saved is None else int(saved)
         if self.backend is not None and state.get("backend") is not None:
