@@ -58,7 +58,7 @@ def build_trainer(config: dict, out: Path, extra: dict | None = None) -> Trainer
     data, batch_size = build_data(config["dataset"], numpy.random.default_rng(data_seed))
     model = build_model(config["model"], data, backend)
     u = config["updater"]
-    store = build_kvstore(config["kvstore"], u, dtype)
+    store, decision = build_kvstore(config["kvstore"], u, dtype)
     workers = store.num_workers if store is not None else 1
     # every worker draws the same global batch of workers * batch_size and takes its shard
     iterator = SerialIterator(data.train, batch_size * workers,
@@ -76,8 +76,8 @@ def build_trainer(config: dict, out: Path, extra: dict | None = None) -> Trainer
     nan = {"nan_policy": prefixed("trainer", check_choice, "nan_policy", t["nan_policy"], NAN_POLICIES),
            "max_skipped_in_a_row": skips if skips is None else check_number(
                "trainer.max_skipped_in_a_row", skips, low=1, integer=True)}
-    updater = build_updater(u, store, config["kvstore"], config["loss_scale"], iterator, optimizer,
-                            model, backend, batch_size, nan)
+    updater = build_updater(u, store, decision.asynchronous, config["loss_scale"], iterator,
+                            optimizer, model, backend, batch_size, nan)
     trainer = Trainer(updater, stop, out=str(out))
 
     def every(key):
@@ -121,13 +121,15 @@ def build_backend(section: dict, seed, dtype: str = "float32") -> object:
 
 
 def build_kvstore(section: dict, updater: dict, dtype: str = "float32"):
-    """The store of ``kvstore=<name>`` by MXNet's rules (:mod:`trainer_run.kvstore.trainer_rules`):
-    None for one replica in one process, ``local`` or ``device`` for the parallel updater's
-    replicas, a dist store across processes. With sync stores the update is computed on every
-    worker from the same summed gradient, so ``update_on_kvstore`` does not change the numbers.
-    With ``kvstore.compression.type`` set, the store compresses its pushes (on every worker;
-    the ``dist_async`` server learns the threshold from them); a run with no store to sum
-    anything, or with gradients that are not float32 (``dtype``), refuses it."""
+    """The store of ``kvstore=<name>`` and the rules' decision it comes from (MXNet's rules,
+    :func:`trainer_run.kvstore.trainer_rules.decide`, whose ``asynchronous`` the updater
+    follows): no store (None) for one replica in one process, ``local`` or ``device`` for the
+    parallel updater's replicas, a dist store across processes. The parallel updater refuses
+    ``kvstore=none``. With ``kvstore.compression.type`` set, the store compresses its pushes
+    (on every worker; the ``dist_async`` server learns the threshold from them); a run with no
+    store to sum anything, or with gradients that are not float32 (``dtype``), refuses it."""
+    check(updater["name"] != "parallel" or section["name"] != "none", "updater=parallel sums "
+          "gradients through a kvstore; kvstore=none cannot, choose kvstore=local or kvstore=device")
     compression = build_compression(section)
     decision = trainer_rules.decide(section["name"], section.get("update_on_kvstore"),
                                     num_devices=max(_replicas(updater), 1))  # its errors name the keys
@@ -138,7 +140,7 @@ def build_kvstore(section: dict, updater: dict, dtype: str = "float32"):
                               f"process uses no kvstore (MXNet's rule); choose updater=parallel with "
                               f"updater.devices >= 2 and kvstore=device, a dist kvstore under "
                               f"mpiexec, or kvstore.compression.type=null")
-        return None
+        return None, decision
     options = {}
     if decision.kvstore.startswith("dist"):
         options["timeout"] = check_number("kvstore.timeout", section.get("timeout", 60), low=0,
@@ -150,7 +152,7 @@ def build_kvstore(section: dict, updater: dict, dtype: str = "float32"):
     store = kvstores.create(decision.kvstore, **options)
     if compression is not None and not getattr(store, "is_server", False):
         store.set_gradient_compression(compression)
-    return store
+    return store, decision
 
 
 def build_compression(section: dict) -> dict | None:
@@ -178,10 +180,10 @@ def _replicas(updater: dict) -> int:
     return devices if isinstance(devices, int) else len(devices) if isinstance(devices, list) else 0
 
 
-def build_updater(section: dict, store, kvstore: dict, loss_scale: dict, iterator, optimizer, model,
-                  backend, batch_size: int, nan: dict | None = None):
+def build_updater(section: dict, store, asynchronous: bool, loss_scale: dict, iterator, optimizer,
+                  model, backend, batch_size: int, nan: dict | None = None):
     """The updater of ``updater=standard|parallel`` with its loss scaler, callbacks and
-    kvstore (``store``: from :func:`build_kvstore`; None: the parallel updater makes its own);
+    kvstore (``store`` and ``asynchronous``: from :func:`build_kvstore` and its decision);
     ``nan``: ``nan_policy`` and ``max_skipped_in_a_row`` from the trainer section."""
     kwargs = {k: v for k, v in section.items() if k != "name"}
     kwargs["callbacks"] = build_callbacks(kwargs.get("callbacks") or {})
@@ -190,17 +192,11 @@ def build_updater(section: dict, store, kvstore: dict, loss_scale: dict, iterato
     klass = {"standard": StandardUpdater, "parallel": ParallelUpdater}.get(name)
     check(klass is not None, f"updater={name!r} is unknown; choose one of standard, parallel")
     if klass is ParallelUpdater:
-        name = kvstore["name"]
-        check(name != "none", "updater=parallel sums gradients through a kvstore; kvstore=none "
-              "cannot, choose kvstore=local or kvstore=device")
-        kwargs["kvstore"] = store if store is not None else name
         replicas = _replicas(section)
         check(replicas <= batch_size, f"updater.devices={section.get('devices')} needs a batch of "
               f"at least {replicas} examples; dataset.batch_size is {batch_size}")
-    elif store is not None:
-        kwargs["kvstore"] = store
     return call("updater", klass, kwargs, iterator=iterator, optimizer=optimizer, model=model,
-                backend=backend, **(nan or {}))
+                backend=backend, kvstore=store, asynchronous=asynchronous, **(nan or {}))
 
 
 def build_loss_scaler(section: dict):

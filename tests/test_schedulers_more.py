@@ -806,6 +806,12 @@ class CountingUpdater:
         self.iteration += 1
         self.observation = {"loss": 1.0}
 
+    def agree_to_stop(self, signum):
+        return signum
+
+    def abort(self, reason):
+        pass
+
     def finalize(self):
         pass
 

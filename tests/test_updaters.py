@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 from conftest import load_npz, read_jsonl, run_cli
 
+from trainer_run import kvstore as kvstores
 from trainer_run import optimizers
 from trainer_run.backend import get_backend
 from trainer_run.callbacks import HOOKS
@@ -98,7 +99,7 @@ def test_accumulation_weights_batches_by_their_examples():
 def test_parallel_replicas_equal_the_standard_update_on_the_whole_batch(devices):
     """3 replicas split 100 examples 34/33/33: each backward is weighted by its share."""
     standard = make()
-    parallel = make(cls=ParallelUpdater, devices=devices)
+    parallel = make(cls=ParallelUpdater, devices=devices, kvstore=kvstores.create("local"))
     try:
         assert_params_close(run(standard, 10), run(parallel, 10))
         main = parallel.stores["main"]
@@ -112,7 +113,7 @@ def test_parallel_replicas_equal_the_standard_update_on_the_whole_batch(devices)
 
 
 def test_parallel_sums_gradients_onto_the_main_replica_through_the_kvstore():
-    parallel = make(cls=ParallelUpdater, devices=2, kvstore="device")
+    parallel = make(cls=ParallelUpdater, devices=2, kvstore=kvstores.create("device"))
     pushed = []
     original = parallel.kvstore.pushpull
     parallel.kvstore.pushpull = lambda key, values, out: (pushed.append((key, len(values))),
@@ -213,7 +214,7 @@ def test_callbacks_fire_in_order_with_the_iteration():
     expected = [(h, i) for i in range(2) for h in per_batch * 2 + ["update_on_start", "update_on_finish"]]
     assert log == expected
     log.clear()
-    parallel = make(cls=ParallelUpdater, callbacks=hooks)
+    parallel = make(cls=ParallelUpdater, callbacks=hooks, kvstore=kvstores.create("local"))
     run(parallel, 1)
     parallel.finalize()
     assert [h for h, _ in log] == per_batch + ["comm_on_start", "comm_on_finish", "update_on_start",
@@ -221,11 +222,13 @@ def test_callbacks_fire_in_order_with_the_iteration():
 
 
 def test_state_round_trip_includes_the_scaler_and_refills_replicas():
-    first = make(cls=ParallelUpdater, accum_grad=2, loss_scaler=DynamicLossScaler(interval=3))
+    first = make(cls=ParallelUpdater, accum_grad=2, loss_scaler=DynamicLossScaler(interval=3),
+                 kvstore=kvstores.create("local"))
     run(first, 4)
     state = first.state_dict()
     assert state["loss_scaler"] == {"scale": 16.0, "clean_steps": 1, "retries": 0, "skipped_steps": 0}
-    second = make(cls=ParallelUpdater, accum_grad=2, loss_scaler=DynamicLossScaler(interval=3))
+    second = make(cls=ParallelUpdater, accum_grad=2, loss_scaler=DynamicLossScaler(interval=3),
+                  kvstore=kvstores.create("local"))
     second.load_state_dict(state)
     for store in second.replica_stores:
         for group, source in zip(store.groups, first.stores["main"].groups):

@@ -1,10 +1,10 @@
 """Loss scaling: multiply the loss before backward so small float16 gradients survive.
 
 The updater seeds backward with the scale instead of one, so every gradient comes out
-multiplied by it; the optimizer then sees the gradients divided by the same scale (the
-scale is folded into its ``rescale_grad`` for that step, as MXNet's AMP does, so the
-division happens in the optimizer's precision: float32 for multi-precision float16
-weights). Two scalers:
+multiplied by it; the optimizer then sees the gradients divided by the same scale (its step
+is given ``rescale_grad / scale`` as the gradient factor, as MXNet's AMP folds the scale into
+``rescale_grad``, so the division happens in the optimizer's precision: float32 for
+multi-precision float16 weights). Two scalers:
 
 - :class:`LossScaler` (static): a fixed scale; gradients are never checked.
 - :class:`DynamicLossScaler` (nnabla's ``DynamicLossScalingUpdater``): when any gradient

@@ -70,6 +70,16 @@ class Decision(NamedTuple):
     update_on_kvstore: bool
     """Whether to ``set_optimizer`` on the store (always False without one)."""
 
+    @property
+    def asynchronous(self) -> bool:
+        """Whether the store's server applies the optimizer to each worker's push as it
+        arrives (``dist_async``, always with ``update_on_kvstore``): the trainer then pushes
+        gradients and pulls weights. With the synchronous types ``update_on_kvstore`` does
+        not change the numbers (every worker computes the update from the same summed
+        gradient), so the trainer has the store sum the gradients and applies the optimizer
+        in every process whatever it says."""
+        return self.kvstore is not None and "async" in self.kvstore
+
 
 def decide(kvstore: str | None, update_on_kvstore: bool | None = None, *, num_devices: int = 1,
            max_param_size: int = 0, environ: Mapping[str, str] | None = None) -> Decision:

@@ -62,11 +62,11 @@ class AdaDelta(Optimizer):
         xp = array_module(weight)
         return xp.zeros_like(weight), xp.zeros_like(weight)  # accumulated g, accumulated delta
 
-    def update(self, index, weight, grad, state):
+    def update(self, index, weight, grad, state, rescale_grad=None):
         self._update_count(index)
         wd, rho, one_minus_rho, eps, rescale = scalars(
             weight.dtype, self._get_wd(index), self.rho, 1.0 - self.rho, self.epsilon,
-            self.rescale_grad)
+            self.grad_rescale(rescale_grad))
         xp = array_module(weight)
         g = grad * rescale
         clipping, clip = python_clip(self, weight.dtype)
@@ -80,9 +80,9 @@ class AdaDelta(Optimizer):
         acc_delta += one_minus_rho * delta * delta
         weight -= delta + wd * weight
 
-    def fused_step(self, weight, grad, state, lr, wd, count, segments):
+    def fused_step(self, weight, grad, state, lr, wd, count, segments, rescale_grad):
         wd, rho, one_minus_rho, eps, rescale = scalars(
-            weight.dtype, wd, self.rho, 1.0 - self.rho, self.epsilon, self.rescale_grad)
+            weight.dtype, wd, self.rho, 1.0 - self.rho, self.epsilon, rescale_grad)
         xp = array_module(weight)
         clipping, clip = python_clip(self, weight.dtype)
         acc_g, acc_delta = state

@@ -59,10 +59,10 @@ class AdaGrad(Optimizer):
     def create_state(self, index, weight):
         return array_module(weight).zeros_like(weight)  # history
 
-    def update(self, index, weight, grad, state):
+    def update(self, index, weight, grad, state, rescale_grad=None):
         self._update_count(index)
         lr, wd, eps, rescale = scalars(weight.dtype, self._get_lr(index), self._get_wd(index),
-                                       self.float_stable_eps, self.rescale_grad)
+                                       self.float_stable_eps, self.grad_rescale(rescale_grad))
         xp = array_module(weight)
         history = state
         g = grad * rescale
@@ -73,9 +73,9 @@ class AdaGrad(Optimizer):
         div = g / xp.sqrt(history + eps)
         weight += (div + weight * wd) * -lr
 
-    def fused_step(self, weight, grad, state, lr, wd, count, segments):
+    def fused_step(self, weight, grad, state, lr, wd, count, segments, rescale_grad):
         lr, wd, eps, rescale = scalars(weight.dtype, lr, wd, self.float_stable_eps,
-                                       self.rescale_grad)
+                                       rescale_grad)
         xp = array_module(weight)
         clipping, clip = python_clip(self, weight.dtype)
         history = state

@@ -64,13 +64,13 @@ class Adam(Optimizer):
     def _corrected_lr(self, lr, t):
         return lr * math.sqrt(1.0 - self.beta2**t) / (1.0 - self.beta1**t)
 
-    def update(self, index, weight, grad, state):
+    def update(self, index, weight, grad, state, rescale_grad=None):
         self._update_count(index)
         t = self._index_update_count[index]
         lr = self._corrected_lr(self._get_lr(index), t)
         lr, wd, beta1, beta2, eps, rescale = scalars(
             weight.dtype, lr, self._get_wd(index), self.beta1, self.beta2, self.epsilon,
-            self.rescale_grad)
+            self.grad_rescale(rescale_grad))
         xp = array_module(weight)
         mean, var = state
         g = grad * rescale + weight * wd
@@ -81,10 +81,10 @@ class Adam(Optimizer):
         var[...] = beta2 * var + (1 - beta2) * g * g
         weight[...] = weight - lr * mean / (xp.sqrt(var) + eps)
 
-    def fused_step(self, weight, grad, state, lr, wd, count, segments):
+    def fused_step(self, weight, grad, state, lr, wd, count, segments, rescale_grad):
         lr = self._corrected_lr(lr, count)
         lr, wd, beta1, beta2, eps, rescale = scalars(
-            weight.dtype, lr, wd, self.beta1, self.beta2, self.epsilon, self.rescale_grad)
+            weight.dtype, lr, wd, self.beta1, self.beta2, self.epsilon, rescale_grad)
         one = weight.dtype.type(1)
         xp = array_module(weight)
         clip = weight.dtype.type(self.clip_gradient) if self.clipping else None

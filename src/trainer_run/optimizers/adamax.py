@@ -67,16 +67,16 @@ class Adamax(Optimizer):
         xp = array_module(weight)
         return xp.zeros_like(weight), xp.zeros_like(weight)  # m, u
 
-    def _scalars(self, dtype, lr, wd, t):
+    def _scalars(self, dtype, lr, wd, t, rescale_grad):
         lr = lr / (1.0 - self.beta1**t)
-        return scalars(dtype, lr, wd, self.beta1, 1.0 - self.beta1, self.beta2, self.rescale_grad,
+        return scalars(dtype, lr, wd, self.beta1, 1.0 - self.beta1, self.beta2, rescale_grad,
                        numpy.finfo(dtype).smallest_subnormal)
 
-    def update(self, index, weight, grad, state):
+    def update(self, index, weight, grad, state, rescale_grad=None):
         self._update_count(index)
         t = self._index_update_count[index]
         lr, wd, beta1, one_minus_beta1, beta2, rescale, tiny = self._scalars(
-            weight.dtype, self._get_lr(index), self._get_wd(index), t)
+            weight.dtype, self._get_lr(index), self._get_wd(index), t, self.grad_rescale(rescale_grad))
         xp = array_module(weight)
         g = grad * rescale + wd * weight
         clipping, clip = python_clip(self, weight.dtype)
@@ -88,9 +88,9 @@ class Adamax(Optimizer):
         u[...] = xp.maximum(beta2 * u, xp.abs(g))
         weight -= lr * m / xp.maximum(u, tiny)     # MXNet: m / u (0 / 0 = NaN where u = 0)
 
-    def fused_step(self, weight, grad, state, lr, wd, count, segments):
+    def fused_step(self, weight, grad, state, lr, wd, count, segments, rescale_grad):
         lr, wd, beta1, one_minus_beta1, beta2, rescale, tiny = self._scalars(weight.dtype, lr, wd,
-                                                                             count)
+                                                                             count, rescale_grad)
         xp = array_module(weight)
         clipping, clip = python_clip(self, weight.dtype)
         m, u = state

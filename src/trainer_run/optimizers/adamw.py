@@ -84,19 +84,21 @@ class AdamW(Optimizer):
             return lr
         return lr * math.sqrt(1.0 - self.beta2**t) / (1.0 - self.beta1**t)
 
-    def _skipped(self) -> bool:
+    @staticmethod
+    def _skipped(rescale_grad) -> bool:
         """adamw_update does nothing when rescale_grad is 0 or not finite."""
-        return not math.isfinite(self.rescale_grad) or self.rescale_grad == 0
+        return not math.isfinite(rescale_grad) or rescale_grad == 0
 
-    def update(self, index, weight, grad, state):
+    def update(self, index, weight, grad, state, rescale_grad=None):
         self._update_count(index)
         t = self._index_update_count[index]
         eta = self._eta(self._get_lr(index), t)
         wd = self._get_wd(index)
-        if self._skipped():
+        rescale_grad = self.grad_rescale(rescale_grad)
+        if self._skipped(rescale_grad):
             return
         eta, wd, beta1, beta2, eps, rescale = scalars(
-            weight.dtype, eta, wd, self.beta1, self.beta2, self.epsilon, self.rescale_grad)
+            weight.dtype, eta, wd, self.beta1, self.beta2, self.epsilon, rescale_grad)
         xp = array_module(weight)
         mean, var = state
         g = rescale * grad
@@ -107,12 +109,12 @@ class AdamW(Optimizer):
         var[...] = beta2 * var + (1 - beta2) * xp.square(g)
         weight[...] = weight - eta * (mean / (xp.sqrt(var) + eps) + wd * weight)
 
-    def fused_step(self, weight, grad, state, lr, wd, count, segments):
-        if self._skipped():
+    def fused_step(self, weight, grad, state, lr, wd, count, segments, rescale_grad):
+        if self._skipped(rescale_grad):
             return
         eta, wd, beta1, beta2, eps, rescale = scalars(
             weight.dtype, self._eta(lr, count), wd, self.beta1, self.beta2, self.epsilon,
-            self.rescale_grad)
+            rescale_grad)
         one = weight.dtype.type(1)
         xp = array_module(weight)
         clip = weight.dtype.type(self.clip_gradient) if self.clipping else None

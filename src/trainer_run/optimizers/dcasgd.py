@@ -38,11 +38,11 @@ class DCASGD(Optimizer):
         mom = None if self.momentum == 0.0 else xp.zeros_like(weight)
         return (mom, weight.copy())                      # (momentum, previous weight)
 
-    def update(self, index, weight, grad, state):
+    def update(self, index, weight, grad, state, rescale_grad=None):
         self._update_count(index)
         lr, wd, momentum, lamda, rescale = scalars(
             weight.dtype, self._get_lr(index), self._get_wd(index), self.momentum, self.lamda,
-            self.rescale_grad)
+            self.grad_rescale(rescale_grad))
         xp = array_module(weight)
         g = grad * rescale
         if self.clip_gradient is not None:
@@ -56,9 +56,9 @@ class DCASGD(Optimizer):
         previous_weight[...] = weight
         weight += step
 
-    def fused_step(self, weight, grad, state, lr, wd, count, segments):
+    def fused_step(self, weight, grad, state, lr, wd, count, segments, rescale_grad):
         lr, wd, momentum, lamda, rescale = scalars(weight.dtype, lr, wd, self.momentum,
-                                                   self.lamda, self.rescale_grad)
+                                                   self.lamda, rescale_grad)
         xp = array_module(weight)
         clip = weight.dtype.type(self.clip_gradient) if self.clip_gradient is not None else None
         mom, previous = state

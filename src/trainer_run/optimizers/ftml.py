@@ -68,20 +68,21 @@ class FTML(Optimizer):
         xp = array_module(weight)
         return xp.zeros_like(weight), xp.zeros_like(weight), xp.zeros_like(weight)  # d, v, z
 
-    def _scalars(self, dtype, lr, wd, t):
+    def _scalars(self, dtype, lr, wd, t, rescale_grad):
         """The kernel's scalars in ``dtype``, with ``(1 - beta1**t) / lr`` and ``1 - beta2**t``
         computed in ``dtype`` as the kernel computes them."""
         lr, wd, beta1, beta2, eps, rescale, t = scalars(dtype, lr, wd, self.beta1, self.beta2,
-                                                        self.epsilon, self.rescale_grad, t)
+                                                        self.epsilon, rescale_grad, t)
         one = dtype.type(1)
         return (lr, wd, beta1, one - beta1, beta2, one - beta2, eps, rescale,
                 (one - beta1**t) / lr, one - beta2**t)
 
-    def update(self, index, weight, grad, state):
+    def update(self, index, weight, grad, state, rescale_grad=None):
         self._update_count(index)
         t = self._index_update_count[index]
         lr, wd, beta1, one_minus_beta1, beta2, one_minus_beta2, eps, rescale, d_scale, v_div = \
-            self._scalars(weight.dtype, self._get_lr(index), self._get_wd(index), t)
+            self._scalars(weight.dtype, self._get_lr(index), self._get_wd(index), t,
+                          self.grad_rescale(rescale_grad))
         xp = array_module(weight)
         d, v, z = state
         g = rescale * grad + wd * weight
@@ -94,9 +95,9 @@ class FTML(Optimizer):
         d[...] = d_t
         weight[...] = -z / d_t
 
-    def fused_step(self, weight, grad, state, lr, wd, count, segments):
+    def fused_step(self, weight, grad, state, lr, wd, count, segments, rescale_grad):
         lr, wd, beta1, one_minus_beta1, beta2, one_minus_beta2, eps, rescale, d_scale, v_div = \
-            self._scalars(weight.dtype, lr, wd, count)
+            self._scalars(weight.dtype, lr, wd, count, rescale_grad)
         xp = array_module(weight)
         clip = weight.dtype.type(self.clip_gradient) if self.clipping else None
         d, v, z = state

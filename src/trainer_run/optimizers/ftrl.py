@@ -67,11 +67,11 @@ class Ftrl(Optimizer):
         xp = array_module(weight)
         return xp.zeros_like(weight), xp.zeros_like(weight)  # z, n
 
-    def update(self, index, weight, grad, state):
+    def update(self, index, weight, grad, state, rescale_grad=None):
         self._update_count(index)
         lr, wd, lamda1, beta, rescale = scalars(weight.dtype, self._get_lr(index),
                                                 self._get_wd(index), self.lamda1, self.beta,
-                                                self.rescale_grad)
+                                                self.grad_rescale(rescale_grad))
         xp = array_module(weight)
         z, n = state
         g = grad * rescale
@@ -83,9 +83,9 @@ class Ftrl(Optimizer):
         weight[...] = ((xp.sign(z) * lamda1 - z) / ((beta + xp.sqrt(n)) / lr + wd)
                        * (xp.abs(z) > lamda1))
 
-    def fused_step(self, weight, grad, state, lr, wd, count, segments):
+    def fused_step(self, weight, grad, state, lr, wd, count, segments, rescale_grad):
         lr, wd, lamda1, beta, rescale = scalars(weight.dtype, lr, wd, self.lamda1, self.beta,
-                                                self.rescale_grad)
+                                                rescale_grad)
         xp = array_module(weight)
         clip = weight.dtype.type(self.clip_gradient) if self.clipping else None
         z, n = state

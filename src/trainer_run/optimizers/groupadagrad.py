@@ -55,14 +55,14 @@ class GroupAdaGrad(Optimizer):
                 f"{index!r} has shape {tuple(weight.shape)}; choose another optimizer")
         return array_module(weight).zeros((weight.shape[0], 1), dtype=numpy.float32)
 
-    def update(self, index, weight, grad, state):
+    def update(self, index, weight, grad, state, rescale_grad=None):
         if weight.ndim == 1:
             weight, grad = weight.reshape(-1, 1), grad.reshape(-1, 1)
         self._update_count(index)
         lr, wd = self._get_lr(index), self._get_wd(index)
         self._check_wd(wd)
         xp = array_module(weight)
-        lr, rescale = scalars(weight.dtype, lr, self.rescale_grad)
+        lr, rescale = scalars(weight.dtype, lr, self.grad_rescale(rescale_grad))
         g = grad * rescale
         if self.clip_gradient is not None:
             clip = g.dtype.type(self.clip_gradient)

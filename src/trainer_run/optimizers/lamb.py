@@ -199,12 +199,12 @@ class LAMB(Optimizer):
         return lr * r1 / r2
 
     # -- reference ---------------------------------------------------------------------
-    def update(self, index, weight, grad, state):
+    def update(self, index, weight, grad, state, rescale_grad=None):
         self._update_count(index)
         t = self._index_update_count[index]
         lr, wd = self._get_lr(index), self._get_wd(index)
         beta1, beta2, eps, wd, rescale = scalars(weight.dtype, self.beta1, self.beta2,
-                                                 self.epsilon, wd, self.rescale_grad)
+                                                 self.epsilon, wd, self.grad_rescale(rescale_grad))
         xp = array_module(weight)
         mean, var = state
         # phase 1
@@ -226,10 +226,10 @@ class LAMB(Optimizer):
         weight[...] = weight - lr_t * r
 
     # -- fused -------------------------------------------------------------------------
-    def fused_step(self, weight, grad, state, lr, wd, count, segments):
+    def fused_step(self, weight, grad, state, lr, wd, count, segments, rescale_grad):
         dtype = weight.dtype
         beta1, beta2, eps, wd, rescale = scalars(dtype, self.beta1, self.beta2, self.epsilon,
-                                                 wd, self.rescale_grad)
+                                                 wd, rescale_grad)
         one = dtype.type(1)
         xp = array_module(weight)
         clip = dtype.type(self.clip_gradient) if self.clipping else None

@@ -94,37 +94,38 @@ class LARS(Optimizer):
             return self.momentum * (self.cur_lr / self.last_lr)
         return self.momentum
 
-    def _layer_lr(self, lr, wd, w_sum_sq, g_sum_sq):
+    def _layer_lr(self, lr, wd, w_sum_sq, g_sum_sq, rescale_grad):
         """multi_lars: the layer's learning rate, in float32."""
         f = numpy.float32
         lr, wd, w_sum_sq, g_sum_sq = f(lr), f(wd), f(float(w_sum_sq)), f(float(g_sum_sq))
         w_norm = numpy.sqrt(w_sum_sq)
         if w_norm > 0 and g_sum_sq > 0:
-            return lr * f(self.eta) * w_norm / (numpy.sqrt(g_sum_sq) * f(self.rescale_grad)
+            return lr * f(self.eta) * w_norm / (numpy.sqrt(g_sum_sq) * f(rescale_grad)
                                                 + wd * w_norm + f(self.eps))
         return lr
 
     # -- reference ---------------------------------------------------------------------
-    def update(self, index, weight, grad, state):
-        self._update(index, weight, grad, state, weight, grad)
+    def update(self, index, weight, grad, state, rescale_grad=None):
+        self._update(index, weight, grad, state, weight, grad, self.grad_rescale(rescale_grad))
 
-    def update_multi_precision(self, index, weight, grad, state):
+    def update_multi_precision(self, index, weight, grad, state, rescale_grad=None):
         """Through the float32 master; the norms are of the float16 weight and gradient."""
         if self.multi_precision and weight.dtype == numpy.float16:
             mom, master = state
-            self._update(index, master, grad.astype(numpy.float32), mom, weight, grad)
+            self._update(index, master, grad.astype(numpy.float32), mom, weight, grad,
+                         self.grad_rescale(rescale_grad))
             weight[...] = master
         else:
-            self.update(index, weight, grad, state)
+            self.update(index, weight, grad, state, rescale_grad)
 
-    def _update(self, index, weight, grad, mom, norm_weight, norm_grad):
+    def _update(self, index, weight, grad, mom, norm_weight, norm_grad, rescale_grad):
         self._update_count(index)
         lr, wd = self._get_lr(index), self._get_wd(index)
         momentum = self._current_momentum()
         if self._uses_lars(index):
             lr = self._layer_lr(lr, wd, _sum_sq(norm_weight.reshape(-1)),
-                                _sum_sq(norm_grad.reshape(-1)))
-        lr, wd, momentum, rescale = scalars(weight.dtype, lr, wd, momentum, self.rescale_grad)
+                                _sum_sq(norm_grad.reshape(-1)), rescale_grad)
+        lr, wd, momentum, rescale = scalars(weight.dtype, lr, wd, momentum, rescale_grad)
         if self.clipping:
             clip = weight.dtype.type(self.clip_gradient)
             step = lr * array_module(grad).clip(rescale * grad, -clip, clip)
@@ -137,17 +138,17 @@ class LARS(Optimizer):
             weight[...] = weight + mom
 
     # -- fused -------------------------------------------------------------------------
-    def fused_update(self, indices, weight, grad, state, segments=None) -> None:
+    def fused_update(self, indices, weight, grad, state, segments=None, rescale_grad=None) -> None:
         """The base fused update, with the group's indices (for the names) and, for float16
         weights with a master copy, the float16 arrays (for the norms) at hand."""
         half = self.multi_precision and weight.dtype == numpy.float16
         self._fused_context = (list(indices), weight if half else None, grad if half else None)
         try:
-            super().fused_update(indices, weight, grad, state, segments)
+            super().fused_update(indices, weight, grad, state, segments, rescale_grad)
         finally:
             self._fused_context = None
 
-    def fused_step(self, weight, grad, state, lr, wd, count, segments):
+    def fused_step(self, weight, grad, state, lr, wd, count, segments, rescale_grad):
         indices, norm_weight, norm_grad = self._fused_context or (None, None, None)
         if norm_weight is None:
             norm_weight, norm_grad = weight, grad
@@ -161,8 +162,8 @@ class LARS(Optimizer):
             index = None if indices is None else indices[k if len(indices) == len(segments) else 0]
             if index is None or self._uses_lars(index):
                 layer_lr = self._layer_lr(lr, wd, _sum_sq(norm_weight[seg]),
-                                          _sum_sq(norm_grad[seg]))
-            lr_, wd_, mom_, rescale = scalars(dtype, layer_lr, wd, momentum, self.rescale_grad)
+                                          _sum_sq(norm_grad[seg]), rescale_grad)
+            lr_, wd_, mom_, rescale = scalars(dtype, layer_lr, wd, momentum, rescale_grad)
             arrays = (weight[seg], grad[seg]) + (() if state is None else (state[seg],))
             for n, (w, g, *m) in chunks(*arrays):
                 s, t = step[:n], tmp[:n]

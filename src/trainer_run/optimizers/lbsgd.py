@@ -120,7 +120,7 @@ class LBSGD(Optimizer):
         return cgrad
 
     # -- update ---------------------------------------------------------------------------------
-    def update(self, index, weight, grad, state):
+    def update(self, index, weight, grad, state, rescale_grad=None):
         lr = self._get_lr(index)
         wd = self._get_wd(index)
         self._update_count(index)
@@ -131,7 +131,7 @@ class LBSGD(Optimizer):
                 lbmult = self._get_lars(weight, grad, wd)
             else:
                 lbmult = self._get_lbmult(cgrad["num_cums"])
-            _sgd(weight, grad, state, lr * lbmult, wd, self.momentum, self.rescale_grad,
+            _sgd(weight, grad, state, lr * lbmult, wd, self.momentum, self.grad_rescale(rescale_grad),
                  self.clip_gradient if self.clipping else None)
             cgrad["cum_grad"] = 0                          # MXNet's _reset_cum_gradient
         else:

@@ -28,22 +28,23 @@ class Test(Optimizer):
     def create_state(self, index, weight):
         return array_module(weight).zeros(weight.shape, dtype=numpy.float32)
 
-    def update(self, index, weight, grad, state):
-        (rescale,) = scalars(weight.dtype, self.rescale_grad)
+    def update(self, index, weight, grad, state, rescale_grad=None):
+        (rescale,) = scalars(weight.dtype, self.grad_rescale(rescale_grad))
         weight += grad * rescale
         state[...] = weight
 
-    def fused_update(self, indices, weight, grad, state, segments=None) -> None:
+    def fused_update(self, indices, weight, grad, state, segments=None, rescale_grad=None) -> None:
         """One fused step of a flat group, without counting updates (MXNet's Test does not)."""
+        rescale = self.grad_rescale(rescale_grad)
         if self.multi_precision and weight.dtype == numpy.float16:
             master, inner = self._split_master(state)
-            self.fused_step(master, grad.astype(numpy.float32), inner, 0.0, 0.0, 0, segments)
+            self.fused_step(master, grad.astype(numpy.float32), inner, 0.0, 0.0, 0, segments, rescale)
             weight[...] = master
         else:
-            self.fused_step(weight, grad, state, 0.0, 0.0, 0, segments)
+            self.fused_step(weight, grad, state, 0.0, 0.0, 0, segments, rescale)
 
-    def fused_step(self, weight, grad, state, lr, wd, count, segments):
-        (rescale,) = scalars(weight.dtype, self.rescale_grad)
+    def fused_step(self, weight, grad, state, lr, wd, count, segments, rescale_grad):
+        (rescale,) = scalars(weight.dtype, rescale_grad)
         xp = array_module(weight)
         (t,) = self._workspace.get(weight, 1)
         for n, (w, g, s) in chunks(weight, grad, state):

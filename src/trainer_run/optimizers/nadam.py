@@ -78,22 +78,22 @@ class Nadam(Optimizer):
         xp = array_module(weight)
         return xp.zeros_like(weight), xp.zeros_like(weight)  # mean, variance
 
-    def _advance_schedule(self, dtype, lr, wd, t):
+    def _advance_schedule(self, dtype, lr, wd, t, rescale_grad):
         """Advances ``m_schedule`` by one update at count ``t``; the update's scalars in ``dtype``."""
         momentum_t = self.beta1 * (1.0 - 0.5 * (0.96 ** (t * self.schedule_decay)))
         momentum_t_1 = self.beta1 * (1.0 - 0.5 * (0.96 ** ((t + 1) * self.schedule_decay)))
         self.m_schedule = self.m_schedule * momentum_t
         m_schedule_next = self.m_schedule * momentum_t_1
         return scalars(dtype, lr, wd, self.beta1, 1.0 - self.beta1, self.beta2, 1.0 - self.beta2,
-                       self.epsilon, self.rescale_grad, 1.0 - self.m_schedule,
+                       self.epsilon, rescale_grad, 1.0 - self.m_schedule,
                        1.0 - m_schedule_next, 1.0 - self.beta2**t, 1.0 - momentum_t, momentum_t_1)
 
-    def update(self, index, weight, grad, state):
+    def update(self, index, weight, grad, state, rescale_grad=None):
         self._update_count(index)
         t = self._index_update_count[index]
         (lr, wd, beta1, one_minus_beta1, beta2, one_minus_beta2, eps, rescale, grad_div, m_div,
          v_div, one_minus_momentum, momentum_next) = self._advance_schedule(
-            weight.dtype, self._get_lr(index), self._get_wd(index), t)
+            weight.dtype, self._get_lr(index), self._get_wd(index), t, self.grad_rescale(rescale_grad))
         xp = array_module(weight)
         g = grad * rescale + wd * weight
         clipping, clip = python_clip(self, weight.dtype)
@@ -110,7 +110,7 @@ class Nadam(Optimizer):
         m_bar = one_minus_momentum * grad_prime + momentum_next * m_prime
         weight -= lr * m_bar / (xp.sqrt(v_prime) + eps)
 
-    def fused_step(self, weight, grad, state, lr, wd, count, segments):
+    def fused_step(self, weight, grad, state, lr, wd, count, segments, rescale_grad):
         xp = array_module(weight)
         clipping, clip = python_clip(self, weight.dtype)
         mean, var = state
@@ -120,7 +120,7 @@ class Nadam(Optimizer):
         for s in segments:                      # one schedule step per parameter, in order
             (lr_, wd_, beta1, one_minus_beta1, beta2, one_minus_beta2, eps, rescale, grad_div,
              m_div, v_div, one_minus_momentum, momentum_next) = self._advance_schedule(
-                weight.dtype, lr, wd, count)
+                weight.dtype, lr, wd, count, rescale_grad)
             if use_jit:
                 jit.launch(_nadam_kernel, weight[s].size, weight[s], grad[s], mean[s], var[s], lr_,
                            wd_, beta1, one_minus_beta1, beta2, one_minus_beta2, eps, rescale,

@@ -44,10 +44,10 @@ class NAG(Optimizer):
             return None
         return array_module(weight).zeros_like(weight)
 
-    def update(self, index, weight, grad, state):
+    def update(self, index, weight, grad, state, rescale_grad=None):
         self._update_count(index)
         lr, wd, momentum, rescale = scalars(weight.dtype, self._get_lr(index), self._get_wd(index),
-                                            self.momentum, self.rescale_grad)
+                                            self.momentum, self.grad_rescale(rescale_grad))
         xp = array_module(weight)
         g = grad * rescale
         if self.clip_gradient is not None:
@@ -61,8 +61,8 @@ class NAG(Optimizer):
         g += momentum * state
         weight += -lr * g
 
-    def fused_step(self, weight, grad, state, lr, wd, count, segments):
-        lr, wd, momentum, rescale = scalars(weight.dtype, lr, wd, self.momentum, self.rescale_grad)
+    def fused_step(self, weight, grad, state, lr, wd, count, segments, rescale_grad):
+        lr, wd, momentum, rescale = scalars(weight.dtype, lr, wd, self.momentum, rescale_grad)
         xp = array_module(weight)
         clip = weight.dtype.type(self.clip_gradient) if self.clip_gradient is not None else None
         a, b = self._workspace.get(weight, 2)

@@ -13,16 +13,21 @@ Shared behaviour (MXNet ``Optimizer``):
   0 unless set explicitly.
 - ``rescale_grad`` multiplies the gradient; ``clip_gradient`` (None, 0 or negative: off)
   clips it to ``[-clip_gradient, clip_gradient]``. Where they apply relative to weight
-  decay is each optimizer's business and follows MXNet's kernels.
+  decay is each optimizer's business and follows MXNet's kernels. One step may bring a
+  factor of its own (``rescale_grad=`` of :meth:`Optimizer.update_multi_precision` and
+  :meth:`Optimizer.fused_update`: a loss-scaled step's, ``rescale_grad / scale``, as MXNet's
+  AMP folds the scale into it); the optimizer's own ``rescale_grad`` is never changed.
 
-Subclasses implement ``create_state`` and ``update`` (the readable per-array reference)
-and may implement ``fused_step(weight, grad, state, lr, wd, count, segments)``: the same
-update on one flat buffer holding several parameters back to back, with scalar
-hyper-parameters, done in place with as few passes over memory as possible. ``segments``
-lists one slice per parameter, for updates that need per-tensor reductions (LAMB's trust
-ratio); element-wise updates ignore it. Scalar hyper-parameters are cast to the weight's
-dtype before use, as MXNet's kernels do. An optimizer whose state is not shaped like the
-weight sets ``flat_state = False``; its states are then created per index and it is
+Subclasses implement ``create_state`` and ``update(index, weight, grad, state,
+rescale_grad=None)`` (the readable per-array reference; the step's factor is
+:meth:`Optimizer.grad_rescale` of the last argument) and may implement
+``fused_step(weight, grad, state, lr, wd, count, segments, rescale_grad)``: the same update on
+one flat buffer holding several parameters back to back, with scalar hyper-parameters (the
+step's factor among them), done in place with as few passes over memory as possible.
+``segments`` lists one slice per parameter, for updates that need per-tensor reductions
+(LAMB's trust ratio); element-wise updates ignore it. Scalar hyper-parameters are cast to
+the weight's dtype before use, as MXNet's kernels do. An optimizer whose state is not shaped
+like the weight sets ``flat_state = False``; its states are then created per index and it is
 updated per index.
 """
 
@@ -107,6 +112,12 @@ class Optimizer:
                         if not (n.endswith("_weight") or n.endswith("_gamma"))}
         self.wd_mult.update(args_wd_mult)
 
+    def follow(self, num_update: int) -> None:
+        """Takes ``num_update`` as the update count without updating anything (the per-index
+        counts stay): a ``dist_async`` worker's optimizer follows its server's count, so the
+        learning rate it reports is the server's."""
+        self.num_update = num_update
+
     def _update_count(self, index) -> None:
         count = self._index_update_count.get(index, self.begin_num_update) + 1
         self._index_update_count[index] = count
@@ -160,21 +171,31 @@ class Optimizer:
             )
         return self.create_state(index, weight)
 
-    def update(self, index, weight, grad, state) -> None:
-        """Updates ``weight`` in place from ``grad`` and ``state`` (readable reference)."""
+    def update(self, index, weight, grad, state, rescale_grad=None) -> None:
+        """Updates ``weight`` in place from ``grad`` and ``state`` (readable reference), with
+        the gradient factor :meth:`grad_rescale` of ``rescale_grad``."""
         raise NotImplementedError(f"{type(self).__name__} must define update")
 
-    def update_multi_precision(self, index, weight, grad, state) -> None:
-        """:meth:`update` through the float32 master copy when the state holds one."""
+    def update_multi_precision(self, index, weight, grad, state, rescale_grad=None) -> None:
+        """:meth:`update` through the float32 master copy when the state holds one.
+        ``rescale_grad``: this step's gradient factor (None: the optimizer's; an ``update``
+        of MXNet's four arguments is then called with those only)."""
+        step = {} if rescale_grad is None else {"rescale_grad": rescale_grad}
         if self.multi_precision and weight.dtype == numpy.float16:
             master, inner = self._split_master(state)
-            self.update(index, master, grad.astype(numpy.float32), inner)
+            self.update(index, master, grad.astype(numpy.float32), inner, **step)
             weight[...] = master
         else:
-            self.update(index, weight, grad, state)
+            self.update(index, weight, grad, state, **step)
+
+    def grad_rescale(self, rescale_grad=None) -> float:
+        """The factor one step multiplies the gradient by: ``rescale_grad`` where the step
+        was given one, else the optimizer's :attr:`rescale_grad`."""
+        return self.rescale_grad if rescale_grad is None else rescale_grad
 
     fused_step = None
-    """Optional ``fused_step(weight, grad, state, lr, wd, count, segments)`` on flat buffers."""
+    """Optional ``fused_step(weight, grad, state, lr, wd, count, segments, rescale_grad)`` on
+    flat buffers."""
 
     flat_state = True
     """Whether ``create_state`` returns arrays shaped like the weight (or None)."""
@@ -184,28 +205,34 @@ class Optimizer:
     that parameters must be updated in index order, as MXNet's Trainer does."""
 
     rng = None
-    """The generator of optimizers that draw random numbers (SGLD); the trainer sets it to
-    the backend's, so the draws are seeded and checkpointed with the run."""
+    """The generator of optimizers that draw random numbers (SGLD), see :meth:`set_rng`."""
 
-    def fused_update(self, indices, weight, grad, state, segments=None) -> None:
+    def set_rng(self, rng) -> None:
+        """Draws random numbers from ``rng`` (a NumPy ``Generator``) from now on; an updater
+        gives its backend's, so the draws are seeded and checkpointed with the run."""
+        self.rng = rng
+
+    def fused_update(self, indices, weight, grad, state, segments=None, rescale_grad=None) -> None:
         """Updates a flat group whose indices share count, lr and wd in one fused step.
 
         Equivalent to calling :meth:`update` on every index in order, since all indices
         see the same ``num_update`` once counted. ``segments`` (default: the whole buffer
-        is one tensor) gives each parameter's slice.
+        is one tensor) gives each parameter's slice; ``rescale_grad`` this step's gradient
+        factor (None: the optimizer's).
         """
         for index in indices:
             self._update_count(index)
         first = indices[0]
         count = self._index_update_count[first]
         segments = segments if segments is not None else [slice(0, weight.size)]
-        lr, wd = self._get_lr(first), self._get_wd(first)
+        lr, wd, rescale = self._get_lr(first), self._get_wd(first), self.grad_rescale(rescale_grad)
         if self.multi_precision and weight.dtype == numpy.float16:
             master, inner = self._split_master(state)
-            self.fused_step(master, grad.astype(numpy.float32), inner, lr, wd, count, segments)
+            self.fused_step(master, grad.astype(numpy.float32), inner, lr, wd, count, segments,
+                            rescale)
             weight[...] = master
         else:
-            self.fused_step(weight, grad, state, lr, wd, count, segments)
+            self.fused_step(weight, grad, state, lr, wd, count, segments, rescale)
 
     def _split_master(self, state):
         """``(master, inner_state)`` of a multi-precision state."""

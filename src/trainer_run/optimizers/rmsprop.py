@@ -109,17 +109,17 @@ class RMSProp(Optimizer):
             return xp.zeros_like(weight), xp.zeros_like(weight), xp.zeros_like(weight)  # n, g, delta
         return (xp.zeros_like(weight),)  # n
 
-    def _scalars(self, dtype, lr, wd):
+    def _scalars(self, dtype, lr, wd, rescale_grad):
         lr, wd, gamma1, gamma2, eps, rescale = scalars(dtype, lr, wd, self.gamma1, self.gamma2,
-                                                       self.epsilon, self.rescale_grad)
+                                                       self.epsilon, rescale_grad)
         clip = dtype.type(self.clip_gradient) if self.clipping else None
         clip_w = dtype.type(self.clip_weights) if self.clipping_weights else None
         return lr, wd, gamma1, gamma2, eps, rescale, clip, clip_w
 
-    def update(self, index, weight, grad, state):
+    def update(self, index, weight, grad, state, rescale_grad=None):
         self._update_count(index)
         lr, wd, gamma1, gamma2, eps, rescale, clip, clip_w = self._scalars(
-            weight.dtype, self._get_lr(index), self._get_wd(index))
+            weight.dtype, self._get_lr(index), self._get_wd(index), self.grad_rescale(rescale_grad))
         one = weight.dtype.type(1)
         xp = array_module(weight)
         g = rescale * grad + wd * weight
@@ -139,8 +139,8 @@ class RMSProp(Optimizer):
             new = xp.clip(new, -clip_w, clip_w)
         weight[...] = new
 
-    def fused_step(self, weight, grad, state, lr, wd, count, segments):
-        lr, wd, gamma1, gamma2, eps, rescale, clip, clip_w = self._scalars(weight.dtype, lr, wd)
+    def fused_step(self, weight, grad, state, lr, wd, count, segments, rescale_grad):
+        lr, wd, gamma1, gamma2, eps, rescale, clip, clip_w = self._scalars(weight.dtype, lr, wd, rescale_grad)
         one = weight.dtype.type(1)
         xp = array_module(weight)
         flags = (clip if clip is not None else one, clip is not None,

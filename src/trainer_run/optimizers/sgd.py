@@ -61,10 +61,10 @@ class SGD(Optimizer):
 
 
 
-    def update(self, index, weight, grad, state):
+    def update(self, index, weight, grad, state, rescale_grad=None):
         self._update_count(index)
         lr, wd, momentum, rescale = scalars(weight.dtype, self._get_lr(index), self._get_wd(index),
-                                            self.momentum, self.rescale_grad)
+                                            self.momentum, self.grad_rescale(rescale_grad))
         if self.clipping:
             clip = weight.dtype.type(self.clip_gradient)
             step = lr * array_module(grad).clip(rescale * grad, -clip, clip)
@@ -76,8 +76,8 @@ class SGD(Optimizer):
             state[...] = momentum * state - (lr * wd) * weight - step
             weight += state
 
-    def fused_step(self, weight, grad, state, lr, wd, count, segments):
-        lr, wd, momentum, rescale = scalars(weight.dtype, lr, wd, self.momentum, self.rescale_grad)
+    def fused_step(self, weight, grad, state, lr, wd, count, segments, rescale_grad):
+        lr, wd, momentum, rescale = scalars(weight.dtype, lr, wd, self.momentum, rescale_grad)
         xp = array_module(weight)
         clip = weight.dtype.type(self.clip_gradient) if self.clipping else None
         if jit.usable(_sgd_kernel, weight, grad, *([] if state is None else [state])):

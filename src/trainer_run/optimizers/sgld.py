@@ -8,9 +8,9 @@ as the two in-place statements of MXNet 1.9.1 (the seed text writes them as one,
 rounds differently in the last bit). Clipping applies whenever ``clip_gradient is not
 None`` (0 clips every gradient to 0), through MXNet's ``clip`` operator.
 
-The noise comes from ``self.rng`` (a NumPy ``Generator``; the trainer sets it to the
-backend's, so it is seeded and checkpointed with the run): ``standard_normal`` in float64,
-scaled by ``sqrt(lr)`` in float64 and cast to the weight's dtype. The fused step draws the
+The noise comes from ``self.rng`` (a NumPy ``Generator`` given by ``set_rng``; the updater
+gives its backend's, so it is seeded and checkpointed with the run): ``standard_normal`` in
+float64, scaled by ``sqrt(lr)`` in float64 and cast to the weight's dtype. The fused step draws the
 same numbers in the same order as per-index updates of the group's parameters in index
 order (a flat group holds them back to back), so both paths agree bit for bit.
 """
@@ -41,14 +41,15 @@ class SGLD(Optimizer):
     def _generator(self):
         if self.rng is None:
             raise RuntimeError("SGLD draws its noise from optimizer.rng, which is not set; "
-                               "assign a numpy.random.Generator (the trainer uses the backend's)")
+                               "call optimizer.set_rng with a numpy.random.Generator (an "
+                               "updater with a backend gives the backend's)")
         return self.rng
 
-    def update(self, index, weight, grad, state):
+    def update(self, index, weight, grad, state, rescale_grad=None):
         self._update_count(index)
         lr = self._get_lr(index)
         half_lr, wd, rescale = scalars(weight.dtype, -lr / 2, self._get_wd(index),
-                                       self.rescale_grad)
+                                       self.grad_rescale(rescale_grad))
         xp = array_module(weight)
         g = grad * rescale
         if self.clip_gradient is not None:
@@ -57,10 +58,10 @@ class SGLD(Optimizer):
         noise = math.sqrt(lr) * self._generator().standard_normal(weight.shape)
         weight += xp.asarray(noise.astype(weight.dtype))
 
-    def fused_step(self, weight, grad, state, lr, wd, count, segments):
+    def fused_step(self, weight, grad, state, lr, wd, count, segments, rescale_grad):
         rng = self._generator()
         scale = math.sqrt(lr)
-        half_lr, wd, rescale = scalars(weight.dtype, -lr / 2, wd, self.rescale_grad)
+        half_lr, wd, rescale = scalars(weight.dtype, -lr / 2, wd, rescale_grad)
         xp = array_module(weight)
         clip = weight.dtype.type(self.clip_gradient) if self.clip_gradient is not None else None
         a, b = self._workspace.get(weight, 2)

@@ -52,11 +52,11 @@ class Signum(Optimizer):
             return None
         return array_module(weight).zeros_like(weight)
 
-    def update(self, index, weight, grad, state):
+    def update(self, index, weight, grad, state, rescale_grad=None):
         self._update_count(index)
         lr, wd, momentum, rescale, wd_lh = scalars(
             weight.dtype, self._get_lr(index), self._get_wd(index), self.momentum,
-            self.rescale_grad, self.wd_lh)
+            self.grad_rescale(rescale_grad), self.wd_lh)
         xp = array_module(weight)
         one = weight.dtype.type(1)
         if state is None:                                   # signsgd_update
@@ -72,9 +72,9 @@ class Signum(Optimizer):
         sign = _sign(xp, state, xp.empty_like(weight), xp.empty_like(weight))
         weight[...] = (one - lr * wd_lh) * weight + lr * sign
 
-    def fused_step(self, weight, grad, state, lr, wd, count, segments):
+    def fused_step(self, weight, grad, state, lr, wd, count, segments, rescale_grad):
         lr, wd, momentum, rescale, wd_lh = scalars(weight.dtype, lr, wd, self.momentum,
-                                                   self.rescale_grad, self.wd_lh)
+                                                   rescale_grad, self.wd_lh)
         xp = array_module(weight)
         one = weight.dtype.type(1)
         a, b = self._workspace.get(weight, 2)

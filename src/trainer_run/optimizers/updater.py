@@ -80,34 +80,39 @@ class IndexUpdater:
                 self.states[index] = map_state(flat, lambda a, k=k: group.view(a, k))
             self._groups.append((group, flat, True))
 
-    def step(self) -> None:
+    def step(self, scale: float = 1.0) -> None:
         """Applies one update to every attached parameter: one fused pass per group where
         the group's indices share update count and multipliers, per index otherwise. An
-        order-sensitive optimizer with several groups is updated per index in index order."""
+        order-sensitive optimizer with several groups is updated per index in index order.
+
+        ``scale``: a factor the gradients carry (a loss scale); the step's gradient factor
+        is then the optimizer's ``rescale_grad / scale``, passed to the optimizer with the
+        step, so the unscaling happens in the optimizer's precision (MXNet's AMP)."""
         opt = self.optimizer
+        rescale_grad = None if scale == 1.0 else opt.rescale_grad / scale
         if opt.order_sensitive and len(self._groups) > 1:
             members = sorted((i, p) for group, _, _ in self._groups
                              for i, p in zip(group.indices, group.params))
             for index, p in members:
-                opt.update_multi_precision(index, p.data, p.grad, self.states[index])
+                opt.update_multi_precision(index, p.data, p.grad, self.states[index], rescale_grad)
             return
         for entry in self._groups:
-            self._step_group(entry, entry[0].data, entry[0].grad)
+            self._step_group(entry, entry[0].data, entry[0].grad, rescale_grad)
 
     def step_group(self, k: int, data, grad) -> None:
         """Group ``k``'s part of :meth:`step` on ``data`` and ``grad``, flat arrays laid out
         like the group's buffers (a kvstore server's own), updated in place of them."""
         self._step_group(self._groups[k], data, grad)
 
-    def _step_group(self, entry, data, grad) -> None:
+    def _step_group(self, entry, data, grad, rescale_grad=None) -> None:
         group, flat, is_flat = entry
         opt = self.optimizer
         if is_flat and opt.can_fuse(group.indices):
-            opt.fused_update(group.indices, data, grad, flat, group.slices)
+            opt.fused_update(group.indices, data, grad, flat, group.slices, rescale_grad)
             return
         for k, index in enumerate(group.indices):
             opt.update_multi_precision(index, group.view(data, k), group.view(grad, k),
-                                       self.states[index])
+                                       self.states[index], rescale_grad)
 
     # -- state ------------------------------------------------------------------------------
     def state_dict(self, to_numpy) -> dict:

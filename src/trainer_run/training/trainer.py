@@ -17,11 +17,11 @@ command was starting, counts too); the run then ends with status ``interrupted``
 the signal number. A second signal aborts the process at once (exit status 128 +
 signal), which atomic checkpoints make safe.
 
-Several processes: an updater with ``agree_to_stop(signum)`` decides with its peers after
+Several processes: the updater's ``agree_to_stop(signum)`` decides with its peers after
 which iteration a signal stops them all (one process's signal stops every process after the
-same iteration), and one with ``abort(reason)`` is told when the run ends with an exception,
+same iteration), and its ``abort(reason)`` is told when the run ends with an exception,
 before the extensions finalize, so that the other processes stop at once instead of waiting
-for this one.
+for this one (see :class:`~trainer_run.updaters.Updater`).
 """
 
 from __future__ import annotations
@@ -134,28 +134,23 @@ class Trainer:
                 restore()
 
     def _signalled(self) -> bool:
-        """Whether a stop signal ends the run after this iteration. An updater with
+        """Whether a stop signal ends the run after this iteration. The updater's
         ``agree_to_stop`` decides with its other processes, so that they all stop after the
         same iteration; a process stopped by another's signal takes its number (SIGTERM when
         several differ)."""
         self.stop_signal = self.stop_signal or stop_signals.requested()
-        agree = getattr(self.updater, "agree_to_stop", None)
-        if agree is None:
-            return self.stop_signal is not None
-        agreed = agree(self.stop_signal)
+        agreed = self.updater.agree_to_stop(self.stop_signal)
         if agreed and self.stop_signal is None:
             self.stop_signal = agreed if agreed in stop_signals.SIGNALS else signal.SIGTERM
         return bool(agreed)
 
     def _abort(self, error: BaseException) -> None:
-        """Tells the updater's other processes (``abort``, where it has one) that this one
-        stops with ``error``, before the extensions finalize."""
-        abort = getattr(self.updater, "abort", None)
-        if abort is not None:
-            try:
-                abort(f"{type(error).__name__}: {error}")
-            except Exception:  # noqa: S110 - the error on its way out matters more
-                pass
+        """Tells the updater's other processes (its ``abort``) that this one stops with
+        ``error``, before the extensions finalize."""
+        try:
+            self.updater.abort(f"{type(error).__name__}: {error}")
+        except Exception:  # noqa: S110 - the error on its way out matters more
+            pass
 
     def _finalize(self, entries, pending: bool) -> None:
         """Finalizes every extension and the updater, even when one of them fails (the run is

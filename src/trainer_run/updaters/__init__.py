@@ -1,8 +1,14 @@
 """Updaters: what one training iteration does (see :mod:`.standard` and :mod:`.parallel`);
-:class:`.protocol.Updater` is what the training loop and its extensions use of one."""
+:class:`.protocol.Updater` is what the training loop and its extensions use of one. What
+crosses a kvstore is an updater's sync object's (:mod:`.sync`, :mod:`.gradient_sync`,
+:mod:`.server_sync`)."""
 
+from .gradient_sync import GradientSync
 from .parallel import ParallelUpdater
 from .protocol import Updater
+from .server_sync import ServerSync
 from .standard import StandardUpdater
+from .sync import KeyLayout, Sync
 
-__all__ = ["ParallelUpdater", "StandardUpdater", "Updater"]
+__all__ = ["GradientSync", "KeyLayout", "ParallelUpdater", "ServerSync", "StandardUpdater", "Sync",
+           "Updater"]

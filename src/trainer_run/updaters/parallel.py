@@ -20,16 +20,12 @@ from __future__ import annotations
 import copy
 from concurrent.futures import ThreadPoolExecutor
 
-from .. import kvstore as kvstores
 from ..autograd import as_data
 from ..backend import Backend
 from ..converter import concat_examples
 from ..errors import ConfigError, check
 from ..params import ParamStore
 from .standard import StandardUpdater
-from .weighting import add_weighted, backward_seeded, examples_in
-
-KVSTORES = ("local", "device")
 
 
 class ParallelUpdater(StandardUpdater):
@@ -37,62 +33,51 @@ class ParallelUpdater(StandardUpdater):
 
     Args:
         iterator, optimizer, model, converter, backend, accum_grad, loss_scaler, callbacks,
-        nan_policy, max_skipped_in_a_row:
+        nan_policy, max_skipped_in_a_row, asynchronous:
             as for :class:`StandardUpdater` (one model and one optimizer, or dicts whose
             ``'main'`` entries are replicated).
         devices: the number of replicas, or a list of device ids (CuPy: GPU ids, the first
             being the backend's device; NumPy: CPU replicas, the ids only count them).
-        kvstore: ``"local"`` or ``"device"``, the store that sums the gradients, or a
-            store object (e.g. ``dist_sync``, which also sums across worker processes).
+        kvstore: the store that sums the replicas' gradients (from
+            :func:`trainer_run.kvstore.create`: ``local``, ``device``, or a dist store, which
+            also sums across worker processes); None only for one replica.
     """
 
-    def __init__(self, iterator, optimizer, model, devices=2, kvstore: str = "local",
+    def __init__(self, iterator, optimizer, model, devices=2, kvstore=None,
                  converter=concat_examples, backend=None, accum_grad: int = 1,
                  loss_scaler=None, callbacks=None, nan_policy: str = "stop",
-                 max_skipped_in_a_row: int | None = 100):
-        if isinstance(kvstore, str):
-            check(kvstore in KVSTORES,
-                  f"kvstore={kvstore!r} cannot reduce replicas; choose one of {', '.join(KVSTORES)}")
-            kvstore = kvstores.create(kvstore)
+                 max_skipped_in_a_row: int | None = 100, asynchronous: bool = False):
+        host = backend if backend is not None else Backend("numpy")
+        ids = _device_ids(devices, host)
+        check(kvstore is not None or len(ids) == 1,
+              f"{len(ids)} replicas sum their gradients through a kvstore; pass "
+              "kvstore=trainer_run.kvstore.create('device') (or 'local', or a dist store)")
         super().__init__(iterator, optimizer, model, converter=converter, backend=backend,
                          accum_grad=accum_grad, loss_scaler=loss_scaler, callbacks=callbacks,
                          nan_policy=nan_policy, kvstore=kvstore,
-                         max_skipped_in_a_row=max_skipped_in_a_row)
-        backend = backend if backend is not None else Backend("numpy")
-        ids = _device_ids(devices, backend)
+                         max_skipped_in_a_row=max_skipped_in_a_row, asynchronous=asynchronous)
         self.devices = ids
-        self.backends = [backend] + [_replica_backend(backend, d) for d in ids[1:]]
+        self.backends = [host] + [_replica_backend(host, d) for d in ids[1:]]
         self.models = [self._models["main"]] + [_replicate(self._models["main"], b)
                                                 for b in self.backends[1:]]
         self.replica_stores = [self.stores["main"]] + [
             _store(m, b) for m, b in zip(self.models[1:], self.backends[1:])]
         self._pool = None
 
-    def compute_gradients(self, iteration: int, scale: float = 1.0) -> dict:
-        """Every replica's gradients from its parts of ``accum_grad`` batches, summed onto
-        the main replica; returns the batches' metrics averaged over their examples."""
-        draws = [self.next_parts(self._iterators["main"], self.backends)
-                 for _ in range(self.accum_grad)]
-        batches = [parts for parts, _ in draws]
-        total = sum(size for _, size in draws)
-        for store in self.replica_stores:
-            store.cleargrads()
-        metrics: dict = {}
-        replicas = range(len(self.models))
-        for parts in batches:
-            self.callbacks.fire("forward_on_start", iteration)
-            outs = self._map(lambda r: self._forward_on(r, parts[r]), replicas)
-            self.callbacks.fire("forward_on_finish", iteration)
-            self.callbacks.fire("backward_on_start", iteration)
-            weights = [examples_in(part) / total for part in parts]
-            self._map(lambda r: self._backward_on(r, outs[r]["loss"], scale * weights[r]), replicas)
-            self.callbacks.fire("backward_on_finish", iteration)
-            for out, weight in zip(outs, weights):
-                add_weighted(metrics, {k: self._host(as_data(v)) for k, v in out.items()}, weight)
-        for store in self.replica_stores:
-            store.finalize_grads()
-        self.reduce(iteration)
-        return self.global_metrics(metrics)
+    def on_replicas(self, fn) -> list:
+        """``fn(r)`` for every replica ``r``, each in a thread of its own on its backend's
+        device (NumPy's overflow warnings silenced there, as in :meth:`update_core`)."""
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(len(self.models), thread_name_prefix="replica")
+        return list(self._pool.map(lambda r: self._on_replica(r, fn), range(len(self.models))))
+
+    def _on_replica(self, r: int, fn):
+        with self.backends[r].activate(), self.silent_overflow():
+            return fn(r)
+
+    def gathered(self, metrics: dict) -> dict:
+        """A replica's metrics as host arrays (the replicas' devices differ)."""
+        return {k: self.backends[0].to_numpy(as_data(v)) for k, v in metrics.items()}
 
     def apply_update(self, iteration: int, scale: float = 1.0) -> None:
         super().apply_update(iteration, scale)
@@ -115,24 +100,6 @@ class ParallelUpdater(StandardUpdater):
     def load_state_dict(self, state: dict) -> None:
         super().load_state_dict(state)
         self.copy_params()
-
-    # -- helpers --------------------------------------------------------------------------
-    def _map(self, fn, replicas) -> list:
-        """``fn(r)`` for every replica ``r``, the replicas in threads."""
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(len(self.models), thread_name_prefix="replica")
-        return list(self._pool.map(fn, replicas))
-
-    def _forward_on(self, r: int, in_arrays) -> dict:
-        with self.backends[r].activate(), self.silent_overflow():
-            return self.forward(in_arrays, self.models[r])
-
-    def _backward_on(self, r: int, loss, seed: float) -> None:
-        with self.backends[r].activate(), self.silent_overflow():
-            backward_seeded(loss, seed)
-
-    def _host(self, value):
-        return self.backends[0].to_numpy(value)
 
 
 def _device_ids(devices, backend) -> list[int]:

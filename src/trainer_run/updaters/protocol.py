@@ -1,11 +1,14 @@
 """What the training loop and its extensions may use of an updater, and nothing more.
 
-The :class:`~trainer_run.training.Trainer` calls ``update()`` each iteration and
-``finalize()`` at the end; ``state_dict`` / ``load_state_dict`` checkpoint it. Extensions
-read ``iteration``, ``epoch_detail``, ``observation`` (the last update's metrics),
-``status()`` (values to show beside them: the loss scale, skipped steps) and
-``params_finite()`` (whether every trained parameter is finite, checked before a
-checkpoint). :class:`~trainer_run.updaters.StandardUpdater` and its subclasses implement it.
+The :class:`~trainer_run.training.Trainer` calls ``update()`` each iteration, and before
+each ``agree_to_stop(signum)`` (whether a stop signal ends the run there: the processes of
+one run decide together); ``abort(reason)`` when the run ends with an exception (so that the
+other processes stop at once), ``finalize()`` at the end; ``state_dict`` /
+``load_state_dict`` checkpoint it. Extensions read ``iteration``, ``epoch_detail``,
+``observation`` (the last update's metrics), ``status()`` (values to show beside them: the
+loss scale, skipped steps) and ``params_finite()`` (whether every trained parameter is
+finite, checked before a checkpoint). :class:`~trainer_run.updaters.StandardUpdater` and its
+subclasses implement it.
 """
 
 from __future__ import annotations
@@ -23,6 +26,13 @@ class Updater(Protocol):
     def epoch_detail(self) -> float: ...
 
     def update(self) -> None: ...
+
+    def agree_to_stop(self, signum: int | None) -> int | None:
+        """The signal to stop for after this iteration, or None to go on (``signum``: this
+        process's stop signal, if any; an updater of one process returns it)."""
+
+    def abort(self, reason: str) -> None:
+        """The run ends with an error: tell the other processes, if any, ``reason``."""
 
     def finalize(self) -> None: ...
 

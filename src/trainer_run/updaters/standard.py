@@ -6,7 +6,9 @@ runs the model forward and backward, and applies the ``'main'`` optimizer. Itera
 optimizers and models may be given as dicts by name; a bare one is registered as
 ``'main'``. Each optimizer is applied through an
 :class:`~trainer_run.optimizers.IndexUpdater` attached to the flat parameter store of the
-model of the same name, so the optimizer step is one fused pass per parameter group.
+model of the same name, so the optimizer step is one fused pass per parameter group. What
+crosses a kvstore (summing gradients over replicas and worker processes, their metrics and
+stop votes, the ``dist_async`` server) is the updater's sync object's (:mod:`.sync`).
 
 Our rules, where the seeds differ:
 
@@ -19,37 +21,35 @@ Our rules, where the seeds differ:
   examples, so an update with ``accum_grad=4`` and batch 25 moves the epoch as far as one
   with batch 100.
 - **Loss scaling**: backward is seeded with ``scale * n_i / N`` instead of ``n_i / N``, and
-  the optimizer's ``rescale_grad`` is divided by the scale for that step (MXNet AMP), so
-  the update sees unscaled gradients in the optimizer's precision. With a
-  :class:`~trainer_run.loss_scaling.DynamicLossScaler` the gradients are checked for inf
-  and NaN after the reduction; see :mod:`trainer_run.loss_scaling` for skip and retry.
-  Weight decay is the optimizer's ``wd`` only (nnabla's updater applies its own
-  ``weight_decay`` on top; here there is no second one).
-- **Divergence** (Chainer's ``FailOnNonNumber``, on the loss): without dynamic loss scaling
-  a NaN or infinite loss either stops training with
-  :class:`~trainer_run.errors.Diverged` before the update is applied
-  (``nan_policy="stop"``) or skips the update (``"skip"``, counted in ``skipped_steps``);
-  ``max_skipped_in_a_row`` skipped updates in a row (None: no limit) stop it as diverged
-  too, since a run that only skips no longer trains. With dynamic loss scaling the scaler
-  handles non-finite gradients instead.
+  the optimizer's step is given ``rescale_grad / scale`` as its gradient factor (MXNet's
+  AMP folds the scale into ``rescale_grad``), so the update sees unscaled gradients in the
+  optimizer's precision. With a :class:`~trainer_run.loss_scaling.DynamicLossScaler` the
+  gradients are checked for inf and NaN after the reduction; see
+  :mod:`trainer_run.loss_scaling` for skip and retry. Weight decay is the optimizer's ``wd``
+  only (nnabla's updater applies its own ``weight_decay`` on top; here there is no second
+  one).
+- **Divergence** (Chainer's ``FailOnNonNumber``, on the loss): see :mod:`.divergence`.
 - **Callbacks**: see :mod:`trainer_run.callbacks`.
 """
 
 from __future__ import annotations
 
-import math
 from typing import Callable
 
 import numpy
 
 from ..callbacks import Callbacks
 from ..converter import concat_examples, to_device
-from ..errors import Diverged, check_choice, check_number
+from ..errors import check, check_number
 from ..optimizers import Optimizer, get_updater
 from ..params import ParamStore
+from .divergence import NAN_POLICIES, NanPolicy
+from .gradient_sync import GradientSync
+from .server_sync import ServerSync
+from .sync import Sync
 from .weighting import add_weighted, backward_seeded, examples_in
 
-NAN_POLICIES = ("stop", "skip")
+__all__ = ["NAN_POLICIES", "StandardUpdater"]
 
 
 def _by_name(value, kind: str) -> dict:
@@ -65,7 +65,8 @@ class StandardUpdater:
 
     Args:
         iterator: the training iterator, or a dict of iterators by name.
-        optimizer: an :class:`~trainer_run.optimizers.Optimizer`, or a dict by name.
+        optimizer: an :class:`~trainer_run.optimizers.Optimizer`, or a dict by name. One that
+            draws random numbers and has no generator gets the backend's (``set_rng``).
         model: the model each optimizer updates, or a dict keyed like ``optimizer``.
         converter: turns a list of examples into arrays on the device
             (``converter(batch, backend)``).
@@ -74,27 +75,23 @@ class StandardUpdater:
         accum_grad: batches whose gradients make one update.
         loss_scaler: a :class:`~trainer_run.loss_scaling.LossScaler` (None: no scaling).
         callbacks: a :class:`~trainer_run.callbacks.Callbacks` or a dict of hooks.
-        nan_policy: ``"stop"`` or ``"skip"`` on a NaN or infinite loss (see above).
+        nan_policy: ``"stop"`` or ``"skip"`` on a NaN or infinite loss (see
+            :mod:`.divergence`).
         max_skipped_in_a_row: with ``"skip"``, the number of updates skipped in a row that
             stops training as diverged (None: never).
         kvstore: a store from :func:`trainer_run.kvstore.create` that sums the gradients
-            across replicas and worker processes (None: nothing to reduce). With
-            ``num_workers`` n > 1 every worker draws the same global batch and computes
-            its shard (example j goes to worker j % n), weighted by its share of the
-            global batch, so the summed gradient is the global batch's; the parameters
-            start from rank 0's. With ``dist_async`` the store updates the weights
-            (:attr:`update_on_kvstore`, see :meth:`apply_update`).
+            across replicas and worker processes (None: nothing to sum), see
+            :class:`~.gradient_sync.GradientSync`.
+        asynchronous: ``kvstore`` is a ``dist_async`` store whose server applies the
+            optimizer (:class:`~.server_sync.ServerSync`; the kvstore rules'
+            :attr:`~trainer_run.kvstore.trainer_rules.Decision.asynchronous`).
     """
 
     def __init__(self, iterator, optimizer, model, converter: Callable = concat_examples,
                  backend=None, loss_func: Callable | None = None, accum_grad: int = 1,
                  loss_scaler=None, callbacks=None, nan_policy: str = "stop", kvstore=None,
-                 max_skipped_in_a_row: int | None = 100):
-        self.nan_policy = check_choice("nan_policy", nan_policy, NAN_POLICIES)
-        self.max_skipped_in_a_row = max_skipped_in_a_row if max_skipped_in_a_row is None else \
-            check_number("max_skipped_in_a_row", max_skipped_in_a_row, low=1, integer=True)
-        self.skipped_steps = 0
-        self.skipped_in_a_row = 0
+                 max_skipped_in_a_row: int | None = 100, asynchronous: bool = False):
+        self.nan = NanPolicy(nan_policy, max_skipped_in_a_row)
         self._iterators = _by_name(iterator, "iterators")
         self._optimizers: dict[str, Optimizer] = _by_name(optimizer, "optimizers")
         self._models = _by_name(model, "models")
@@ -116,49 +113,40 @@ class StandardUpdater:
         self._param_updaters = {}
         for name, opt in self._optimizers.items():
             if backend is not None and opt.rng is None:
-                opt.rng = backend.rng
+                opt.set_rng(backend.rng)
             self._param_updaters[name] = get_updater(opt)
             self._param_updaters[name].attach(self.stores[name])
+        self.sync = self._connect(kvstore, asynchronous)
+        self.backends = [backend]
+        self.models = [self._models["main"]]
         self.replica_stores = [self.stores["main"]]
-        self.kvstore = kvstore
-        self.update_on_kvstore = getattr(kvstore, "type", None) == "dist_async"
-        self._metrics_key_ready = False
-        self._stop_vote = self._stop_agreed = 0  # signal numbers: this worker's, all workers' sum
-        self._kvstore_ready = not self.update_on_kvstore
-        if kvstore is not None and not self.update_on_kvstore:
-            self._init_kvstore()
+        """The replicas of the main model, their backends and parameter stores (one here)."""
 
-    def _init_kvstore(self) -> None:
-        """One key per flat gradient buffer; with several workers, rank 0's parameters
-        are broadcast to all (keys after the gradients')."""
-        groups = self.stores["main"].groups
-        for key, group in enumerate(groups):
-            self.kvstore.init(key, group.grad)
-        if self.num_workers > 1:
-            for key, group in enumerate(groups, start=len(groups)):
-                self.kvstore.broadcast(key, group.data, out=group.data)
+    def _connect(self, kvstore, asynchronous: bool) -> Sync:
+        """The sync object of ``kvstore`` (see :mod:`.sync`)."""
+        if kvstore is None:
+            check(not asynchronous, "asynchronous updates are a dist_async kvstore's; this "
+                  "updater has no kvstore")
+            return Sync()
+        if asynchronous:
+            return ServerSync(kvstore, self.stores["main"], self.callbacks,
+                              self._optimizers["main"], self._param_updaters["main"])
+        return GradientSync(kvstore, self.stores["main"], self.callbacks)
 
-    def _init_server(self) -> None:
-        """``dist_async``, before the first update (after a resume has loaded its state, as
-        Gluon's Trainer inits its kvstore lazily): one key per flat weight buffer, worker 0's
-        weights and optimizer states (with its counters) go to the server, and every worker
-        pulls the weights."""
-        kv, keys = self.kvstore, list(range(len(self.stores["main"].groups)))
-        kv.init(keys, [g.data for g in self.stores["main"].groups])
-        if self.rank == 0:
-            kv.set_optimizer_states(self._param_updaters["main"].get_states(dump_optimizer=True))
-        kv.barrier()
-        kv.set_optimizer(self._optimizers["main"])
-        kv.pull(keys, out=[[s.groups[k].data for s in self.replica_stores] for k in keys])
-        self._kvstore_ready = True
+    @property
+    def kvstore(self):
+        """The kvstore (None: none)."""
+        return self.sync.kvstore
 
     @property
     def rank(self) -> int:
-        return self.kvstore.rank if self.kvstore is not None else 0
+        """This worker process's rank (0 of 1 without a dist kvstore)."""
+        return self.sync.rank
 
     @property
     def num_workers(self) -> int:
-        return self.kvstore.num_workers if self.kvstore is not None else 1
+        """The number of worker processes (a ``dist_async`` server is none)."""
+        return self.sync.num_workers
 
     # -- Chainer's interface ------------------------------------------------------------
     @property
@@ -194,30 +182,39 @@ class StandardUpdater:
         worker has closed it, the server stops)."""
         for iterator in self._iterators.values():
             iterator.finalize()
-        if self.kvstore is not None:
-            self.kvstore.close()
+        self.sync.close()
 
     def abort(self, reason: str) -> None:
         """The run is ending with an error: the other processes are told ``reason`` and stop
         at their next exchange instead of waiting for this one (see the kvstore's ``abort``)."""
-        if self.kvstore is not None:
-            self.kvstore.abort(reason)
+        self.sync.abort(reason)
 
     def agree_to_stop(self, signum: int | None) -> int | None:
         """The signal to stop for after this iteration, or None to go on (``signum``: this
-        process's stop signal, if it has one). One process stops when asked. Synchronous
-        workers must stop after the same iteration, so each request travels with the next
-        update's metrics and every worker stops after that update, with its own signal or
-        else the sum of the others' numbers; ``dist_async`` workers stop on their own."""
-        if self.num_workers == 1 or self.update_on_kvstore:
-            return signum
-        self._stop_vote = self._stop_vote or signum or 0
-        return (signum or self._stop_agreed) if self._stop_agreed else None
+        process's stop signal, if it has one). One process stops when asked; synchronous
+        workers agree to stop after the same iteration (see
+        :meth:`.gradient_sync.GradientSync.agree_to_stop`)."""
+        return self.sync.agree_to_stop(signum)
 
+    def status(self) -> dict:
+        """Current values worth showing beside the metrics (the loss scale, skipped steps)."""
+        status = self.loss_scaler.status() if self.loss_scaler is not None else {}
+        if self.nan.policy == "skip" and not self._dynamic:
+            status["skipped_steps"] = self.nan.skipped_steps
+        return status
+
+    def params_finite(self) -> bool:
+        """Whether every model's parameters are all finite (no NaN or inf)."""
+        return all(store.params_finite() for store in self.stores.values())
+
+    @property
+    def _dynamic(self) -> bool:
+        return self.loss_scaler is not None and self.loss_scaler.dynamic
+
+    # -- one iteration ---------------------------------------------------------------------
     def update(self) -> None:
         """Runs one iteration (:meth:`update_core`) and counts it."""
-        if not self._kvstore_ready:
-            self._init_server()
+        self.sync.before_update(self.replica_stores)
         self.update_core()
         self.iteration += 1
 
@@ -230,7 +227,7 @@ class StandardUpdater:
             with self.silent_overflow():
                 self.observation = self.compute_gradients(i, scale)
             if not self._dynamic:
-                verdict = self._check_loss(i)
+                verdict = self.nan.verdict(float(self.observation["loss"]), i)
                 break
             verdict = scaler.record(self.stores["main"].grads_finite())
             if verdict != "retry":
@@ -238,159 +235,66 @@ class StandardUpdater:
         if verdict == "apply":
             self.apply_update(i, scale)
 
-    @property
-    def _dynamic(self) -> bool:
-        return self.loss_scaler is not None and self.loss_scaler.dynamic
-
-    def _check_loss(self, iteration: int) -> str:
-        """``"apply"`` for a finite loss; else ``"skip"`` or :class:`Diverged` (``nan_policy``)."""
-        loss = float(self.observation["loss"])
-        if math.isfinite(loss):
-            self.skipped_in_a_row = 0
-            return "apply"
-        if self.nan_policy == "skip":
-            self.skipped_steps += 1
-            self.skipped_in_a_row += 1
-            if self.skipped_in_a_row == self.max_skipped_in_a_row:
-                raise Diverged(f"the training loss was NaN or infinite in each of the last "
-                               f"{self.skipped_in_a_row} updates, up to iteration {iteration + 1}, "
-                               f"and all were skipped (trainer.max_skipped_in_a_row). Lower "
-                               "optimizer.learning_rate or set optimizer.clip_gradient")
-            return "skip"
-        raise Diverged(f"the training loss is {loss} at iteration {iteration + 1}; the update was "
-                       "not applied. Lower optimizer.learning_rate, set optimizer.clip_gradient, or "
-                       "choose trainer.nan_policy=skip")
-
-    def silent_overflow(self):
-        """A context that silences NumPy's overflow warnings: the updater handles non-finite
-        values itself (the loss scaler, or ``nan_policy``) and reports them in one message."""
-        return numpy.errstate(over="ignore", invalid="ignore", divide="ignore")
-
-    def status(self) -> dict:
-        """Current values worth showing beside the metrics (the loss scale, skipped steps)."""
-        status = self.loss_scaler.status() if self.loss_scaler is not None else {}
-        if self.nan_policy == "skip" and not self._dynamic:
-            status["skipped_steps"] = self.skipped_steps
-        return status
-
-    def params_finite(self) -> bool:
-        """Whether every model's parameters are all finite (no NaN or inf)."""
-        return all(store.params_finite() for store in self.stores.values())
-
-    # -- the stages of one update ---------------------------------------------------------
     def compute_gradients(self, iteration: int, scale: float = 1.0) -> dict:
-        """Fills the main model's gradients from ``accum_grad`` batches (times ``scale``)
-        and returns the batches' metrics, averaged over their examples."""
-        draws = [self.next_parts(self._iterators["main"], [self.backend])
+        """Fills the main replica's gradients from ``accum_grad`` batches (times ``scale``),
+        each split over the replicas and summed over replicas and workers, and returns the
+        batches' metrics, averaged over their examples."""
+        draws = [self.next_parts(self._iterators["main"], self.backends)
                  for _ in range(self.accum_grad)]
-        batches = [parts[0] for parts, _ in draws]
         total = sum(size for _, size in draws)
-        store = self.stores["main"]
-        store.cleargrads()
+        for store in self.replica_stores:
+            store.cleargrads()
         metrics: dict = {}
-        for in_arrays in batches:
-            weight = examples_in(in_arrays) / total
+        for parts, _ in draws:
+            weights = [examples_in(part) / total for part in parts]
             self.callbacks.fire("forward_on_start", iteration)
-            out = self.forward(in_arrays)
+            outs = self.on_replicas(lambda r: self.forward(parts[r], self.models[r]))
             self.callbacks.fire("forward_on_finish", iteration)
             self.callbacks.fire("backward_on_start", iteration)
-            backward_seeded(out["loss"], scale * weight)
+            self.on_replicas(lambda r: backward_seeded(outs[r]["loss"], scale * weights[r]))
             self.callbacks.fire("backward_on_finish", iteration)
-            add_weighted(metrics, out, weight)
-        store.finalize_grads()
-        self.reduce(iteration)
-        return self.global_metrics(metrics)
-
-    def global_metrics(self, metrics: dict) -> dict:
-        """Metrics weighted by this worker's share of the global batch, summed over workers:
-        the global batch's averages (one small extra message per update with several
-        synchronous workers, which also carries their stop requests, see
-        :meth:`agree_to_stop`). ``dist_async`` workers report their own batches'."""
-        if self.num_workers == 1 or self.update_on_kvstore:
-            return metrics
-        names = sorted(metrics)
-        values = numpy.array([*(float(metrics[n]) for n in names), self._stop_vote])
-        key = 2 * len(self.stores["main"].groups)
-        if not self._metrics_key_ready:
-            self.kvstore.init(key, values)
-            self._metrics_key_ready = True
-        self.kvstore.pushpull(key, [values], out=values)
-        self._stop_agreed = int(values[-1])
-        return dict(zip(names, values[:-1]))
-
-    def reduce(self, iteration: int) -> None:
-        """Sums the gradients of every replica and worker into the main replica's through
-        the kvstore, one key per flat buffer (nothing to do without a kvstore, nor with
-        ``dist_async``, where the push in :meth:`apply_update` is the update)."""
-        if self.kvstore is None or self.update_on_kvstore:
-            return
-        self.callbacks.fire("comm_on_start", iteration)
-        for key, group in enumerate(self.stores["main"].groups):
-            self.kvstore.pushpull(key, [s.groups[key].grad for s in self.replica_stores],
-                                  out=group.grad)
-        self.callbacks.fire("comm_on_finish", iteration)
+            for out, weight in zip(outs, weights):
+                add_weighted(metrics, self.gathered(out), weight)
+        for store in self.replica_stores:
+            store.finalize_grads()
+        self.sync.reduce(iteration, self.replica_stores)
+        return self.sync.global_metrics(metrics)
 
     def apply_update(self, iteration: int, scale: float = 1.0) -> None:
-        """One step of the main optimizer on gradients that carry a factor ``scale``.
-
-        With ``dist_async`` the step is the server's: the replicas' gradients (divided by
-        ``scale`` first, in their own dtype) are pushed, summed, and applied there as they
-        arrive, and the server's current weights are pulled, one key at a time; the local
-        optimizer follows the server's update count (for the learning rate
-        it reports)."""
+        """One step of the main optimizer on gradients that carry a factor ``scale``: here,
+        with ``rescale_grad / scale`` as the step's gradient factor, or with ``dist_async``
+        on the server (:meth:`.server_sync.ServerSync.push_pull`)."""
         self.callbacks.fire("update_on_start", iteration)
-        if self.update_on_kvstore:
-            self._push_pull(iteration, scale)
-            self.callbacks.fire("update_on_finish", iteration)
-            return
-        optimizer, step = self._optimizers["main"], self._param_updaters["main"].step
-        if scale == 1.0:
-            step()
+        if self.sync.updates_on_server:
+            self.sync.push_pull(iteration, self.replica_stores, scale)
         else:
-            rescale = optimizer.rescale_grad
-            optimizer.rescale_grad = rescale / scale
-            try:
-                step()
-            finally:
-                optimizer.rescale_grad = rescale
+            self._param_updaters["main"].step(scale)
         self.callbacks.fire("update_on_finish", iteration)
 
-    def _push_pull(self, iteration: int, scale: float) -> None:
-        """Pushes the replicas' gradients of each key, pulls the server's weights into the
-        main replica (the parallel updater copies them on, as after a local step)."""
-        kv = self.kvstore
-        self.callbacks.fire("comm_on_start", iteration)
-        for key, group in enumerate(self.stores["main"].groups):
-            grads = [s.groups[key].grad for s in self.replica_stores]
-            if scale != 1.0:
-                for g in grads:
-                    g *= g.dtype.type(1.0 / scale)
-            kv.pushpull(key, grads, out=group.data)
-        self.callbacks.fire("comm_on_finish", iteration)
-        if kv.num_update is not None:
-            self._optimizers["main"].num_update = kv.num_update
-
     # -- pieces subclasses reuse ------------------------------------------------------------
+    def on_replicas(self, fn: Callable) -> list:
+        """``fn(r)`` for every replica ``r``: here the one, the main model."""
+        return [fn(0)]
+
+    def gathered(self, metrics: dict) -> dict:
+        """A replica's metrics where they can be added up (here, where they are)."""
+        return metrics
+
     def next_parts(self, iterator, backends: list) -> tuple[list, int]:
-        """This worker's shard of the next global batch (example ``j`` goes to worker
-        ``j % num_workers``) split over ``backends`` Chainer's way (example ``j`` of the
-        shard to part ``j % len(backends)``), each part converted onto its backend's
-        device; and the number of examples the update averages over: the global batch's,
-        or with ``dist_async`` (each worker's push is an update of its own) the shard's.
+        """This worker's shard of the next global batch (see :meth:`.sync.Sync.shard`) split
+        over ``backends`` Chainer's way (example ``j`` of the shard to part
+        ``j % len(backends)``), each part converted onto its backend's device; and the number
+        of examples the update averages over.
 
         With the default converter and a dataset that can ``take`` rows, each part is
         gathered with one fancy index instead of stacking examples one by one; the
         result is the same.
         """
-        dataset, n, rank, workers = iterator.dataset, len(backends), self.rank, self.num_workers
+        dataset, n = iterator.dataset, len(backends)
         if self.converter is concat_examples and hasattr(dataset, "take"):
-            indices = iterator.next_indices()
-            shard = indices[rank::workers]
-            size = len(shard) if self.update_on_kvstore else len(indices)
+            shard, size = self.sync.shard(iterator.next_indices())
             return [to_device(dataset.take(shard[j::n]), b) for j, b in enumerate(backends)], size
-        batch = iterator.next()
-        shard = batch[rank::workers]
-        size = len(shard) if self.update_on_kvstore else len(batch)
+        shard, size = self.sync.shard(iterator.next())
         return [self.converter(shard[j::n], b) for j, b in enumerate(backends)], size
 
     def forward(self, in_arrays, model=None) -> dict:
@@ -405,15 +309,18 @@ class StandardUpdater:
             out = loss_func(in_arrays)
         return dict(out) if isinstance(out, dict) else {"loss": out}
 
+    def silent_overflow(self):
+        """A context that silences NumPy's overflow warnings: the updater handles non-finite
+        values itself (the loss scaler, or ``nan_policy``) and reports them in one message."""
+        return numpy.errstate(over="ignore", invalid="ignore", divide="ignore")
+
     # -- state ------------------------------------------------------------------------------
     def state_dict(self) -> dict:
         """Everything a resume needs, as host arrays and plain data. With ``dist_async``
-        the optimizer states and counters are the server's, fetched first (the weights are
-        this worker's last pull; pushes of other workers that reached the server in
-        between are in the states only: asynchronous training has no common moment)."""
+        the optimizer states and counters are the server's, fetched first (see
+        :meth:`.server_sync.ServerSync.fetch_optimizer_states`)."""
         to_numpy = self.backend.to_numpy if self.backend is not None else (lambda a: a)
-        if self.update_on_kvstore and self._kvstore_ready:
-            self._param_updaters["main"].set_states(self.kvstore.get_optimizer_states(dump_optimizer=True))
+        self.sync.fetch_optimizer_states()
         return {
             "iteration": self.iteration,
             "backend": self.backend.state_dict() if self.backend is not None else None,
@@ -422,16 +329,14 @@ class StandardUpdater:
             "optimizer_states": {n: u.state_dict(to_numpy) for n, u in self._param_updaters.items()},
             "models": {n: s.state_dict(to_numpy) for n, s in self.stores.items()},
             "loss_scaler": self.loss_scaler.state_dict() if self.loss_scaler is not None else None,
-            "skipped_steps": self.skipped_steps,
-            "skipped_in_a_row": self.skipped_in_a_row,
+            **self.nan.state_dict(),
             "num_workers": self.num_workers,
         }
 
     def load_state_dict(self, state: dict) -> None:
         asarray = self.backend.asarray if self.backend is not None else (lambda a: a)
         self.iteration = int(state["iteration"])
-        self.skipped_steps = int(state.get("skipped_steps", 0))
-        self.skipped_in_a_row = int(state.get("skipped_in_a_row", 0))
+        self.nan.load_state_dict(state)
         saved = state.get("num_workers")
         self.saved_num_workers = None if saved is None else int(saved)
         if self.backend is not None and state.get("backend") is not None:

@@ -1,0 +1,66 @@
+"""GradientSync: replicas and worker processes kept in step by a synchronous kvstore.
+
+The store (``local``, ``device``, ``dist_sync`` or ``dist_device_sync``) sums the gradients
+of every replica and worker into the main replica's, one key per flat gradient buffer (see
+:class:`~.sync.KeyLayout`), and every process applies the optimizer to that same sum (MXNet's
+``update_on_kvstore`` would have the store apply it: the numbers are the same). With
+``num_workers`` n > 1 every worker draws the same global batch and computes its shard
+(example j goes to worker j % n), weighted by its share of the global batch, so the summed
+gradient is the global batch's; the parameters start from rank 0's, broadcast when the sync
+is made. Each update's metrics then travel summed over the workers, with their stop votes.
+"""
+
+from __future__ import annotations
+
+import numpy
+
+from .sync import StoreSync
+
+
+class GradientSync(StoreSync):
+    """Sums gradients through ``kvstore`` (a synchronous store) for the replicas of a model
+    whose main parameter store is ``store``; ``callbacks`` get the comm hooks. Making it
+    inits the gradient keys and, with several workers, overwrites ``store``'s parameters
+    with rank 0's."""
+
+    def __init__(self, kvstore, store, callbacks):
+        super().__init__(kvstore, store, callbacks)
+        self._metrics_key_ready = False
+        self._stop_vote = self._stop_agreed = 0  # signal numbers: this worker's, all workers' sum
+        for key, group in zip(self.keys.groups, store.groups):
+            kvstore.init(key, group.grad)
+        if self.num_workers > 1:
+            for key, group in zip(self.keys.broadcasts, store.groups):
+                kvstore.broadcast(key, group.data, out=group.data)
+
+    def reduce(self, iteration: int, stores: list) -> None:
+        """Sums the gradients of every replica (``stores``, the main one first) and worker
+        into the main replica's, one key per flat buffer, between the comm callbacks."""
+        with self.communication(iteration):
+            for k, key in enumerate(self.keys.groups):
+                self.kvstore.pushpull(key, [s.groups[k].grad for s in stores],
+                                      out=stores[0].groups[k].grad)
+
+    def global_metrics(self, metrics: dict) -> dict:
+        """Metrics weighted by this worker's share of the global batch, summed over workers:
+        the global batch's averages (one small extra message per update with several
+        workers, which also carries their stop requests, see :meth:`agree_to_stop`)."""
+        if self.num_workers == 1:
+            return metrics
+        names = sorted(metrics)
+        values = numpy.array([*(float(metrics[n]) for n in names), self._stop_vote])
+        if not self._metrics_key_ready:
+            self.kvstore.init(self.keys.metrics, values)
+            self._metrics_key_ready = True
+        self.kvstore.pushpull(self.keys.metrics, [values], out=values)
+        self._stop_agreed = int(values[-1])
+        return dict(zip(names, values[:-1]))
+
+    def agree_to_stop(self, signum: int | None) -> int | None:
+        """Workers must stop after the same iteration, so each request travels with the next
+        update's metrics and every worker stops after that update, with its own signal or
+        else the sum of the others' numbers. One worker stops when asked."""
+        if self.num_workers == 1:
+            return signum
+        self._stop_vote = self._stop_vote or signum or 0
+        return (signum or self._stop_agreed) if self._stop_agreed else None

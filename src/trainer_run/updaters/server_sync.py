@@ -1,0 +1,73 @@
+"""ServerSync: a ``dist_async`` worker's side of the parameter server.
+
+The server (:class:`~trainer_run.training.server.ParameterServer`) owns the weights and the
+optimizer; a worker pushes its gradients and pulls the weights back, one key per flat
+weight buffer (:class:`~.sync.KeyLayout`), and never applies the optimizer itself. Each push
+is an update of its own, applied as it arrives, so a worker's update averages over its own
+shard of the global batch, its metrics are its own and it stops on its own signal. The
+server is set up lazily, before the first update (after a resume has loaded its state, as
+Gluon's Trainer inits its kvstore lazily).
+"""
+
+from __future__ import annotations
+
+from .sync import StoreSync
+
+
+class ServerSync(StoreSync):
+    """The ``dist_async`` worker side of ``kvstore`` for a model whose main parameter store
+    is ``store``, trained by ``optimizer`` whose states ``index_updater`` keeps (the local
+    copies: they set up the server and are refreshed from it before a checkpoint);
+    ``callbacks`` get the comm hooks."""
+
+    updates_on_server = True
+
+    def __init__(self, kvstore, store, callbacks, optimizer, index_updater):
+        super().__init__(kvstore, store, callbacks)
+        self.optimizer = optimizer
+        self.index_updater = index_updater
+        self.started = False
+
+    def shard(self, batch) -> tuple:
+        """This worker's shard of the global batch (example ``j`` goes to worker
+        ``j % num_workers``); an update averages over the shard's examples."""
+        shard = batch[self.rank::self.num_workers]
+        return shard, len(shard)
+
+    def before_update(self, stores: list) -> None:
+        """Before the first update: one key per flat weight buffer, worker 0's weights and
+        optimizer states (with its counters) go to the server, and every worker pulls the
+        weights into every replica (``stores``)."""
+        if self.started:
+            return
+        kv, keys = self.kvstore, list(self.keys.groups)
+        kv.init(keys, [g.data for g in stores[0].groups])
+        if self.rank == 0:
+            kv.set_optimizer_states(self.index_updater.get_states(dump_optimizer=True))
+        kv.barrier()
+        kv.set_optimizer(self.optimizer)
+        kv.pull(keys, out=[[s.groups[k].data for s in stores] for k in range(len(keys))])
+        self.started = True
+
+    def push_pull(self, iteration: int, stores: list, scale: float = 1.0) -> None:
+        """One update, made by the server: the replicas' gradients (``stores``; they carry a
+        factor ``scale`` and are divided by it first, in their own dtype) are pushed, summed
+        and applied there as they arrive, and the server's current weights are pulled into
+        the main replica, one key at a time, between the comm callbacks. The local optimizer
+        then follows the server's update count (for the learning rate it reports)."""
+        with self.communication(iteration):
+            for k, key in enumerate(self.keys.groups):
+                grads = [s.groups[k].grad for s in stores]
+                if scale != 1.0:
+                    for g in grads:
+                        g *= g.dtype.type(1.0 / scale)
+                self.kvstore.pushpull(key, grads, out=stores[0].groups[k].data)
+        if self.kvstore.num_update is not None:
+            self.optimizer.follow(self.kvstore.num_update)
+
+    def fetch_optimizer_states(self) -> None:
+        """The server's optimizer states and counters replace the local ones (the weights are
+        this worker's last pull; pushes of other workers that reached the server in between
+        are in the states only: asynchronous training has no common moment)."""
+        if self.started:
+            self.index_updater.set_states(self.kvstore.get_optimizer_states(dump_optimizer=True))
