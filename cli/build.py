@@ -1,13 +1,15 @@
-"""From a composed config (plain dicts) to a ready :class:`~trainer_run.training.Trainer`.
+"""From a composed config (plain dicts) to a ready :class:`~trainer_run.training.Trainer`, or
+on the server rank of a ``dist_async`` run to its :class:`ParameterServer`.
 
-Every value is checked here or in the constructor it feeds before any work starts; a bad
-one raises :class:`~trainer_run.errors.ConfigError` naming the key. Random streams are
-split from ``seed``: one for the data, one for the model's initial parameters (the
-backend's generator), one for shuffling, so changing the model does not change the data.
+:func:`build_run` builds what every process needs; :func:`trainer_of` and :func:`build_server`
+the process's role. Every value is checked here or in the constructor it feeds before any
+work starts; a bad one raises :class:`~trainer_run.errors.ConfigError` naming the key. Random
+streams are split from ``seed``, so changing the model does not change the data.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy
@@ -44,41 +46,85 @@ PRECISIONS = {"fp32": "float32", "fp16": "float16"}
 LOSS_SCALERS = {"none": None, "static": LossScaler, "dynamic": DynamicLossScaler}
 
 
-def build_trainer(config: dict, out: Path, extra: dict | None = None) -> Trainer | ParameterServer:
-    """Builds the whole run described by ``config`` writing into ``out`` (on the server rank
-    of a ``dist_async`` run, the :class:`ParameterServer` instead).
+@dataclass
+class Run:
+    """What every process of a run builds from the config before it trains or serves."""
 
-    ``extra`` (e.g. the unresolved config and the group choices) is stored in every
-    checkpoint so that ``resume`` can rebuild the same run.
-    """
+    backend: object
+    data: datasets.Data
+    batch_size: int
+    model: object
+    store: object          # the kvstore (None: nothing to exchange)
+    asynchronous: bool     # the rules' decision: the store's server applies the optimizer
+    iterator: SerialIterator
+    stop: StopTrigger
+    total: int             # iterations the run will make
+    samples: int           # examples per update, all workers
+    optimizer: object
+
+    @property
+    def serves(self) -> bool:
+        """Whether this process is the server of a ``dist_async`` run (its last rank)."""
+        return getattr(self.store, "is_server", False)
+
+
+def build_run(config: dict) -> Run:
+    """The parts every process builds: random streams split from ``seed`` (one for the data,
+    one for the model's initial parameters, one for shuffling), backend, data, model,
+    kvstore, iterator, stop trigger and optimizer."""
     seed = check_number("seed", config["seed"], low=0, integer=True)
     data_seed, model_seed, shuffle_seed = numpy.random.SeedSequence(seed).spawn(3)
     dtype = build_precision(config["precision"])
     backend = build_backend(config["backend"], model_seed, dtype)
     data, batch_size = build_data(config["dataset"], numpy.random.default_rng(data_seed))
     model = build_model(config["model"], data, backend)
-    u = config["updater"]
+    u, t = config["updater"], config["trainer"]
     store, decision = build_kvstore(config["kvstore"], u, dtype)
     workers = store.num_workers if store is not None else 1
     # every worker draws the same global batch of workers * batch_size and takes its shard
     iterator = SerialIterator(data.train, batch_size * workers,
                               rng=numpy.random.default_rng(shuffle_seed))
-
-    t = config["trainer"]
     accum_grad = check_number("updater.accum_grad", u["accum_grad"], low=1, integer=True)
-    samples = batch_size * workers * accum_grad  # examples per update, all workers
+    samples = batch_size * workers * accum_grad
     stop = prefixed("trainer", StopTrigger, t["max_iterations"], t["max_epochs"])
     total = stop.total_iterations(len(data.train) / samples)
     optimizer = build_optimizer(config["optimizer"], config.get("scheduler"), total)
-    if getattr(store, "is_server", False):  # the last rank of a dist_async run serves
-        return ParameterServer(store, model, optimizer, backend)
+    return Run(backend, data, batch_size, model, store, decision.asynchronous, iterator, stop,
+               total, samples, optimizer)
+
+
+def build_server(run: Run) -> ParameterServer:
+    """The server of a ``dist_async`` run (:attr:`Run.serves`): it owns the weights and the
+    optimizer, and serves the workers' pushes instead of training."""
+    return ParameterServer(run.store, run.model, run.optimizer, run.backend)
+
+
+def build_trainer(config: dict, out: Path, extra: dict | None = None) -> Trainer:
+    """The training loop of ``config`` writing into ``out`` (a worker's, on a multi-process
+    run; see :func:`build_run` and :func:`trainer_of`)."""
+    return trainer_of(build_run(config), config, out, extra)
+
+
+def trainer_of(run: Run, config: dict, out: Path, extra: dict | None = None) -> Trainer:
+    """The trainer of the built ``run``: updater, loop and extensions (on rank 0 those that
+    write). ``extra`` (the unresolved config and the group choices) is stored in every
+    checkpoint so that ``resume`` can rebuild the same run."""
+    t = config["trainer"]
     skips = t["max_skipped_in_a_row"]
     nan = {"nan_policy": prefixed("trainer", check_choice, "nan_policy", t["nan_policy"], NAN_POLICIES),
            "max_skipped_in_a_row": skips if skips is None else check_number(
                "trainer.max_skipped_in_a_row", skips, low=1, integer=True)}
-    updater = build_updater(u, store, decision.asynchronous, config["loss_scale"], iterator,
-                            optimizer, model, backend, batch_size, nan)
-    trainer = Trainer(updater, stop, out=str(out))
+    updater = build_updater(config["updater"], run.store, run.asynchronous, config["loss_scale"],
+                            run.iterator, run.optimizer, run.model, run.backend, run.batch_size, nan)
+    trainer = Trainer(updater, run.stop, out=str(out))
+    _extend(trainer, run, t, extra)
+    return trainer
+
+
+def _extend(trainer: Trainer, run: Run, t: dict, extra: dict | None) -> None:
+    """The extensions of ``trainer``: evaluation (and a plateau schedule's step) on every rank;
+    the log, progress, checkpoints and summary on rank 0 only."""
+    stop, optimizer, updater = run.stop, run.optimizer, trainer.updater
 
     def every(key):
         period = check_number(f"trainer.{key}", t[key], low=1, integer=True)
@@ -91,19 +137,19 @@ def build_trainer(config: dict, out: Path, extra: dict | None = None) -> Trainer
                                     integer=True)
     log_report = LogReport(every("log_interval"), optimizer)
     eval_trigger = every("eval_interval")
-    trainer.extend(Evaluator(data.val, model, batch_size, backend), trigger=eval_trigger)
+    trainer.extend(Evaluator(run.data.val, run.model, run.batch_size, run.backend),
+                   trigger=eval_trigger)
     if isinstance(optimizer.lr_scheduler, schedulers.ReduceOnPlateauScheduler):
         trainer.extend(PlateauStep(optimizer.lr_scheduler), trigger=eval_trigger)
-    if updater.rank != 0:  # only rank 0 draws progress and writes metrics, checkpoints, summary
-        return trainer
+    if updater.rank != 0:
+        return
     trainer.extend(log_report)
     if t["progress"]:
-        trainer.extend(ProgressBar(total, samples, optimizer))
+        trainer.extend(ProgressBar(run.total, run.samples, optimizer))
         trainer.extend(MetricsTable(log_report))
     trainer.extend(Snapshot(keep, extra=extra),
                    trigger=IntervalTrigger(checkpoint_every))
-    trainer.extend(Summary(log_report, samples, updater.stores["main"], backend.to_numpy))
-    return trainer
+    trainer.extend(Summary(log_report, run.samples, updater.stores["main"], run.backend.to_numpy))
 
 
 def build_precision(section: dict) -> str:

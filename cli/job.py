@@ -21,10 +21,12 @@ from omegaconf.errors import OmegaConfBaseException
 from trainer_run import checkpoint, files, run_directory
 from trainer_run.errors import ConfigError, Diverged, RunStopped, StorageError
 from trainer_run.kvstore import mpi_job
+from trainer_run.training import Trainer
+from trainer_run.training.server import ParameterServer
 
 from . import resume as resumes
 from . import schema, user_targets
-from .build import build_trainer
+from .build import build_run, build_server, trainer_of
 from .report import cannot_write, describe, fail, stop_if_signalled, warn
 
 RECORD = ".hydra"
@@ -65,7 +67,7 @@ def run(cfg: DictConfig) -> None:
     lock = None
     try:
         lock = _claim(out, resuming=bool(cfg.resume))
-        trainer = _start(cfg, out, fresh)
+        role = _start(cfg, out, fresh)
     except BaseException as e:
         if fresh and _is_rank_0():
             _remove_new(out, lock)
@@ -73,7 +75,7 @@ def run(cfg: DictConfig) -> None:
             fail(cannot_write(e), 4)
         raise
     try:
-        _train(trainer, out)
+        _play(role, out)
     finally:
         if lock is not None:
             lock.release()
@@ -110,16 +112,16 @@ def _claim(out: Path, resuming: bool) -> run_directory.RunLock | None:
 
 
 def _start(cfg: DictConfig, out: Path, fresh: bool):
-    """The built trainer, once the config is valid and no stop signal came; a new run
-    directory gets Hydra's record then."""
+    """The built trainer (or server), once the config is valid and no stop signal came; a new
+    run directory gets Hydra's record then."""
     try:
-        trainer = build(cfg, out)
+        role = build(cfg, out)
     except ConfigError as e:
         fail(e)
     stop_if_signalled()
     if fresh and _is_rank_0():
         _write_record(out, cfg)
-    return trainer
+    return role
 
 
 def _is_rank_0() -> bool:
@@ -157,12 +159,13 @@ def _write_record(out: Path, cfg: DictConfig) -> None:
         files.write_atomic(folder / name, OmegaConf.to_yaml(node))
 
 
-def _train(trainer, out: Path) -> None:
-    if getattr(trainer, "stop_trigger", None) is not None and trainer.stop_trigger(trainer):
-        _nothing_to_do(trainer)
+def _play(role: Trainer | ParameterServer, out: Path) -> None:
+    """Trains, or serves the workers; a stop or a failure ends the command with its status."""
+    if isinstance(role, Trainer) and role.stop_trigger(role):
+        _nothing_to_do(role)
         return
     try:
-        trainer.run()
+        role.run()
     except ConfigError as e:
         fail(e)
     except Diverged as e:
@@ -171,8 +174,8 @@ def _train(trainer, out: Path) -> None:
         fail(e, e.exit_code)
     except OSError as e:
         fail(cannot_write(e) + ", then resume", 4)
-    if trainer.status == "interrupted":
-        sys.exit(128 + (trainer.stop_signal or 2))
+    if role.status == "interrupted":
+        sys.exit(128 + (role.stop_signal or 2))
 
 
 def _nothing_to_do(trainer) -> None:
@@ -188,8 +191,9 @@ def _nothing_to_do(trainer) -> None:
               "limit to train further")
 
 
-def build(cfg: DictConfig, out: Path):
-    """The trainer for this job: a new run, or the resumed one with its state restored."""
+def build(cfg: DictConfig, out: Path) -> Trainer | ParameterServer:
+    """This process's part of the job: the trainer of a new run or of the resumed one with its
+    state restored, or on the server rank of a ``dist_async`` run the parameter server."""
     hydra_cfg = HydraConfig.get()
     gone = user_targets.replaced(overrides())
     choices = {k: v for k, v in hydra_cfg.runtime.choices.items()
@@ -208,19 +212,26 @@ def build(cfg: DictConfig, out: Path):
     if state is not None and (resolved["kvstore"].get("compression") or {}).get("type"):
         warn("gradient compression residuals are not in checkpoints (nor in MXNet's): they restart "
              "from zero, so this resumed run is not bit-identical to an uninterrupted one")
-    saved_state = {"config": saved, "choices": choices}
-    trainer = build_trainer(resolved, out, saved_state)
+    built = build_run(resolved)
     _warn_single_process(resolved["kvstore"]["name"])
-    if state is not None and hasattr(trainer, "load_state_dict"):  # a dist_async server: none
-        try:
-            trainer.load_state_dict(state["trainer"])
-        except (KeyError, ValueError, TypeError, AttributeError, IndexError) as e:
-            reason = e.args[0] if e.args else e  # a state of another run, or malformed inside
-            raise ConfigError(f"checkpoint {cfg.resume} does not fit this run: {reason}") from None
-        change = trainer.updater.workers_change()
-        if change is not None and trainer.updater.rank == 0:
-            warn(change)
+    if built.serves:  # the server's state comes from worker 0 when training starts
+        return build_server(built)
+    trainer = trainer_of(built, resolved, out, {"config": saved, "choices": choices})
+    if state is not None:
+        _restore(trainer, state["trainer"], cfg.resume)
     return trainer
+
+
+def _restore(trainer: Trainer, state: dict, resume: str) -> None:
+    """Loads a checkpoint's training state into the newly built ``trainer``."""
+    try:
+        trainer.load_state_dict(state)
+    except (KeyError, ValueError, TypeError, AttributeError, IndexError) as e:
+        reason = e.args[0] if e.args else e  # a state of another run, or malformed inside
+        raise ConfigError(f"checkpoint {resume} does not fit this run: {reason}") from None
+    change = trainer.updater.workers_change()
+    if change is not None and trainer.updater.rank == 0:
+        warn(change)
 
 
 def _warn_single_process(store: str) -> None:
