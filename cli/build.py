@@ -38,7 +38,7 @@ from trainer_run.training.server import ParameterServer
 from trainer_run.updaters import ParallelUpdater, StandardUpdater
 from trainer_run.updaters.standard import NAN_POLICIES
 
-from .arguments import arguments, call, default_of, instantiate, locate, prefixed
+from .arguments import accepted, arguments, call, default_of, instantiate, locate, prefixed
 
 DATA_KEYS = ("batch_size", "val_fraction")
 """Keys of the dataset section the runner reads itself."""
@@ -234,6 +234,11 @@ def build_updater(section: dict, store, asynchronous: bool, loss_scale: dict, it
     kwargs = {k: v for k, v in section.items() if k != "name"}
     kwargs["callbacks"] = build_callbacks(kwargs.get("callbacks") or {})
     kwargs["loss_scaler"] = build_loss_scaler(loss_scale)
+    step = type(optimizer).update
+    check(kwargs["loss_scaler"] is None or "rescale_grad" in accepted(step),
+          f"loss_scale={loss_scale['name']} gives the optimizer's step its gradient factor; "
+          f"{type(optimizer).__name__}.update must take it: update(index, weight, grad, state, "
+          "rescale_grad=None) (see trainer_run.optimizers.Optimizer.update)")
     name = section["name"]
     klass = {"standard": StandardUpdater, "parallel": ParallelUpdater}.get(name)
     check(klass is not None, f"updater={name!r} is unknown; choose one of standard, parallel")

@@ -187,7 +187,7 @@ def _get(config: dict, key: str):
 
 
 def _check_kvstore(config: dict) -> None:
-    """``kvstore.name`` is read only by the parallel updater; check it for every run."""
+    """``kvstore.name`` must name one of our kvstore options (the rules read it for every run)."""
     name = _get(config, "kvstore.name")
     names = [str(option_section("kvstore", o).get("name")) for o in OPTIONS.get("kvstore", ())]
     check(name is None or name in names,

@@ -151,3 +151,41 @@ def test_a_mistake_in_a_user_target_is_one_line_and_leaves_nothing(folder, argum
     assert result.returncode == 2
     assert result.stderr.strip() == f"error: {message}"
     assert not (folder / "run").exists()
+
+
+MY_OPT = '''
+from trainer_run.optimizers import Optimizer
+
+
+class Plain(Optimizer):
+    """SGD without momentum, written with MXNet's four-argument update."""
+
+    def create_state(self, index, weight):
+        return None
+
+    def update(self, index, weight, grad, state):
+        self._update_count(index)
+        weight -= self._get_lr(index) * self.rescale_grad * grad
+'''
+
+
+def test_a_users_optimizer_trains_like_the_builtin_it_copies(folder):
+    (folder / "my_opt.py").write_text(MY_OPT)
+    ours = _user(folder, "optimizer=sgd", "optimizer.learning_rate=0.1", "hydra.run.dir=sgd", *SHORT)
+    theirs = _user(folder, "optimizer._target_=my_opt.Plain", "optimizer.learning_rate=0.1",
+                   "hydra.run.dir=plain", *SHORT)
+    assert ours.returncode == 0 and theirs.returncode == 0, theirs.stderr
+    expected, got = load_npz(folder / "sgd" / "model.npz"), load_npz(folder / "plain" / "model.npz")
+    for name in expected:
+        numpy.testing.assert_allclose(got[name], expected[name], rtol=1e-5, atol=1e-7)
+    # the shared keys it takes came from configs/_optimizer.yaml; SGD's own keys were dropped
+    assert _config(folder / "plain")["optimizer"] == {
+        "learning_rate": 0.1, "wd": 0.0, "rescale_grad": 1.0, "clip_gradient": None,
+        "multi_precision": False, "begin_num_update": 0, "_target_": "my_opt.Plain"}
+    scaled = _user(folder, "optimizer._target_=my_opt.Plain", "loss_scale=static",
+                   "hydra.run.dir=scaled", *SHORT)
+    assert scaled.returncode == 2
+    assert scaled.stderr.strip() == (
+        "error: loss_scale=static gives the optimizer's step its gradient factor; Plain.update "
+        "must take it: update(index, weight, grad, state, rescale_grad=None) (see "
+        "trainer_run.optimizers.Optimizer.update)")
