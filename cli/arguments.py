@@ -17,6 +17,7 @@ from __future__ import annotations
 import difflib
 import importlib
 import inspect
+import re
 
 from trainer_run.errors import ConfigError
 
@@ -111,10 +112,14 @@ def _required(factory) -> list[str]:
             and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
 
 
-def call(section: str, klass, kwargs: dict, **fixed):
-    """``klass(**kwargs, **fixed)`` after checking the keys (:func:`check_arguments`)."""
+def call(section: str, klass, kwargs: dict, owners: dict | None = None, **fixed):
+    """``klass(**kwargs, **fixed)`` after checking the keys (:func:`check_arguments`);
+    ``owners``: see :func:`prefixed`."""
     check_arguments(section, klass, kwargs, exclude=fixed)
-    return prefixed(section, klass, **kwargs, **fixed)
+    try:
+        return klass(**kwargs, **fixed)
+    except ConfigError as e:
+        raise ConfigError(_in_section(section, str(e), owners)) from None
 
 
 def prefixed(section: str, factory, *args, **kwargs):
@@ -123,4 +128,11 @@ def prefixed(section: str, factory, *args, **kwargs):
     try:
         return factory(*args, **kwargs)
     except ConfigError as e:
-        raise ConfigError(f"{section}.{e}") from None
+        raise ConfigError(_in_section(section, str(e))) from None
+
+
+def _in_section(section: str, message: str, owners: dict | None = None) -> str:
+    """``message`` (it starts with an argument's name) under the section that argument came
+    from: ``owners[name]`` for an argument taken from another section, else ``section``."""
+    name = re.match(r"\w*", message).group()
+    return f"{(owners or {}).get(name, section)}.{message}"

@@ -19,7 +19,7 @@ from trainer_run import kvstore as kvstores
 from trainer_run.backend import NAMES as BACKENDS
 from trainer_run.backend import get_backend
 from trainer_run.callbacks import HOOKS, Callbacks
-from trainer_run.errors import ConfigError, check, check_choice, check_number
+from trainer_run.errors import ConfigError, check, check_number
 from trainer_run.iterators import SerialIterator
 from trainer_run.kvstore import compression as compressions
 from trainer_run.kvstore import trainer_rules
@@ -36,7 +36,6 @@ from trainer_run.training.extensions import (
 )
 from trainer_run.training.server import ParameterServer
 from trainer_run.updaters import ParallelUpdater, StandardUpdater
-from trainer_run.updaters.standard import NAN_POLICIES
 
 from .arguments import accepted, arguments, call, default_of, instantiate, locate, prefixed
 
@@ -110,10 +109,7 @@ def trainer_of(run: Run, config: dict, out: Path, extra: dict | None = None) -> 
     write). ``extra`` (the unresolved config and the group choices) is stored in every
     checkpoint so that ``resume`` can rebuild the same run."""
     t = config["trainer"]
-    skips = t["max_skipped_in_a_row"]
-    nan = {"nan_policy": prefixed("trainer", check_choice, "nan_policy", t["nan_policy"], NAN_POLICIES),
-           "max_skipped_in_a_row": skips if skips is None else check_number(
-               "trainer.max_skipped_in_a_row", skips, low=1, integer=True)}
+    nan = {k: t[k] for k in ("nan_policy", "max_skipped_in_a_row")}
     updater = build_updater(config["updater"], run.store, run.asynchronous, config["loss_scale"],
                             run.iterator, run.optimizer, run.model, run.backend, run.batch_size, nan)
     trainer = Trainer(updater, run.stop, out=str(out))
@@ -246,8 +242,9 @@ def build_updater(section: dict, store, asynchronous: bool, loss_scale: dict, it
         replicas = _replicas(section)
         check(replicas <= batch_size, f"updater.devices={section.get('devices')} needs a batch of "
               f"at least {replicas} examples; dataset.batch_size is {batch_size}")
-    return call("updater", klass, kwargs, iterator=iterator, optimizer=optimizer, model=model,
-                backend=backend, kvstore=store, asynchronous=asynchronous, **(nan or {}))
+    return call("updater", klass, kwargs, owners={k: "trainer" for k in nan or {}},
+                iterator=iterator, optimizer=optimizer, model=model, backend=backend, kvstore=store,
+                asynchronous=asynchronous, **(nan or {}))
 
 
 def build_loss_scaler(section: dict):
