@@ -45,7 +45,7 @@ REGISTRY: dict[str, type] = {}
 
 
 def register(klass: type) -> type:
-    """Registers a optimizer class under its lower-case class name (a class decorator)."""
+    """Registers an optimizer class under its lower-case class name (a class decorator)."""
     return registry.register(REGISTRY, "optimizer", klass)
 
 
