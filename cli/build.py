@@ -53,8 +53,8 @@ class Run:
     data: datasets.Data
     batch_size: int
     model: object
-    store: object          # the kvstore (None: nothing to exchange)
-    asynchronous: bool     # the rules' decision: the store's server applies the optimizer
+    kvstore: object        # None: nothing to exchange
+    asynchronous: bool     # the rules' decision: the kvstore's server applies the optimizer
     iterator: SerialIterator
     stop: StopTrigger
     total: int             # iterations the run will make
@@ -64,7 +64,7 @@ class Run:
     @property
     def serves(self) -> bool:
         """Whether this process is the server of a ``dist_async`` run (its last rank)."""
-        return getattr(self.store, "is_server", False)
+        return getattr(self.kvstore, "is_server", False)
 
 
 def build_run(config: dict) -> Run:
@@ -78,8 +78,8 @@ def build_run(config: dict) -> Run:
     data, batch_size = build_data(config["dataset"], numpy.random.default_rng(data_seed))
     model = build_model(config["model"], data, backend)
     u, t = config["updater"], config["trainer"]
-    store, decision = build_kvstore(config["kvstore"], u, dtype)
-    workers = store.num_workers if store is not None else 1
+    kvstore, decision = build_kvstore(config["kvstore"], u, dtype)
+    workers = kvstore.num_workers if kvstore is not None else 1
     # every worker draws the same global batch of workers * batch_size and takes its shard
     iterator = SerialIterator(data.train, batch_size * workers,
                               rng=numpy.random.default_rng(shuffle_seed))
@@ -88,14 +88,14 @@ def build_run(config: dict) -> Run:
     stop = prefixed("trainer", StopTrigger, t["max_iterations"], t["max_epochs"])
     total = stop.total_iterations(len(data.train) / samples)
     optimizer = build_optimizer(config["optimizer"], config.get("scheduler"), total)
-    return Run(backend, data, batch_size, model, store, decision.asynchronous, iterator, stop,
+    return Run(backend, data, batch_size, model, kvstore, decision.asynchronous, iterator, stop,
                total, samples, optimizer)
 
 
 def build_server(run: Run) -> ParameterServer:
     """The server of a ``dist_async`` run (:attr:`Run.serves`): it owns the weights and the
     optimizer, and serves the workers' pushes instead of training."""
-    return ParameterServer(run.store, run.model, run.optimizer, run.backend)
+    return ParameterServer(run.kvstore, run.model, run.optimizer, run.backend)
 
 
 def build_trainer(config: dict, out: Path, extra: dict | None = None) -> Trainer:
@@ -110,7 +110,7 @@ def trainer_of(run: Run, config: dict, out: Path, extra: dict | None = None) -> 
     checkpoint so that ``resume`` can rebuild the same run."""
     t = config["trainer"]
     nan = {k: t[k] for k in ("nan_policy", "max_skipped_in_a_row")}
-    updater = build_updater(config["updater"], run.store, run.asynchronous, config["loss_scale"],
+    updater = build_updater(config["updater"], run.kvstore, run.asynchronous, config["loss_scale"],
                             run.iterator, run.optimizer, run.model, run.backend, run.batch_size, nan)
     trainer = Trainer(updater, run.stop, out=str(out))
     _extend(trainer, run, t, extra)
@@ -163,7 +163,7 @@ def build_backend(section: dict, seed, dtype: str = "float32") -> object:
 
 
 def build_kvstore(section: dict, updater: dict, dtype: str = "float32"):
-    """The store of ``kvstore=<name>`` and the rules' decision it comes from (MXNet's rules,
+    """The kvstore of ``kvstore=<name>`` and the rules' decision it comes from (MXNet's rules,
     :func:`trainer_run.kvstore.trainer_rules.decide`, whose ``asynchronous`` the updater
     follows): no store (None) for one replica in one process, ``local`` or ``device`` for the
     parallel updater's replicas, a dist store across processes. The parallel updater refuses
@@ -191,10 +191,10 @@ def build_kvstore(section: dict, updater: dict, dtype: str = "float32"):
         check(dtype == "float32", f"kvstore.compression works on float32 gradients only (MXNet's "
               f"2-bit kernels read float32); this run computes in {dtype}: choose precision=fp32 "
               f"or kvstore.compression.type=null")
-    store = kvstores.create(decision.kvstore, **options)
-    if compression is not None and not getattr(store, "is_server", False):
-        store.set_gradient_compression(compression)
-    return store, decision
+    kvstore = kvstores.create(decision.kvstore, **options)
+    if compression is not None and not getattr(kvstore, "is_server", False):
+        kvstore.set_gradient_compression(compression)
+    return kvstore, decision
 
 
 def build_compression(section: dict) -> dict | None:
@@ -222,10 +222,10 @@ def _replicas(updater: dict) -> int:
     return devices if isinstance(devices, int) else len(devices) if isinstance(devices, list) else 0
 
 
-def build_updater(section: dict, store, asynchronous: bool, loss_scale: dict, iterator, optimizer,
+def build_updater(section: dict, kvstore, asynchronous: bool, loss_scale: dict, iterator, optimizer,
                   model, backend, batch_size: int, nan: dict | None = None):
     """The updater of ``updater=standard|parallel`` with its loss scaler, callbacks and
-    kvstore (``store`` and ``asynchronous``: from :func:`build_kvstore` and its decision);
+    ``kvstore`` (and ``asynchronous``: from :func:`build_kvstore` and its decision);
     ``nan``: ``nan_policy`` and ``max_skipped_in_a_row`` from the trainer section."""
     kwargs = {k: v for k, v in section.items() if k != "name"}
     kwargs["callbacks"] = build_callbacks(kwargs.get("callbacks") or {})
@@ -243,7 +243,7 @@ def build_updater(section: dict, store, asynchronous: bool, loss_scale: dict, it
         check(replicas <= batch_size, f"updater.devices={section.get('devices')} needs a batch of "
               f"at least {replicas} examples; dataset.batch_size is {batch_size}")
     return call("updater", klass, kwargs, owners={k: "trainer" for k in nan or {}},
-                iterator=iterator, optimizer=optimizer, model=model, backend=backend, kvstore=store,
+                iterator=iterator, optimizer=optimizer, model=model, backend=backend, kvstore=kvstore,
                 asynchronous=asynchronous, **(nan or {}))
 
 

@@ -26,7 +26,7 @@ __all__ = ["ParameterServer"]
 
 
 class ParameterServer:
-    """Serves ``store`` (a ``dist_async`` store on its server rank) with ``optimizer``
+    """Serves ``kvstore`` (a ``dist_async`` store on its server rank) with ``optimizer``
     applied to flat groups laid out like ``model``'s parameters.
 
     Attributes:
@@ -36,9 +36,9 @@ class ParameterServer:
         weights: after :meth:`run`, the final weights by key.
     """
 
-    def __init__(self, store, model, optimizer, backend=None):
+    def __init__(self, kvstore, model, optimizer, backend=None):
         xp = backend.xp if backend is not None else numpy
-        self.store = store
+        self.kvstore = kvstore
         self.group_updater = GroupUpdater(optimizer, ParamStore(model.params(), xp))
         self.status = "ready"
         self.stop_signal = None
@@ -48,7 +48,7 @@ class ParameterServer:
         """Serves until every worker has closed the store."""
         restore = stop_signals.handle()
         try:
-            self.weights = self.store.run_server(self.group_updater)
+            self.weights = self.kvstore.run_server(self.group_updater)
             self.stop_signal = stop_signals.requested()  # the workers stopped, then closed the store
             self.status = "completed" if self.stop_signal is None else "interrupted"
         except BaseException:
