@@ -49,9 +49,9 @@ def arguments(group: str, section: dict, standard: dict | None = None, runner=()
     factory = locate(section.get("_target_"), f"{group}._target_")
     names = accepted(factory)
     shared = shared_section(group)
-    for key in section:
+    for key in (k for k in section if k not in names and k not in shared):
         close = difflib.get_close_matches(key, list(shared), n=1)
-        if key not in names and key not in shared and close:
+        if close:
             raise ConfigError(f"{group}.{key} is not a config key; did you mean {group}.{close[0]}?")
     kwargs = {k: v for k, v in section.items()
               if k != "_target_" and k not in runner and (k not in shared or k in names)}
@@ -79,20 +79,12 @@ def accepted(klass) -> list[str]:
     return names
 
 
-def default_of(factory, name: str, given: dict):
-    """The value argument ``name`` of ``factory`` gets: ``given[name]``, else its default
-    (None when it has neither)."""
-    if name in given:
-        return given[name]
-    parameter = inspect.signature(factory).parameters.get(name)
-    return None if parameter is None or parameter.default is parameter.empty else parameter.default
-
-
 def check_arguments(section: str, klass, kwargs: dict, exclude=()) -> None:
     """Raises ConfigError naming ``section.key`` for keys ``klass`` does not accept."""
-    allowed = [n for n in accepted(klass) if n not in exclude]
+    names = accepted(klass)
+    allowed = [n for n in names if n not in exclude]
     unknown = [k for k in kwargs if k not in allowed]
-    signature = f"{klass.__name__}({', '.join(accepted(klass))})"
+    signature = f"{klass.__name__}({', '.join(names)})"
     if unknown:
         raise ConfigError(f"{section}.{unknown[0]} is not an argument of {signature}; the config "
                           f"may set {', '.join(allowed) or 'none of them'}")

@@ -37,7 +37,7 @@ from trainer_run.training.extensions import (
 from trainer_run.training.server import ParameterServer
 from trainer_run.updaters import ParallelUpdater, StandardUpdater
 
-from .arguments import accepted, arguments, call, default_of, instantiate, locate, prefixed
+from .arguments import accepted, arguments, call, instantiate, locate, prefixed
 
 DATA_KEYS = ("batch_size", "val_fraction")
 """Keys of the dataset section the runner reads itself."""
@@ -290,7 +290,7 @@ def build_data(section: dict, rng) -> tuple[datasets.Data, int]:
     batch_size = check_number("dataset.batch_size", section["batch_size"], low=1, integer=True)
     factory, kwargs, fixed = arguments("dataset", section, {"rng": rng}, runner=DATA_KEYS)
     result = call("dataset", factory, kwargs, **fixed)
-    classes = default_of(factory, "n_classes", kwargs)
+    classes = datasets.declared_classes(factory, kwargs)
     data = prefixed("dataset", datasets.to_data, result, section["val_fraction"], rng, classes)
     check(batch_size <= len(data.train),
           f"dataset.batch_size={batch_size} exceeds the {len(data.train)} training examples")
@@ -299,7 +299,7 @@ def build_data(section: dict, rng) -> tuple[datasets.Data, int]:
 
 def build_model(section: dict, data: datasets.Data, backend):
     """The model of ``model._target_``, with its parameters in the backend's compute dtype
-    (``precision``); a model that takes no ``task`` argument is given classification data only."""
+    (``precision``); a model that takes ``task`` is told the dataset's and may refuse it."""
     check("dtype" not in section, "model.dtype is set by the precision group: choose "
           "precision=fp32 or precision=fp16 instead")
     dtype = str(backend.dtype)

@@ -35,7 +35,7 @@ from . import argv as args
 from . import job, override_keys, user_targets
 from . import resume as resumes
 from .job import on_rank_0
-from .options import CONFIGS
+from .options import CONFIGS, OPTIONS
 from .report import cannot_write, describe, fail, stop_if_signalled, warn
 
 
@@ -105,12 +105,13 @@ def check_choices(argv: list[str]) -> None:
     """Refuses an unknown option of a config group (``optimizer=nosuchopt``) with the list
     of available ones (ours and those in a ``--config-dir``), before Hydra composes anything.
     Sweeps (``a,b``) are checked item by item."""
-    folders = [CONFIGS, *args.config_dirs(argv)]
+    folders = args.config_dirs(argv)
     for argument in argv:
         group = args.key(argument).lstrip("+~")
-        if "=" not in argument or not (CONFIGS / group).is_dir() or "(" in argument:
+        if "=" not in argument or group not in OPTIONS or "(" in argument:
             continue
-        options = sorted({p.stem for folder in folders for p in (folder / group).glob("*.yaml")})
+        theirs = {p.stem for folder in folders for p in (folder / group).glob("*.yaml")}
+        options = sorted({*OPTIONS[group], *theirs})
         for choice in argument.split("=", 1)[1].split(","):
             if choice.strip("'\"") not in options:
                 raise ConfigError(f"{group}={choice} is not available; choose one of "

@@ -17,12 +17,11 @@ from trainer_run.errors import ConfigError
 
 from . import argv as args
 from . import resume as resumes
+from . import user_targets
 from .options import CONFIGS, GROUPS, OPTIONS, default_choice, option_section
 
 NOT_CHECKED = ("seed", "resume")
 """Top-level keys of the command line that are always valid (their values are checked later)."""
-USER_TARGETS = ("model", "dataset", "optimizer")
-"""Sections that may name a user ``_target_``, whose extra arguments are added with ``+``."""
 
 def check_overrides(argv: list[str]) -> None:
     """Refuses a ``key=value`` argument whose key the selected config does not have, with
@@ -166,7 +165,8 @@ def _unknown(key: str, keys: dict, base: list[str]) -> str:
         return f"{key} is not a config key; {parent} is a value, not a section"
     children = _children(parent, keys)
     where = f"{parent} has" if parent else "the config has"
-    hint = f" (an argument of a user _target_ is added with +{key}=...)" if group in USER_TARGETS else ""
+    targets = group in user_targets.GROUPS
+    hint = f" (an argument of a user _target_ is added with +{key}=...)" if targets else ""
     return f"{key} is not a config key; {where} {', '.join(children)}{hint}"
 
 

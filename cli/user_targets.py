@@ -22,8 +22,12 @@ GROUPS = ("model", "dataset", "optimizer", "scheduler")
 
 def replaced(overrides: list[str]) -> list[str]:
     """The groups whose ``_target_`` the arguments ``overrides`` set."""
-    keys = {args.key(o).lstrip("+~") for o in overrides if "=" in o}
+    keys = _keys(overrides)
     return [g for g in GROUPS if f"{g}._target_" in keys]
+
+
+def _keys(overrides: list[str]) -> set[str]:
+    return {args.key(o).lstrip("+~") for o in overrides if "=" in o}
 
 
 def rewrite(argv: list[str]) -> list[str]:
@@ -45,7 +49,7 @@ def apply(cfg: DictConfig, overrides: list[str]) -> DictConfig:
     keys ``overrides`` give and the shared keys; every group's missing shared keys filled in
     with their defaults."""
     tree = OmegaConf.to_container(cfg, resolve=False)
-    given = {args.key(o).lstrip("+~") for o in overrides if "=" in o}
+    given = _keys(overrides)
     for group in replaced(overrides):
         keep = set(shared_section(group)) | {"_target_"}
         tree[group] = {k: v for k, v in tree[group].items()

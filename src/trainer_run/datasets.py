@@ -137,9 +137,17 @@ def make_synthetic(name: str, size: int, val_fraction: float, rng, **options) ->
         arrays = generator(size, rng, **options)
     except TypeError as e:
         raise ConfigError(f"name={name}: {e}") from None
-    declared = inspect.signature(generator).parameters.get("n_classes")
-    classes = options.get("n_classes", declared.default if declared else None)
-    return to_data(arrays, val_fraction, rng, classes)
+    return to_data(arrays, val_fraction, rng, declared_classes(generator, options))
+
+
+def declared_classes(factory, options: dict) -> int | None:
+    """The number of classes a dataset callable was asked for: its ``n_classes`` argument as
+    given in ``options``, else that argument's default; None when it has no such argument
+    (the labels then tell, see :func:`to_data`)."""
+    if "n_classes" in options:
+        return options["n_classes"]
+    parameter = inspect.signature(factory).parameters.get("n_classes")
+    return None if parameter is None or parameter.default is parameter.empty else parameter.default
 
 
 def to_data(result, val_fraction: float, rng, n_classes: int | None = None) -> Data:
