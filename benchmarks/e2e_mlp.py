@@ -27,8 +27,7 @@ import numpy
 
 from trainer_run import optimizers
 from trainer_run.backend import get_backend
-from trainer_run.datasets import ArrayDataset, mnist_like
-from trainer_run.iterators import SerialIterator
+from trainer_run.data import ArrayDataset, SerialIterator, mnist_like
 from trainer_run.models import MLP
 from trainer_run.updaters import StandardUpdater
 

@@ -8,7 +8,7 @@ with
 - the section's own keys: every one must be an argument of the callable, else one line
   names the key and the callable's signature;
 - the keys the group shares (``configs/_<group>.yaml``) that the callable takes;
-- the standard arguments the runner supplies (``in_size``, ``out_size``, ``backend``,
+- the standard arguments the runner supplies (``in_size``, ``in_shape``, ``out_size``, ``backend``,
   ``dtype``, ``task``, ``rng``, ``lr_scheduler``), each only when the callable takes it.
 """
 

@@ -14,13 +14,13 @@ from pathlib import Path
 
 import numpy
 
-from trainer_run import datasets, optimizers, schedulers
+from trainer_run import data as datasets
 from trainer_run import kvstore as kvstores
+from trainer_run import optimizers, schedulers
 from trainer_run.backend import NAMES as BACKENDS
 from trainer_run.backend import get_backend
 from trainer_run.callbacks import HOOKS, Callbacks
 from trainer_run.errors import ConfigError, check, check_number
-from trainer_run.iterators import SerialIterator
 from trainer_run.kvstore import compression as compressions
 from trainer_run.kvstore import trainer_rules
 from trainer_run.loss_scaling import DynamicLossScaler, LossScaler
@@ -39,7 +39,7 @@ from trainer_run.updaters import ParallelUpdater, StandardUpdater
 
 from .arguments import accepted, arguments, call, instantiate, locate, prefixed
 
-DATA_KEYS = ("batch_size", "val_fraction")
+DATA_KEYS = ("batch_size", "val_fraction", "task", "normalize", "prefetch")
 """Keys of the dataset section the runner reads itself."""
 PRECISIONS = {"fp32": "float32", "fp16": "float16"}
 LOSS_SCALERS = {"none": None, "static": LossScaler, "dynamic": DynamicLossScaler}
@@ -55,7 +55,7 @@ class Run:
     model: object
     kvstore: object        # None: nothing to exchange
     asynchronous: bool     # the rules' decision: the kvstore's server applies the optimizer
-    iterator: SerialIterator
+    iterator: datasets.SerialIterator
     stop: StopTrigger
     total: int             # iterations the run will make
     samples: int           # examples per update, all workers
@@ -81,7 +81,7 @@ def build_run(config: dict) -> Run:
     kvstore, decision = build_kvstore(config["kvstore"], u, dtype)
     workers = kvstore.num_workers if kvstore is not None else 1
     # every worker draws the same global batch of workers * batch_size and takes its shard
-    iterator = SerialIterator(data.train, batch_size * workers,
+    iterator = datasets.SerialIterator(data.train, batch_size * workers,
                               rng=numpy.random.default_rng(shuffle_seed))
     accum_grad = check_number("updater.accum_grad", u["accum_grad"], low=1, integer=True)
     samples = batch_size * workers * accum_grad
@@ -285,13 +285,15 @@ def _callback(item, key: str):
 
 
 def build_data(section: dict, rng) -> tuple[datasets.Data, int]:
-    """The train/validation data of ``dataset._target_`` (:func:`trainer_run.datasets.to_data`:
-    arrays are split with ``dataset.val_fraction``, from ``rng``) and the batch size."""
+    """The data of ``dataset._target_`` by the rules of :func:`trainer_run.data.prepare`
+    (``dataset.task``, ``val_fraction`` drawn from ``rng``, ``normalize``) and the batch size."""
     batch_size = check_number("dataset.batch_size", section["batch_size"], low=1, integer=True)
     factory, kwargs, fixed = arguments("dataset", section, {"rng": rng}, runner=DATA_KEYS)
     result = call("dataset", factory, kwargs, **fixed)
     classes = datasets.declared_classes(factory, kwargs)
-    data = prefixed("dataset", datasets.to_data, result, section["val_fraction"], rng, classes)
+    data = prefixed("dataset", datasets.prepare, result, rng, section["val_fraction"],
+                    section["task"], section["normalize"], classes,
+                    origin=f"dataset._target_={section['_target_']}")
     check(batch_size <= len(data.train),
           f"dataset.batch_size={batch_size} exceeds the {len(data.train)} training examples")
     return data, batch_size
@@ -303,8 +305,8 @@ def build_model(section: dict, data: datasets.Data, backend):
     check("dtype" not in section, "model.dtype is set by the precision group: choose "
           "precision=fp32 or precision=fp16 instead")
     dtype = str(backend.dtype)
-    standard = {"in_size": data.in_size, "out_size": data.out_size, "backend": backend,
-                "dtype": dtype, "task": data.task}
+    standard = {"in_size": data.in_size, "in_shape": data.in_shape, "out_size": data.out_size,
+                "backend": backend, "dtype": dtype, "task": data.task}
     factory, kwargs, fixed = arguments("model", section, standard)
     check(dtype == "float32" or "dtype" in fixed,
           f"precision needs a model that takes a dtype argument; {section['_target_']} does not")

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from trainer_run.converter import concat_examples
-from trainer_run.datasets import GENERATORS, ArrayDataset, SubDataset, make_synthetic, split_random
+from trainer_run.data import GENERATORS, ArrayDataset, SubDataset, make_synthetic, split_random
 from trainer_run.errors import ConfigError
 
 

@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from trainer_run.iterators import SerialIterator
+from trainer_run.data import SerialIterator
 
 DATASET = [f"ex{i}" for i in range(10)]
 

@@ -9,8 +9,7 @@ from trainer_run import kvstore as kvstores
 from trainer_run import optimizers
 from trainer_run.backend import get_backend
 from trainer_run.callbacks import HOOKS
-from trainer_run.datasets import make_synthetic
-from trainer_run.iterators import SerialIterator
+from trainer_run.data import SerialIterator, make_synthetic
 from trainer_run.loss_scaling import DynamicLossScaler, LossScaler
 from trainer_run.models import MLP
 from trainer_run.updaters import ParallelUpdater, StandardUpdater

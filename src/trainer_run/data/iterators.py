@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy
 
-from .errors import check_number
+from ..errors import check_number
 
 
 class SerialIterator:

@@ -1,0 +1,267 @@
+"""From what a dataset callable returned to the :class:`~trainer_run.data.datasets.Data` a run
+trains on: the task, the labels, the validation split and the inputs' normalization.
+
+The rules, in order:
+
+1. **Examples.** A callable returns a :class:`Splits`, arrays ``(x, ..., y)`` of equal length
+   (one dataset), any one dataset (``len`` and ``[i]`` giving a tuple of arrays), a
+   ``(train, val)`` pair of datasets, or a finished :class:`Data`. The labels are the last
+   array; an input of shape ``(N, H, W)`` gains a channel axis, ``(N, 1, H, W)``.
+2. **Task** (``dataset.task``). ``auto`` decides from the training labels' type: integers,
+   booleans or strings make a classification task, floats a regression task (whole-number
+   floats get a hint to set ``dataset.task=classification``). ``classification`` takes whole
+   numbers of any type; ``regression`` takes numbers.
+3. **Labels.** Class names (strings) become ids in sorted order (``Data.classes``); ids must
+   be whole and at least 0 (and below the declared class count, if any); there are as many
+   classes as the largest id + 1. Regression targets become float32 columns.
+4. **Checks.** Arrays of one split have one row per example; float inputs hold no NaN or
+   infinity. Each failure is a :class:`~trainer_run.errors.ConfigError` naming the file.
+5. **Validation.** Without a validation split, ``val_fraction`` of the training examples are
+   held out at random from the data's generator, stratified by class for classification.
+6. **Normalization** (``dataset.normalize``, see :mod:`trainer_run.data.normalization`) is
+   fitted on the training split only and applied to every split.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import numpy
+
+from ..errors import ConfigError, check, check_number
+from . import normalization
+from .datasets import ArrayDataset, Data, Splits, SubDataset, stratified_positions
+
+TASKS = ("auto", "classification", "regression")
+CHUNK_BYTES = 1 << 26
+
+
+def prepare(result, rng, val_fraction: float = 0.2, task: str = "auto", normalize: str = "none",
+            n_classes: int | None = None, origin: str = "the dataset") -> Data:
+    """``result`` of a dataset callable as :class:`Data` by the rules above; ``rng`` draws the
+    validation split, ``n_classes`` is the class count the callable declared (None: none),
+    ``origin`` names the callable for messages when ``result`` does not name its files."""
+    check(task in TASKS, f"dataset.task={task!r} is unknown; choose one of {', '.join(TASKS)}")
+    if isinstance(result, Data):
+        return result
+    splits = as_splits(result, origin)
+    if splits is None:
+        return _pair(result, task, n_classes)
+    for split in ("train", "val", "test"):
+        _check_rows(splits, split)
+    labels, names, out_size, kind, note = _decide(splits, task, n_classes)
+    inputs = {s: _inputs(getattr(splits, s)) for s in labels}
+    for split, arrays in inputs.items():
+        for array in arrays:
+            _check_finite(array, splits.source(split))
+    val_fraction = check_number("val_fraction", val_fraction, low=0, high=1, low_open=True)
+    train = ArrayDataset(*inputs["train"], labels["train"])
+    if "val" in labels:
+        val = ArrayDataset(*inputs["val"], labels["val"])
+    else:
+        train, val = _hold_out(train, labels["train"], kind, val_fraction, rng)
+    test = ArrayDataset(*inputs["test"], labels["test"]) if "test" in labels else None
+    values = normalization.fit(normalize, train, splits.source("train"))
+    wrap = normalization.applied(values)
+    shape = tuple(int(d) for d in inputs["train"][0].shape[1:])
+    data = Data(wrap(train), wrap(val), shape, out_size, kind, wrap(test), names, note, values)
+    data.note = describe(data, splits.source("train"))
+    return data
+
+
+def declared_classes(factory, options: dict) -> int | None:
+    """The number of classes a dataset callable was asked for: its ``n_classes`` argument as
+    given in ``options``, else that argument's default; None when it has no such argument
+    (the labels then tell)."""
+    if "n_classes" in options:
+        return options["n_classes"]
+    parameter = inspect.signature(factory).parameters.get("n_classes")
+    return None if parameter is None or parameter.default is parameter.empty else parameter.default
+
+
+def describe(data: Data, source: str) -> str:
+    """The line that says what a run trains on, and how its task was chosen."""
+    counts = f"{len(data.train)} training, {len(data.val)} validation"
+    counts += f", {len(data.test)} test" if data.test is not None else ""
+    shape = "x".join(str(d) for d in data.in_shape) or "scalar"
+    return f"{source}: {counts} examples of {shape}; {data.note}"
+
+
+def as_splits(result, origin: str) -> Splits | None:
+    """``result`` as :class:`Splits`, or None for a ``(train, val)`` pair of datasets."""
+    if isinstance(result, Splits):
+        if not result.origin:
+            result.origin = {"train": origin}
+        return result
+    if isinstance(result, tuple) and result and all(_is_array(a) for a in result):
+        return Splits(result, origin={"train": origin})
+    if isinstance(result, ArrayDataset):
+        return Splits(result.arrays, origin={"train": origin})
+    if isinstance(result, tuple) and len(result) == 2 and all(_is_dataset(d) for d in result):
+        return None
+    if _is_dataset(result):
+        return Splits(_stacked(result), origin={"train": origin})
+    raise ConfigError(f"{origin} returned {type(result).__name__}; a dataset callable returns "
+                      "arrays (x, y), one dataset, a (train, val) pair of datasets, a "
+                      "trainer_run.data.Splits or a trainer_run.data.Data")
+
+
+def _is_array(value) -> bool:
+    return hasattr(value, "shape") and hasattr(value, "dtype") and len(value.shape) > 0
+
+
+def _is_dataset(value) -> bool:
+    return hasattr(value, "__len__") and hasattr(value, "__getitem__") and not _is_array(value)
+
+
+def _stacked(dataset) -> tuple:
+    """The examples of a dataset without ``take`` as stacked arrays (read once, at start)."""
+    examples = [dataset[i] for i in range(len(dataset))]
+    check(examples and isinstance(examples[0], tuple),
+          "a dataset's examples must be tuples of arrays, the label last")
+    return tuple(numpy.stack(column) for column in zip(*examples))
+
+
+def _check_rows(splits: Splits, split: str) -> None:
+    arrays = getattr(splits, split)
+    if arrays is None:
+        return
+    lengths = [len(a) for a in arrays]
+    check(len(arrays) >= 2, f"{splits.source(split)}: a split needs inputs and labels, got "
+          f"{len(arrays)} array")
+    check(len(set(lengths)) == 1, f"{splits.source(split)}: the inputs have {lengths[0]} examples "
+          f"and the labels {lengths[-1]}; every array needs one row per example")
+    check(lengths[0] > 0, f"{splits.source(split)} holds no examples")
+
+
+def _inputs(arrays: tuple) -> tuple:
+    """The input arrays of a split; an ``(N, H, W)`` one gains a channel axis."""
+    return tuple(a.reshape(a.shape[0], 1, *a.shape[1:]) if a.ndim == 3 else a for a in arrays[:-1])
+
+
+def _check_finite(array, source: str) -> None:
+    """Refuses NaN or infinity in a float input, naming the first example that holds one."""
+    if array.dtype.kind not in "fc":
+        return
+    row_bytes = max(array[:1].nbytes, 1)
+    step = max(1, CHUNK_BYTES // row_bytes)
+    for start in range(0, len(array), step):
+        bad = ~numpy.isfinite(numpy.asarray(array[start:start + step]))
+        if bad.any():
+            example = start + int(numpy.flatnonzero(bad.reshape(len(bad), -1).any(axis=1))[0])
+            raise ConfigError(f"{source}: the inputs hold NaN or infinity (first at example "
+                              f"{example}); fill or drop those values before training")
+
+
+def _decide(splits: Splits, task: str, n_classes: int | None):
+    """Labels by split (in memory, as the task needs them), the class names (None: ids), the
+    output size, the task and the line that says how it was chosen (and a hint line)."""
+    raw = {s: numpy.asarray(getattr(splits, s)[-1]) for s in ("train", "val", "test")
+           if getattr(splits, s) is not None}
+    source = splits.source("train")
+    kind, reason = _task(raw["train"], task)
+    if kind == "regression":
+        labels = {s: _targets(y, splits.source(s)) for s, y in raw.items()}
+        out_size = labels["train"].shape[1]
+        note = f"regression with {out_size} target(s) ({reason})"
+        hint = whole_number_hint(raw["train"]) if task == "auto" else None
+        return labels, None, out_size, kind, note + (f"\nhint: {hint}" if hint else "")
+    labels, names = _class_ids(raw, splits, task)
+    out_size = int(max(int(y.max()) for y in labels.values())) + 1
+    if names is not None:
+        out_size = len(names)
+    if n_classes is not None:
+        too_big = [(s, int(y.max())) for s, y in labels.items() if y.max() >= n_classes]
+        check(not too_big, f"{splits.source(too_big[0][0]) if too_big else source}: label "
+              f"{too_big[0][1] if too_big else ''} is out of range for {n_classes} classes (ids "
+              f"0 to {n_classes - 1}); fix the labels or the class count")
+        out_size = n_classes
+    return labels, names, out_size, kind, f"classification into {out_size} classes ({reason})"
+
+
+def _task(y, task: str) -> tuple[str, str]:
+    """The task and why: the setting, or under ``auto`` the labels' type."""
+    if task != "auto":
+        return task, f"dataset.task={task}"
+    if y.dtype.kind in "biuUSO":
+        what = "names" if y.dtype.kind in "USO" else "integers"
+        return "classification", f"auto: the labels are {what}; set dataset.task to change"
+    check(y.dtype.kind == "f", f"labels of type {y.dtype} are neither classes nor numbers")
+    return "regression", "auto: the labels are floats; set dataset.task to change"
+
+
+def whole_number_hint(y) -> str | None:
+    """The hint for float labels that are all whole numbers under ``task=auto``, else None."""
+    y = numpy.asarray(y)
+    if y.dtype.kind == "f" and y.size and numpy.all(numpy.isfinite(y)) and numpy.all(y == numpy.round(y)):
+        return ("the labels are whole numbers stored as floats; if they are classes, set "
+                "dataset.task=classification")
+    return None
+
+
+def _targets(y, source: str):
+    check(y.dtype.kind in "biuf", f"{source}: dataset.task=regression needs numeric targets and "
+          f"the labels are {y.dtype}; choose dataset.task=classification")
+    y = y.astype(numpy.float32)
+    check(bool(numpy.all(numpy.isfinite(y))), f"{source}: the targets hold NaN or infinity; fill "
+          "or drop those examples before training")
+    return y.reshape(len(y), -1)
+
+
+def _class_ids(raw: dict, splits: Splits, task: str):
+    """Class ids by split (int32) and the class names (None for numeric labels)."""
+    if raw["train"].dtype.kind in "USO":
+        names = sorted(set(raw["train"].astype(str).tolist()))
+        index = {name: i for i, name in enumerate(names)}
+        ids = {}
+        for split, y in raw.items():
+            unknown = sorted(set(y.astype(str).tolist()) - set(index))
+            check(not unknown, f"{splits.source(split)}: class {unknown[:1]} is not among the "
+                  f"training labels {names[:5]}; every class needs training examples")
+            ids[split] = numpy.array([index[v] for v in y.astype(str).tolist()], numpy.int32)
+        return ids, names
+    ids = {}
+    for split, y in raw.items():
+        source = splits.source(split)
+        y = y.reshape(len(y), -1)
+        check(y.shape[1] == 1, f"{source}: classification needs one class id per example and the "
+              f"labels have shape {y.shape}; choose dataset.task=regression for several targets")
+        y = y[:, 0]
+        if y.dtype.kind == "f":
+            fraction = numpy.flatnonzero(~numpy.isfinite(y) | (y != numpy.round(y)))
+            check(fraction.size == 0, f"{source}: dataset.task={task} needs whole-number class "
+                  f"ids and label {y[fraction[:1]].tolist()} (example {fraction[:1].tolist()}) "
+                  "is not one; choose dataset.task=regression")
+        negative = numpy.flatnonzero(y < 0)
+        check(negative.size == 0, f"{source}: label {y[negative[:1]].tolist()} (example "
+              f"{negative[:1].tolist()}) is negative; class ids run from 0 to the number of "
+              "classes - 1")
+        ids[split] = y.astype(numpy.int32)
+    return ids, None
+
+
+def _hold_out(train: ArrayDataset, y, kind: str, fraction: float, rng):
+    """``train`` split into training and ``fraction`` held out for validation."""
+    n = len(train)
+    n_val = max(1, int(round(n * fraction)))
+    check(n_val < n, f"val_fraction={fraction} leaves no training examples of {n}")
+    if kind == "classification":
+        val, rest = stratified_positions(y, n_val, rng)
+    else:
+        order = rng.permutation(n)
+        val, rest = numpy.sort(order[:n_val]), numpy.sort(order[n_val:])
+    return SubDataset(train, rest), SubDataset(train, val)
+
+
+def _pair(result: tuple, task: str, n_classes: int | None) -> Data:
+    """A ``(train, val)`` pair of datasets as they are; the task from the first label."""
+    train, val = result
+    x, t = train[0][0], train[0][-1]
+    shape = tuple(numpy.shape(x))
+    kind, reason = _task(numpy.asarray(t), task)
+    if kind == "classification":
+        classes = n_classes or max(int(numpy.asarray(train[i][-1])) for i in range(len(train))) + 1
+        return Data(train, val, shape, classes, kind, note=f"classification into {classes} "
+                    f"classes ({reason})")
+    size = int(numpy.size(t))
+    return Data(train, val, shape, size, kind, note=f"regression with {size} target(s) ({reason})")
