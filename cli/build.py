@@ -27,6 +27,7 @@ from trainer_run.loss_scaling import DynamicLossScaler, LossScaler
 from trainer_run.training import AnyOf, IntervalTrigger, StopTrigger, Trainer
 from trainer_run.training.extensions import (
     Evaluator,
+    HeldOutEvaluator,
     LogReport,
     MetricsTable,
     PlateauStep,
@@ -139,13 +140,19 @@ def _extend(trainer: Trainer, run: Run, t: dict, extra: dict | None) -> None:
         trainer.extend(PlateauStep(optimizer.lr_scheduler), trigger=eval_trigger)
     if updater.rank != 0:
         return
+    held_out = None
+    if run.data.test is not None:
+        held_out = HeldOutEvaluator(Evaluator(run.data.test, run.model, run.batch_size, run.backend,
+                                              prefix="test/"))
+        trainer.extend(held_out)
     trainer.extend(log_report)
     if t["progress"]:
         trainer.extend(ProgressBar(run.total, run.samples, optimizer))
-        trainer.extend(MetricsTable(log_report))
+        trainer.extend(MetricsTable(log_report, held_out=held_out))
     trainer.extend(Snapshot(keep, extra=extra),
                    trigger=IntervalTrigger(checkpoint_every))
-    trainer.extend(Summary(log_report, run.samples, updater.stores["main"], run.backend.to_numpy))
+    trainer.extend(Summary(log_report, run.samples, updater.stores["main"], run.backend.to_numpy,
+                           held_out=held_out))
 
 
 def build_precision(section: dict) -> str:
@@ -291,9 +298,8 @@ def build_data(section: dict, rng) -> tuple[datasets.Data, int]:
     factory, kwargs, fixed = arguments("dataset", section, {"rng": rng}, runner=DATA_KEYS)
     result = call("dataset", factory, kwargs, **fixed)
     classes = datasets.declared_classes(factory, kwargs)
-    data = prefixed("dataset", datasets.prepare, result, rng, section["val_fraction"],
-                    section["task"], section["normalize"], classes,
-                    origin=f"dataset._target_={section['_target_']}")
+    data = datasets.prepare(result, rng, section["val_fraction"], section["task"],
+                            section["normalize"], classes, origin=section["_target_"])
     check(batch_size <= len(data.train),
           f"dataset.batch_size={batch_size} exceeds the {len(data.train)} training examples")
     return data, batch_size

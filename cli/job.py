@@ -19,6 +19,8 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from trainer_run import checkpoint, files, run_directory
+from trainer_run.data import Data
+from trainer_run.data import record as data_record
 from trainer_run.errors import ConfigError, Diverged, RunStopped, StorageError
 from trainer_run.kvstore import mpi_job
 from trainer_run.training import Trainer
@@ -27,7 +29,7 @@ from trainer_run.training.server import ParameterServer
 from . import resume as resumes
 from . import schema, user_targets
 from .build import build_run, build_server, trainer_of
-from .report import cannot_write, describe, fail, stop_if_signalled, warn
+from .report import cannot_write, describe, fail, inform, stop_if_signalled, warn
 
 RECORD = ".hydra"
 
@@ -115,12 +117,13 @@ def _start(cfg: DictConfig, out: Path, fresh: bool):
     """The built trainer (or server), once the config is valid and no stop signal came; a new
     run directory gets Hydra's record then."""
     try:
-        role = build(cfg, out)
+        role, data = build(cfg, out)
     except ConfigError as e:
         fail(e)
     stop_if_signalled()
     if fresh and _is_rank_0():
         _write_record(out, cfg)
+        data_record.write(data, out)
     return role
 
 
@@ -136,6 +139,8 @@ def _remove_new(out: Path, lock: run_directory.RunLock | None) -> None:
     if lock is not None:
         if launch.record is not None:
             shutil.rmtree(out / launch.record, ignore_errors=True)  # cut short by the disk
+        for name in data_record.FILES:
+            (out / name).unlink(missing_ok=True)
         lock.release(remove=True)
     folder = out.resolve()
     while folder != launch.kept and folder != folder.parent and launch.kept in folder.parents:
@@ -191,9 +196,10 @@ def _nothing_to_do(trainer) -> None:
               "limit to train further")
 
 
-def build(cfg: DictConfig, out: Path) -> Trainer | ParameterServer:
+def build(cfg: DictConfig, out: Path) -> tuple[Trainer | ParameterServer, Data]:
     """This process's part of the job: the trainer of a new run or of the resumed one with its
-    state restored, or on the server rank of a ``dist_async`` run the parameter server."""
+    state restored, or on the server rank of a ``dist_async`` run the parameter server; and
+    the data it trains on (described in one line on rank 0, with a hint if there is one)."""
     hydra_cfg = HydraConfig.get()
     gone = user_targets.replaced(overrides())
     choices = {k: v for k, v in hydra_cfg.runtime.choices.items()
@@ -213,13 +219,15 @@ def build(cfg: DictConfig, out: Path) -> Trainer | ParameterServer:
         warn("gradient compression residuals are not in checkpoints (nor in MXNet's): they restart "
              "from zero, so this resumed run is not bit-identical to an uninterrupted one")
     built = build_run(resolved)
+    if _is_rank_0():
+        inform(built.data.note)
     _warn_single_process(resolved["kvstore"]["name"])
     if built.serves:  # the server's state comes from worker 0 when training starts
-        return build_server(built)
+        return build_server(built), built.data
     trainer = trainer_of(built, resolved, out, {"config": saved, "choices": choices})
     if state is not None:
         _restore(trainer, state["trainer"], cfg.resume)
-    return trainer
+    return trainer, built.data
 
 
 def _restore(trainer: Trainer, state: dict, resume: str) -> None:

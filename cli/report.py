@@ -25,6 +25,15 @@ def warn(message: str) -> None:
                               soft_wrap=True)
 
 
+def inform(lines: str) -> None:
+    """Prints what the run is about to do: each line as it is, a ``hint:`` line highlighted."""
+    console = Console(stderr=True)
+    for line in lines.splitlines():
+        head, _, rest = line.partition("hint: ")
+        text = f"[bold cyan]hint:[/] {escape(rest)}" if not head and rest else escape(line)
+        console.print(text, highlight=False, soft_wrap=True)
+
+
 def describe(error: Exception) -> str:
     """One line for an error Hydra or OmegaConf raised while composing the config."""
     if isinstance(error, OmegaConfBaseException):

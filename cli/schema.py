@@ -67,6 +67,11 @@ TYPES = {
     "updater.callbacks.*": CALLBACK,
     "kvstore.update_on_kvstore": _type("bool", "none"),
     "kvstore.compression.type": _type("str", "none", description="a compression type (2bit) or null"),
+    "dataset.*path": _type("str", "none", description="a file name"),
+    "dataset.target": _type("str", "int", "none", description="a column name or index"),
+    "dataset.features": _type("list", "none", description="a list of column names or indices"),
+    "dataset.header": _type("bool", "str", description="auto, true or false"),
+    "dataset.root": _type("str", "none", description="a folder"),
 }
 """Fields whose type the YAML default does not tell: null or interpolated defaults, and
 fields that take null or a list besides their default's type (``*`` matches any key below)."""
@@ -78,6 +83,7 @@ RANGES = {
     "dataset.n_features": dict(low=1, integer=True),
     "dataset.n_classes": dict(low=2, integer=True),
     "dataset.n_targets": dict(low=1, integer=True),
+    "dataset.prefetch": dict(low=0, integer=True),
 }
 """Ranges of the numeric fields no constructor checks (the synthetic datasets' options)."""
 

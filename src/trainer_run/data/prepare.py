@@ -42,6 +42,7 @@ def prepare(result, rng, val_fraction: float = 0.2, task: str = "auto", normaliz
     validation split, ``n_classes`` is the class count the callable declared (None: none),
     ``origin`` names the callable for messages when ``result`` does not name its files."""
     check(task in TASKS, f"dataset.task={task!r} is unknown; choose one of {', '.join(TASKS)}")
+    val_fraction = check_number("dataset.val_fraction", val_fraction, low=0, high=1, low_open=True)
     if isinstance(result, Data):
         return result
     splits = as_splits(result, origin)
@@ -54,7 +55,6 @@ def prepare(result, rng, val_fraction: float = 0.2, task: str = "auto", normaliz
     for split, arrays in inputs.items():
         for array in arrays:
             _check_finite(array, splits.source(split))
-    val_fraction = check_number("val_fraction", val_fraction, low=0, high=1, low_open=True)
     train = ArrayDataset(*inputs["train"], labels["train"])
     if "val" in labels:
         val = ArrayDataset(*inputs["val"], labels["val"])
@@ -83,8 +83,7 @@ def describe(data: Data, source: str) -> str:
     """The line that says what a run trains on, and how its task was chosen."""
     counts = f"{len(data.train)} training, {len(data.val)} validation"
     counts += f", {len(data.test)} test" if data.test is not None else ""
-    shape = "x".join(str(d) for d in data.in_shape) or "scalar"
-    return f"{source}: {counts} examples of {shape}; {data.note}"
+    return f"{source}: {counts} examples of shape {data.in_shape}; {data.note}"
 
 
 def as_splits(result, origin: str) -> Splits | None:
@@ -244,7 +243,7 @@ def _hold_out(train: ArrayDataset, y, kind: str, fraction: float, rng):
     """``train`` split into training and ``fraction`` held out for validation."""
     n = len(train)
     n_val = max(1, int(round(n * fraction)))
-    check(n_val < n, f"val_fraction={fraction} leaves no training examples of {n}")
+    check(n_val < n, f"dataset.val_fraction={fraction} leaves no training examples of {n}")
     if kind == "classification":
         val, rest = stratified_positions(y, n_val, rng)
     else:

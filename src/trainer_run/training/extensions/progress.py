@@ -72,13 +72,16 @@ class ProgressBar(Extension):
 
 class MetricsTable(Extension):
     """At the end of training prints the logged rows as a rich table (at most ``max_rows``,
-    evenly spaced, always including the last)."""
+    evenly spaced, always including the last), with the test split's metrics below it when
+    ``held_out`` (a :class:`~.held_out.HeldOutEvaluator`) has them."""
 
     priority = PRIORITY_READER - 2
     name = "metrics_table"
 
-    def __init__(self, log_report, max_rows: int = 20, console: Console | None = None):
+    def __init__(self, log_report, max_rows: int = 20, console: Console | None = None,
+                 held_out=None):
         self.log_report = log_report
+        self.held_out = held_out
         self.max_rows = max_rows
         self.console = console or Console()
 
@@ -90,7 +93,9 @@ class MetricsTable(Extension):
             step = len(rows) / self.max_rows
             rows = [rows[int(i * step)] for i in range(self.max_rows - 1)] + [rows[-1]]
         columns = [k for k in dict.fromkeys(k for row in rows for k in row) if k != "elapsed_s"]
-        table = Table(title=f"metrics ({trainer.status})")
+        tested = self.held_out.metrics if self.held_out is not None else {}
+        caption = "  ".join(f"{k} {_cell(v)}" for k, v in sorted(tested.items()))
+        table = Table(title=f"metrics ({trainer.status})", caption=caption or None)
         for column in columns:
             table.add_column(column.replace("/", "\n"), justify="right")
         for row in rows:

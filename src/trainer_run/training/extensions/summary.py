@@ -17,7 +17,8 @@ class Summary(Extension):
     ``status`` and the last logged ``train/*`` and ``val/*`` metrics) and ``model.npz``
     (parameters by path, loadable with ``numpy.load``) when training ends, however it ends.
 
-    ``samples_per_s`` counts the samples of this session's iterations over its wall time.
+    With ``held_out`` (a :class:`~.held_out.HeldOutEvaluator`), its ``test/*`` metrics are
+    written too. ``samples_per_s`` counts the samples of this session's iterations over its wall time.
     ``summary.json`` is strict JSON: a NaN or infinite value is written as ``null``. Both
     files are replaced atomically; a refused write raises
     :class:`~trainer_run.errors.StorageError` naming the file and leaves the old one.
@@ -26,8 +27,10 @@ class Summary(Extension):
     priority = PRIORITY
     name = "summary"
 
-    def __init__(self, log_report, samples_per_update: int, store, to_numpy=numpy.asarray):
+    def __init__(self, log_report, samples_per_update: int, store, to_numpy=numpy.asarray,
+                 held_out=None):
         self.log_report = log_report
+        self.held_out = held_out
         self.samples_per_update = samples_per_update
         self.store = store
         self.to_numpy = to_numpy
@@ -50,6 +53,7 @@ class Summary(Extension):
         summary.update(updater.status())
         summary.update({k: v for k, v in self.log_report.last.items()
                         if k.startswith(("train/", "val/"))})
+        summary.update(self.held_out.metrics if self.held_out is not None else {})
         files.write_atomic(out / "summary.json", strict_json.dumps(summary, indent=2))
         arrays = self.store.state_dict(self.to_numpy)
         files.write_atomic(out / "model.npz", lambda f: numpy.savez(f, **arrays))

@@ -1,0 +1,39 @@
+"""The record of a run's data in its run directory, for evaluation and prediction outside the
+run: ``data.json`` (the task, the input shape, the output size, the class names by id, the
+normalization's kind and the line that described the data) and, for ``standardize``,
+``normalization.npz`` (``mean`` and ``std`` per feature, loadable with ``numpy.load``)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy
+
+from .. import files, strict_json
+from .datasets import Data
+
+FILES = ("data.json", "normalization.npz")
+
+
+def write(data: Data, folder: Path) -> None:
+    """Writes the record of ``data`` into ``folder`` (each file atomically)."""
+    values = data.normalization
+    arrays = {k: numpy.asarray(v) for k, v in values.items() if k in ("mean", "std")}
+    summary = {"task": data.task, "in_shape": list(data.in_shape), "out_size": data.out_size,
+               "classes": data.classes, "normalize": values.get("kind", "none"),
+               "scale": float(values["scale"]) if "scale" in values else None,
+               "description": data.note}
+    files.write_atomic(Path(folder) / FILES[0], strict_json.dumps(summary, indent=2))
+    if arrays:
+        files.write_atomic(Path(folder) / FILES[1], lambda f: numpy.savez(f, **arrays))
+
+
+def read(folder: Path) -> dict:
+    """The record written by :func:`write`, with ``mean`` and ``std`` when there are any."""
+    record = json.loads((Path(folder) / FILES[0]).read_text())
+    values = Path(folder) / FILES[1]
+    if values.exists():
+        with numpy.load(values, allow_pickle=False) as arrays:
+            record.update({k: arrays[k] for k in arrays.files})
+    return record
