@@ -8,5 +8,5 @@ from .progress import MetricsTable, ProgressBar
 from .snapshot import Snapshot
 from .summary import Summary
 
-__all__ = ["Evaluator", "HeldOutEvaluator", "LogReport", "MetricsTable", "PlateauStep", "ProgressBar", "Snapshot",
-           "Summary"]
+__all__ = ["Evaluator", "HeldOutEvaluator", "LogReport", "MetricsTable", "PlateauStep",
+           "ProgressBar", "Snapshot", "Summary"]
