@@ -66,22 +66,25 @@ def existing(key: str, value) -> Path:
 def _npz_arrays(key: str, value, x_key: str, y_key: str) -> tuple:
     path = existing(key, value)
     try:
-        with numpy.load(path, allow_pickle=False) as archive:
-            names = list(archive.files)
-            for name_key, name in (("x_key", x_key), ("y_key", y_key)):
-                if name not in names:
-                    raise ConfigError(f"{name_key}={name!r}: {value} has no array {name!r} (it has "
-                                      f"{', '.join(names) or 'none'}); set dataset.x_key and "
-                                      "dataset.y_key to the inputs' and the labels' names")
-            return archive[x_key], archive[y_key]
-    except ConfigError:
-        raise
-    except AttributeError:  # numpy.load gave a plain array: a .npy, not a .npz
-        raise ConfigError(f"{key}={value} is a single array, not an .npz archive; choose "
-                          "dataset=npy for .npy files") from None
+        archive = numpy.load(path, allow_pickle=False)
     except (ValueError, OSError, zipfile.BadZipFile, EOFError) as e:
         raise ConfigError(f"{key}={value} cannot be read as an .npz archive of arrays "
                           f"({_reason(e)}); write it with numpy.savez") from None
+    if not isinstance(archive, numpy.lib.npyio.NpzFile):
+        raise ConfigError(f"{key}={value} is a single array, not an .npz archive; choose "
+                          "dataset=npy for .npy files")
+    with archive:
+        names = list(archive.files)
+        for name_key, name in (("x_key", x_key), ("y_key", y_key)):
+            if name not in names:
+                raise ConfigError(f"{name_key}={name!r}: {value} has no array {name!r} (it has "
+                                  f"{', '.join(names) or 'none'}); set dataset.x_key and "
+                                  "dataset.y_key to the inputs' and the labels' names")
+        try:
+            return archive[x_key], archive[y_key]
+        except (ValueError, OSError, zipfile.BadZipFile, EOFError) as e:
+            raise ConfigError(f"{key}={value}: its arrays cannot be read ({_reason(e)}); write "
+                              "it with numpy.savez") from None
 
 
 def _npy(key: str, value, mapped: bool):

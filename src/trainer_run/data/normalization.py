@@ -32,7 +32,7 @@ def fit(kind: str, train, source: str) -> dict:
         check(first.dtype.kind == "u", f"{source}: dataset.normalize=unit maps unsigned integers "
               f"(uint8 pixels) to [0, 1] and the inputs are {first.dtype}; choose "
               "dataset.normalize=standardize or none")
-        return {"kind": "unit", "scale": numpy.float32(1.0 / numpy.iinfo(first.dtype).max)}
+        return {"kind": "unit", "scale": numpy.float32(numpy.iinfo(first.dtype).max)}
     mean, std = _moments(train, max(1, CHUNK_BYTES // max(first.nbytes, 1)))
     std[std == 0] = 1.0
     return {"kind": "standardize", "mean": mean.astype(numpy.float32),
@@ -68,7 +68,7 @@ def transform(values: dict, x):
     """``x`` normalized with ``values`` (as :func:`fit` returned them)."""
     kind = values.get("kind")
     if kind == "unit":
-        return x.astype(numpy.float32) * values["scale"]
+        return x.astype(numpy.float32) / values["scale"]
     if kind == "standardize":
         return (x.astype(numpy.float32) - values["mean"]) / values["std"]
     return x

@@ -110,7 +110,8 @@ def _is_array(value) -> bool:
 
 
 def _is_dataset(value) -> bool:
-    return hasattr(value, "__len__") and hasattr(value, "__getitem__") and not _is_array(value)
+    return (hasattr(value, "__len__") and hasattr(value, "__getitem__") and not _is_array(value)
+            and not isinstance(value, (dict, str, bytes)))
 
 
 def _stacked(dataset) -> tuple:
