@@ -68,12 +68,14 @@ def test_labels_that_do_not_fit_the_task_are_refused_naming_the_source(labels, t
 def test_a_declared_class_count_bounds_the_labels():
     with pytest.raises(ConfigError, match="out of range for 3 classes"):
         prepare((np.zeros((6, 1), np.float32), np.array([0, 1, 3, 0, 1, 2])), _rng(), 0.5, n_classes=3)
-    assert prepare((np.zeros((6, 1), np.float32), np.array([0, 1] * 3)), _rng(), 0.5, n_classes=5).out_size == 5
+    data = prepare((np.zeros((6, 1), np.float32), np.array([0, 1] * 3)), _rng(), 0.5, n_classes=5)
+    assert data.out_size == 5
 
 
 def test_a_class_only_in_the_test_split_is_refused():
     splits = Splits((np.zeros((4, 1)), np.array(["a", "b", "a", "b"])),
-                    test=(np.zeros((2, 1)), np.array(["a", "c"])), origin={"train": "tr.csv", "test": "te.csv"})
+                    test=(np.zeros((2, 1)), np.array(["a", "c"])),
+                    origin={"train": "tr.csv", "test": "te.csv"})
     with pytest.raises(ConfigError, match=r"te.csv: class \['c'\] is not among the training labels"):
         prepare(splits, _rng(), 0.5)
 
