@@ -124,6 +124,26 @@ def test_float_labels_train_a_regression_with_a_hint_on_the_second_line(tmp_path
     assert "classification into 3 classes (dataset.task=classification)" in _lines(forced)[0]
 
 
+def test_images_keep_their_shape_are_unit_scaled_and_flattened_by_the_mlp(tmp_path):
+    rng = np.random.default_rng(0)
+    images = rng.integers(0, 256, size=(60, 8, 8), dtype=np.uint8)
+    labels = (images[:, :4].mean(axis=(1, 2)) > images[:, 4:].mean(axis=(1, 2))).astype(np.int64)
+    np.savez(tmp_path / "img.npz", x=images[:40], y=labels[:40])
+    np.savez(tmp_path / "val.npz", x=images[40:], y=labels[40:])
+    result = run_cli("dataset=npz", "dataset.path=img.npz", "dataset.val_path=val.npz",
+                     "dataset.normalize=unit", *SHORT, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "examples of shape (1, 8, 8)" in _lines(result)[0]
+    params = load_npz(tmp_path / "run/model.npz")
+    assert params["l1/W"].shape == (16, 64)
+    record = json.loads((tmp_path / "run/data.json").read_text())
+    assert (record["in_shape"], record["normalize"], record["scale"]) == ([1, 8, 8], "unit", 255.0)
+    summary = json.loads((tmp_path / "run/summary.json").read_text())
+    loss, accuracy = _reference(params, images[40:].reshape(20, -1) / 255.0, labels[40:])
+    assert summary["val/loss"] == pytest.approx(loss, rel=1e-5)
+    assert summary["val/accuracy"] == pytest.approx(accuracy)
+
+
 def _files(tmp_path):
     x, y = _problem(n=40)
     np.savez(tmp_path / "d.npz", x=x, y=y)

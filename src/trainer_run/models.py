@@ -30,6 +30,12 @@ from .params import Parameter
 TASKS = ("classification", "regression")
 
 
+def flat(x):
+    """``x`` with every axis after the first flattened into one: images ``(N, C, H, W)``
+    become rows of ``C * H * W`` features."""
+    return x if x.ndim == 2 else x.reshape(len(x), -1)
+
+
 class Module:
     """A container whose Parameter and Module attributes form a parameter tree."""
 
@@ -77,7 +83,8 @@ class Model(Module):
 
 
 class MLP(Model):
-    """A multi-layer perceptron ``in_size -> hidden_sizes... -> out_size``.
+    """A multi-layer perceptron ``in_size -> hidden_sizes... -> out_size`` on inputs flattened
+    to rows (an image ``(C, H, W)`` is ``C * H * W`` features).
 
     Layers are named ``l1``, ``l2``, ...; the activation follows every layer but the last.
     """
@@ -99,6 +106,7 @@ class MLP(Model):
             setattr(self, f"l{i}", Linear(n_in, n_out, backend, dtype))
 
     def forward(self, x):
+        x = flat(x)
         for i in range(1, self._depth + 1):
             x = getattr(self, f"l{i}")(x)
             if i < self._depth:
@@ -116,4 +124,4 @@ class LogisticRegression(Model):
         self.l1 = Linear(in_size, out_size, backend, dtype)
 
     def forward(self, x):
-        return self.l1(x)
+        return self.l1(flat(x))
