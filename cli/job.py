@@ -114,13 +114,17 @@ def _claim(out: Path, resuming: bool) -> run_directory.RunLock | None:
 
 
 def _start(cfg: DictConfig, out: Path, fresh: bool):
-    """The built trainer (or server), once the config is valid and no stop signal came; a new
-    run directory gets Hydra's record then."""
+    """The built trainer (or server), once the config is valid and no stop signal came; then
+    rank 0 says what the run trains on (a line, unless ``trainer.progress`` is off, and a hint
+    if there is one), and a new run
+    directory gets Hydra's record and the data's (:mod:`trainer_run.data.record`)."""
     try:
         role, data = build(cfg, out)
     except ConfigError as e:
         fail(e)
     stop_if_signalled()
+    if _is_rank_0():
+        inform(data.note, quiet=not cfg.trainer.progress)
     if fresh and _is_rank_0():
         _write_record(out, cfg)
         data_record.write(data, out)
@@ -199,7 +203,7 @@ def _nothing_to_do(trainer) -> None:
 def build(cfg: DictConfig, out: Path) -> tuple[Trainer | ParameterServer, Data]:
     """This process's part of the job: the trainer of a new run or of the resumed one with its
     state restored, or on the server rank of a ``dist_async`` run the parameter server; and
-    the data it trains on (described in one line on rank 0, with a hint if there is one)."""
+    the data it trains on."""
     hydra_cfg = HydraConfig.get()
     gone = user_targets.replaced(overrides())
     choices = {k: v for k, v in hydra_cfg.runtime.choices.items()
@@ -219,8 +223,6 @@ def build(cfg: DictConfig, out: Path) -> tuple[Trainer | ParameterServer, Data]:
         warn("gradient compression residuals are not in checkpoints (nor in MXNet's): they restart "
              "from zero, so this resumed run is not bit-identical to an uninterrupted one")
     built = build_run(resolved)
-    if _is_rank_0():
-        inform(built.data.note)
     _warn_single_process(resolved["kvstore"]["name"])
     if built.serves:  # the server's state comes from worker 0 when training starts
         return build_server(built), built.data

@@ -25,13 +25,16 @@ def warn(message: str) -> None:
                               soft_wrap=True)
 
 
-def inform(lines: str) -> None:
-    """Prints what the run is about to do: each line as it is, a ``hint:`` line highlighted."""
+def inform(lines: str, quiet: bool = False) -> None:
+    """Prints what the run is about to do: each line as it is, a ``hint:`` line highlighted;
+    ``quiet``: the hints only."""
     console = Console(stderr=True)
     for line in lines.splitlines():
         head, _, rest = line.partition("hint: ")
-        text = f"[bold cyan]hint:[/] {escape(rest)}" if not head and rest else escape(line)
-        console.print(text, highlight=False, soft_wrap=True)
+        if not head and rest:
+            console.print(f"[bold cyan]hint:[/] {escape(rest)}", highlight=False, soft_wrap=True)
+        elif not quiet:
+            console.print(escape(line), highlight=False, soft_wrap=True)
 
 
 def describe(error: Exception) -> str:
