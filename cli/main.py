@@ -115,7 +115,17 @@ def check_choices(argv: list[str]) -> None:
         for choice in argument.split("=", 1)[1].split(","):
             if choice.strip("'\"") not in options:
                 raise ConfigError(f"{group}={choice} is not available; choose one of "
-                                  f"{', '.join(options)}")
+                                  f"{', '.join(options)}{_file_hint(group, choice)}")
+
+
+FILE_OPTIONS = {".npz": "dataset=npz dataset.path={}", ".npy": "dataset=npy dataset.x_path={} "
+                "dataset.y_path=<labels.npy>", ".csv": "dataset=csv dataset.path={}"}
+
+
+def _file_hint(group: str, choice: str) -> str:
+    """For ``dataset=<a file>``: how to train on that file."""
+    form = FILE_OPTIONS.get(Path(choice.strip("'\"")).suffix.lower()) if group == "dataset" else None
+    return f" (to train on the file {choice}: {form.format(choice)})" if form else ""
 
 
 def prepare(argv: list[str]) -> list[str]:

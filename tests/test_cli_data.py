@@ -162,6 +162,7 @@ def _files(tmp_path):
 
 @pytest.mark.parametrize("args, words", [
     (("dataset=npz",), "dataset.path is not set"),
+    (("dataset=d.npz",), "(to train on the file d.npz: dataset=npz dataset.path=d.npz)"),
     (("dataset=npz", "dataset.path=missing.npz"), "dataset.path=missing.npz: no such file (relative to"),
     (("dataset=npz", "dataset.path=d.npz", "dataset.x_key=inputs"),
      "dataset.x_key='inputs': d.npz has no array 'inputs' (it has x, y)"),
