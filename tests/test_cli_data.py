@@ -196,3 +196,25 @@ def test_every_mismatch_is_one_line_naming_the_file_exit_2_and_no_run_directory(
     assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
     assert words in lines[0]
     assert not (tmp_path / "run").exists()
+
+
+def test_a_run_on_a_csv_resumed_from_a_checkpoint_is_bit_identical(tmp_path):
+    x, y = _problem(n=80)
+    with open(tmp_path / "t.csv", "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["a", "b", "c", "d", "e", "label"])
+        writer.writerows([*row, ["no", "yes", "maybe"][label]] for row, label in zip(x, y))
+    common = ("dataset=csv", "dataset.path=t.csv", "dataset.normalize=standardize",
+              "dataset.test_path=t.csv", "trainer.checkpoint_interval=6", "trainer.progress=false",
+              *SHORT[:-1])
+    whole = run_cli(*common, "hydra.run.dir=whole", cwd=tmp_path)
+    assert whole.returncode == 0, whole.stderr
+    half = run_cli(*common, "trainer.max_iterations=6", "hydra.run.dir=half", cwd=tmp_path)
+    assert half.returncode == 0, half.stderr
+    resumed = run_cli("resume=half", "trainer.max_iterations=12", "trainer.progress=false",
+                      cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    for name in ("model.npz", "data.json", "normalization.npz"):
+        assert (tmp_path / "whole" / name).read_bytes() == (tmp_path / "half" / name).read_bytes()
+    summaries = [json.loads((tmp_path / run / "summary.json").read_text()) for run in ("whole", "half")]
+    assert summaries[0]["test/loss"] == summaries[1]["test/loss"]
