@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -61,8 +62,8 @@ def test_wrong_md5_on_every_mirror_keeps_nothing_and_names_the_file(server, tmp_
     with pytest.raises(ConfigError) as error:
         fetch(tmp_path, {"a.bin": md5(A)}, mirrors, timeout=5)
     assert str(error.value) == (
-        f"a.bin is not in {tmp_path} and no mirror gave them ({mirrors[0]}a.bin: gave md5 {md5(B)}, "
-        f"not {md5(A)}; {mirrors[1]}a.bin: gave md5 {md5(B[:100])}, not {md5(A)}); download them "
+        f"a.bin is not in {tmp_path} and no mirror gave it ({mirrors[0]}a.bin: gave md5 {md5(B)}, "
+        f"not {md5(A)}; {mirrors[1]}a.bin: gave md5 {md5(B[:100])}, not {md5(A)}); download it "
         "there by hand or set dataset.root or TRAINER_RUN_DATA to a folder that has them")
     assert _names(tmp_path) == {LOCK}
 
@@ -102,6 +103,18 @@ def test_a_part_that_is_not_a_prefix_is_started_again(server, tmp_path):
     assert (tmp_path / "b.bin").read_bytes() == B
     assert server.requests == [("/a.bin", "bytes=50004-"), ("/a.bin", None),
                                ("/b.bin", "bytes=100-"), ("/b.bin", None)]
+
+
+def test_a_mirror_that_does_not_answer_in_time_passes_the_turn(server, tmp_path):
+    server.routes = {"/a.bin": A}
+    with socket.socket() as silent:  # accepts connections (the kernel does) and never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        mirror = f"http://127.0.0.1:{silent.getsockname()[1]}/"
+        start = time.perf_counter()
+        fetch(tmp_path, {"a.bin": md5(A)}, [mirror, server.url()], timeout=0.5)
+    assert 0.5 <= time.perf_counter() - start < 5
+    assert (tmp_path / "a.bin").read_bytes() == A
 
 
 def test_a_complete_part_is_renamed_without_a_request(tmp_path):
@@ -159,6 +172,7 @@ def test_a_download_shows_its_progress_on_stderr(server, tmp_path, capfd):
     ({}, [], 5, "files must map file names to their md5, got {}"),
     (FILES, [1], 5, "mirrors must be a list of base URLs"),
     (FILES, [], 0, "timeout must be > 0, got 0"),
+    ({"../a.bin": md5(A)}, [], 5, "files: '../a.bin' is not a file name"),
 ])
 def test_bad_arguments_name_the_argument(tmp_path, files, mirrors, timeout, message):
     with pytest.raises(ConfigError, match=message.replace("{", r"\{").replace("}", r"\}")):

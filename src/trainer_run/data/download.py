@@ -50,11 +50,11 @@ MD5 = re.compile(r"[0-9a-f]{32}")
 
 class Failed(Exception):
     """One download that did not give the file: ``reason`` says why; ``unreachable`` when the
-    mirror did not answer at all."""
+    mirror did not answer at all; ``url`` what was asked for (set by the caller)."""
 
     def __init__(self, reason: str, unreachable: bool = False):
         super().__init__(reason)
-        self.reason, self.unreachable = reason, unreachable
+        self.reason, self.unreachable, self.url = reason, unreachable, ""
 
 
 def fetch(root, files: dict, mirrors, timeout: float = 30.0) -> dict[str, Path]:
@@ -84,6 +84,9 @@ def checked(files, mirrors, timeout) -> tuple[dict, list, float]:
         raise ConfigError(f"files must map file names to their md5, got {files!r}")
     digests = {}
     for name, digest in files.items():
+        if not isinstance(name, str) or Path(name).name != name or name in ("", ".", ".."):
+            raise ConfigError(f"files: {name!r} is not a file name; name each file without a "
+                              "folder")
         digests[name] = str(digest).lower()
         if not MD5.fullmatch(digests[name]):
             raise ConfigError(f"files: the md5 of {name} must be 32 hex digits, got {digest!r}")
@@ -132,7 +135,7 @@ def locked(root: Path):
 def _fetch_one(root: Path, name: str, digest: str, mirrors: list, timeout: float, bar,
                failures: list, dead: set) -> None:
     """Downloads ``name`` into ``root`` from the first mirror that gives it with the right md5;
-    each failure is appended to ``failures`` as ``(url, reason)``, unreachable mirrors to
+    each failure is appended to ``failures`` (a :class:`Failed`), unreachable mirrors to
     ``dead``."""
     part = root / f"{name}.part"
     if part.is_file() and md5(part) == digest:  # complete, cut before its rename
@@ -144,16 +147,16 @@ def _fetch_one(root: Path, name: str, digest: str, mirrors: list, timeout: float
         url += name
         try:
             _download(url, part, timeout, bar, name)
+            found = md5(part)
+            if found == digest:
+                return _finish(part, root / name)
+            part.unlink()
+            raise Failed(f"gave md5 {found}, not {digest}")
         except Failed as e:
-            failures.append((url, e.reason))
+            e.url = url
+            failures.append(e)
             if e.unreachable:
                 dead.add(mirror)
-            continue
-        found = md5(part)
-        if found == digest:
-            return _finish(part, root / name)
-        part.unlink()
-        failures.append((url, f"gave md5 {found}, not {digest}"))
 
 
 def _finish(part: Path, path: Path) -> None:
@@ -229,16 +232,16 @@ def _receive(response, part: Path, offset: int, advance) -> int:
 
 
 def _missing_message(root: Path, left: list, mirrors: list, failures: list) -> str:
-    names = ", ".join(left)
-    if failures and all(reason.startswith("unreachable") for _, reason in failures):
+    """The line for files ``left`` missing after ``failures`` (:class:`Failed`)."""
+    them, verb = ("it", "is") if len(left) == 1 else ("them", "are")
+    if failures and all(f.unreachable for f in failures):
         answered = f"no mirror answered ({', '.join(mirrors)})"
     elif failures:
-        answered = "no mirror gave them (" + "; ".join(f"{u}: {r}" for u, r in failures) + ")"
+        answered = f"no mirror gave {them} (" + "; ".join(f"{f.url}: {f.reason}" for f in failures) + ")"
     else:
         answered = "no mirror is set"
-    return (f"{names} {'is' if len(left) == 1 else 'are'} not in {root} and {answered}; "
-            "download them there by hand or set dataset.root or TRAINER_RUN_DATA to a folder "
-            "that has them")
+    return (f"{', '.join(left)} {verb} not in {root} and {answered}; download {them} there by hand "
+            "or set dataset.root or TRAINER_RUN_DATA to a folder that has them")
 
 
 class _Bar:
