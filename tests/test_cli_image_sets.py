@@ -26,9 +26,10 @@ SHORT = ("model.hidden_sizes=[8]", "trainer.max_iterations=5", "trainer.progress
          "dataset.batch_size=10")
 
 
-def _files(contents: dict) -> str:
-    """``dataset.files`` overriding the md5 of each file of ``contents``."""
-    return "dataset.files={" + ", ".join(f"{name}: '{md5(c)}'" for name, c in contents.items()) + "}"
+def _md5(contents: dict, names: dict) -> list[str]:
+    """Overrides of ``dataset.md5`` for the files ``contents`` (name: bytes) of the roles
+    ``names`` (role: name)."""
+    return [f"dataset.md5.{role}='{md5(contents[name])}'" for role, name in names.items()]
 
 
 def _check_run(run: Path, prototypes: numpy.ndarray) -> None:
@@ -53,8 +54,8 @@ def test_mnist_downloads_its_files_once_and_trains_on_them(tmp_path):
         server.routes = {f"/mnist/{name}": c for name, c in contents.items()}
         mirrors = f"dataset.mirrors=[{closed_port_url()},{server.url('/mnist/')}]"
         result = run_cli("dataset=mnist", f"dataset.root={tmp_path / 'data'}", mirrors,
-                         _files(contents), "dataset.timeout=5", f"hydra.run.dir={tmp_path / 'run'}",
-                         *SHORT)
+                         *_md5(contents, image_sets.MNIST_NAMES), "dataset.timeout=5",
+                         f"hydra.run.dir={tmp_path / 'run'}", *SHORT)
         assert result.returncode == 0, result.stderr
         assert [server.gets(f"/mnist/{name}") for name in contents] == [1, 1, 1, 1]
     for name, content in contents.items():
@@ -80,8 +81,9 @@ def test_cifar10_from_an_archive_put_in_trainer_run_data(tmp_path, monkeypatch):
     arrays = cifar_archive(folder / "cifar-10-binary.tar.gz", per_batch=20, prototypes=True)
     contents = {"cifar-10-binary.tar.gz": (folder / "cifar-10-binary.tar.gz").read_bytes()}
     monkeypatch.setenv("TRAINER_RUN_DATA", str(tmp_path / "data"))
-    result = run_cli("dataset=cifar10", f"dataset.mirrors=[{closed_port_url()}]", _files(contents),
-                     f"hydra.run.dir={tmp_path / 'run'}", *SHORT)
+    result = run_cli("dataset=cifar10", f"dataset.mirrors=[{closed_port_url()}]",
+                     *_md5(contents, image_sets.CIFAR10_NAMES), f"hydra.run.dir={tmp_path / 'run'}",
+                     *SHORT)
     assert result.returncode == 0, result.stderr
     assert (folder / "cifar-10-batches-bin" / "test_batch.bin").stat().st_size == 20 * 3073
     _check_run(tmp_path / "run", arrays["prototypes"])
@@ -104,14 +106,14 @@ def test_idx_without_its_files_names_the_key(tmp_path):
     result = run_cli("dataset=idx", "dataset.train_images=missing.gz", "hydra.run.dir=run", *SHORT,
                      cwd=tmp_path)
     assert result.returncode == 2
-    assert result.stderr == (f"error: dataset.train_images: missing.gz: no such file (relative to "
+    assert result.stderr == (f"error: dataset.train_images=missing.gz: no such file (relative to "
                              f"{tmp_path})\n")
 
 
 def test_the_mnist_callable_reads_files_put_in_place(tmp_path):
     contents, arrays = mnist_files(tmp_path / "mnist")
-    files = {name: md5(c) for name, c in contents.items()}
-    splits = image_sets.mnist(root=tmp_path, mirrors=[closed_port_url()], files=files, timeout=5)
+    digests = {role: md5(contents[name]) for role, name in image_sets.MNIST_NAMES.items()}
+    splits = image_sets.mnist(root=tmp_path, mirrors=[closed_port_url()], md5=digests, timeout=5)
     for split, (x, y) in (("train", splits.train), ("test", splits.test)):
         x_ref, y_ref = arrays[split]
         assert x.dtype == numpy.uint8 and x.shape == (len(x_ref), 1, 28, 28)
@@ -125,8 +127,8 @@ def test_the_mnist_callable_reads_files_put_in_place(tmp_path):
 def test_the_cifar10_callable_gives_the_archives_images(tmp_path):
     (tmp_path / "cifar10").mkdir()
     arrays = cifar_archive(tmp_path / "cifar10" / "cifar-10-binary.tar.gz", per_batch=3)
-    files = {"cifar-10-binary.tar.gz": md5((tmp_path / "cifar10" / "cifar-10-binary.tar.gz").read_bytes())}
-    splits = image_sets.cifar10(root=tmp_path, mirrors=[], files=files)
+    archive = md5((tmp_path / "cifar10" / "cifar-10-binary.tar.gz").read_bytes())
+    splits = image_sets.cifar10(root=tmp_path, mirrors=[], md5={"archive": archive})
     for (x, y), (x_ref, y_ref) in ((splits.train, arrays["train"]), (splits.test, arrays["test"])):
         numpy.testing.assert_array_equal(x, x_ref)
         numpy.testing.assert_array_equal(y, y_ref)
@@ -145,24 +147,26 @@ def test_the_root_is_the_argument_else_trainer_run_data_else_the_cache(tmp_path,
     assert image_sets.data_root() == tmp_path / ".cache" / "trainer-run"
 
 
-def test_wrong_files_for_a_set_name_the_argument(tmp_path):
-    with pytest.raises(ConfigError, match="files must map each of cifar-10-binary.tar.gz to its md5, "
-                                          "got a.tar.gz"):
-        image_sets.cifar10(root=tmp_path, files={"a.tar.gz": "0" * 32})
+def test_wrong_checksums_or_files_for_a_set_name_the_argument(tmp_path):
+    with pytest.raises(ConfigError, match=r"^md5 must give the md5 of each of archive \(the files "
+                                          r"cifar-10-binary.tar.gz\), got tarball$"):
+        image_sets.cifar10(root=tmp_path, md5={"tarball": "0" * 32})
+    with pytest.raises(ConfigError, match="^md5.test_labels must be 32 hex digits, got 'abc'$"):
+        image_sets.fashion_mnist(root=tmp_path, md5={**image_sets.MNIST_MD5, "test_labels": "abc"})
     (tmp_path / "mnist").mkdir()
-    (tmp_path / "mnist" / image_sets.TRAIN_IMAGES).write_bytes(b"other")
-    with pytest.raises(ConfigError, match=f"^root: {tmp_path / 'mnist' / image_sets.TRAIN_IMAGES} "
+    (tmp_path / "mnist" / "train-images-idx3-ubyte.gz").write_bytes(b"other")
+    with pytest.raises(ConfigError, match=f"^root: {tmp_path / 'mnist' / 'train-images-idx3-ubyte.gz'} "
                                           f"has md5 {md5(b'other')}, not the expected"):
         image_sets.mnist(root=tmp_path, mirrors=[])
 
 
 def test_the_configs_repeat_the_published_checksums_and_mirrors():
     configs = Path(trainer_run.configs.__file__).parent / "dataset"
-    for name, files, mirrors in (("mnist", image_sets.MNIST_FILES, image_sets.MNIST_MIRRORS),
-                                 ("fashion_mnist", image_sets.FASHION_MNIST_FILES,
-                                  image_sets.FASHION_MNIST_MIRRORS),
-                                 ("cifar10", image_sets.CIFAR10_FILES, image_sets.CIFAR10_MIRRORS)):
+    for name, digests, mirrors in (("mnist", image_sets.MNIST_MD5, image_sets.MNIST_MIRRORS),
+                                   ("fashion_mnist", image_sets.FASHION_MNIST_MD5,
+                                    image_sets.FASHION_MNIST_MIRRORS),
+                                   ("cifar10", image_sets.CIFAR10_MD5, image_sets.CIFAR10_MIRRORS)):
         config = yaml.safe_load((configs / f"{name}.yaml").read_text())
-        assert config["files"] == files and config["mirrors"] == list(mirrors)
+        assert config["md5"] == digests and config["mirrors"] == list(mirrors)
         assert config["_target_"] == f"trainer_run.data.image_sets.{name}"
         assert config["root"] is None and config["normalize"] == "unit"

@@ -23,25 +23,28 @@ from pathlib import Path
 
 from ..errors import ConfigError
 from . import cifar
+from .array_files import existing
 from .datasets import Splits
-from .download import checked, fetch, locked
+from .download import MD5, checked, fetch, locked
 from .idx import read_idx
 
-TRAIN_IMAGES, TRAIN_LABELS = "train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"
-TEST_IMAGES, TEST_LABELS = "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"
-MNIST_FILES = {TRAIN_IMAGES: "f68b3c2dcbeaaa9fbdd348bbdeb94873",
-               TRAIN_LABELS: "d53e105ee54ea40749a09fcbcd1e9432",
-               TEST_IMAGES: "9fb629c4189551a2d022fa330f9573f3",
-               TEST_LABELS: "ec29112dd5afa0611ce80d1b7f02629c"}
+MNIST_NAMES = {"train_images": "train-images-idx3-ubyte.gz",
+               "train_labels": "train-labels-idx1-ubyte.gz",
+               "test_images": "t10k-images-idx3-ubyte.gz", "test_labels": "t10k-labels-idx1-ubyte.gz"}
+"""The files of an MNIST-format set by role (Fashion-MNIST's have the same names)."""
+MNIST_MD5 = {"train_images": "f68b3c2dcbeaaa9fbdd348bbdeb94873",
+             "train_labels": "d53e105ee54ea40749a09fcbcd1e9432",
+             "test_images": "9fb629c4189551a2d022fa330f9573f3",
+             "test_labels": "ec29112dd5afa0611ce80d1b7f02629c"}
 MNIST_MIRRORS = ("https://ossci-datasets.s3.amazonaws.com/mnist/",
                  "https://storage.googleapis.com/cvdf-datasets/mnist/")
-FASHION_MNIST_FILES = {TRAIN_IMAGES: "8d4fb7e6c68d591d4c3dfef9ec88bf0d",
-                       TRAIN_LABELS: "25c81989df183df01b3e8a0aad5dffbe",
-                       TEST_IMAGES: "bef4ecab320f06d8554ea6380940ec79",
-                       TEST_LABELS: "bb300cfdad3c16e7a12a480ee83cd310"}
+FASHION_MNIST_MD5 = {"train_images": "8d4fb7e6c68d591d4c3dfef9ec88bf0d",
+                     "train_labels": "25c81989df183df01b3e8a0aad5dffbe",
+                     "test_images": "bef4ecab320f06d8554ea6380940ec79",
+                     "test_labels": "bb300cfdad3c16e7a12a480ee83cd310"}
 FASHION_MNIST_MIRRORS = ("http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/",)
-CIFAR10_ARCHIVE = "cifar-10-binary.tar.gz"
-CIFAR10_FILES = {CIFAR10_ARCHIVE: "c32a1d4ab5d03f1284b67883e8d87530"}
+CIFAR10_NAMES = {"archive": "cifar-10-binary.tar.gz"}
+CIFAR10_MD5 = {"archive": "c32a1d4ab5d03f1284b67883e8d87530"}
 CIFAR10_MIRRORS = ("https://www.cs.toronto.edu/~kriz/",)
 TIMEOUT = 30.0
 
@@ -58,30 +61,31 @@ def data_root(root=None) -> Path:
     return Path(root).expanduser().absolute()
 
 
-def mnist(root=None, mirrors=MNIST_MIRRORS, files=MNIST_FILES, timeout: float = TIMEOUT) -> Splits:
+def mnist(root=None, mirrors=MNIST_MIRRORS, md5=MNIST_MD5, timeout: float = TIMEOUT) -> Splits:
     """MNIST's handwritten digits (60000 training and 10000 test images of 28x28, 10 classes)
-    from ``<root>/mnist``, downloaded there when missing."""
-    return _mnist_format("mnist", root, mirrors, files, timeout)
+    from ``<root>/mnist``, downloaded there when missing; ``md5``: the md5 of each file of
+    :data:`MNIST_NAMES` by role."""
+    return _mnist_format("mnist", root, mirrors, md5, timeout)
 
 
-def fashion_mnist(root=None, mirrors=FASHION_MNIST_MIRRORS, files=FASHION_MNIST_FILES,
+def fashion_mnist(root=None, mirrors=FASHION_MNIST_MIRRORS, md5=FASHION_MNIST_MD5,
                   timeout: float = TIMEOUT) -> Splits:
     """Zalando's Fashion-MNIST (clothes; MNIST's sizes and format) from
     ``<root>/fashion_mnist``, downloaded there when missing."""
-    return _mnist_format("fashion_mnist", root, mirrors, files, timeout)
+    return _mnist_format("fashion_mnist", root, mirrors, md5, timeout)
 
 
-def cifar10(root=None, mirrors=CIFAR10_MIRRORS, files=CIFAR10_FILES,
-            timeout: float = TIMEOUT) -> Splits:
+def cifar10(root=None, mirrors=CIFAR10_MIRRORS, md5=CIFAR10_MD5, timeout: float = TIMEOUT) -> Splits:
     """CIFAR-10 (50000 training and 10000 test colour images of 32x32, 10 classes) from
     ``<root>/cifar10``: its binary release, downloaded when missing and extracted once into
-    ``<root>/cifar10/cifar-10-batches-bin`` (see :mod:`trainer_run.data.cifar`)."""
-    files, mirrors, timeout = _sources(files, mirrors, timeout, (CIFAR10_ARCHIVE,))
+    ``<root>/cifar10/cifar-10-batches-bin`` (see :mod:`trainer_run.data.cifar`); ``md5``:
+    the archive's, ``{"archive": ...}``."""
+    files, mirrors, timeout = _sources(CIFAR10_NAMES, md5, mirrors, timeout)
     folder = data_root(root) / "cifar10"
     with _under("root"):
         batches = cifar.extracted(folder)
         if batches is None:
-            archive = fetch(folder, files, mirrors, timeout)[CIFAR10_ARCHIVE]
+            archive = fetch(folder, files, mirrors, timeout)[CIFAR10_NAMES["archive"]]
             with locked(folder):
                 batches = cifar.extracted(folder) or cifar.extract(archive, folder)
         train, test, _ = cifar.read(batches)
@@ -102,17 +106,17 @@ def idx(train_images=None, train_labels=None, test_images=None, test_labels=None
     return Splits(train, None, test, origin)
 
 
-def _mnist_format(name: str, root, mirrors, files: dict, timeout: float) -> Splits:
+def _mnist_format(name: str, root, mirrors, md5, timeout: float) -> Splits:
     """The four IDX files of an MNIST-format set in ``<root>/<name>`` as splits."""
-    names = (TRAIN_IMAGES, TRAIN_LABELS, TEST_IMAGES, TEST_LABELS)
-    files, mirrors, timeout = _sources(files, mirrors, timeout, names)
+    files, mirrors, timeout = _sources(MNIST_NAMES, md5, mirrors, timeout)
     folder = data_root(root) / name
     with _under("root"):
-        paths = fetch(folder, files, mirrors, timeout)
-        train = _images(paths[TRAIN_IMAGES], paths[TRAIN_LABELS])
-        test = _images(paths[TEST_IMAGES], paths[TEST_LABELS])
-    return Splits(train, None, test, {"train": str(paths[TRAIN_IMAGES]),
-                                      "test": str(paths[TEST_IMAGES])})
+        fetched = fetch(folder, files, mirrors, timeout)
+        paths = {role: fetched[file] for role, file in MNIST_NAMES.items()}
+        train = _images(paths["train_images"], paths["train_labels"])
+        test = _images(paths["test_images"], paths["test_labels"])
+    return Splits(train, None, test, {"train": str(paths["train_images"]),
+                                      "test": str(paths["test_images"])})
 
 
 def _images(images_path: Path, labels_path: Path) -> tuple:
@@ -129,14 +133,8 @@ def _pair(images_key: str, images, labels_key: str, labels) -> tuple:
     """The arrays of the IDX files ``images`` and ``labels`` (both needed), read and checked."""
     arrays = []
     for key, value in ((images_key, images), (labels_key, labels)):
-        if value is None:
-            raise ConfigError(f"{key} is not set: give the IDX file, e.g. "
-                              f"dataset.{key}=data/{key.replace('_', '-')}.idx.gz")
-        path = Path(str(value)).expanduser()
+        path = existing(key, value)
         with _under(key):
-            if not path.is_file():
-                where = "" if path.is_absolute() else f" (relative to {Path.cwd()})"
-                raise ConfigError(f"{value}: no such file{where}")
             arrays.append(read_idx(path))
     with _under(labels_key):
         _check_counts(images, len(arrays[0]), labels, len(arrays[1]))
@@ -149,14 +147,17 @@ def _check_counts(images, n_images: int, labels, n_labels: int) -> None:
                           "give the labels of those images, one each")
 
 
-def _sources(files, mirrors, timeout, names: tuple) -> tuple[dict, list, float]:
-    """The download arguments, checked (:func:`trainer_run.data.download.checked`); ``files``
-    must name exactly the set's ``names``."""
-    files, mirrors, timeout = checked(files, mirrors, timeout)
-    if sorted(files) != sorted(names):
-        raise ConfigError(f"files must map each of {', '.join(names)} to its md5, got "
-                          f"{', '.join(files)}")
-    return files, mirrors, timeout
+def _sources(names: dict, md5, mirrors, timeout) -> tuple[dict, list, float]:
+    """The arguments of :func:`~trainer_run.data.download.fetch` for the files ``names`` (role:
+    file name) with ``md5`` (role: md5), checked; ``md5`` must give every role, no other."""
+    if not isinstance(md5, dict) or sorted(md5) != sorted(names):
+        given = ", ".join(map(str, md5)) if isinstance(md5, dict) else repr(md5)
+        raise ConfigError(f"md5 must give the md5 of each of {', '.join(names)} (the files "
+                          f"{', '.join(names.values())}), got {given or 'none'}")
+    for role, digest in md5.items():
+        if not MD5.fullmatch(str(digest).lower()):
+            raise ConfigError(f"md5.{role} must be 32 hex digits, got {digest!r}")
+    return checked({names[role]: digest for role, digest in md5.items()}, mirrors, timeout)
 
 
 @contextlib.contextmanager
