@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -81,6 +82,27 @@ def test_a_cut_download_leaves_a_part_that_the_next_fetch_resumes(server, tmp_pa
     assert (tmp_path / "a.bin").read_bytes() == A
     assert server.requests == [("/a.bin", None), ("/a.bin", "bytes=25000-")]
     assert _names(tmp_path) == {"a.bin", LOCK}
+
+
+def test_ctrl_c_mid_download_leaves_a_part_that_the_next_fetch_resumes(server, tmp_path):
+    big = _content(400_000, 3)
+    server.routes = {"/big.bin": big}
+    server.delay = 0.01  # 98 blocks of 4 KiB: about 1 s
+    argv = [sys.executable, "-c", FETCH, str(tmp_path), json.dumps({"big.bin": md5(big)}), server.url()]
+    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    part = tmp_path / "big.bin.part"
+    while not (part.is_file() and part.stat().st_size) and process.poll() is None:
+        time.sleep(0.01)
+    process.send_signal(signal.SIGINT)
+    process.communicate(timeout=60)
+    assert process.returncode != 0
+    assert not (tmp_path / "big.bin").exists()
+    kept = part.read_bytes()
+    assert 0 < len(kept) < len(big) and kept == big[:len(kept)]
+    server.delay = 0
+    fetch(tmp_path, {"big.bin": md5(big)}, [server.url()], timeout=5)
+    assert (tmp_path / "big.bin").read_bytes() == big
+    assert server.requests == [("/big.bin", None), ("/big.bin", f"bytes={len(kept)}-")]
 
 
 def test_a_cut_download_continues_from_the_next_mirror(server, tmp_path):
