@@ -142,8 +142,10 @@ def test_the_root_is_the_argument_else_trainer_run_data_else_the_cache(tmp_path,
     assert image_sets.data_root() == Path("/data/sets")
     monkeypatch.delenv("TRAINER_RUN_DATA")
     assert image_sets.data_root() == Path("/var/cache/me/trainer-run")
-    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("XDG_CACHE_HOME", "relative/cache")  # ignored, as the XDG spec says
     monkeypatch.setenv("HOME", str(tmp_path))
+    assert image_sets.data_root() == tmp_path / ".cache" / "trainer-run"
+    monkeypatch.delenv("XDG_CACHE_HOME")
     assert image_sets.data_root() == tmp_path / ".cache" / "trainer-run"
 
 

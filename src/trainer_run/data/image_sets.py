@@ -52,12 +52,12 @@ TIMEOUT = 30.0
 def data_root(root=None) -> Path:
     """The folder holding one subfolder per image set: ``root`` if given (relative to the
     folder the command runs from), else ``$TRAINER_RUN_DATA``, else ``trainer-run`` in the
-    user's cache folder (``$XDG_CACHE_HOME``, by default ``~/.cache``)."""
+    user's cache folder (``$XDG_CACHE_HOME`` if it is an absolute path, else ``~/.cache``)."""
     if root is None:
         root = os.environ.get("TRAINER_RUN_DATA") or None
     if root is None:
-        cache = os.environ.get("XDG_CACHE_HOME") or "~/.cache"
-        root = Path(cache).expanduser() / "trainer-run"
+        cache = os.environ.get("XDG_CACHE_HOME", "")
+        root = Path(cache if os.path.isabs(cache) else "~/.cache").expanduser() / "trainer-run"
     return Path(root).expanduser().absolute()
 
 
