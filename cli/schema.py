@@ -72,6 +72,10 @@ TYPES = {
     "dataset.features": _type("list", "none", description="a list of column names or indices"),
     "dataset.header": _type("bool", "str", description="auto, true or false"),
     "dataset.root": _type("str", "none", description="a folder"),
+    "dataset.train_images": _type("str", "none", description="a file name"),
+    "dataset.train_labels": _type("str", "none", description="a file name"),
+    "dataset.test_images": _type("str", "none", description="a file name"),
+    "dataset.test_labels": _type("str", "none", description="a file name"),
 }
 """Fields whose type the YAML default does not tell: null or interpolated defaults, and
 fields that take null or a list besides their default's type (``*`` matches any key below)."""

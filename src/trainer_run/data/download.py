@@ -1,0 +1,267 @@
+"""Files of a published data set, fetched once into a folder and checked against their md5.
+
+:func:`fetch` ``(root, files, mirrors)`` returns the path of every file of ``files`` (name:
+md5) in the folder ``root``:
+
+- A file already in ``root`` with the right md5 is used as it is (nothing is written, the
+  folder may be read-only); one with another md5 is refused, naming both checksums: a
+  user's file is never overwritten.
+- A missing file is downloaded from the ``mirrors`` in order (its URL: mirror + name). An
+  HTTP error or an unreachable mirror moves on to the next mirror (an unreachable one is not
+  asked again in the same fetch); a download whose md5 differs is deleted, then the next
+  mirror is tried.
+- A download goes to ``<name>.part`` and is renamed to ``<name>`` only once verified, so a
+  file under its final name is always complete. A download cut off (a dropped connection,
+  Ctrl-C) leaves its ``.part``; the next attempt asks for the rest (an HTTP ``Range``
+  request) and appends it if the server answers 206, else starts again from zero.
+- Downloads happen under an exclusive lock on ``root/.fetch.lock`` (``fcntl.flock``): of two
+  runs that start together (a sweep's jobs), one downloads, the other waits and then finds
+  the files there and verified.
+- While a file downloads, a progress bar on stderr shows its bytes and speed; nothing is
+  printed when every file is present.
+
+Files still missing after every mirror are one :class:`~trainer_run.errors.ConfigError`
+naming them, the folder to put them in and what each mirror answered.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import http.client
+import os
+import re
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
+
+from .. import files as run_files
+from ..errors import ConfigError, check_number
+
+LOCK = ".fetch.lock"
+USER_AGENT = "trainer-run"  # some hosts refuse urllib's default one
+CHUNK = 1 << 16
+MD5 = re.compile(r"[0-9a-f]{32}")
+
+
+class Failed(Exception):
+    """One download that did not give the file: ``reason`` says why; ``unreachable`` when the
+    mirror did not answer at all; ``url`` what was asked for (set by the caller)."""
+
+    def __init__(self, reason: str, unreachable: bool = False):
+        super().__init__(reason)
+        self.reason, self.unreachable, self.url = reason, unreachable, ""
+
+
+def fetch(root, files: dict, mirrors, timeout: float = 30.0) -> dict[str, Path]:
+    """The path of each file of ``files`` (name: md5 hex digest) in the folder ``root``,
+    downloaded from ``mirrors`` (base URLs, tried in order) when missing; see the module's
+    docstring. ``timeout``: seconds a mirror may take to connect or to send more data."""
+    root = Path(root).expanduser()
+    files, mirrors, timeout = checked(files, mirrors, timeout)
+    if all(_verified(root / name, digest) for name, digest in files.items()):
+        return {name: root / name for name in files}
+    with locked(root), _Bar() as bar:
+        missing = [n for n, digest in files.items() if not _verified(root / n, digest)]
+        failures, dead = [], set()
+        for name in missing:
+            _fetch_one(root, name, files[name], mirrors, timeout, bar, failures, dead)
+    left = [n for n in missing if not (root / n).is_file()]
+    if left:
+        raise ConfigError(_missing_message(root, left, mirrors, failures))
+    return {name: root / name for name in files}
+
+
+def checked(files, mirrors, timeout) -> tuple[dict, list, float]:
+    """The arguments of :func:`fetch` checked: ``files`` a mapping of names to md5 hex digests,
+    ``mirrors`` a URL or a list of them, ``timeout`` a positive number; each error names the
+    argument."""
+    if not isinstance(files, dict) or not files:
+        raise ConfigError(f"files must map file names to their md5, got {files!r}")
+    digests = {}
+    for name, digest in files.items():
+        if not isinstance(name, str) or Path(name).name != name or name in ("", ".", ".."):
+            raise ConfigError(f"files: {name!r} is not a file name; name each file without a "
+                              "folder")
+        digests[name] = str(digest).lower()
+        if not MD5.fullmatch(digests[name]):
+            raise ConfigError(f"files: the md5 of {name} must be 32 hex digits, got {digest!r}")
+    mirrors = [mirrors] if isinstance(mirrors, str) else mirrors
+    if not isinstance(mirrors, (list, tuple)) or not all(isinstance(m, str) for m in mirrors):
+        raise ConfigError(f"mirrors must be a list of base URLs (a file's URL is the mirror and its "
+                          f"name), got {mirrors!r}")
+    return digests, list(mirrors), check_number("timeout", timeout, low=0, low_open=True)
+
+
+def md5(path) -> str:
+    """The md5 hex digest of the file ``path``."""
+    digest = hashlib.md5(usedforsecurity=False)
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _verified(path: Path, expected: str) -> bool:
+    """Whether ``path`` is there (its md5 must then be ``expected``: refused otherwise)."""
+    if not path.is_file():
+        return False
+    found = md5(path)
+    if found != expected:
+        raise ConfigError(f"{path} has md5 {found}, not the expected {expected}: it is not the "
+                          "published file; delete it to download it again, or replace it")
+    return True
+
+
+@contextlib.contextmanager
+def locked(root: Path):
+    """Holds the exclusive lock of the folder ``root`` (created if missing) while inside."""
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        fd = os.open(root / LOCK, os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError as e:
+        raise run_files.storage_error(root / LOCK, e) from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _fetch_one(root: Path, name: str, digest: str, mirrors: list, timeout: float, bar,
+               failures: list, dead: set) -> None:
+    """Downloads ``name`` into ``root`` from the first mirror that gives it with the right md5;
+    each failure is appended to ``failures`` (a :class:`Failed`), unreachable mirrors to
+    ``dead``."""
+    part = root / f"{name}.part"
+    if part.is_file() and md5(part) == digest:  # complete, cut before its rename
+        return _finish(part, root / name)
+    for mirror in mirrors:
+        if mirror in dead:
+            continue
+        url = mirror if mirror.endswith("/") else mirror + "/"
+        url += name
+        try:
+            _download(url, part, timeout, bar, name)
+            found = md5(part)
+            if found == digest:
+                return _finish(part, root / name)
+            part.unlink()
+            raise Failed(f"gave md5 {found}, not {digest}")
+        except Failed as e:
+            e.url = url
+            failures.append(e)
+            if e.unreachable:
+                dead.add(mirror)
+
+
+def _finish(part: Path, path: Path) -> None:
+    try:
+        os.replace(part, path)
+        run_files.fsync_dir(path.parent)
+    except OSError as e:
+        raise run_files.storage_error(path, e) from None
+
+
+def _download(url: str, part: Path, timeout: float, bar, name: str) -> None:
+    """Writes the body of ``url`` to ``part``, resuming what it holds when the server answers
+    a Range request; raises :class:`Failed` when no whole body came."""
+    offset = part.stat().st_size if part.is_file() else 0
+    response = _open(url, offset, timeout)
+    if offset and response.status == 416:  # the part is not a prefix of the file: start again
+        response.close()
+        part.unlink()
+        return _download(url, part, timeout, bar, name)
+    with response:
+        if response.status != 206 or not _starts_at(response, offset):
+            offset = 0
+        length = response.headers.get("Content-Length")
+        total = offset + int(length) if length and length.isdigit() else None
+        received = _receive(response, part, offset, bar.task(name, total, offset))
+    if total is not None and received < total:
+        raise Failed(f"cut off after {received} of {total} bytes (kept as {part.name}; run again "
+                     "to resume)")
+
+
+def _open(url: str, offset: int, timeout: float):
+    """The response to GET ``url`` (from byte ``offset`` on, if not 0); a 416 answer to a
+    Range request is returned, any other HTTP error raises :class:`Failed`."""
+    headers = {"User-Agent": USER_AGENT, **({"Range": f"bytes={offset}-"} if offset else {})}
+    try:
+        return urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=timeout)
+    except urllib.error.HTTPError as e:
+        if e.code == 416 and offset:
+            return e
+        raise Failed(f"HTTP {e.code} {e.reason}") from None
+    except (urllib.error.URLError, OSError, http.client.HTTPException) as e:
+        reason = getattr(e, "reason", None) or e
+        raise Failed(f"unreachable ({reason})", unreachable=True) from None
+
+
+def _starts_at(response, offset: int) -> bool:
+    """Whether a 206 answer's Content-Range starts at ``offset``."""
+    match = re.match(r"bytes (\d+)-", response.headers.get("Content-Range", ""))
+    return bool(match) and int(match.group(1)) == offset
+
+
+def _receive(response, part: Path, offset: int, advance) -> int:
+    """Appends the body to ``part`` (truncated to ``offset`` bytes first); the bytes ``part``
+    then holds. A dropped connection ends it early, keeping what came."""
+    received = offset
+    try:
+        with open(part, "r+b" if offset else "wb") as f:
+            f.truncate(offset)
+            f.seek(offset)
+            while True:
+                try:
+                    block = response.read(CHUNK)
+                except (OSError, http.client.HTTPException):
+                    break
+                if not block:
+                    break
+                f.write(block)
+                received += len(block)
+                advance(received)
+    except OSError as e:
+        raise run_files.storage_error(part, e) from None
+    return received
+
+
+def _missing_message(root: Path, left: list, mirrors: list, failures: list) -> str:
+    """The line for files ``left`` missing after ``failures`` (:class:`Failed`)."""
+    them, verb = ("it", "is") if len(left) == 1 else ("them", "are")
+    if failures and all(f.unreachable for f in failures):
+        answered = f"no mirror answered ({', '.join(mirrors)})"
+    elif failures:
+        answered = f"no mirror gave {them} (" + "; ".join(f"{f.url}: {f.reason}" for f in failures) + ")"
+    else:
+        answered = "no mirror is set"
+    return (f"{', '.join(left)} {verb} not in {root} and {answered}; download {them} there by hand "
+            "or set dataset.root or TRAINER_RUN_DATA to a folder that has them")
+
+
+class _Bar:
+    """The progress bar of a fetch on stderr, shown from its first download on."""
+
+    def __init__(self):
+        self.progress = None
+
+    def __enter__(self):
+        return self
+
+    def task(self, name: str, total: int | None, completed: int):
+        """A line for the download of ``name``; returns its update function (bytes so far)."""
+        if self.progress is None:
+            self.progress = Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
+                                     TransferSpeedColumn(), console=Console(stderr=True))
+            self.progress.start()
+        task = self.progress.add_task(name, total=total, completed=completed)
+        return lambda done: self.progress.update(task, completed=done)
+
+    def __exit__(self, *exc):
+        if self.progress is not None:
+            self.progress.stop()

@@ -1,0 +1,126 @@
+"""IDX files, the format of MNIST and its relatives: one n-dimensional array per file.
+
+The layout (big-endian throughout): two zero bytes, a type code (``0x08`` uint8, ``0x09``
+int8, ``0x0B`` int16, ``0x0C`` int32, ``0x0D`` float32, ``0x0E`` float64), the number of
+dimensions, one uint32 per dimension, then the values in C order. A file may be gzipped;
+:func:`read_idx` tells by its first two bytes (``1f 8b``), not by its name.
+
+:func:`read_idx` returns the array in native byte order: single-byte data of a raw file is
+memory-mapped (read as batches need it), anything else is read into memory (a gzipped file
+is decompressed straight into the array). A file that is not IDX, or holds fewer or more
+values than its header declares, is refused with a :class:`~trainer_run.errors.ConfigError`
+naming it. :func:`write_idx` writes one (atomically).
+"""
+
+from __future__ import annotations
+
+import gzip
+import struct
+import zlib
+from pathlib import Path
+
+import numpy
+
+from .. import files
+from ..errors import ConfigError
+
+TYPES = {0x08: numpy.uint8, 0x09: numpy.int8, 0x0B: numpy.int16, 0x0C: numpy.int32,
+         0x0D: numpy.float32, 0x0E: numpy.float64}
+"""IDX type code: numpy type."""
+CODES = {numpy.dtype(t): code for code, t in TYPES.items()}
+GZIP_MAGIC = b"\x1f\x8b"
+CHUNK = 1 << 22
+
+
+def read_idx(path) -> numpy.ndarray:
+    """The array the IDX file ``path`` holds (gzipped or raw), in native byte order."""
+    path = Path(path)
+    try:
+        with open(path, "rb") as f:
+            gzipped = f.read(2) == GZIP_MAGIC
+        if gzipped:
+            with gzip.open(path, "rb") as stream:
+                return _read_stream(stream, path)
+        return _read_raw(path)
+    except (EOFError, gzip.BadGzipFile, zlib.error) as e:
+        raise ConfigError(f"{path} is truncated or damaged (gzip: {e or type(e).__name__}); "
+                          "download or copy it again") from None
+
+
+def _header(stream, path: Path) -> tuple[numpy.dtype, tuple]:
+    """The element type and the shape the header of ``stream`` declares."""
+    head = stream.read(4)
+    if len(head) < 4 or head[:2] != b"\0\0" or head[2] not in TYPES:
+        raise ConfigError(f"{path} is not an IDX file: it starts with {head.hex() or 'nothing'} "
+                          "instead of 0000, a type code (08, 09, 0b, 0c, 0d or 0e) and the "
+                          "number of dimensions; give an IDX file (MNIST format), gzipped or not")
+    ndim = head[3]
+    dims = stream.read(4 * ndim)
+    if len(dims) < 4 * ndim:
+        raise _truncated(path, f"a header of {ndim} dimensions", 4 + len(dims))
+    return numpy.dtype(TYPES[head[2]]).newbyteorder(">"), struct.unpack(f">{ndim}I", dims)
+
+
+def _read_stream(stream, path: Path) -> numpy.ndarray:
+    """The array of an IDX stream, read into memory."""
+    dtype, shape = _header(stream, path)
+    array = numpy.empty(shape, dtype)
+    view = memoryview(array.reshape(-1).view(numpy.uint8))
+    done = 0
+    while done < len(view):
+        n = stream.readinto(view[done:done + CHUNK])
+        if not n:
+            raise _truncated(path, _describe(dtype, shape), done, data=True)
+        done += n
+    if stream.read(1):
+        raise ConfigError(f"{path} holds more data than its header declares "
+                          f"({_describe(dtype, shape)}); it is not a valid IDX file")
+    return _native(array)
+
+
+def _read_raw(path: Path) -> numpy.ndarray:
+    """The array of a raw IDX file: memory-mapped when its values are single bytes."""
+    with open(path, "rb") as f:
+        dtype, shape = _header(f, path)
+        offset = f.tell()
+    expected = int(numpy.prod(shape, dtype=numpy.int64)) * dtype.itemsize
+    held = path.stat().st_size - offset
+    if held < expected:
+        raise _truncated(path, _describe(dtype, shape), held, data=True)
+    if held > expected:
+        raise ConfigError(f"{path} holds {held - expected} bytes more than its header declares "
+                          f"({_describe(dtype, shape)}); it is not a valid IDX file")
+    if dtype.itemsize == 1 and expected > 0:
+        return numpy.memmap(path, dtype.newbyteorder("="), "r", offset, shape)
+    values = numpy.fromfile(path, dtype, count=expected // dtype.itemsize, offset=offset)
+    return _native(values.reshape(shape))
+
+
+def _native(array: numpy.ndarray) -> numpy.ndarray:
+    """``array`` in the machine's byte order (swapped in place when it differs)."""
+    native = array.dtype.newbyteorder("=")
+    return array if native == array.dtype else array.byteswap(inplace=True).view(native)
+
+
+def _describe(dtype: numpy.dtype, shape: tuple) -> str:
+    size = int(numpy.prod(shape, dtype=numpy.int64)) * dtype.itemsize
+    return f"{'x'.join(map(str, shape)) or 'a scalar'} {dtype.name}, {size} bytes of data"
+
+
+def _truncated(path: Path, declared: str, held: int, data: bool = False) -> ConfigError:
+    what = "bytes of data" if data else "bytes"
+    return ConfigError(f"{path} is truncated: its header declares {declared} and it holds {held} "
+                       f"{what}; download or copy it again")
+
+
+def write_idx(path, array, compress: bool = False) -> None:
+    """Writes ``array`` (a type :data:`TYPES` lists, at most 255 dimensions) to ``path`` as an
+    IDX file, gzipped when ``compress``; the file is replaced atomically."""
+    array = numpy.asarray(array)
+    code = CODES.get(array.dtype.newbyteorder("="))
+    if code is None:
+        raise ConfigError(f"IDX files hold {', '.join(numpy.dtype(t).name for t in TYPES.values())}; "
+                          f"the array is {array.dtype}")
+    header = bytes([0, 0, code, array.ndim]) + struct.pack(f">{array.ndim}I", *array.shape)
+    content = header + array.astype(array.dtype.newbyteorder(">")).tobytes()
+    files.write_atomic(Path(path), gzip.compress(content, mtime=0) if compress else content)

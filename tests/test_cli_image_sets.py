@@ -1,0 +1,174 @@
+"""The image sets end to end: ``trainer-run dataset=mnist|cifar10|idx`` on tiny files served
+by a local HTTP server or put in place beforehand, and the dataset callables themselves.
+
+The training images are one prototype per class (labels 0..9 in turn, 10 images of each), so
+the run's validation split (``val_fraction`` 0.1: one image of each class, whichever it
+draws) has a loss computed here from the saved parameters: it checks that the run trained
+on these pixels, scaled to [0, 1], with the labels they were written with."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy
+import pytest
+import yaml
+from conftest import load_npz, run_cli
+from image_files import FileServer, cifar_archive, class_images, closed_port_url, md5, mnist_files
+
+import trainer_run.configs
+from trainer_run.data import image_sets
+from trainer_run.data.idx import write_idx
+from trainer_run.errors import ConfigError
+
+SHORT = ("model.hidden_sizes=[8]", "trainer.max_iterations=5", "trainer.progress=false",
+         "dataset.batch_size=10")
+
+
+def _md5(contents: dict, names: dict) -> list[str]:
+    """Overrides of ``dataset.md5`` for the files ``contents`` (name: bytes) of the roles
+    ``names`` (role: name)."""
+    return [f"dataset.md5.{role}='{md5(contents[name])}'" for role, name in names.items()]
+
+
+def _check_run(run: Path, prototypes: numpy.ndarray) -> None:
+    """The run made 5 updates of 10 of its 90 training images, and its final validation loss
+    and accuracy are those of its saved MLP on the 10 class prototypes."""
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["status"] == "completed" and summary["iteration"] == 5
+    assert summary["epoch"] == pytest.approx(5 * 10 / 90)
+    params = load_npz(run / "model.npz")
+    assert params["l1/W"].shape == (8, prototypes[0].size) and params["l2/W"].shape == (10, 8)
+    x = prototypes.reshape(10, -1).astype(numpy.float64) / 255
+    logits = numpy.maximum(x @ params["l1/W"].T + params["l1/b"], 0) @ params["l2/W"].T + params["l2/b"]
+    shifted = logits - logits.max(axis=1, keepdims=True)
+    log_p = shifted - numpy.log(numpy.exp(shifted).sum(axis=1, keepdims=True))
+    assert summary["val/loss"] == pytest.approx(-log_p[range(10), range(10)].mean(), rel=1e-5)
+    assert summary["val/accuracy"] == pytest.approx((logits.argmax(axis=1) == range(10)).mean())
+
+
+def test_mnist_downloads_its_files_once_and_trains_on_them(tmp_path):
+    contents, arrays = mnist_files(tmp_path / "served")
+    with FileServer() as server:
+        server.routes = {f"/mnist/{name}": c for name, c in contents.items()}
+        mirrors = f"dataset.mirrors=[{closed_port_url()},{server.url('/mnist/')}]"
+        result = run_cli("dataset=mnist", f"dataset.root={tmp_path / 'data'}", mirrors,
+                         *_md5(contents, image_sets.MNIST_NAMES), "dataset.timeout=5",
+                         f"hydra.run.dir={tmp_path / 'run'}", *SHORT)
+        assert result.returncode == 0, result.stderr
+        assert [server.gets(f"/mnist/{name}") for name in contents] == [1, 1, 1, 1]
+    for name, content in contents.items():
+        assert (tmp_path / "data" / "mnist" / name).read_bytes() == content
+    _check_run(tmp_path / "run", arrays["prototypes"])
+
+
+def test_mnist_offline_without_its_files_is_one_line(tmp_path):
+    mirror = closed_port_url()
+    result = run_cli("dataset=mnist", f"dataset.root={tmp_path}", f"dataset.mirrors=[{mirror}]",
+                     f"hydra.run.dir={tmp_path / 'run'}", *SHORT)
+    assert result.returncode == 2
+    assert result.stderr == (
+        f"error: dataset.root: train-images-idx3-ubyte.gz, train-labels-idx1-ubyte.gz, "
+        f"t10k-images-idx3-ubyte.gz, t10k-labels-idx1-ubyte.gz are not in {tmp_path / 'mnist'} and "
+        f"no mirror answered ({mirror}); download them there by hand or set dataset.root or "
+        "TRAINER_RUN_DATA to a folder that has them\n")
+
+
+def test_cifar10_from_an_archive_put_in_trainer_run_data(tmp_path, monkeypatch):
+    folder = tmp_path / "data" / "cifar10"
+    folder.mkdir(parents=True)
+    arrays = cifar_archive(folder / "cifar-10-binary.tar.gz", per_batch=20, prototypes=True)
+    contents = {"cifar-10-binary.tar.gz": (folder / "cifar-10-binary.tar.gz").read_bytes()}
+    monkeypatch.setenv("TRAINER_RUN_DATA", str(tmp_path / "data"))
+    result = run_cli("dataset=cifar10", f"dataset.mirrors=[{closed_port_url()}]",
+                     *_md5(contents, image_sets.CIFAR10_NAMES), f"hydra.run.dir={tmp_path / 'run'}",
+                     *SHORT)
+    assert result.returncode == 0, result.stderr
+    assert (folder / "cifar-10-batches-bin" / "test_batch.bin").stat().st_size == 20 * 3073
+    _check_run(tmp_path / "run", arrays["prototypes"])
+
+
+@pytest.mark.parametrize("compress", [True, False], ids=["gz", "raw"])
+def test_idx_files_relative_to_the_working_folder(tmp_path, compress):
+    x, y, prototypes = class_images(100, (12, 12))
+    (tmp_path / "data").mkdir()
+    for name, array in (("train-x", x), ("train-y", y), ("test-x", x[:7]), ("test-y", y[:7])):
+        write_idx(tmp_path / "data" / name, array, compress=compress)
+    result = run_cli("dataset=idx", "dataset.train_images=data/train-x",
+                     "dataset.train_labels=data/train-y", "dataset.test_images=data/test-x",
+                     "dataset.test_labels=data/test-y", "hydra.run.dir=run", *SHORT, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    _check_run(tmp_path / "run", prototypes)
+
+
+def test_idx_without_its_files_names_the_key(tmp_path):
+    result = run_cli("dataset=idx", "dataset.train_images=missing.gz", "hydra.run.dir=run", *SHORT,
+                     cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr == (f"error: dataset.train_images=missing.gz: no such file (relative to "
+                             f"{tmp_path})\n")
+
+
+def test_the_mnist_callable_reads_files_put_in_place(tmp_path):
+    contents, arrays = mnist_files(tmp_path / "mnist")
+    digests = {role: md5(contents[name]) for role, name in image_sets.MNIST_NAMES.items()}
+    splits = image_sets.mnist(root=tmp_path, mirrors=[closed_port_url()], md5=digests, timeout=5)
+    for split, (x, y) in (("train", splits.train), ("test", splits.test)):
+        x_ref, y_ref = arrays[split]
+        assert x.dtype == numpy.uint8 and x.shape == (len(x_ref), 1, 28, 28)
+        numpy.testing.assert_array_equal(x[:, 0], x_ref)
+        numpy.testing.assert_array_equal(y, y_ref)
+    assert splits.val is None
+    assert splits.origin == {"train": str(tmp_path / "mnist" / "train-images-idx3-ubyte.gz"),
+                             "test": str(tmp_path / "mnist" / "t10k-images-idx3-ubyte.gz")}
+
+
+def test_the_cifar10_callable_gives_the_archives_images(tmp_path):
+    (tmp_path / "cifar10").mkdir()
+    arrays = cifar_archive(tmp_path / "cifar10" / "cifar-10-binary.tar.gz", per_batch=3)
+    archive = md5((tmp_path / "cifar10" / "cifar-10-binary.tar.gz").read_bytes())
+    splits = image_sets.cifar10(root=tmp_path, mirrors=[], md5={"archive": archive})
+    for (x, y), (x_ref, y_ref) in ((splits.train, arrays["train"]), (splits.test, arrays["test"])):
+        numpy.testing.assert_array_equal(x, x_ref)
+        numpy.testing.assert_array_equal(y, y_ref)
+
+
+def test_the_root_is_the_argument_else_trainer_run_data_else_the_cache(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("TRAINER_RUN_DATA", "/data/sets")
+    monkeypatch.setenv("XDG_CACHE_HOME", "/var/cache/me")
+    assert image_sets.data_root("here") == tmp_path / "here"
+    assert image_sets.data_root() == Path("/data/sets")
+    monkeypatch.delenv("TRAINER_RUN_DATA")
+    assert image_sets.data_root() == Path("/var/cache/me/trainer-run")
+    monkeypatch.setenv("XDG_CACHE_HOME", "relative/cache")  # ignored, as the XDG spec says
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert image_sets.data_root() == tmp_path / ".cache" / "trainer-run"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    assert image_sets.data_root() == tmp_path / ".cache" / "trainer-run"
+
+
+def test_wrong_checksums_or_files_for_a_set_name_the_argument(tmp_path):
+    with pytest.raises(ConfigError, match=r"^md5 must give the md5 of each of archive \(the files "
+                                          r"cifar-10-binary.tar.gz\), got tarball$"):
+        image_sets.cifar10(root=tmp_path, md5={"tarball": "0" * 32})
+    with pytest.raises(ConfigError, match="^md5.test_labels must be 32 hex digits, got 'abc'$"):
+        image_sets.fashion_mnist(root=tmp_path, md5={**image_sets.MNIST_MD5, "test_labels": "abc"})
+    (tmp_path / "mnist").mkdir()
+    (tmp_path / "mnist" / "train-images-idx3-ubyte.gz").write_bytes(b"other")
+    with pytest.raises(ConfigError, match=f"^root: {tmp_path / 'mnist' / 'train-images-idx3-ubyte.gz'} "
+                                          f"has md5 {md5(b'other')}, not the expected"):
+        image_sets.mnist(root=tmp_path, mirrors=[])
+
+
+def test_the_configs_repeat_the_published_checksums_and_mirrors():
+    configs = Path(trainer_run.configs.__file__).parent / "dataset"
+    for name, digests, mirrors in (("mnist", image_sets.MNIST_MD5, image_sets.MNIST_MIRRORS),
+                                   ("fashion_mnist", image_sets.FASHION_MNIST_MD5,
+                                    image_sets.FASHION_MNIST_MIRRORS),
+                                   ("cifar10", image_sets.CIFAR10_MD5, image_sets.CIFAR10_MIRRORS)):
+        config = yaml.safe_load((configs / f"{name}.yaml").read_text())
+        assert config["md5"] == digests and config["mirrors"] == list(mirrors)
+        assert config["_target_"] == f"trainer_run.data.image_sets.{name}"
+        assert config["root"] is None and config["normalize"] == "unit"
