@@ -15,7 +15,15 @@ import numpy
 import pytest
 import yaml
 from conftest import load_npz, run_cli
-from image_files import FileServer, cifar_archive, class_images, closed_port_url, md5, mnist_files
+from image_files import (
+    CIFAR_CLASSES,
+    FileServer,
+    cifar_archive,
+    class_images,
+    closed_port_url,
+    md5,
+    mnist_files,
+)
 
 import trainer_run.configs
 from trainer_run.data import image_sets
@@ -61,6 +69,8 @@ def test_mnist_downloads_its_files_once_and_trains_on_them(tmp_path):
     for name, content in contents.items():
         assert (tmp_path / "data" / "mnist" / name).read_bytes() == content
     _check_run(tmp_path / "run", arrays["prototypes"])
+    record = json.loads((tmp_path / "run" / "data.json").read_text())
+    assert record["classes"] == [str(d) for d in range(10)] and record["in_shape"] == [1, 28, 28]
 
 
 def test_mnist_offline_without_its_files_is_one_line(tmp_path):
@@ -87,6 +97,17 @@ def test_cifar10_from_an_archive_put_in_trainer_run_data(tmp_path, monkeypatch):
     assert result.returncode == 0, result.stderr
     assert (folder / "cifar-10-batches-bin" / "test_batch.bin").stat().st_size == 20 * 3073
     _check_run(tmp_path / "run", arrays["prototypes"])
+    record = json.loads((tmp_path / "run" / "data.json").read_text())
+    assert record["classes"] == CIFAR_CLASSES and record["in_shape"] == [3, 32, 32]
+    # the test split, evaluated once at the end with the final parameters
+    params = load_npz(tmp_path / "run" / "model.npz")
+    x, y = arrays["test"]
+    x = x.reshape(len(x), -1).astype(numpy.float64) / 255
+    logits = numpy.maximum(x @ params["l1/W"].T + params["l1/b"], 0) @ params["l2/W"].T + params["l2/b"]
+    shifted = logits - logits.max(axis=1, keepdims=True)
+    log_p = shifted - numpy.log(numpy.exp(shifted).sum(axis=1, keepdims=True))
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["test/loss"] == pytest.approx(-log_p[range(len(y)), y].mean(), rel=1e-5)
 
 
 @pytest.mark.parametrize("compress", [True, False], ids=["gz", "raw"])

@@ -63,7 +63,8 @@ def test_every_optimizer_trains_from_the_config(tmp_path, name):
     ascends = name == "test"  # MXNet's Test optimizer ascends the gradient: w += rescale_grad * grad
     cfg = _compose(f"optimizer={name}", "trainer.max_iterations=128", "trainer.progress=false",
                    "trainer.eval_interval=128", "trainer.log_interval=64",  # two epochs each
-                   f"trainer.max_skipped_in_a_row={'null' if ascends else 100}", f"trainer.nan_policy={'skip' if ascends else 'stop'}")
+                   f"trainer.max_skipped_in_a_row={'null' if ascends else 100}",
+                   f"trainer.nan_policy={'skip' if ascends else 'stop'}")
     config = OmegaConf.to_container(cfg, resolve=True)
     trainer = build_trainer(config, tmp_path)
     trainer.run()

@@ -99,12 +99,14 @@ class Splits:
     validation split (``dataset.val_fraction`` then takes one from ``train``), ``test`` when
     it has no held-out test split. ``origin`` names where each split came from (a file, a
     generator) for messages; labels may be integers, floats or strings (class names).
+    ``classes`` names integer class ids when the loader knows their names (CIFAR-10's).
     """
 
     train: tuple
     val: tuple | None = None
     test: tuple | None = None
     origin: dict = field(default_factory=dict)
+    classes: list | None = None
 
     def source(self, split: str) -> str:
         """Where ``split`` came from, for a message."""

@@ -43,6 +43,9 @@ FASHION_MNIST_MD5 = {"train_images": "8d4fb7e6c68d591d4c3dfef9ec88bf0d",
                      "test_images": "bef4ecab320f06d8554ea6380940ec79",
                      "test_labels": "bb300cfdad3c16e7a12a480ee83cd310"}
 FASHION_MNIST_MIRRORS = ("http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/",)
+FASHION_MNIST_CLASSES = ("T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt",
+                         "Sneaker", "Bag", "Ankle boot")
+"""Fashion-MNIST's class names by id, from its README."""
 CIFAR10_NAMES = {"archive": "cifar-10-binary.tar.gz"}
 CIFAR10_MD5 = {"archive": "c32a1d4ab5d03f1284b67883e8d87530"}
 CIFAR10_MIRRORS = ("https://www.cs.toronto.edu/~kriz/",)
@@ -65,14 +68,14 @@ def mnist(root=None, mirrors=MNIST_MIRRORS, md5=MNIST_MD5, timeout: float = TIME
     """MNIST's handwritten digits (60000 training and 10000 test images of 28x28, 10 classes)
     from ``<root>/mnist``, downloaded there when missing; ``md5``: the md5 of each file of
     :data:`MNIST_NAMES` by role."""
-    return _mnist_format("mnist", root, mirrors, md5, timeout)
+    return _mnist_format("mnist", root, mirrors, md5, timeout, [str(d) for d in range(10)])
 
 
 def fashion_mnist(root=None, mirrors=FASHION_MNIST_MIRRORS, md5=FASHION_MNIST_MD5,
                   timeout: float = TIMEOUT) -> Splits:
     """Zalando's Fashion-MNIST (clothes; MNIST's sizes and format) from
     ``<root>/fashion_mnist``, downloaded there when missing."""
-    return _mnist_format("fashion_mnist", root, mirrors, md5, timeout)
+    return _mnist_format("fashion_mnist", root, mirrors, md5, timeout, list(FASHION_MNIST_CLASSES))
 
 
 def cifar10(root=None, mirrors=CIFAR10_MIRRORS, md5=CIFAR10_MD5, timeout: float = TIMEOUT) -> Splits:
@@ -88,9 +91,9 @@ def cifar10(root=None, mirrors=CIFAR10_MIRRORS, md5=CIFAR10_MD5, timeout: float 
             archive = fetch(folder, files, mirrors, timeout)[CIFAR10_NAMES["archive"]]
             with locked(folder):
                 batches = cifar.extracted(folder) or cifar.extract(archive, folder)
-        train, test, _ = cifar.read(batches)
+        train, test, names = cifar.read(batches)
     return Splits(train, None, test, {"train": str(batches / "data_batch_*.bin"),
-                                      "test": str(batches / cifar.TEST)})
+                                      "test": str(batches / cifar.TEST)}, list(names))
 
 
 def idx(train_images=None, train_labels=None, test_images=None, test_labels=None) -> Splits:
@@ -106,7 +109,7 @@ def idx(train_images=None, train_labels=None, test_images=None, test_labels=None
     return Splits(train, None, test, origin)
 
 
-def _mnist_format(name: str, root, mirrors, md5, timeout: float) -> Splits:
+def _mnist_format(name: str, root, mirrors, md5, timeout: float, classes: list) -> Splits:
     """The four IDX files of an MNIST-format set in ``<root>/<name>`` as splits."""
     files, mirrors, timeout = _sources(MNIST_NAMES, md5, mirrors, timeout)
     folder = data_root(root) / name
@@ -116,7 +119,7 @@ def _mnist_format(name: str, root, mirrors, md5, timeout: float) -> Splits:
         train = _images(paths["train_images"], paths["train_labels"])
         test = _images(paths["test_images"], paths["test_labels"])
     return Splits(train, None, test, {"train": str(paths["train_images"]),
-                                      "test": str(paths["test_images"])})
+                                      "test": str(paths["test_images"])}, classes)
 
 
 def _images(images_path: Path, labels_path: Path) -> tuple:

@@ -158,7 +158,6 @@ def _decide(splits: Splits, task: str, n_classes: int | None):
     output size, the task and the line that says how it was chosen (and a hint line)."""
     raw = {s: numpy.asarray(getattr(splits, s)[-1]) for s in ("train", "val", "test")
            if getattr(splits, s) is not None}
-    source = splits.source("train")
     kind, reason = _task(raw["train"], task)
     if kind == "regression":
         labels = {s: _targets(y, splits.source(s)) for s, y in raw.items()}
@@ -168,13 +167,14 @@ def _decide(splits: Splits, task: str, n_classes: int | None):
         return labels, None, out_size, kind, note + (f"\nhint: {hint}" if hint else "")
     labels, names = _class_ids(raw, splits, task)
     out_size = int(max(int(y.max()) for y in labels.values())) + 1
+    names = names if names is not None else splits.classes
     if names is not None:
-        out_size = len(names)
+        n_classes = n_classes or len(names)
     if n_classes is not None:
-        too_big = [(s, int(y.max())) for s, y in labels.items() if y.max() >= n_classes]
-        check(not too_big, f"{splits.source(too_big[0][0]) if too_big else source}: label "
-              f"{too_big[0][1] if too_big else ''} is out of range for {n_classes} classes (ids "
-              f"0 to {n_classes - 1}); fix the labels or the class count")
+        for split, y in labels.items():
+            check(y.max() < n_classes, f"{splits.source(split)}: label {int(y.max())} is out of "
+                  f"range for {n_classes} classes (ids 0 to {n_classes - 1}); fix the labels or the "
+                  "class count")
         out_size = n_classes
     return labels, names, out_size, kind, f"classification into {out_size} classes ({reason})"
 
