@@ -112,7 +112,8 @@ def trainer_of(run: Run, config: dict, out: Path, extra: dict | None = None) -> 
     t = config["trainer"]
     nan = {k: t[k] for k in ("nan_policy", "max_skipped_in_a_row")}
     updater = build_updater(config["updater"], run.kvstore, run.asynchronous, config["loss_scale"],
-                            run.iterator, run.optimizer, run.model, run.backend, run.batch_size, nan)
+                            run.iterator, run.optimizer, run.model, run.backend, run.batch_size, nan,
+                            config["dataset"]["prefetch"])
     trainer = Trainer(updater, run.stop, out=str(out))
     _extend(trainer, run, t, extra)
     return trainer
@@ -230,10 +231,11 @@ def _replicas(updater: dict) -> int:
 
 
 def build_updater(section: dict, kvstore, asynchronous: bool, loss_scale: dict, iterator, optimizer,
-                  model, backend, batch_size: int, nan: dict | None = None):
+                  model, backend, batch_size: int, nan: dict | None = None, prefetch: int = 0):
     """The updater of ``updater=standard|parallel`` with its loss scaler, callbacks and
     ``kvstore`` (and ``asynchronous``: from :func:`build_kvstore` and its decision);
-    ``nan``: ``nan_policy`` and ``max_skipped_in_a_row`` from the trainer section."""
+    ``nan``: ``nan_policy`` and ``max_skipped_in_a_row`` from the trainer section;
+    ``prefetch``: ``dataset.prefetch``."""
     kwargs = {k: v for k, v in section.items() if k != "name"}
     kwargs["callbacks"] = build_callbacks(kwargs.get("callbacks") or {})
     kwargs["loss_scaler"] = build_loss_scaler(loss_scale)
@@ -249,9 +251,10 @@ def build_updater(section: dict, kvstore, asynchronous: bool, loss_scale: dict, 
         replicas = _replicas(section)
         check(replicas <= batch_size, f"updater.devices={section.get('devices')} needs a batch of "
               f"at least {replicas} examples; dataset.batch_size is {batch_size}")
-    return call("updater", klass, kwargs, owners={k: "trainer" for k in nan or {}},
+    owners = {**{k: "trainer" for k in nan or {}}, "prefetch": "dataset"}
+    return call("updater", klass, kwargs, owners=owners,
                 iterator=iterator, optimizer=optimizer, model=model, backend=backend, kvstore=kvstore,
-                asynchronous=asynchronous, **(nan or {}))
+                asynchronous=asynchronous, prefetch=prefetch, **(nan or {}))
 
 
 def build_loss_scaler(section: dict):

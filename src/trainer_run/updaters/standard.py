@@ -30,6 +30,10 @@ Our rules, where the seeds differ:
   one).
 - **Divergence** (Chainer's ``FailOnNonNumber``, on the loss): see :mod:`.divergence`.
 - **Callbacks**: see :mod:`trainer_run.callbacks`.
+- **Prefetch** (``prefetch=N``): the next ``N`` batches' parts are gathered (``take``, the
+  normalization included) on one background thread while this one trains; the batches, the
+  iterator's state and so checkpoints are the same as without (see
+  :mod:`trainer_run.data.prefetch`). The parts are moved to the device here.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ import numpy
 
 from ..callbacks import Callbacks
 from ..converter import concat_examples, to_device
+from ..data.prefetch import Prefetcher
 from ..errors import check, check_number
 from ..optimizers import Optimizer, get_updater
 from ..params import ParamStore
@@ -85,12 +90,17 @@ class StandardUpdater:
         asynchronous: ``kvstore`` is a ``dist_async`` store whose server applies the
             optimizer (:class:`~.server_sync.ServerSync`; the kvstore rules'
             :attr:`~trainer_run.kvstore.trainer_rules.Decision.asynchronous`).
+        prefetch: the number of batches gathered ahead on one background thread (0: none;
+            see :class:`~trainer_run.data.prefetch.Prefetcher`). It needs the default
+            converter and a main iterator with ``next_indices`` over a dataset with
+            ``take``; the batches are the same with any value.
     """
 
     def __init__(self, iterator, optimizer, model, converter: Callable = concat_examples,
                  backend=None, loss_func: Callable | None = None, accum_grad: int = 1,
                  loss_scaler=None, callbacks=None, nan_policy: str = "stop", kvstore=None,
-                 max_skipped_in_a_row: int | None = 100, asynchronous: bool = False):
+                 max_skipped_in_a_row: int | None = 100, asynchronous: bool = False,
+                 prefetch: int = 0):
         self.nan = NanPolicy(nan_policy, max_skipped_in_a_row)
         self._iterators = _by_name(iterator, "iterators")
         self._optimizers: dict[str, Optimizer] = _by_name(optimizer, "optimizers")
@@ -101,6 +111,14 @@ class StandardUpdater:
         self.backend = backend
         self.loss_func = loss_func
         self.accum_grad = check_number("accum_grad", accum_grad, low=1, integer=True)
+        self.prefetch = check_number("prefetch", prefetch, low=0, integer=True)
+        main = self._iterators["main"]
+        check(not self.prefetch or (converter is concat_examples and hasattr(main, "next_indices")
+                                    and hasattr(main.dataset, "take")),
+              f"prefetch={prefetch} gathers batches with the dataset's take(indices) and the "
+              "default converter; this run's iterator, dataset or converter has none, so set it "
+              "to 0")
+        self._prefetchers: dict = {}
         self.loss_scaler = loss_scaler
         self.callbacks = callbacks if isinstance(callbacks, Callbacks) else Callbacks(callbacks)
         self.iteration = 0
@@ -178,8 +196,10 @@ class StandardUpdater:
         return self._models[name]
 
     def finalize(self) -> None:
-        """Finalizes the iterators and closes the kvstore (``dist_async``: after every
-        worker has closed it, the server stops)."""
+        """Stops the prefetch thread, finalizes the iterators and closes the kvstore
+        (``dist_async``: after every worker has closed it, the server stops)."""
+        for prefetcher in self._prefetchers.values():
+            prefetcher.close()
         for iterator in self._iterators.values():
             iterator.finalize()
         self.sync.close()
@@ -287,15 +307,32 @@ class StandardUpdater:
         of examples the update averages over.
 
         With the default converter and a dataset that can ``take`` rows, each part is
-        gathered with one fancy index instead of stacking examples one by one; the
-        result is the same.
+        gathered with one fancy index instead of stacking examples one by one (ahead of
+        time with ``prefetch``); the result is the same.
         """
         dataset, n = iterator.dataset, len(backends)
         if self.converter is concat_examples and hasattr(dataset, "take"):
-            shard, size = self.sync.shard(iterator.next_indices())
-            return [to_device(dataset.take(shard[j::n]), b) for j, b in enumerate(backends)], size
+            parts, size = self._gathered(iterator, n)
+            return [to_device(part, b) for part, b in zip(parts, backends)], size
         shard, size = self.sync.shard(iterator.next())
         return [self.converter(shard[j::n], b) for j, b in enumerate(backends)], size
+
+    def _gathered(self, iterator, n: int) -> tuple[list, int]:
+        """The next batch of ``iterator``: this worker's shard taken from its dataset in ``n``
+        parts, and the number of examples the update averages over; through a
+        :class:`Prefetcher` when ``prefetch`` is on."""
+        dataset, shard_of = iterator.dataset, self.sync.shard
+
+        def gather(indices):
+            shard, size = shard_of(indices)
+            return [dataset.take(shard[j::n]) for j in range(n)], size
+
+        if not self.prefetch:
+            return gather(iterator.next_indices())
+        key = (id(iterator), n)
+        if key not in self._prefetchers:
+            self._prefetchers[key] = Prefetcher(iterator, gather, self.prefetch)
+        return self._prefetchers[key].next()
 
     def forward(self, in_arrays, model=None) -> dict:
         """The loss function (``loss_func``, else ``model``, else the main model) on
@@ -343,6 +380,8 @@ class StandardUpdater:
             self.backend.load_state_dict(state["backend"])
         for name, it in self._iterators.items():
             it.load_state_dict(state["iterators"][name])
+        for prefetcher in self._prefetchers.values():
+            prefetcher.reset()  # gathered for the old position (it would notice, a batch later)
         for name, store in self.stores.items():
             store.load_state_dict(state["models"][name], asarray)
         for name, opt in self._optimizers.items():

@@ -1,0 +1,114 @@
+"""Preparing the next batches on a background thread (``dataset.prefetch``).
+
+A :class:`Prefetcher` stands beside an iterator and a ``gather`` function that turns a batch's
+dataset indices into arrays (the updater's: ``dataset.take`` of each replica's part, the
+normalization included). While the caller trains on one batch, one background thread gathers
+the next ``depth``.
+
+The iterator keeps its exact semantics: it is advanced on the caller's thread, one batch per
+:meth:`Prefetcher.next`, so its position, epoch and ``state_dict`` are those of a run without
+prefetching, and a checkpoint resumes the same way. To know the indices of batches not yet
+drawn, a *lead* copy of the iterator (the same dataset, its own order and generator, its
+state loaded from the iterator's ``state_dict``) runs ahead and the thread gathers for it.
+Each batch the iterator draws is compared with the oldest gathered one by its indices: equal
+indices mean equal arrays (``gather`` depends on nothing else), so that batch is used; on any
+difference (the iterator's state was loaded from a checkpoint, it was reset, ...) the
+gathered batches are dropped, the batch is gathered on the caller's thread, and the lead is
+copied again from the iterator. Batches are therefore always the iterator's, bit for bit.
+
+An exception raised by ``gather`` on the thread is raised again by the :meth:`Prefetcher.next`
+that reaches its batch, on the caller's thread.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+from typing import Callable
+
+import numpy
+
+from ..errors import check_number
+
+
+class Prefetcher:
+    """The batches of ``iterator``, each passed through ``gather``, with up to ``depth`` of
+    them gathered ahead on one background thread (0: none; everything on the caller's
+    thread).
+
+    Args:
+        iterator: an iterator with ``next_indices()``, ``state_dict()``,
+            ``load_state_dict(state)`` and a ``dataset`` (a
+            :class:`~trainer_run.data.SerialIterator`). Only :meth:`next` advances it.
+        gather: a function of a batch's indices alone; it runs on the background thread
+            concurrently with the caller, so it may only read shared data.
+        depth: the number of batches gathered ahead, an integer >= 0.
+    """
+
+    def __init__(self, iterator, gather: Callable, depth: int):
+        self.iterator = iterator
+        self.gather = gather
+        self.depth = check_number("prefetch", depth, low=0, integer=True)
+        self._queue: deque = deque()  # (indices, future) of the lead's batches, oldest first
+        self._lead = None             # None: to be copied from the iterator before use
+        self._pool: ThreadPoolExecutor | None = None
+
+    def next(self):
+        """Advances the iterator by one batch and returns ``gather`` of its indices (gathered
+        ahead when the lead foresaw them; else here). Raises ``StopIteration`` when the
+        iterator does, and what ``gather`` raised for this batch."""
+        indices = self.iterator.next_indices()
+        future = None
+        if self._queue:
+            ahead, future = self._queue.popleft()
+            if not _same(ahead, indices):
+                future = None
+        if future is None:
+            self.reset()
+        self._fill()
+        return self.gather(indices) if future is None else future.result()
+
+    def reset(self) -> None:
+        """Drops the batches gathered ahead (one being gathered finishes unused) and the lead;
+        the next :meth:`next` copies the lead from the iterator again."""
+        for _, future in self._queue:
+            future.cancel()
+        self._queue.clear()
+        self._lead = None
+
+    def close(self) -> None:
+        """Drops the batches gathered ahead and stops the thread (after the batch it is
+        gathering, if any). A later :meth:`next` starts a new one."""
+        self.reset()
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+
+    def _fill(self) -> None:
+        """Queues the lead's next batches until ``depth`` are queued or the lead has none."""
+        if self.depth == 0:
+            return
+        if self._lead is None:
+            self._lead = lead_of(self.iterator)
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(1, thread_name_prefix="prefetch")
+        while len(self._queue) < self.depth:
+            try:
+                indices = self._lead.next_indices()
+            except StopIteration:  # an iterator without repeat, at its end
+                return
+            self._queue.append((indices, self._pool.submit(self.gather, indices)))
+
+
+def lead_of(iterator):
+    """A copy of ``iterator`` over the same dataset (not copied) with its own order and
+    generator, its state loaded from ``iterator.state_dict()``: it yields the batches the
+    iterator will yield next, and advancing it leaves the iterator as it was."""
+    lead = copy.deepcopy(iterator, {id(iterator.dataset): iterator.dataset})
+    lead.load_state_dict(iterator.state_dict())
+    return lead
+
+
+def _same(a, b) -> bool:
+    return numpy.shape(a) == numpy.shape(b) and bool(numpy.array_equal(a, b))
