@@ -1,0 +1,215 @@
+"""``.npy`` files read through a read-only memory map whose pages do not pile up in the process.
+
+:func:`open_npy` maps a file and returns a :class:`MappedArray`: an array-like (``len``,
+``shape``, ``dtype``, ``ndim``, ``size``, ``nbytes``, ``reshape``, ``numpy.asarray``) whose
+reads, ``a[indices]``, ``a[start:stop]`` or ``a[i]``, return ordinary in-memory arrays,
+never views of the map. Only the rows read are read from the file.
+
+Resident memory: each page of the map a read touches stays mapped into the process (counted in
+its resident set, ``RssFile``) until the process lets it go, and on Linux the kernel maps up
+to 64 KiB around every page it faults in ("fault-around"), so random rows of a file larger than
+memory would otherwise end up holding the whole file. Every read therefore adds an upper
+bound of the bytes it may have brought in (its rows' bytes plus two 64 KiB windows per
+separate run of rows) to a count, and once the count passes ``budget`` bytes the whole map's
+pages are dropped from the process (``madvise(MADV_DONTNEED)``: the data stays in the
+operating system's file cache, so a later read of them costs a minor page fault, not a disk
+read) and the count restarts. The map's resident memory thus stays below ``budget`` plus one
+read's bound. A file no larger than ``budget`` is never dropped (it cannot exceed it).
+Where ``madvise`` is missing (Python built without it), nothing is dropped.
+
+Reads may come from several threads at once (the prefetch thread and the evaluation, say):
+the count is kept under a lock, and a drop never changes what a read returns.
+
+A file that is not a ``.npy`` array, is truncated, or holds Python objects (which would need
+unpickling, never done here) is refused with a :class:`~trainer_run.errors.ConfigError`
+naming the file.
+"""
+
+from __future__ import annotations
+
+import math
+import mmap
+import os
+import threading
+
+import numpy
+from numpy.lib import format as npy_format
+
+from ..errors import ConfigError
+
+DROP_BYTES = 64 << 20
+"""Default ``budget``: the bytes of reads after which a map's pages are dropped."""
+FAULT_AROUND = 64 << 10
+"""The span the kernel may map around a faulted page (Linux's default ``fault_around_bytes``)."""
+CAN_DROP = hasattr(mmap.mmap, "madvise") and hasattr(mmap, "MADV_DONTNEED")
+
+
+def open_npy(path, budget: int | None = DROP_BYTES) -> MappedArray:
+    """The array in the ``.npy`` file ``path``, mapped read-only; its pages are dropped from
+    the process after every ``budget`` bytes of reads (None: never; see the module
+    docstring). Raises :class:`ConfigError` naming the file when it cannot be read, is no
+    ``.npy`` array, is truncated or holds Python objects."""
+    path = os.fspath(path)
+    try:
+        with open(path, "rb") as f:
+            shape, fortran_order, dtype, offset = _header(f, path)
+            size = os.fstat(f.fileno()).st_size
+            count = math.prod(shape)
+            needed = offset + count * dtype.itemsize
+            if size < needed:
+                raise ConfigError(f"{path} is truncated: its header describes a {dtype} array of "
+                                  f"shape {shape} ({needed} bytes with the header) and the file has "
+                                  f"{size} bytes; write it again")
+            mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    except OSError as e:
+        raise ConfigError(f"cannot read {path}: {e.strerror or e}") from None
+    flat = numpy.frombuffer(mapped, dtype=dtype, count=count, offset=offset)
+    array = flat.reshape(shape[::-1]).T if fortran_order else flat.reshape(shape)
+    return MappedArray(_Mapping(mapped, budget, path), array)
+
+
+def _header(f, path: str):
+    """Shape, Fortran order, dtype and data offset of the ``.npy`` file open as ``f``."""
+    readers = {(1, 0): npy_format.read_array_header_1_0, (2, 0): npy_format.read_array_header_2_0}
+    try:
+        version = npy_format.read_magic(f)
+        if version in readers:
+            shape, fortran_order, dtype = readers[version](f)
+    except ValueError as e:
+        raise ConfigError(f"{path} is not a readable .npy array file ({e}); save it with "
+                          "numpy.save") from None
+    if version == (3, 0):
+        raise ConfigError(f"{path} is a .npy file of format version 3.0, written for structured "
+                          "types with non-Latin-1 field names; save a plain numeric array")
+    if version not in readers:
+        raise ConfigError(f"{path} is not a readable .npy array file (format version "
+                          f"{version[0]}.{version[1]} does not exist); save it with numpy.save")
+    if dtype.hasobject:
+        raise ConfigError(f"{path} holds Python objects ({dtype}), which only unpickling could read, "
+                          "and trainer-run never unpickles a file; save numeric arrays (for class "
+                          "names: strings of fixed width, e.g. numpy.array(names, dtype=str))")
+    return shape, fortran_order, dtype, f.tell()
+
+
+class _Mapping:
+    """One file's read-only map, and the count of bytes read from it since its pages were
+    last dropped."""
+
+    def __init__(self, mapped: mmap.mmap, budget: int | None, path: str):
+        self.mapped = mapped
+        self.path = path
+        self.budget = budget if CAN_DROP and budget is not None and len(mapped) > budget else None
+        self.pending = 0
+        self.drops = 0
+        """How many times the pages were dropped (for tests and benchmarks)."""
+        self._lock = threading.Lock()
+
+    def read(self, nbytes: int) -> None:
+        """Counts a read that may have brought ``nbytes`` of the map in; past the budget, drops
+        the map's pages from the process."""
+        if self.budget is None:
+            return
+        with self._lock:
+            self.pending += nbytes
+            if self.pending >= self.budget:
+                self.mapped.madvise(mmap.MADV_DONTNEED)
+                self.pending = 0
+                self.drops += 1
+
+
+class MappedArray:
+    """An array in a memory-mapped ``.npy`` file (from :func:`open_npy`); reads return
+    in-memory arrays. ``reshape`` gives another view of the same map, with the same count
+    of bytes read."""
+
+    def __init__(self, mapping: _Mapping, array: numpy.ndarray):
+        self._mapping = mapping
+        self._array = array
+
+    @property
+    def path(self) -> str:
+        return self._mapping.path
+
+    @property
+    def drops(self) -> int:
+        """How many times the map's pages were dropped from the process so far."""
+        return self._mapping.drops
+
+    @property
+    def shape(self) -> tuple:
+        return self._array.shape
+
+    @property
+    def dtype(self) -> numpy.dtype:
+        return self._array.dtype
+
+    @property
+    def ndim(self) -> int:
+        return self._array.ndim
+
+    @property
+    def size(self) -> int:
+        return self._array.size
+
+    @property
+    def nbytes(self) -> int:
+        return self._array.nbytes
+
+    def __len__(self) -> int:
+        return len(self._array)
+
+    def __repr__(self) -> str:
+        return f"MappedArray({self.path!r}, shape={self.shape}, dtype={self.dtype})"
+
+    def reshape(self, *shape) -> MappedArray:
+        """The same data in another shape (as ``numpy.ndarray.reshape``), still mapped."""
+        return MappedArray(self._mapping, self._array.reshape(*shape))
+
+    def __getitem__(self, key):
+        """``array[key]`` with NumPy's indexing rules, as an in-memory array (or scalar)."""
+        out = self._array[key]
+        if isinstance(out, numpy.ndarray) and numpy.may_share_memory(out, self._array):
+            out = out.copy()
+        self._mapping.read(self._touched(key))
+        return out
+
+    def __array__(self, dtype=None, copy=None):
+        """The whole array in memory, read in pieces of at most the budget (pages dropped in
+        between). ``copy=False`` is refused: the data is always copied out of the map."""
+        if copy is False:
+            raise ValueError(f"{self!r} is read into memory by a copy; copy=False cannot be met")
+        out = numpy.empty(self.shape, self.dtype)
+        if self.ndim == 0 or len(self) == 0:
+            out[...] = self._array
+        else:
+            step = max(1, (self._mapping.budget or DROP_BYTES) // max(self._row_bytes(), 1))
+            for start in range(0, len(self), step):
+                out[start:start + step] = self._array[start:start + step]
+                self._mapping.read(self._touched(slice(start, start + step)))
+        return out if dtype is None else out.astype(dtype, copy=False)
+
+    def _row_bytes(self) -> int:
+        return self._array.itemsize * math.prod(self.shape[1:])
+
+    def _touched(self, key) -> int:
+        """An upper bound of the bytes of the map that reading ``key`` may bring into the
+        process: the rows read plus two fault-around windows per separate run of rows (the
+        whole map where the rows are not contiguous in the file or the key is not one of the
+        kinds below)."""
+        whole = len(self._mapping.mapped)
+        first = key[0] if isinstance(key, tuple) and key else key
+        if self.ndim == 0 or not self._array.flags.c_contiguous:
+            return whole
+        if isinstance(first, (int, numpy.integer)):
+            rows, runs = 1, 1
+        elif isinstance(first, slice):
+            start, stop, step = first.indices(len(self))
+            rows = len(range(start, stop, step))
+            runs = 1 if step == 1 else rows
+        elif isinstance(first, (list, numpy.ndarray)):
+            chosen = numpy.asarray(first)
+            rows = int(numpy.count_nonzero(chosen)) if chosen.dtype == bool else chosen.size
+            runs = rows
+        else:
+            return whole
+        return min(whole, rows * self._row_bytes() + runs * 2 * FAULT_AROUND)
