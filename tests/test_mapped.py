@@ -41,7 +41,8 @@ def test_reads_equal_numpy_loads_and_are_arrays_in_memory(tmp_path, kind):
     assert (len(a), a.shape, a.dtype, a.ndim, a.size, a.nbytes) == (
         len(expected), expected.shape, expected.dtype, expected.ndim, expected.size, expected.nbytes)
     n = len(expected)
-    keys = [rng.integers(0, n, size=13), list(rng.permutation(n)[:5]), slice(2, 9), slice(None, 1),
+    keys = [rng.integers(0, n, size=13), np.array([-1, 0, 1 - n], np.int32), rng.integers(0, n, (2, 3)),
+            list(rng.permutation(n)[:5]), slice(2, 9), slice(None, 1),
             slice(1, None, 3), 3, -1, np.int64(4), rng.random(n) < 0.5, (rng.integers(0, n, 4), 0)]
     for key in keys:
         if isinstance(key, tuple) and expected.ndim < 2:
@@ -50,6 +51,8 @@ def test_reads_equal_numpy_loads_and_are_arrays_in_memory(tmp_path, kind):
         np.testing.assert_array_equal(got, expected[key], strict=True)
         if isinstance(got, np.ndarray):
             assert got.flags.owndata or got.base is None or not np.may_share_memory(got, a._array)
+    with pytest.raises(IndexError):
+        a[np.array([n])]
     np.testing.assert_array_equal(np.asarray(a), expected, strict=True)
     if expected.dtype.kind in "iuf":
         np.testing.assert_array_equal(np.asarray(a, dtype=np.float64), expected.astype(np.float64))

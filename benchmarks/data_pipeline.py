@@ -1,0 +1,161 @@
+"""Data pipeline throughput: shuffled batches from a memory-mapped uint8 image file, converted
+to float32 in [0, 1], against PyTorch's DataLoader over the same file, and the memory
+bandwidth bound.
+
+The data: 60,000 uint8 images of 1x28x28 (random pixels) in a temporary ``.npy`` file and
+int64 labels beside it; batches of 100, shuffled every epoch.
+
+- trainer-run: :func:`trainer_run.data.mapped.open_npy` under an ``ArrayDataset`` with
+  ``dataset.normalize=unit``, drawn by a ``SerialIterator`` through the updater's own path
+  (``StandardUpdater.next_parts``: the gather, the normalization and the move to the
+  backend), with ``prefetch`` 0 and 2 (no training step runs, so the thread has no work to
+  hide behind; this is the pipeline alone).
+- PyTorch (``benchmarks/torch_data_peer.py``, in its own virtual environment): a map-style
+  Dataset over ``numpy.load(mmap_mode="r")`` doing the same conversion per example, a
+  DataLoader with ``shuffle=True`` and the default collate; ``num_workers`` 0 and 2, the
+  better one is the peer.
+- The bound: a large NumPy copy's bytes read + written per second, measured here, divided by
+  the 784 bytes read + 3,136 bytes written that each example needs at least.
+
+Each is measured ``--rounds`` times, alternating (the machine may be shared); the best of
+each is reported.
+
+    python benchmarks/data_pipeline.py [--rounds 3] [--batches 600]
+
+PyTorch runs from ``$TORCH_PYTHON``, else ``/work/torch-venv/bin/python`` or
+``/work/torchvenv/bin/python``; without one it is skipped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import numpy
+
+from trainer_run import optimizers
+from trainer_run.backend import get_backend
+from trainer_run.data import ArrayDataset, SerialIterator
+from trainer_run.data.mapped import open_npy
+from trainer_run.data.normalization import Normalized, fit
+from trainer_run.models import MLP
+from trainer_run.updaters import StandardUpdater
+
+HERE = Path(__file__).resolve().parent
+SHAPE = (60_000, 1, 28, 28)
+BYTES_READ, BYTES_WRITTEN = 784, 784 * 4
+TORCH_PYTHONS = ("/work/torch-venv/bin/python", "/work/torchvenv/bin/python")
+
+
+def write_files(directory: Path) -> tuple[Path, Path]:
+    rng = numpy.random.default_rng(0)
+    x_path, y_path = directory / "x.npy", directory / "y.npy"
+    numpy.save(x_path, rng.integers(0, 256, size=SHAPE, dtype=numpy.uint8))
+    numpy.save(y_path, rng.integers(0, 10, size=SHAPE[0]))
+    return x_path, y_path
+
+
+def ours_samples_per_s(x_path: Path, y_path: Path, prefetch: int, batches: int, warmup: int,
+                       batch_size: int) -> float:
+    """Batches through ``StandardUpdater.next_parts``, the path every training step takes."""
+    train = ArrayDataset(open_npy(x_path), numpy.load(y_path))
+    data = Normalized(train, fit("unit", train, str(x_path)))
+    iterator = SerialIterator(data, batch_size, rng=numpy.random.default_rng(1))
+    backend = get_backend("numpy", seed=0)
+    model = MLP(784, 10, backend, hidden_sizes=[8])  # never run: the updater needs one
+    updater = StandardUpdater(iterator, optimizers.create("sgd"), model, backend=backend,
+                              prefetch=prefetch)
+    try:
+        for _ in range(warmup):
+            updater.next_parts(iterator, updater.backends)
+        start = time.perf_counter()
+        for _ in range(batches):
+            parts, _ = updater.next_parts(iterator, updater.backends)
+        elapsed = time.perf_counter() - start
+    finally:
+        updater.finalize()
+    x = parts[0][0]
+    assert x.dtype == numpy.float32 and x.shape == (batch_size, 1, 28, 28)
+    return batches * batch_size / elapsed
+
+
+def torch_python() -> str | None:
+    for python in (os.environ.get("TORCH_PYTHON"), *TORCH_PYTHONS):
+        if python and Path(python).exists():
+            return python
+    return None
+
+
+def torch_samples_per_s(python: str, x_path: Path, y_path: Path, workers: int, batches: int,
+                        warmup: int, batch_size: int) -> float:
+    args = [python, str(HERE / "torch_data_peer.py"), "--x", str(x_path), "--y", str(y_path),
+            "--workers", str(workers), "--batches", str(batches), "--warmup", str(warmup),
+            "--batch-size", str(batch_size)]
+    result = subprocess.run(args, capture_output=True, text=True, check=True)
+    return json.loads(result.stdout.strip().splitlines()[-1])["samples_per_s"]
+
+
+def copy_bytes_per_s(megabytes: int = 256, repeats: int = 5) -> float:
+    """Bytes read plus bytes written per second by one large NumPy copy (best of ``repeats``)."""
+    src = numpy.ones(megabytes << 20, numpy.uint8)
+    dst = numpy.empty_like(src)
+    numpy.copyto(dst, src)
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        numpy.copyto(dst, src)
+        best = min(best, time.perf_counter() - start)
+    return 2 * src.nbytes / best
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--batches", type=int, default=600, help="timed batches per measurement")
+    parser.add_argument("--warmup", type=int, default=50)
+    parser.add_argument("--batch-size", type=int, default=100)
+    parser.add_argument("--prefetch", type=int, default=2)
+    args = parser.parse_args()
+    python = torch_python()
+    ours = {0: [], args.prefetch: []}
+    peer = {0: [], 2: []}
+    bandwidth = []
+    with tempfile.TemporaryDirectory() as directory:
+        x_path, y_path = write_files(Path(directory))
+        for _ in range(args.rounds):
+            for prefetch in ours:
+                ours[prefetch].append(ours_samples_per_s(x_path, y_path, prefetch, args.batches,
+                                                         args.warmup, args.batch_size))
+            if python is not None:
+                for workers in peer:
+                    peer[workers].append(torch_samples_per_s(python, x_path, y_path, workers,
+                                                             args.batches, args.warmup,
+                                                             args.batch_size))
+            bandwidth.append(copy_bytes_per_s())
+    bound = max(bandwidth) / (BYTES_READ + BYTES_WRITTEN)
+    print(f"uint8 {SHAPE} memory-mapped -> float32 [0, 1], batch {args.batch_size}, shuffled; "
+          f"best of {args.rounds} rounds of {args.batches} batches")
+    for prefetch, values in ours.items():
+        print(f"  trainer-run, prefetch {prefetch}:        {max(values):11,.0f} samples/s "
+              f"{[round(v) for v in values]}")
+    best_ours = max(max(v) for v in ours.values())
+    if python is not None:
+        for workers, values in peer.items():
+            print(f"  PyTorch DataLoader, {workers} workers:  {max(values):11,.0f} samples/s "
+                  f"{[round(v) for v in values]}")
+        best_peer = max(max(v) for v in peer.values())
+        print(f"  ratio trainer-run (best) / PyTorch (best): {best_ours / best_peer:6.2f}x")
+    else:
+        print("  PyTorch: skipped (no torch venv; set TORCH_PYTHON to a python with torch)")
+    print(f"  memory bandwidth bound: {bound:11,.0f} samples/s (copy {max(bandwidth) / 1e9:.1f} GB/s "
+          f"read+written, {BYTES_READ} + {BYTES_WRITTEN} bytes per example)")
+    print(f"  trainer-run (best) / bound: {best_ours / bound:6.2f}")
+
+
+if __name__ == "__main__":
+    main()
