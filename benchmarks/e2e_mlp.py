@@ -9,7 +9,15 @@ matrix multiplies alone (measured here with NumPy on the same shapes).
 PyTorch runs in its own virtual environment, never as a dependency of this project: the
 script uses ``$TORCH_PYTHON``, else ``/work/torchvenv/bin/python``, else skips it.
 
+With ``--npy`` it also trains the same MLP on the same data stored in ``.npy`` files, against
+the data in memory, both prepared by the run's rules (:func:`trainer_run.data.prepare`, the
+same held-out split, so the batches are the same bits): through the ``dataset=npy`` loader
+(:func:`trainer_run.data.array_files.npy`), and with both files memory-mapped by
+:func:`trainer_run.data.mapped.open_npy`; ``--prefetch`` sets the updater's prefetch for
+these three. It reports each one's ratio to the data in memory.
+
     python benchmarks/e2e_mlp.py [--rounds 3] [--iterations 200] [--optimizer adam|sgd]
+                                 [--npy] [--prefetch 0]
 """
 
 from __future__ import annotations
@@ -20,6 +28,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -27,7 +36,9 @@ import numpy
 
 from trainer_run import optimizers
 from trainer_run.backend import get_backend
-from trainer_run.data import ArrayDataset, SerialIterator, mnist_like
+from trainer_run.data import ArrayDataset, SerialIterator, Splits, mnist_like, prepare
+from trainer_run.data.array_files import npy
+from trainer_run.data.mapped import open_npy
 from trainer_run.models import MLP
 from trainer_run.updaters import StandardUpdater
 
@@ -37,19 +48,58 @@ OPTIMIZERS = {"adam": ("adam", {"learning_rate": 0.001}),
               "sgd": ("sgd", {"learning_rate": 0.1, "momentum": 0.9})}
 
 
-def trainer_run_samples_per_s(batch: int, iterations: int, warmup: int, optimizer: str) -> float:
+def trainer_run_samples_per_s(batch: int, iterations: int, warmup: int, optimizer: str,
+                              dataset=None, prefetch: int = 0) -> float:
+    """Training samples/s on ``dataset`` (None: 10,000 MNIST-shaped examples in memory)."""
     backend = get_backend("numpy", seed=0)
-    x, t = mnist_like(10_000, numpy.random.default_rng(0))
+    if dataset is None:
+        dataset = ArrayDataset(*mnist_like(10_000, numpy.random.default_rng(0)))
     model = MLP(SIZES[0], SIZES[-1], backend, hidden_sizes=list(SIZES[1:-1]))
     name, kwargs = OPTIMIZERS[optimizer]
-    iterator = SerialIterator(ArrayDataset(x, t), batch, rng=numpy.random.default_rng(1))
-    updater = StandardUpdater(iterator, optimizers.create(name, **kwargs), model, backend=backend)
+    iterator = SerialIterator(dataset, batch, rng=numpy.random.default_rng(1))
+    updater = StandardUpdater(iterator, optimizers.create(name, **kwargs), model, backend=backend,
+                              prefetch=prefetch)
     for _ in range(warmup):
         updater.update()
     start = time.perf_counter()
     for _ in range(iterations):
         updater.update()
-    return iterations * batch / (time.perf_counter() - start)
+    elapsed = time.perf_counter() - start
+    updater.finalize()
+    return iterations * batch / elapsed
+
+
+def storages(directory: Path) -> dict:
+    """The training set of 10,000 MNIST-shaped examples, prepared by the run's rules, by where
+    it is stored: in memory, in .npy files read by the dataset=npy loader, and in .npy files
+    both memory-mapped by open_npy."""
+    x, t = mnist_like(10_000, numpy.random.default_rng(0))
+    x_path, y_path = directory / "x.npy", directory / "y.npy"
+    numpy.save(x_path, x)
+    numpy.save(y_path, t)
+    loaded = {"in memory": (x, t), "dataset=npy loader": npy(str(x_path), str(y_path)),
+              "open_npy x and y": Splits((open_npy(x_path), open_npy(y_path)))}
+    return {name: prepare(result, numpy.random.default_rng(2)).train for name, result in loaded.items()}
+
+
+def npy_comparison(args) -> None:
+    """The MLP trained on each storage of :func:`storages`, ``args.rounds`` times alternating;
+    each one's best against the best in memory."""
+    with tempfile.TemporaryDirectory() as directory:
+        datasets = storages(Path(directory))
+        kinds = {name: type(d.dataset.arrays[0]).__name__ for name, d in datasets.items()}
+        results: dict = {name: [] for name in datasets}
+        for _ in range(args.rounds):
+            for name, dataset in datasets.items():
+                results[name].append(trainer_run_samples_per_s(
+                    args.batch_size, args.iterations, args.warmup, args.optimizer, dataset,
+                    args.prefetch))
+    reference = max(results["in memory"])
+    print(f"  the same training by storage (prepared data, prefetch {args.prefetch}; best of "
+          f"{args.rounds}, all rounds in brackets):")
+    for name, values in results.items():
+        print(f"    {name:20s} ({kinds[name]:11s}) {max(values):9,.0f} samples/s  "
+              f"{max(values) / reference:5.3f}x  {[round(v) for v in values]}")
 
 
 def torch_samples_per_s(batch: int, iterations: int, warmup: int, optimizer: str) -> float | None:
@@ -93,6 +143,9 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=20)
     parser.add_argument("--batch-size", type=int, default=100)
     parser.add_argument("--optimizer", choices=sorted(OPTIMIZERS), default="adam")
+    parser.add_argument("--npy", action="store_true",
+                        help="also compare the data in .npy files with the data in memory")
+    parser.add_argument("--prefetch", type=int, default=0, help="the updater's prefetch with --npy")
     args = parser.parse_args()
     ours, peer, limit = [], [], []
     for _ in range(args.rounds):
@@ -115,6 +168,8 @@ def main() -> None:
     best = max(limit)
     print(f"  matmul-only limit:              {best[0]:9,.0f} samples/s ({best[1]:.0f} GFLOP/s)")
     print(f"  trainer-run / matmul limit:     {statistics.median(ours) / best[0]:9.2f}")
+    if args.npy:
+        npy_comparison(args)
     sys.stdout.flush()
 
 

@@ -6,16 +6,19 @@ reads, ``a[indices]``, ``a[start:stop]`` or ``a[i]``, return ordinary in-memory 
 never views of the map. Only the rows read are read from the file.
 
 Resident memory: each page of the map a read touches stays mapped into the process (counted in
-its resident set, ``RssFile``) until the process lets it go, and on Linux the kernel maps up
-to 64 KiB around every page it faults in ("fault-around"), so random rows of a file larger than
-memory would otherwise end up holding the whole file. Every read therefore adds an upper
-bound of the bytes it may have brought in (its rows' bytes plus two 64 KiB windows per
-separate run of rows) to a count, and once the count passes ``budget`` bytes the whole map's
-pages are dropped from the process (``madvise(MADV_DONTNEED)``: the data stays in the
-operating system's file cache, so a later read of them costs a minor page fault, not a disk
-read) and the count restarts. The map's resident memory thus stays below ``budget`` plus one
-read's bound. A file no larger than ``budget`` is never dropped (it cannot exceed it).
-Where ``madvise`` is missing (Python built without it), nothing is dropped.
+its resident set, ``RssFile``) until the process lets it go, and the kernel maps more than the
+bytes asked for: up to 64 KiB around a faulted page ("fault-around"), or a whole 2 MiB block
+(x86-64's PMD size, read from ``/sys/kernel/mm/transparent_hugepage/hpage_pmd_size``) where
+the file's cache is held in blocks that large. Random rows of a large file would otherwise
+end up holding the whole file. Every read therefore adds an upper bound of the bytes it may
+have brought in (its rows' bytes plus two such blocks per separate run of rows) to a count,
+and once the count reaches ``budget`` the whole map's pages are dropped from the process
+(``madvise(MADV_DONTNEED)``: the data stays in the operating system's file cache, so a later
+read of them costs a page fault, not a disk read) and the count restarts. A read of rows by
+an index array whose bound exceeds the budget is done in pieces of at most the budget, with
+the count (and drops) in between, so the map's resident memory stays below about twice the
+budget whatever the batch. A file no larger than ``budget`` is never dropped (it cannot exceed
+it). Where ``madvise`` is missing (Python built without it), nothing is dropped.
 
 Reads may come from several threads at once (the prefetch thread and the evaluation, say):
 the count is kept under a lock, and a drop never changes what a read returns.
@@ -31,6 +34,7 @@ import math
 import mmap
 import os
 import threading
+from pathlib import Path
 
 import numpy
 from numpy.lib import format as npy_format
@@ -39,9 +43,20 @@ from ..errors import ConfigError
 
 DROP_BYTES = 64 << 20
 """Default ``budget``: the bytes of reads after which a map's pages are dropped."""
-FAULT_AROUND = 64 << 10
-"""The span the kernel may map around a faulted page (Linux's default ``fault_around_bytes``)."""
 CAN_DROP = hasattr(mmap.mmap, "madvise") and hasattr(mmap, "MADV_DONTNEED")
+
+
+def _fault_span() -> int:
+    """The most the kernel maps into the process on one page fault: the PMD size (a whole
+    large block of file cache), at least Linux's 64 KiB fault-around; 2 MiB where unknown."""
+    try:
+        pmd = int(Path("/sys/kernel/mm/transparent_hugepage/hpage_pmd_size").read_text())
+    except (OSError, ValueError):
+        pmd = 2 << 20
+    return max(pmd, 64 << 10)
+
+
+FAULT_SPAN = _fault_span()
 
 
 def open_npy(path, budget: int | None = DROP_BYTES) -> MappedArray:
@@ -105,7 +120,7 @@ class _Mapping:
         self._lock = threading.Lock()
 
     def read(self, nbytes: int) -> None:
-        """Counts a read that may have brought ``nbytes`` of the map in; past the budget, drops
+        """Counts a read that may have brought ``nbytes`` of the map in; at the budget, drops
         the map's pages from the process."""
         if self.budget is None:
             return
@@ -168,12 +183,29 @@ class MappedArray:
     def __getitem__(self, key):
         """``array[key]`` with NumPy's indexing rules, as an in-memory array (or scalar)."""
         if isinstance(key, numpy.ndarray) and key.dtype.kind in "iu":
-            out = numpy.take(self._array, key, axis=0)  # = array[key]; copies whole rows faster
-        else:
-            out = self._array[key]
-            if isinstance(out, numpy.ndarray) and numpy.may_share_memory(out, self._array):
-                out = out.copy()
+            return self._take(key)
+        out = self._array[key]
+        if isinstance(out, numpy.ndarray) and numpy.may_share_memory(out, self._array):
+            out = out.copy()
         self._mapping.read(self._touched(key))
+        return out
+
+    def _take(self, indices: numpy.ndarray) -> numpy.ndarray:
+        """Rows ``indices`` (``array[indices]``; ``numpy.take`` copies whole rows faster), in
+        pieces whose bound of bytes brought in is at most the budget, counted one by one."""
+        budget = self._mapping.budget
+        per_row = self._row_bytes() + 2 * FAULT_SPAN
+        if budget is None or indices.size * per_row <= budget or not self._array.flags.c_contiguous:
+            out = numpy.take(self._array, indices, axis=0)
+            self._mapping.read(self._touched(indices))
+            return out
+        out = numpy.empty(indices.shape + self.shape[1:], self.dtype)
+        flat, rows = indices.reshape(-1), out.reshape(-1, *self.shape[1:])
+        step = max(1, budget // per_row)
+        for start in range(0, flat.size, step):
+            piece = flat[start:start + step]
+            rows[start:start + step] = numpy.take(self._array, piece, axis=0)
+            self._mapping.read(self._touched(piece))
         return out
 
     def __array__(self, dtype=None, copy=None):
@@ -196,7 +228,7 @@ class MappedArray:
 
     def _touched(self, key) -> int:
         """An upper bound of the bytes of the map that reading ``key`` may bring into the
-        process: the rows read plus two fault-around windows per separate run of rows (the
+        process: the rows read plus two :data:`FAULT_SPAN` blocks per separate run of rows (the
         whole map where the rows are not contiguous in the file or the key is not one of the
         kinds below)."""
         whole = len(self._mapping.mapped)
@@ -215,4 +247,4 @@ class MappedArray:
             runs = rows
         else:
             return whole
-        return min(whole, rows * self._row_bytes() + runs * 2 * FAULT_AROUND)
+        return min(whole, rows * self._row_bytes() + runs * 2 * FAULT_SPAN)
