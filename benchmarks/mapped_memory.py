@@ -14,9 +14,11 @@ A thread samples ``/proc/self/status`` every 20 ms from before the file is opene
 of ``RssFile`` (file pages mapped into the process, the libraries' included: its growth is
 printed too) and ``RssAnon`` (its own memory), and at the end ``VmHWM`` (the kernel's exact
 peak of the whole resident set). Each is printed against the file's size, with the training
-speed after 200 untimed iterations (the machine may be shared: speeds are indicative).
+speed after 200 untimed iterations (BLAS on one thread: the model is small, and a second
+BLAS thread only fights the prefetch thread for the cores; the machine may be shared, so
+speeds are indicative).
 
-    python benchmarks/mapped_memory.py [--gigabytes 1.5] [--iterations 3000]
+    python benchmarks/mapped_memory.py [--gigabytes 1.5] [--iterations 1000]
 """
 
 from __future__ import annotations
@@ -126,7 +128,7 @@ def child(x_path: str, y_path: str, reader: str, budget, prefetch: int, iteratio
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--gigabytes", type=float, default=1.5)
-    parser.add_argument("--iterations", type=int, default=3000)
+    parser.add_argument("--iterations", type=int, default=1000)
     parser.add_argument("--child", nargs=5, metavar=("X", "Y", "READER", "BUDGET", "PREFETCH"),
                         help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -146,8 +148,9 @@ def main() -> None:
         for name, (reader, budget, prefetch) in MODES.items():
             command = [sys.executable, __file__, "--iterations", str(args.iterations), "--child",
                        str(x_path), str(y_path), reader, str(budget), str(prefetch)]
-            result = json.loads(subprocess.run(command, capture_output=True, text=True,
-                                               check=True).stdout.strip().splitlines()[-1])
+            env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
+            result = json.loads(subprocess.run(command, capture_output=True, text=True, check=True,
+                                               env=env).stdout.strip().splitlines()[-1])
             peaks = result["peaks"]
 
             def shown(value):

@@ -6,12 +6,15 @@ the thread ends with the run."""
 from __future__ import annotations
 
 import json
+import sys
 import threading
 
 import numpy as np
 import pytest
 from conftest import load_npz, read_jsonl, run_cli
+from test_kvstore_dist import mpiexec, run  # noqa: F401  (mpiexec is a fixture)
 
+from trainer_run import kvstore as kvstores
 from trainer_run import optimizers
 from trainer_run.backend import get_backend
 from trainer_run.data import ArrayDataset, SerialIterator, SubDataset
@@ -19,7 +22,7 @@ from trainer_run.data.normalization import Normalized, fit
 from trainer_run.data.prefetch import Prefetcher
 from trainer_run.errors import ConfigError
 from trainer_run.models import MLP
-from trainer_run.updaters import StandardUpdater
+from trainer_run.updaters import ParallelUpdater, StandardUpdater
 
 QUIET = "trainer.progress=false"
 
@@ -217,6 +220,25 @@ def test_an_updater_state_loaded_mid_run_continues_as_it_did_from_that_state():
         np.testing.assert_array_equal(value.data, expected[key], err_msg=key, strict=True)
 
 
+def test_parallel_replicas_train_bit_identically_with_prefetch():
+    def trained(prefetch):
+        backend = get_backend("numpy", seed=3)
+        model = MLP(16, 10, backend, hidden_sizes=[8])
+        target = ParallelUpdater(iterator(dataset()), optimizers.create("sgd", learning_rate=0.1),
+                                 model, devices=2, kvstore=kvstores.create("local"), backend=backend,
+                                 prefetch=prefetch)
+        try:
+            for _ in range(25):
+                target.update()
+        finally:
+            target.finalize()
+        return {k: p.data for k, p in model.params().items()}
+
+    expected, got = trained(0), trained(3)
+    for key in expected:
+        np.testing.assert_array_equal(got[key], expected[key], err_msg=key, strict=True)
+
+
 def test_an_error_in_the_thread_reaches_the_update():
     target = updater(2, data=Failing(dataset(), bad=42))
     try:
@@ -287,3 +309,20 @@ def test_a_run_interrupted_and_resumed_with_prefetch_equals_an_uninterrupted_one
     result = run_cli(f"resume={out}", "trainer.max_iterations=120", QUIET)
     assert result.returncode == 0, result.stderr
     assert_same_training(out, reference)
+
+
+@pytest.mark.mpi
+@pytest.mark.slow
+def test_dist_workers_train_bit_identically_with_prefetch(mpiexec, tmp_path):  # noqa: F811
+    """Two processes (each its shard, on 2 replicas) with dataset.prefetch=3 against the same
+    job without."""
+    outs = {}
+    for prefetch in (0, 3):
+        out = tmp_path / f"prefetch{prefetch}"
+        code, log = run([mpiexec, "-n", "2", sys.executable, "-m", "trainer_run.cli", *RUN,
+                         "kvstore=dist_sync", "updater=parallel", "updater.devices=2",
+                         "trainer.max_iterations=40", f"dataset.prefetch={prefetch}",
+                         f"hydra.run.dir={out}", QUIET], timeout=120)
+        assert code == 0, log
+        outs[prefetch] = out
+    assert_same_training(outs[3], outs[0])
