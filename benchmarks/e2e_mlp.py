@@ -14,7 +14,8 @@ the data in memory, both prepared by the run's rules (:func:`trainer_run.data.pr
 same held-out split, so the batches are the same bits): through the ``dataset=npy`` loader
 (:func:`trainer_run.data.array_files.npy`), and with both files memory-mapped by
 :func:`trainer_run.data.mapped.open_npy`; ``--prefetch`` sets the updater's prefetch for
-these three. It reports each one's ratio to the data in memory.
+these three. It reports each one's ratio to the data in memory: of the bests, and the median
+of the ratios within a round (less sensitive to load that changes between rounds).
 
     python benchmarks/e2e_mlp.py [--rounds 3] [--iterations 200] [--optimizer adam|sgd]
                                  [--npy] [--prefetch 0]
@@ -94,12 +95,14 @@ def npy_comparison(args) -> None:
                 results[name].append(trainer_run_samples_per_s(
                     args.batch_size, args.iterations, args.warmup, args.optimizer, dataset,
                     args.prefetch))
-    reference = max(results["in memory"])
+    memory = results["in memory"]
     print(f"  the same training by storage (prepared data, prefetch {args.prefetch}; best of "
-          f"{args.rounds}, all rounds in brackets):")
+          f"{args.rounds} and its ratio to in memory's best, the median of the rounds' ratios, "
+          "all rounds in brackets):")
     for name, values in results.items():
+        paired = statistics.median(v / m for v, m in zip(values, memory))
         print(f"    {name:20s} ({kinds[name]:11s}) {max(values):9,.0f} samples/s  "
-              f"{max(values) / reference:5.3f}x  {[round(v) for v in values]}")
+              f"{max(values) / max(memory):5.3f}x  {paired:5.3f}x  {[round(v) for v in values]}")
 
 
 def torch_samples_per_s(batch: int, iterations: int, warmup: int, optimizer: str) -> float | None:
