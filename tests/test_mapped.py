@@ -95,6 +95,13 @@ def test_objects_are_refused_without_unpickling(tmp_path):
         open_npy(path)
 
 
+def test_the_budget_is_a_whole_number_of_bytes(tmp_path):
+    path = saved(tmp_path, "x.npy", np.zeros(3))
+    for budget in (0, -5, 1.5, True):
+        with pytest.raises(ConfigError, match="^budget must be"):
+            open_npy(path, budget=budget)
+
+
 @pytest.mark.parametrize("content", [b"", b"not an array at all", b"\x93NUMPY\x09\x00junk"])
 def test_other_files_are_refused_naming_them(tmp_path, content):
     path = tmp_path / "x.npy"

@@ -39,7 +39,7 @@ from pathlib import Path
 import numpy
 from numpy.lib import format as npy_format
 
-from ..errors import ConfigError
+from ..errors import ConfigError, check_number
 
 DROP_BYTES = 64 << 20
 """Default ``budget``: the bytes of reads after which a map's pages are dropped."""
@@ -65,6 +65,8 @@ def open_npy(path, budget: int | None = DROP_BYTES) -> MappedArray:
     docstring). Raises :class:`ConfigError` naming the file when it cannot be read, is no
     ``.npy`` array, is truncated or holds Python objects."""
     path = os.fspath(path)
+    if budget is not None:
+        budget = check_number("budget", budget, low=1, integer=True)
     try:
         with open(path, "rb") as f:
             shape, fortran_order, dtype, offset = _header(f, path)
