@@ -18,6 +18,12 @@ copied again from the iterator. Batches are therefore always the iterator's, bit
 
 An exception raised by ``gather`` on the thread is raised again by the :meth:`Prefetcher.next`
 that reaches its batch, on the caller's thread.
+
+When it pays: the thread runs while the caller does not need Python's interpreter lock, so it
+hides a slow gather (a file larger than memory, page faults, a slow disk, a large
+normalization) behind a step that spends its time in BLAS or waiting for a GPU. A gather of
+data already in memory is quick, and handing batches between the threads can then cost more
+than it hides; the default is 0 (no thread).
 """
 
 from __future__ import annotations
