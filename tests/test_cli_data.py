@@ -154,6 +154,7 @@ def _files(tmp_path):
     np.savez(tmp_path / "neg.npz", x=x, y=y - 1)
     np.savez(tmp_path / "frac.npz", x=x, y=y + 0.5)
     np.save(tmp_path / "x.npy", x)
+    (tmp_path / "cut.npy").write_bytes((tmp_path / "x.npy").read_bytes()[:-50])
     np.save(tmp_path / "obj.npy", np.array([{"a": 1}] * 40, dtype=object), allow_pickle=True)
     (tmp_path / "t.csv").write_text("a,b,label\n1,2,x\n3,4,y\n5,6,x\n7,8,y\n")
     (tmp_path / "ragged.csv").write_text("a,b,label\n1,2,x\n3,4\n")
@@ -177,6 +178,8 @@ def _files(tmp_path):
     (("dataset=npz", "dataset.path=d.npz", "dataset.task=guess"), "dataset.task='guess' is unknown"),
     (("dataset=npz", "dataset.path=d.npz", "dataset.normalize=unit"),
      "d.npz: dataset.normalize=unit maps unsigned integers"),
+    (("dataset=npy", "dataset.x_path=cut.npy", "dataset.y_path=x.npy"),
+     "dataset.x_path: cut.npy is truncated"),
     (("dataset=npy", "dataset.x_path=x.npy", "dataset.y_path=obj.npy"),
      "dataset.y_path=obj.npy cannot be read as a .npy array"),
     (("dataset=csv", "dataset.path=t.csv", "dataset.target=species"),

@@ -16,6 +16,7 @@ import numpy
 
 from ..errors import ConfigError
 from .datasets import Splits
+from .mapped import open_npy
 
 
 def npz(path: str | None = None, x_key: str = "x", y_key: str = "y", val_path: str | None = None,
@@ -38,7 +39,8 @@ def npy(x_path: str | None = None, y_path: str | None = None, val_x_path: str | 
         test_y_path: str | None = None) -> Splits:
     """Inputs and labels from two ``.npy`` files each for training (``x_path``, ``y_path``)
     and, optionally, validation and a held-out test split; the inputs are memory-mapped
-    (read as batches need them), the labels read into memory."""
+    (read as batches need them, their pages let go as reads go on: see
+    :mod:`trainer_run.data.mapped`), the labels read into memory."""
     pairs = {"train": ("x_path", x_path, "y_path", y_path),
              "val": ("val_x_path", val_x_path, "val_y_path", val_y_path),
              "test": ("test_x_path", test_x_path, "test_y_path", test_y_path)}
@@ -89,8 +91,13 @@ def _npz_arrays(key: str, value, x_key: str, y_key: str) -> tuple:
 
 def _npy(key: str, value, mapped: bool):
     path = existing(key, value)
+    if mapped:
+        try:
+            return open_npy(path)
+        except ConfigError as e:
+            raise ConfigError(f"{key}: {e}") from None
     try:
-        return numpy.load(path, mmap_mode="r" if mapped else None, allow_pickle=False)
+        return numpy.load(path, allow_pickle=False)
     except (ValueError, OSError, EOFError) as e:
         raise ConfigError(f"{key}={value} cannot be read as a .npy array ({_reason(e)}); write "
                           "it with numpy.save") from None

@@ -68,7 +68,7 @@ def transform(values: dict, x):
     """``x`` normalized with ``values`` (as :func:`fit` returned them)."""
     kind = values.get("kind")
     if kind == "unit":
-        return x.astype(numpy.float32) / values["scale"]
+        return numpy.divide(x, values["scale"], dtype=numpy.float32)
     if kind == "standardize":
         return (x.astype(numpy.float32) - values["mean"]) / values["std"]
     return x
