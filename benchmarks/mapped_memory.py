@@ -45,8 +45,8 @@ from trainer_run.updaters import StandardUpdater
 
 ROW = (1, 28, 28)
 MODES = {  # name: (reader, budget, prefetch)
-    "open_npy, budget 64 MiB, prefetch 0": ("open_npy", "default", 0),
-    "open_npy, budget 64 MiB, prefetch 2": ("open_npy", "default", 2),
+    "open_npy, default budget, prefetch 0": ("open_npy", "default", 0),
+    "open_npy, default budget, prefetch 2": ("open_npy", "default", 2),
     "open_npy, never dropped, prefetch 0": ("open_npy", None, 0),
     "numpy memmap, prefetch 0": ("memmap", None, 0),
 }

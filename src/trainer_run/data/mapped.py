@@ -11,7 +11,7 @@ bytes asked for: up to 64 KiB around a faulted page ("fault-around"), or a whole
 (x86-64's PMD size, read from ``/sys/kernel/mm/transparent_hugepage/hpage_pmd_size``) where
 the file's cache is held in blocks that large. Random rows of a large file would otherwise
 end up holding the whole file. Every read therefore adds an upper bound of the bytes it may
-have brought in (its rows' bytes plus two such blocks per separate run of rows) to a count,
+have brought in (the distinct blocks its rows lie in) to a count,
 and once the count reaches ``budget`` the whole map's pages are dropped from the process
 (``madvise(MADV_DONTNEED)``: the data stays in the operating system's file cache, so a later
 read of them costs a page fault, not a disk read) and the count restarts. A read of rows by
@@ -41,7 +41,7 @@ from numpy.lib import format as npy_format
 
 from ..errors import ConfigError, check_number
 
-DROP_BYTES = 64 << 20
+DROP_BYTES = 256 << 20
 """Default ``budget``: the bytes of reads after which a map's pages are dropped."""
 CAN_DROP = hasattr(mmap.mmap, "madvise") and hasattr(mmap, "MADV_DONTNEED")
 
@@ -82,7 +82,7 @@ def open_npy(path, budget: int | None = DROP_BYTES) -> MappedArray:
         raise ConfigError(f"cannot read {path}: {e.strerror or e}") from None
     flat = numpy.frombuffer(mapped, dtype=dtype, count=count, offset=offset)
     array = flat.reshape(shape[::-1]).T if fortran_order else flat.reshape(shape)
-    return MappedArray(_Mapping(mapped, budget, path), array)
+    return MappedArray(_Mapping(mapped, budget, path, offset), array)
 
 
 def _header(f, path: str):
@@ -112,9 +112,11 @@ class _Mapping:
     """One file's read-only map, and the count of bytes read from it since its pages were
     last dropped."""
 
-    def __init__(self, mapped: mmap.mmap, budget: int | None, path: str):
+    def __init__(self, mapped: mmap.mmap, budget: int | None, path: str, offset: int = 0):
         self.mapped = mapped
         self.path = path
+        self.offset = offset
+        """Where the array's data starts in the file (after the ``.npy`` header)."""
         self.budget = budget if CAN_DROP and budget is not None and len(mapped) > budget else None
         self.pending = 0
         self.drops = 0
@@ -196,14 +198,14 @@ class MappedArray:
         """Rows ``indices`` (``array[indices]``; ``numpy.take`` copies whole rows faster), in
         pieces whose bound of bytes brought in is at most the budget, counted one by one."""
         budget = self._mapping.budget
-        per_row = self._row_bytes() + 2 * FAULT_SPAN
-        if budget is None or indices.size * per_row <= budget or not self._array.flags.c_contiguous:
+        touched = self._touched(indices)
+        if budget is None or touched <= budget or not self._array.flags.c_contiguous:
             out = numpy.take(self._array, indices, axis=0)
-            self._mapping.read(self._touched(indices))
+            self._mapping.read(touched)
             return out
         out = numpy.empty(indices.shape + self.shape[1:], self.dtype)
         flat, rows = indices.reshape(-1), out.reshape(-1, *self.shape[1:])
-        step = max(1, budget // per_row)
+        step = max(1, flat.size * budget // touched)
         for start in range(0, flat.size, step):
             piece = flat[start:start + step]
             rows[start:start + step] = numpy.take(self._array, piece, axis=0)
@@ -230,7 +232,8 @@ class MappedArray:
 
     def _touched(self, key) -> int:
         """An upper bound of the bytes of the map that reading ``key`` may bring into the
-        process: the rows read plus two :data:`FAULT_SPAN` blocks per separate run of rows (the
+        process: for an index array, the distinct :data:`FAULT_SPAN` blocks its rows lie in;
+        for a row or a slice, the rows read plus two blocks per separate run of rows (the
         whole map where the rows are not contiguous in the file or the key is not one of the
         kinds below)."""
         whole = len(self._mapping.mapped)
@@ -245,8 +248,18 @@ class MappedArray:
             runs = 1 if step == 1 else rows
         elif isinstance(first, (list, numpy.ndarray)):
             chosen = numpy.asarray(first)
-            rows = int(numpy.count_nonzero(chosen)) if chosen.dtype == bool else chosen.size
-            runs = rows
+            chosen = numpy.flatnonzero(chosen) if chosen.dtype == bool else chosen.reshape(-1)
+            return min(whole, self._blocks(chosen % max(len(self), 1)))
         else:
             return whole
         return min(whole, rows * self._row_bytes() + runs * 2 * FAULT_SPAN)
+
+    def _blocks(self, rows: numpy.ndarray) -> int:
+        """The bytes of the :data:`FAULT_SPAN` blocks of the file that hold ``rows``: each
+        distinct block counted once (a row longer than a block: every block it spans)."""
+        size = self._row_bytes()
+        start = self._mapping.offset + rows.astype(numpy.int64) * size
+        first, last = start // FAULT_SPAN, (start + max(size, 1) - 1) // FAULT_SPAN
+        if size <= FAULT_SPAN:
+            return numpy.unique(numpy.concatenate([first, last])).size * FAULT_SPAN
+        return int((last - first + 1).sum()) * FAULT_SPAN
