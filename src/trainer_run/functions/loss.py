@@ -1,0 +1,55 @@
+"""Losses (averaged over the batch, the first axis) and metrics."""
+
+from __future__ import annotations
+
+from ..autograd import Function, Variable, as_data
+from ..backend import array_module
+
+
+class SoftmaxCrossEntropy(Function):
+    """Mean over the batch of ``-log softmax(x)[t]``; ``t`` holds integer class ids."""
+
+    def forward(self, x, t):
+        xp = array_module(x)
+        shifted = x - x.max(axis=1, keepdims=True)
+        e = xp.exp(shifted)
+        total = e.sum(axis=1, keepdims=True)
+        rows = xp.arange(len(t))
+        self._t, self._rows = t, rows
+        self._p = e / total
+        log_p = shifted[rows, t] - xp.log(total[:, 0])
+        return -log_p.mean(dtype=x.dtype).astype(x.dtype)
+
+    def backward(self, gy):
+        gx = self._p
+        gx[self._rows, self._t] -= 1
+        gx *= gy / len(self._t)
+        return gx, None
+
+
+class MeanSquaredError(Function):
+    """Mean over all elements of ``(x0 - x1) ** 2``."""
+
+    def forward(self, x0, x1):
+        self._diff = x0 - x1
+        d = self._diff.ravel()
+        return (d @ d / d.size).astype(x0.dtype)
+
+    def backward(self, gy):
+        g = self._diff * (gy * (2.0 / self._diff.size)).astype(self._diff.dtype)
+        return g, -g
+
+
+def softmax_cross_entropy(x, t) -> Variable:
+    """Mean softmax cross entropy of logits ``x`` (N, C) against class ids ``t`` (N,)."""
+    return SoftmaxCrossEntropy()(x, t)
+
+
+def mean_squared_error(x0, x1) -> Variable:
+    return MeanSquaredError()(x0, x1)
+
+
+def accuracy(y, t):
+    """Fraction of rows of ``y`` whose argmax equals ``t`` (not differentiable)."""
+    y, t = as_data(y), as_data(t)
+    return (y.argmax(axis=1) == t).mean(dtype=y.dtype)
