@@ -18,7 +18,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from trainer_run import checkpoint, files, run_directory
+from trainer_run import checkpoint, files, models, run_directory
 from trainer_run.data import Data
 from trainer_run.data import record as data_record
 from trainer_run.errors import ConfigError, Diverged, RunStopped, StorageError
@@ -29,7 +29,7 @@ from trainer_run.training.server import ParameterServer
 from . import resume as resumes
 from . import schema, user_targets
 from .build import build_run, build_server, trainer_of
-from .report import cannot_write, describe, fail, inform, stop_if_signalled, warn
+from .report import cannot_write, describe, fail, inform, show_model, stop_if_signalled, warn
 
 RECORD = ".hydra"
 
@@ -125,6 +125,8 @@ def _start(cfg: DictConfig, out: Path, fresh: bool):
     stop_if_signalled()
     if _is_rank_0():
         inform(data.note, quiet=not cfg.trainer.progress)
+        if cfg.trainer.progress and isinstance(role, Trainer):
+            show_model(models.summary(role.updater.get_model("main")))
     if fresh and _is_rank_0():
         _write_record(out, cfg)
         data_record.write(data, out)

@@ -7,6 +7,7 @@ import sys
 from omegaconf.errors import OmegaConfBaseException
 from rich.console import Console
 from rich.markup import escape
+from rich.table import Table
 
 from trainer_run.errors import StorageError
 from trainer_run.training import stop_signals
@@ -35,6 +36,27 @@ def inform(lines: str, quiet: bool = False) -> None:
             console.print(f"[bold cyan]hint:[/] {escape(rest)}", highlight=False, soft_wrap=True)
         elif not quiet:
             console.print(escape(line), highlight=False, soft_wrap=True)
+
+
+def show_model(summary: dict) -> None:
+    """Prints the model's layers with their parameter counts, and the total (parameters and
+    bytes), as a table on stderr."""
+    table = Table(title=f"model: {escape(summary['class'])}", title_justify="left", box=None)
+    table.add_column("layer")
+    table.add_column("parameters", justify="right")
+    for layer, count in summary["layers"].items():
+        table.add_row(escape(layer), f"{count:,}")
+    table.add_section()
+    table.add_row("total", f"{summary['parameters']:,} ({_size(summary['bytes'])})")
+    Console(stderr=True).print(table)
+
+
+def _size(nbytes: int) -> str:
+    for unit in ("bytes", "KiB", "MiB"):
+        if nbytes < 1024 or unit == "MiB":
+            return f"{nbytes:,} {unit}" if unit == "bytes" else f"{nbytes:,.1f} {unit}"
+        nbytes /= 1024
+    return ""
 
 
 def describe(error: Exception) -> str:

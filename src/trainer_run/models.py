@@ -10,6 +10,11 @@ The model protocol (what the training loop needs from any model, ours or yours):
   and ``val/<name>``.
 - A model must read its parameters through ``param.data`` on every call: the trainer
   packs parameters into flat buffers and rebinds ``data`` to views.
+- **Mode.** The updater calls the model in training mode, evaluation (validation, test) and
+  prediction in evaluation mode (:func:`set_mode`): a :class:`Module` reads its mode from
+  ``self.training`` (True while training; dropout and batch statistics act only then) and
+  changes it with ``train()`` / ``eval()``, like PyTorch's; any other model that has a
+  ``training`` attribute gets it set, and one without is called as it is.
 
 :class:`Module` gives the first for free: assign Parameters and sub-Modules as attributes
 and ``params()`` walks them in assignment order.
@@ -17,6 +22,7 @@ and ``params()`` walks them in assignment order.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from typing import Sequence
 
@@ -37,7 +43,24 @@ def flat(x):
 
 
 class Module:
-    """A container whose Parameter and Module attributes form a parameter tree."""
+    """A container whose Parameter and Module attributes form a parameter tree, with a mode
+    (``training``) shared by the whole tree."""
+
+    training = True
+    """True in training mode, False in evaluation mode (see the module docstring)."""
+
+    def train(self, mode: bool = True):
+        """Puts this module and every sub-module in training mode (``mode=False``:
+        evaluation mode); returns the module."""
+        self.training = bool(mode)
+        for value in vars(self).values():
+            if isinstance(value, Module):
+                value.train(mode)
+        return self
+
+    def eval(self):
+        """Puts this module and every sub-module in evaluation mode; returns the module."""
+        return self.train(False)
 
     def params(self, prefix: str = "") -> dict[str, Parameter]:
         found: dict[str, Parameter] = {}
@@ -48,6 +71,40 @@ class Module:
             elif isinstance(value, Module):
                 found.update(value.params(prefix + name + "/"))
         return found
+
+
+def set_mode(model, training: bool) -> None:
+    """Puts ``model`` in training (True) or evaluation (False) mode: ``model.train(training)``
+    for a :class:`Module`; for another model, its ``training`` attribute if it has one."""
+    if isinstance(model, Module):
+        model.train(training)
+    elif hasattr(model, "training"):
+        model.training = training
+
+
+@contextlib.contextmanager
+def evaluating(model):
+    """Within this block ``model`` is in evaluation mode; its mode is restored after."""
+    previous = getattr(model, "training", True)
+    set_mode(model, False)
+    try:
+        yield model
+    finally:
+        set_mode(model, previous)
+
+
+def summary(model) -> dict:
+    """The model's size: its class, ``parameters`` (the number of trained values), ``bytes``
+    and, by layer (a parameter path without its last part: ``l1`` for ``l1/W``), ``layers``:
+    the parameters of each, in the order of ``params()``."""
+    layers: dict[str, int] = {}
+    total = nbytes = 0
+    for path, param in model.params().items():
+        layer = path.rpartition("/")[0] or path
+        layers[layer] = layers.get(layer, 0) + int(param.data.size)
+        total += int(param.data.size)
+        nbytes += int(param.data.nbytes)
+    return {"class": type(model).__name__, "parameters": total, "bytes": nbytes, "layers": layers}
 
 
 class Linear(Module):

@@ -46,6 +46,7 @@ from ..callbacks import Callbacks
 from ..converter import concat_examples, to_device
 from ..data.prefetch import Prefetcher
 from ..errors import check, check_number
+from ..models import set_mode
 from ..optimizers import Optimizer, get_updater
 from ..params import ParamStore
 from .divergence import NAN_POLICIES, NanPolicy
@@ -336,8 +337,10 @@ class StandardUpdater:
 
     def forward(self, in_arrays, model=None) -> dict:
         """The loss function (``loss_func``, else ``model``, else the main model) on
-        ``in_arrays``, as a dict with ``"loss"`` and any further metrics."""
+        ``in_arrays``, as a dict with ``"loss"`` and any further metrics; the model in
+        training mode (:func:`trainer_run.models.set_mode`)."""
         loss_func = self.loss_func or model or self._models["main"]
+        set_mode(model or self._models["main"], True)
         if isinstance(in_arrays, tuple):
             out = loss_func(*in_arrays)
         elif isinstance(in_arrays, dict):

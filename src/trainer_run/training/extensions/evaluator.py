@@ -6,6 +6,7 @@ import numpy
 
 from ...autograd import as_data, no_grad
 from ...converter import concat_examples, to_device
+from ...models import evaluating
 from ..extension import PRIORITY_WRITER, Extension
 
 
@@ -13,8 +14,9 @@ class Evaluator(Extension):
     """Runs the model over ``dataset`` once per trigger and reports ``<prefix><metric>``.
 
     Each metric the model returns (``loss``, ``accuracy``, ...) is averaged over all
-    examples (batches weighted by their size). No graph is recorded and no parameter or
-    random state changes, so evaluating never alters training.
+    examples (batches weighted by their size). The model runs in evaluation mode (its mode is
+    restored after), no graph is recorded and no parameter or random state changes, so
+    evaluating never alters training.
     """
 
     priority = PRIORITY_WRITER
@@ -35,7 +37,8 @@ class Evaluator(Extension):
     def evaluate(self) -> dict:
         totals: dict = {}
         n = len(self.dataset)
-        with no_grad(), numpy.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        quiet = numpy.errstate(over="ignore", invalid="ignore", divide="ignore")
+        with no_grad(), evaluating(self.model), quiet:
             for start in range(0, n, self.batch_size):
                 indices = range(start, min(start + self.batch_size, n))
                 arrays = self._batch(indices)

@@ -18,7 +18,8 @@ class Summary(Extension):
     (parameters by path, loadable with ``numpy.load``) when training ends, however it ends.
 
     With ``held_out`` (a :class:`~.held_out.HeldOutEvaluator`), its ``test/*`` metrics are
-    written too. ``samples_per_s`` counts the samples of this session's iterations over its wall time.
+    written too; with ``model`` (:func:`trainer_run.models.summary`), the model's size under
+    ``"model"``. ``samples_per_s`` counts the samples of this session's iterations over its wall time.
     ``summary.json`` is strict JSON: a NaN or infinite value is written as ``null``. Both
     files are replaced atomically; a refused write raises
     :class:`~trainer_run.errors.StorageError` naming the file and leaves the old one.
@@ -28,9 +29,10 @@ class Summary(Extension):
     name = "summary"
 
     def __init__(self, log_report, samples_per_update: int, store, to_numpy=numpy.asarray,
-                 held_out=None):
+                 held_out=None, model: dict | None = None):
         self.log_report = log_report
         self.held_out = held_out
+        self.model = model
         self.samples_per_update = samples_per_update
         self.store = store
         self.to_numpy = to_numpy
@@ -54,6 +56,7 @@ class Summary(Extension):
         summary.update({k: v for k, v in self.log_report.last.items()
                         if k.startswith(("train/", "val/"))})
         summary.update(self.held_out.metrics if self.held_out is not None else {})
+        summary.update({"model": self.model} if self.model is not None else {})
         files.write_atomic(out / "summary.json", strict_json.dumps(summary, indent=2))
         arrays = self.store.state_dict(self.to_numpy)
         files.write_atomic(out / "model.npz", lambda f: numpy.savez(f, **arrays))
