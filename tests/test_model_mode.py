@@ -10,6 +10,7 @@ from conftest import run_cli
 from trainer_run.models import MLP, Linear, Module, evaluating, set_mode, summary
 
 MODE_MODELS = '''
+from trainer_run import functions as F
 from trainer_run.models import Linear, Module
 
 
