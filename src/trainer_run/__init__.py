@@ -6,3 +6,12 @@ names to ours.
 """
 
 __version__ = "0.1.0"
+
+
+def load_model(run_dir, checkpoint_dir=None):
+    """The trained model of the run in ``run_dir`` (see :func:`trainer_run.cli.trained.load_model`):
+    rebuilt from its saved config, its parameters loaded, in evaluation mode, with
+    ``predict(x)`` applying the run's normalization."""
+    from trainer_run.cli.trained import load_model as load
+
+    return load(run_dir, checkpoint_dir)

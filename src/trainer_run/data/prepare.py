@@ -135,8 +135,14 @@ def _check_rows(splits: Splits, split: str) -> None:
 
 
 def _inputs(arrays: tuple) -> tuple:
-    """The input arrays of a split; an ``(N, H, W)`` one gains a channel axis."""
-    return tuple(a.reshape(a.shape[0], 1, *a.shape[1:]) if a.ndim == 3 else a for a in arrays[:-1])
+    """The input arrays of a split, each through :func:`with_channel_axis`."""
+    return tuple(with_channel_axis(a) for a in arrays[:-1])
+
+
+def with_channel_axis(a):
+    """``a`` with a channel axis when it is a batch of single-channel images ``(N, H, W)``:
+    ``(N, 1, H, W)``; any other array as it is."""
+    return a.reshape(a.shape[0], 1, *a.shape[1:]) if a.ndim == 3 else a
 
 
 def _check_finite(array, source: str) -> None:
