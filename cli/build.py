@@ -24,6 +24,7 @@ from trainer_run.errors import ConfigError, check, check_number
 from trainer_run.kvstore import compression as compressions
 from trainer_run.kvstore import trainer_rules
 from trainer_run.loss_scaling import DynamicLossScaler, LossScaler
+from trainer_run.own_gradients import has_own_gradients
 from trainer_run.training import AnyOf, IntervalTrigger, StopTrigger, Trainer
 from trainer_run.training.extensions import (
     Evaluator,
@@ -320,9 +321,11 @@ def build_model(section: dict, data: datasets.Data, backend):
     check(dtype == "float32" or "dtype" in fixed,
           f"precision needs a model that takes a dtype argument; {section['_target_']} does not")
     model = call("model", factory, kwargs, **fixed)
-    _check_built("model", section, callable(getattr(model, "params", None)) and callable(model),
+    _check_built("model", section, callable(getattr(model, "params", None))
+                 and (callable(model) or has_own_gradients(model)),
                  "a model: an object with params() that is called with a batch (subclass "
-                 "trainer_run.models.Model or Module)")
+                 "trainer_run.models.Model or Module) or has loss_and_grads(*batch) "
+                 "(trainer_run.own_gradients)")
     return model
 
 

@@ -48,6 +48,7 @@ from ..data.prefetch import Prefetcher
 from ..errors import check, check_number
 from ..models import set_mode
 from ..optimizers import Optimizer, get_updater
+from ..own_gradients import outputs
 from ..params import ParamStore
 from .divergence import NAN_POLICIES, NanPolicy
 from .gradient_sync import GradientSync
@@ -338,11 +339,12 @@ class StandardUpdater:
     def forward(self, in_arrays, model=None) -> dict:
         """The loss function (``loss_func``, else ``model``, else the main model) on
         ``in_arrays``, as a dict with ``"loss"`` and any further metrics; the model in
-        training mode (:func:`trainer_run.models.set_mode`)."""
+        training mode (:func:`trainer_run.models.set_mode`); a model with its own gradients
+        through :func:`trainer_run.own_gradients.outputs`."""
         loss_func = self.loss_func or model or self._models["main"]
         set_mode(model or self._models["main"], True)
         if isinstance(in_arrays, tuple):
-            out = loss_func(*in_arrays)
+            return outputs(loss_func, in_arrays)
         elif isinstance(in_arrays, dict):
             out = loss_func(**in_arrays)
         else:

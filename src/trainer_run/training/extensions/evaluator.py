@@ -7,6 +7,7 @@ import numpy
 from ...autograd import as_data, no_grad
 from ...converter import concat_examples, to_device
 from ...models import evaluating
+from ...own_gradients import outputs
 from ..extension import PRIORITY_WRITER, Extension
 
 
@@ -42,8 +43,7 @@ class Evaluator(Extension):
             for start in range(0, n, self.batch_size):
                 indices = range(start, min(start + self.batch_size, n))
                 arrays = self._batch(indices)
-                out = self.model(*arrays)
-                metrics = out if isinstance(out, dict) else {"loss": out}
+                metrics = outputs(self.model, arrays)
                 for key, value in metrics.items():
                     value = float(as_data(value))
                     totals[key] = totals.get(key, 0.0) + value * len(indices)
