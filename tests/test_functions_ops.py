@@ -279,3 +279,31 @@ def test_square_by_operator_sums_both_paths(rng):
     v = Parameter(x.copy())
     backward(F.sum(v * v))
     np.testing.assert_allclose(v.grad, 2 * x)
+
+
+
+GPU_CASES = {
+    "mul_div_exp_log": lambda a, b: F.sum(F.mul(a, b) + F.div(a, F.exp(b)) + F.log(F.exp(a))),
+    "reductions": lambda a, b: F.sum(F.mean(a, axis=0, keepdims=True) * F.sum(b, axis=1, keepdims=True)),
+    "matmul": lambda a, b: F.sum(a @ F.transpose(b)),
+    "array": lambda a, b: F.sum(F.concat([F.flatten(a), F.reshape(b, (3, 4)), a], axis=1) * 0.5),
+    "activations": lambda a, b: F.sum(F.gelu(a) * F.leaky_relu(b) + F.log_softmax(a) * F.softmax(b)),
+    "sigmoid_ce": lambda a, b: F.sigmoid_cross_entropy(a, (b.data > 0).astype("int32")) + F.sum(b),
+    "embed_id": lambda a, b: F.sum(F.embed_id(a.data.argsort(axis=0), b) * F.reshape(a, (3, 4, 1))),
+}
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", sorted(GPU_CASES))
+def test_cupy_matches_numpy(rng, case):
+    cupy = pytest.importorskip("cupy")
+    a, b = (rng.normal(size=(3, 4)) * 2).astype(np.float32), rng.normal(size=(3, 4)).astype(np.float32)
+    results = []
+    for xp in (np, cupy):
+        params = [Parameter(xp.asarray(a)), Parameter(xp.asarray(b))]
+        y = GPU_CASES[case](*params)
+        backward(y)
+        results.append([cupy.asnumpy(v) for v in (y.data, params[0].grad, params[1].grad) if v is not None])
+    for host, device in zip(*results, strict=True):
+        assert device.dtype == np.float32
+        np.testing.assert_allclose(device, host, rtol=1e-5, atol=1e-6)

@@ -10,7 +10,8 @@ class EmbedID(Function):
     """``W[ids]``: ``W`` has shape ``(n_vocab, dim)``, ``ids`` integers of any shape.
 
     The gradient of ``W`` scatters ``gy`` back into the rows named by ``ids`` with ``xp.add.at``
-    (unbuffered, so repeated ids sum), one code path for NumPy and CuPy. When ``W`` is a
+    (unbuffered, so repeated ids sum), one code path for NumPy and CuPy (``cupy.add.at`` is CuPy's
+    ``ufunc.at``, present in the CuPy 13 the ``cuda`` extra requires). When ``W`` is a
     parameter, the rows are added straight into its gradient buffer, with no dense temporary.
     """
 
