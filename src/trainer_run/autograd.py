@@ -40,6 +40,10 @@ class Variable:
     ``creator`` is the function that produced it (None for leaves); ``rank`` orders
     the backward walk. A plain Variable leaf does not need a gradient; parameters
     (:class:`trainer_run.params.Parameter`) do.
+
+    ``+ - * / @`` (and their reflected forms) and unary ``-`` call the functions ``add``, ``sub``,
+    ``mul`` (``scale`` for a Python scalar), ``div`` (``scale`` by the reciprocal of a Python scalar
+    divisor) and ``matmul`` of :mod:`trainer_run.functions`.
     """
 
     __slots__ = ("data", "grad", "creator", "rank")

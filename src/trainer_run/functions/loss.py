@@ -1,4 +1,4 @@
-"""Losses (averaged over the batch, the first axis) and metrics."""
+"""Losses (each a mean: over the batch, the first axis, or over all elements; see each) and metrics."""
 
 from __future__ import annotations
 
