@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import heapq
 import itertools
+from numbers import Number
 
 from .backend import array_module
 
@@ -39,6 +40,10 @@ class Variable:
     ``creator`` is the function that produced it (None for leaves); ``rank`` orders
     the backward walk. A plain Variable leaf does not need a gradient; parameters
     (:class:`trainer_run.params.Parameter`) do.
+
+    ``+ - * / @`` (and their reflected forms) and unary ``-`` call the functions ``add``, ``sub``,
+    ``mul`` (``scale`` for a Python scalar), ``div`` (``scale`` by the reciprocal of a Python scalar
+    divisor) and ``matmul`` of :mod:`trainer_run.functions`.
     """
 
     __slots__ = ("data", "grad", "creator", "rank")
@@ -68,19 +73,66 @@ class Variable:
         """Back-propagates from this scalar variable; see :func:`backward`."""
         backward(self)
 
+    # Arithmetic operators build the graph through trainer_run.functions. The other operand may be
+    # a Variable, an array or a Python scalar; a non-Variable operand is a constant. NumPy and CuPy
+    # arrays defer to the reflected operator (``array * v`` calls ``v.__rmul__``) because of this:
+    __array_ufunc__ = None
+
     def __add__(self, other):
         from .functions import add
 
         return add(self, other)
 
-    __radd__ = __add__
+    def __radd__(self, other):
+        from .functions import add
+
+        return add(other, self)
+
+    def __sub__(self, other):
+        from .functions import sub
+
+        return sub(self, other)
+
+    def __rsub__(self, other):
+        from .functions import sub
+
+        return sub(other, self)
 
     def __mul__(self, other):
+        from .functions import mul, scale
+
+        return scale(self, other) if isinstance(other, Number) else mul(self, other)
+
+    def __rmul__(self, other):
+        from .functions import mul, scale
+
+        return scale(self, other) if isinstance(other, Number) else mul(other, self)
+
+    def __truediv__(self, other):
+        # By a Python scalar: multiplies by its reciprocal (may differ from ``/`` in the last bit).
+        from .functions import div, scale
+
+        return scale(self, 1 / other) if isinstance(other, Number) else div(self, other)
+
+    def __rtruediv__(self, other):
+        from .functions import div
+
+        return div(other, self)
+
+    def __matmul__(self, other):
+        from .functions import matmul
+
+        return matmul(self, other)
+
+    def __rmatmul__(self, other):
+        from .functions import matmul
+
+        return matmul(other, self)
+
+    def __neg__(self):
         from .functions import scale
 
-        return scale(self, other)
-
-    __rmul__ = __mul__
+        return scale(self, -1)
 
 
 class _Node(Variable):

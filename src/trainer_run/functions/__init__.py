@@ -1,16 +1,69 @@
 """Differentiable functions, by kind (Chainer's layout): ``connection`` (linear),
-``activation``, ``loss`` (and metrics), ``math`` (arithmetic).
+``activation``, ``loss`` (and metrics), ``math`` (arithmetic, reductions, matmul), ``array``
+(reshape, flatten, concat, transpose), ``embedding`` (embed_id).
 
 Each function takes Variables or arrays and returns a Variable; losses average over the batch
 (the first axis). Every one is written once against the array module of its inputs
 (:func:`trainer_run.backend.array_module`), so it runs on NumPy and CuPy arrays alike.
 """
 
-from .activation import ACTIVATIONS, ReLU, Sigmoid, Tanh, relu, sigmoid, tanh
+from .activation import (
+    ACTIVATIONS,
+    GELU,
+    LeakyReLU,
+    LogSoftmax,
+    ReLU,
+    Sigmoid,
+    Softmax,
+    Tanh,
+    gelu,
+    leaky_relu,
+    log_softmax,
+    relu,
+    sigmoid,
+    softmax,
+    tanh,
+)
+from .array import Concat, Reshape, Transpose, concat, flatten, reshape, transpose
 from .connection import Linear, linear
-from .loss import MeanSquaredError, SoftmaxCrossEntropy, accuracy, mean_squared_error, softmax_cross_entropy
-from .math import Add, Scale, add, scale, sum_to
+from .embedding import EmbedID, embed_id
+from .loss import (
+    MeanSquaredError,
+    SigmoidCrossEntropy,
+    SoftmaxCrossEntropy,
+    accuracy,
+    mean_squared_error,
+    sigmoid_cross_entropy,
+    softmax_cross_entropy,
+)
+from .math import (
+    Add,
+    Div,
+    Exp,
+    Log,
+    MatMul,
+    Mean,
+    Mul,
+    Scale,
+    Sub,
+    Sum,
+    add,
+    div,
+    exp,
+    log,
+    matmul,
+    mean,
+    mul,
+    scale,
+    sub,
+    sum,
+    sum_to,
+)
 
-__all__ = ["ACTIVATIONS", "Add", "Linear", "MeanSquaredError", "ReLU", "Scale", "Sigmoid",
-           "SoftmaxCrossEntropy", "Tanh", "accuracy", "add", "linear", "mean_squared_error", "relu",
-           "scale", "sigmoid", "softmax_cross_entropy", "sum_to", "tanh"]
+__all__ = ["ACTIVATIONS", "Add", "Concat", "Div", "EmbedID", "Exp", "GELU", "LeakyReLU", "Linear", "Log",
+           "LogSoftmax", "MatMul", "Mean", "MeanSquaredError", "Mul", "ReLU", "Reshape", "Scale", "Sigmoid",
+           "SigmoidCrossEntropy", "Softmax", "SoftmaxCrossEntropy", "Sub", "Sum", "Tanh", "Transpose",
+           "accuracy", "add", "concat", "div", "embed_id", "exp", "flatten", "gelu", "leaky_relu", "linear",
+           "log", "log_softmax", "matmul", "mean", "mean_squared_error", "mul", "relu", "reshape", "scale",
+           "sigmoid", "sigmoid_cross_entropy", "softmax", "softmax_cross_entropy", "sub", "sum", "sum_to",
+           "tanh", "transpose"]

@@ -1,4 +1,4 @@
-"""Losses (averaged over the batch, the first axis) and metrics."""
+"""Losses (each a mean: over the batch, the first axis, or over all elements; see each) and metrics."""
 
 from __future__ import annotations
 
@@ -40,9 +40,42 @@ class MeanSquaredError(Function):
         return g, -g
 
 
+class SigmoidCrossEntropy(Function):
+    """Mean of ``-(t log sigmoid(x) + (1 - t) log(1 - sigmoid(x)))``; see :func:`sigmoid_cross_entropy`."""
+
+    def __init__(self, normalize=True):
+        self.normalize = normalize
+
+    def forward(self, x, t):
+        xp = array_module(x)
+        t = t.astype(x.dtype, copy=False)
+        self._x, self._t = x, t
+        self._count = x.size if self.normalize else len(x)
+        # max(x, 0) - x t + log(1 + exp(-|x|)): no overflow for any x.
+        loss = xp.maximum(x, 0) - x * t + xp.log1p(xp.exp(-abs(x)))
+        return xp.asarray(loss.sum() / x.dtype.type(self._count)).astype(x.dtype)
+
+    def backward(self, gy):
+        x = self._x
+        xp = array_module(x)
+        half = x.dtype.type(0.5)
+        p = xp.tanh(x * half) * half + half
+        return (p - self._t) * (gy / x.dtype.type(self._count)).astype(x.dtype), None
+
+
 def softmax_cross_entropy(x, t) -> Variable:
     """Mean softmax cross entropy of logits ``x`` (N, C) against class ids ``t`` (N,)."""
     return SoftmaxCrossEntropy()(x, t)
+
+
+def sigmoid_cross_entropy(x, t, normalize=True) -> Variable:
+    """Binary cross entropy of logits ``x`` against labels ``t`` in {0, 1} of the same shape.
+
+    Computed as ``max(x, 0) - x t + log(1 + exp(-|x|))`` (stable for large ``|x|``) and summed, then
+    divided by the number of elements (``normalize=True``, Chainer's default) or by the batch size
+    ``len(x)`` (``normalize=False``). Chainer's ``ignore_label`` (-1) is not supported.
+    """
+    return SigmoidCrossEntropy(normalize)(x, t)
 
 
 def mean_squared_error(x0, x1) -> Variable:
