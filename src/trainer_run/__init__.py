@@ -15,3 +15,11 @@ def load_model(run_dir, checkpoint_dir=None):
     from trainer_run.cli.trained import load_model as load
 
     return load(run_dir, checkpoint_dir)
+
+
+def check_gradients(model, batch, **options):
+    """Compares ``model``'s gradients on ``batch`` with finite differences (see
+    :func:`trainer_run.gradient_check.check_gradients`)."""
+    from trainer_run.gradient_check import check_gradients as check
+
+    return check(model, batch, **options)
