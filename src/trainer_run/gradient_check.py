@@ -84,7 +84,8 @@ def _check(model, batch, path, param, analytic, rng, eps, rtol, atol, samples) -
         numeric = (plus - minus) / (2 * eps)
         ratio = abs(analytic[index] - numeric) / (atol + rtol * abs(numeric))
         if ratio > 1:
-            raise GradientMismatch(f"{path}{[int(i) for i in index]}: the model's gradient is {analytic[index]:.6g} "
-                                   f"and the finite difference {numeric:.6g}")
+            where = f"{path}{[int(i) for i in index]}"
+            raise GradientMismatch(f"{where}: the model's gradient is {analytic[index]:.6g} and the "
+                                   f"finite difference {numeric:.6g}")
         worst = max(worst, float(ratio))
     return worst
