@@ -164,11 +164,13 @@ def verify(path: Path) -> None:
 
 
 def load_params(model, path: Path) -> None:
-    """Loads saved parameters into ``model`` (anything with ``params()``) in place: from a
+    """Loads saved parameters (and persistent values, see
+    :class:`~trainer_run.params.Persistent`) into ``model`` (anything with ``params()``) in place: from a
     ``model.npz`` written at the end of a run, or from the main model of a checkpoint
     directory. Raises :class:`CheckpointError` for an unreadable file (one that is not an
     ``.npz`` of ``.npy`` arrays) or a checkpoint without model parameters, and ValueError /
     KeyError naming the first parameter that is missing or has another shape."""
+    from .models import persistents_of
     from .params import copy_params
 
     path = Path(path)
@@ -179,7 +181,7 @@ def load_params(model, path: Path) -> None:
             arrays = npz.load(path)
         except (OSError, ValueError) as e:
             raise CheckpointError(f"model file {path} cannot be read ({e})") from None
-    copy_params(model.params(), arrays)
+    copy_params({**model.params(), **persistents_of(model)}, arrays)
 
 
 def _main_params(state: dict, path: Path) -> dict:

@@ -31,7 +31,7 @@ import numpy
 from .backend import Backend
 from .errors import ConfigError, check
 from .functions import ACTIVATIONS, accuracy, linear, mean_squared_error, softmax_cross_entropy
-from .params import Parameter
+from .params import Parameter, Persistent
 
 TASKS = ("classification", "regression")
 
@@ -43,7 +43,8 @@ def flat(x):
 
 
 class Module:
-    """A container whose Parameter and Module attributes form a parameter tree, with a mode
+    """A container whose Parameter and Module attributes form a parameter tree (and whose
+    :class:`~trainer_run.params.Persistent` attributes its state), with a mode
     (``training``) shared by the whole tree."""
 
     training = True
@@ -63,13 +64,21 @@ class Module:
         return self.train(False)
 
     def params(self, prefix: str = "") -> dict[str, Parameter]:
-        found: dict[str, Parameter] = {}
+        """The parameters of the tree by path (``l1/W``), in assignment order."""
+        return self._walk(Parameter, "params", prefix)
+
+    def persistents(self, prefix: str = "") -> dict[str, Persistent]:
+        """The persistent values of the tree by path (``bn1/avg_mean``), in assignment order."""
+        return self._walk(Persistent, "persistents", prefix)
+
+    def _walk(self, kind, method: str, prefix: str) -> dict:
+        found: dict = {}
         for name, value in vars(self).items():
-            if isinstance(value, Parameter):
+            if isinstance(value, kind):
                 value.name = prefix + name
                 found[value.name] = value
             elif isinstance(value, Module):
-                found.update(value.params(prefix + name + "/"))
+                found.update(getattr(value, method)(prefix + name + "/"))
         return found
 
 
@@ -91,6 +100,13 @@ def evaluating(model):
         yield model
     finally:
         set_mode(model, previous)
+
+
+def persistents_of(model) -> dict[str, Persistent]:
+    """The persistent values of ``model`` (its ``persistents()``; none when it has no such
+    method)."""
+    method = getattr(model, "persistents", None)
+    return dict(method()) if callable(method) else {}
 
 
 def summary(model) -> dict:

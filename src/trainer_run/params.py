@@ -81,6 +81,27 @@ class Parameter(Variable):
         self._stale = False
 
 
+class Persistent:
+    """An array of a model's state that is not trained (Chainer's "persistent" value, such as
+    batch normalization's running mean and variance): saved in checkpoints and ``model.npz``
+    beside the parameters and restored with them, never given to the optimizer.
+
+    The model updates ``data`` in place while it trains. Under ``updater=parallel`` the main
+    replica's values are the model's (they are copied to the other replicas after every
+    update); in a multi-process run each worker keeps its own and rank 0's are saved (a
+    resume gives every worker rank 0's).
+    """
+
+    __slots__ = ("data", "name")
+
+    def __init__(self, data, name: str = ""):
+        self.data = data
+        self.name = name
+
+    def __repr__(self):
+        return f"Persistent({self.name!r}, shape={self.data.shape}, dtype={self.data.dtype})"
+
+
 class ParamGroup:
     """Parameters sharing dtype, ``lr_mult`` and ``wd_mult``, packed in flat buffers.
 
@@ -133,10 +154,14 @@ class ParamStore:
     Args:
         params: name -> :class:`Parameter`, in model order.
         xp: the array module the buffers live in.
+        persistents: name -> :class:`Persistent`, the model's state saved and restored with
+            the parameters (:meth:`state_dict`), not packed or trained.
     """
 
-    def __init__(self, params: Mapping[str, Parameter], xp=numpy):
+    def __init__(self, params: Mapping[str, Parameter], xp=numpy,
+                 persistents: Mapping[str, Persistent] | None = None):
         self.params = dict(params)
+        self.persistents = dict(persistents or {})
         self.names = list(self.params)
         by_key: dict[tuple, tuple[list, list]] = {}
         for index, p in enumerate(self.params.values()):
@@ -180,12 +205,19 @@ class ParamStore:
         return dict(enumerate(self.params.values()))
 
     def state_dict(self, to_numpy) -> dict:
-        """name -> host copy of the parameter's value."""
-        return {name: numpy.array(to_numpy(p.data)) for name, p in self.params.items()}
+        """name -> host copy of each parameter's and persistent value."""
+        values = {**self.params, **self.persistents}
+        return {name: numpy.array(to_numpy(p.data)) for name, p in values.items()}
 
     def load_state_dict(self, arrays: Mapping, asarray) -> None:
-        """Copies saved values into the parameters (in place, keeping the flat views)."""
-        copy_params(self.params, arrays, asarray)
+        """Copies saved values into the parameters and persistent values (in place, keeping
+        the flat views)."""
+        copy_params({**self.params, **self.persistents}, arrays, asarray)
+
+    def copy_persistents_from(self, other: ParamStore, asarray) -> None:
+        """Copies ``other``'s persistent values into this store's (in place)."""
+        for name, p in self.persistents.items():
+            p.data[...] = asarray(other.persistents[name].data)
 
 
 def copy_params(params: Mapping[str, Parameter], arrays: Mapping, asarray=numpy.asarray) -> None:

@@ -24,6 +24,7 @@ from ..autograd import as_data
 from ..backend import Backend
 from ..converter import concat_examples
 from ..errors import ConfigError, check
+from ..models import persistents_of
 from ..params import ParamStore
 from .standard import StandardUpdater
 
@@ -86,12 +87,14 @@ class ParallelUpdater(StandardUpdater):
         self.copy_params()
 
     def copy_params(self) -> None:
-        """Copies the main replica's parameters to every other replica (Chainer's copyparams)."""
+        """Copies the main replica's parameters and persistent values (batch statistics: the
+        main replica's are the model's) to every other replica (Chainer's copyparams)."""
         main = self.stores["main"]
         for store, backend in zip(self.replica_stores[1:], self.backends[1:]):
             with backend.activate():
                 for group, source in zip(store.groups, main.groups):
                     group.data[...] = backend.asarray(source.data)
+                store.copy_persistents_from(main, backend.asarray)
 
     def finalize(self) -> None:
         super().finalize()
@@ -135,9 +138,11 @@ def _replicate(model, backend):
         for p in clone.params().values():
             p.data = backend.asarray(p.data)
             p.grad = None
+        for p in persistents_of(clone).values():
+            p.data = backend.asarray(p.data)
     return clone
 
 
 def _store(model, backend) -> ParamStore:
     with backend.activate():
-        return ParamStore(model.params(), backend.xp)
+        return ParamStore(model.params(), backend.xp, persistents_of(model))

@@ -46,7 +46,7 @@ from ..callbacks import Callbacks
 from ..converter import concat_examples, to_device
 from ..data.prefetch import Prefetcher
 from ..errors import check, check_number
-from ..models import set_mode
+from ..models import persistents_of, set_mode
 from ..optimizers import Optimizer, get_updater
 from ..own_gradients import outputs
 from ..params import ParamStore
@@ -129,7 +129,8 @@ class StandardUpdater:
         or a checkpoint written before the count was saved)."""
         self.observation: dict = {}
         xp = backend.xp if backend is not None else numpy
-        self.stores = {name: ParamStore(m.params(), xp) for name, m in self._models.items()}
+        self.stores = {name: ParamStore(m.params(), xp, persistents_of(m))
+                       for name, m in self._models.items()}
         self._param_updaters = {}
         for name, opt in self._optimizers.items():
             if backend is not None and opt.rng is None:
