@@ -26,12 +26,14 @@ def _per_channel(a, ndim):
     return a.reshape((1, -1) + (1,) * (ndim - 2))
 
 
-def _check_channels(x, gamma, beta, axis_size, what):
+def _check_params(x, gamma, beta, axis):
+    """Raises ValueError unless ``x`` has 2+ dimensions and ``gamma``, ``beta`` the shape of ``axis``."""
     if x.ndim < 2:
         raise ValueError(f"x must have at least 2 dimensions, got shape {x.shape}")
+    size = x.shape[axis]
     for name, a in (("gamma", gamma), ("beta", beta)):
-        if a.shape != (axis_size,):
-            raise ValueError(f"{name} must have shape ({axis_size},) ({what}), got {a.shape}")
+        if a.shape != (size,):
+            raise ValueError(f"{name} must have shape ({size},), the size of axis {axis} of x, got {a.shape}")
 
 
 class BatchNormalization(Function):
@@ -42,7 +44,7 @@ class BatchNormalization(Function):
         self.running_mean, self.running_var = running_mean, running_var
 
     def forward(self, x, gamma, beta):
-        _check_channels(x, gamma, beta, x.shape[1] if x.ndim > 1 else None, "the size of axis 1 of x")
+        _check_params(x, gamma, beta, 1)
         xp = array_module(x)
         axes, nd = _channel_axes(x.ndim), x.ndim
         mean = x.mean(axis=axes)
@@ -83,7 +85,7 @@ class FixedBatchNormalization(Function):
         self.eps = eps
 
     def forward(self, x, gamma, beta, mean, var):
-        _check_channels(x, gamma, beta, x.shape[1] if x.ndim > 1 else None, "the size of axis 1 of x")
+        _check_params(x, gamma, beta, 1)
         xp, nd = array_module(x), x.ndim
         self._inv_std = 1 / xp.sqrt(var + x.dtype.type(self.eps))
         self._xhat = (x - _per_channel(mean, nd)) * _per_channel(self._inv_std, nd)
@@ -109,7 +111,7 @@ class LayerNormalization(Function):
         self.eps = eps
 
     def forward(self, x, gamma, beta):
-        _check_channels(x, gamma, beta, x.shape[-1] if x.ndim > 1 else None, "the size of the last axis")
+        _check_params(x, gamma, beta, -1)
         xp = array_module(x)
         mean = x.mean(axis=-1, keepdims=True)
         var = x.var(axis=-1, keepdims=True)
