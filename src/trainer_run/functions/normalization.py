@@ -134,8 +134,7 @@ class LayerNormalization(Function):
         return gx, ggamma, gbeta
 
 
-def batch_normalization(x, gamma, beta, eps=2e-5, running_mean=None, running_var=None,
-                        decay=0.9) -> Variable:
+def batch_normalization(x, gamma, beta, eps=2e-5, running_mean=None, running_var=None, decay=0.9) -> Variable:
     """Batch normalisation in training mode (Chainer's ``F.batch_normalization``).
 
     ``y = (x - mean) / sqrt(var + eps) * gamma + beta`` where ``mean`` and ``var`` (biased) are
