@@ -1,6 +1,7 @@
 """Differentiable functions, by kind (Chainer's layout): ``connection`` (linear),
 ``activation``, ``loss`` (and metrics), ``math`` (arithmetic, reductions, matmul), ``array``
-(reshape, flatten, concat, transpose), ``embedding`` (embed_id).
+(reshape, flatten, concat, transpose), ``embedding`` (embed_id), ``normalization`` (batch and
+layer normalization), ``noise`` (dropout).
 
 Each function takes Variables or arrays and returns a Variable; losses average over the batch
 (the first axis). Every one is written once against the array module of its inputs
@@ -59,8 +60,19 @@ from .math import (
     sum,
     sum_to,
 )
+from .noise import Dropout, dropout
+from .normalization import (
+    BatchNormalization,
+    FixedBatchNormalization,
+    LayerNormalization,
+    batch_normalization,
+    fixed_batch_normalization,
+    layer_normalization,
+)
 
-__all__ = ["ACTIVATIONS", "Add", "Concat", "Div", "EmbedID", "Exp", "GELU", "LeakyReLU", "Linear", "Log",
+__all__ = ["BatchNormalization", "Dropout", "FixedBatchNormalization", "LayerNormalization",
+           "batch_normalization", "dropout", "fixed_batch_normalization", "layer_normalization",
+           "ACTIVATIONS", "Add", "Concat", "Div", "EmbedID", "Exp", "GELU", "LeakyReLU", "Linear", "Log",
            "LogSoftmax", "MatMul", "Mean", "MeanSquaredError", "Mul", "ReLU", "Reshape", "Scale", "Sigmoid",
            "SigmoidCrossEntropy", "Softmax", "SoftmaxCrossEntropy", "Sub", "Sum", "Tanh", "Transpose",
            "accuracy", "add", "concat", "div", "embed_id", "exp", "flatten", "gelu", "leaky_relu", "linear",

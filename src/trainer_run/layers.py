@@ -1,0 +1,142 @@
+"""Parameterised layers: :class:`~trainer_run.models.Module` subclasses holding their
+parameters (and persistent state) under paths in the model tree, built on
+:mod:`trainer_run.functions`.
+
+Initial values follow Chainer's defaults and are drawn from the backend's generator (the
+run's model stream): LeCun normal weights (std ``1/sqrt(fan_in)``) and zero biases for
+``Linear`` and ``Conv2D``, standard normal embeddings, batch and layer normalization's scale
+1 and shift 0. Every layer runs on the backend's array module (NumPy or CuPy).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy
+
+from . import functions as F
+from .backend import Backend
+from .errors import check
+from .models import Linear, Module
+from .params import Parameter, Persistent
+
+
+def _normal(backend: Backend, shape: tuple, std: float, dtype):
+    values = backend.rng.standard_normal(shape, dtype=numpy.float64) * std
+    return Parameter(backend.asarray(values, dtype=dtype))
+
+
+def _constant(backend: Backend, shape: tuple, value: float, dtype, kind=Parameter):
+    return kind(backend.asarray(numpy.full(shape, value), dtype=dtype))
+
+
+def _pair(value) -> tuple[int, int]:
+    return (value, value) if isinstance(value, int) else tuple(value)
+
+
+class Conv2D(Module):
+    """A 2-D convolution: ``W`` of shape ``(out_channels, in_channels / groups, kh, kw)`` and
+    ``b`` of ``(out_channels,)`` (None with ``bias=False``), applied by
+    :func:`trainer_run.functions.convolution_2d`. ``pad="same"`` pads odd kernels so that a
+    stride of 1 keeps the height and width (``dilate * (k - 1) / 2`` on each side)."""
+
+    def __init__(self, in_channels: int, out_channels: int, ksize, backend: Backend, stride=1,
+                 pad=0, dilate=1, groups: int = 1, bias: bool = True, dtype="float32"):
+        kh, kw = _pair(ksize)
+        check(in_channels % groups == 0 and out_channels % groups == 0,
+              f"Conv2D: groups={groups} must divide in_channels={in_channels} and "
+              f"out_channels={out_channels}")
+        dh, dw = _pair(dilate)
+        if pad == "same":
+            check(kh % 2 == 1 and kw % 2 == 1, f"Conv2D: pad='same' needs odd kernel sizes, got {ksize}")
+            pad = (dh * (kh - 1) // 2, dw * (kw - 1) // 2)
+        self.stride, self.pad, self.dilate, self.groups = _pair(stride), _pair(pad), (dh, dw), groups
+        fan_in = in_channels // groups * kh * kw
+        self.W = _normal(backend, (out_channels, in_channels // groups, kh, kw), 1 / math.sqrt(fan_in),
+                         dtype)
+        self.b = _constant(backend, (out_channels,), 0.0, dtype) if bias else None
+
+    def __call__(self, x):
+        return F.convolution_2d(x, self.W, self.b, stride=self.stride, pad=self.pad,
+                                dilate=self.dilate, groups=self.groups)
+
+
+class BatchNorm(Module):
+    """Batch normalization over every axis but the channel axis 1 (Chainer's
+    ``BatchNormalization``): in training mode the batch's statistics, and the running
+    ``avg_mean`` and ``avg_var`` (persistent) updated with ``decay``; in evaluation mode the
+    running statistics. ``gamma`` (1) and ``beta`` (0) are trained."""
+
+    def __init__(self, size: int, backend: Backend, decay: float = 0.9, eps: float = 2e-5,
+                 dtype="float32"):
+        self.gamma = _constant(backend, (size,), 1.0, dtype)
+        self.beta = _constant(backend, (size,), 0.0, dtype)
+        self.avg_mean = _constant(backend, (size,), 0.0, dtype, Persistent)
+        self.avg_var = _constant(backend, (size,), 1.0, dtype, Persistent)
+        self.decay, self.eps = decay, eps
+
+    def __call__(self, x):
+        if self.training:
+            return F.batch_normalization(x, self.gamma, self.beta, eps=self.eps,
+                                         running_mean=self.avg_mean.data,
+                                         running_var=self.avg_var.data, decay=self.decay)
+        return F.fixed_batch_normalization(x, self.gamma, self.beta, self.avg_mean.data,
+                                           self.avg_var.data, eps=self.eps)
+
+
+class LayerNorm(Module):
+    """Layer normalization over the last axis with trained ``gamma`` (1) and ``beta`` (0)."""
+
+    def __init__(self, size: int, backend: Backend, eps: float = 1e-5, dtype="float32"):
+        self.gamma = _constant(backend, (size,), 1.0, dtype)
+        self.beta = _constant(backend, (size,), 0.0, dtype)
+        self.eps = eps
+
+    def __call__(self, x):
+        return F.layer_normalization(x, self.gamma, self.beta, eps=self.eps)
+
+
+class Embedding(Module):
+    """A table ``W`` of ``(n_vocab, size)`` vectors looked up by integer ids
+    (:func:`trainer_run.functions.embed_id`); standard normal initial values."""
+
+    def __init__(self, n_vocab: int, size: int, backend: Backend, dtype="float32"):
+        self.W = _normal(backend, (n_vocab, size), 1.0, dtype)
+
+    def __call__(self, ids):
+        return F.embed_id(ids, self.W)
+
+
+class Dropout(Module):
+    """Dropout with ``ratio`` in training mode (masks drawn from the backend's generator, the
+    run's seeded model stream, which checkpoints hold, so a resume draws the same masks);
+    the identity in evaluation mode."""
+
+    def __init__(self, ratio: float, backend: Backend):
+        check(0 <= ratio < 1, f"Dropout: ratio must be in [0, 1), got {ratio}")
+        self.ratio = ratio
+        self._rng = backend.rng
+
+    def __call__(self, x):
+        if not self.training or self.ratio == 0:
+            return x
+        return F.dropout(x, self.ratio, rng=self._rng)
+
+
+class Sequential(Module):
+    """Layers and functions applied in order. Modules among them are in the tree under
+    their position (``0/W``, ``2/gamma``); plain callables (``F.relu``) hold nothing."""
+
+    def __init__(self, *steps):
+        self._steps = list(steps)
+        for i, step in enumerate(steps):
+            if isinstance(step, Module):
+                setattr(self, str(i), step)
+
+    def __call__(self, x):
+        for step in self._steps:
+            x = step(x)
+        return x
+
+
+__all__ = ["BatchNorm", "Conv2D", "Dropout", "Embedding", "LayerNorm", "Linear", "Sequential"]
