@@ -17,7 +17,7 @@ import numpy
 from . import functions as F
 from .backend import Backend
 from .errors import check
-from .models import Linear, Module
+from .models.base import Linear, Module
 from .params import Parameter, Persistent
 
 
