@@ -11,10 +11,11 @@
 where ``g = o // (O // groups)`` is the group of output channel ``o`` and ``C_g = C // groups``.
 Zero padding of ``pad`` pixels is added on both sides of each spatial axis.
 
-Implementation: im2col through a strided view of the padded input (no loop over output
-pixels), copied once to a ``(groups, C_g * kh * kw, N * out_h * out_w)`` matrix, and one
-batched matmul over the groups. The backward pass reuses that matrix for ``gW`` and scatters
-``gx`` back (col2im) with one vectorised strided add per kernel offset, ``kh * kw`` in all.
+Implementation: the input is padded into a ``(C, Hp, Wp, N)`` layout; im2col is a strided
+view of it (no loop over output pixels), copied once to a ``(groups, C_g * kh * kw,
+out_h * out_w * N)`` matrix, and one batched matmul over the groups. The backward pass reuses
+that matrix for ``gW`` and scatters ``gx`` back (col2im) with one vectorised strided add per
+kernel offset, ``kh * kw`` in all.
 
 The helpers :func:`pair`, :func:`out_size`, :func:`windows` and :func:`col2im_add` are shared
 with :mod:`trainer_run.functions.pooling`.
@@ -56,39 +57,38 @@ def padded(x, ph, pw, value=0):
 
 
 def windows(xpad, kh, kw, oh, ow, s, d):
-    """A read-only strided view of shape ``(N, C, kh, kw, oh, ow)`` of the padded input.
+    """A read-only strided view of shape ``(A, kh, kw, oh, ow, B)`` of ``xpad`` (A, Hp, Wp, B).
 
-    ``view[n, c, p, q, i, j] = xpad[n, c, i * sy + p * dy, j * sx + q * dx]``; no copy is made.
+    ``view[a, p, q, i, j, b] = xpad[a, i * sy + p * dy, j * sx + q * dx, b]``; no copy is made.
     """
     xp = array_module(xpad)
-    sn, sc, sh, sw = xpad.strides
-    shape = xpad.shape[:2] + (kh, kw, oh, ow)
-    strides = (sn, sc, d[0] * sh, d[1] * sw, s[0] * sh, s[1] * sw)
+    sa, sh, sw, sb = xpad.strides
+    shape = (xpad.shape[0], kh, kw, oh, ow, xpad.shape[3])
+    strides = (sa, d[0] * sh, d[1] * sw, s[0] * sh, s[1] * sw, sb)
     return xp.lib.stride_tricks.as_strided(xpad, shape=shape, strides=strides)
 
 
 def col2im_add(gpad, gcol, s, d):
-    """Adds ``gcol`` (N, C, kh, kw, oh, ow) into ``gpad`` (N, C, Hp, Wp): the adjoint of :func:`windows`.
+    """Adds ``gcol`` (A, kh, kw, oh, ow, B) into ``gpad`` (A, Hp, Wp, B): the adjoint of :func:`windows`.
 
     One vectorised strided add per kernel offset; positions covered by several windows sum.
     """
-    kh, kw, oh, ow = gcol.shape[2:]
+    kh, kw, oh, ow = gcol.shape[1:5]
     for p in range(kh):
         r0 = p * d[0]
         rows = slice(r0, r0 + s[0] * (oh - 1) + 1, s[0])
         for q in range(kw):
             c0 = q * d[1]
-            gpad[:, :, rows, c0:c0 + s[1] * (ow - 1) + 1:s[1]] += gcol[:, :, p, q]
+            gpad[:, rows, c0:c0 + s[1] * (ow - 1) + 1:s[1]] += gcol[:, p, q]
     return gpad
 
 
-def unpadded(gpad, h, w, ph, pw):
-    """The inner ``(h, w)`` region of a padded gradient."""
-    return gpad[:, :, ph:ph + h, pw:pw + w]
-
-
 class Convolution2D(Function):
-    """``y = conv(x, W) + b``; see the module docstring for shapes and semantics."""
+    """``y = conv(x, W) + b``; see the module docstring for shapes and semantics.
+
+    Internally images are laid out ``(C, H, W, N)`` (batch innermost), so the im2col copy,
+    the col2im adds and the matmul results all run over long contiguous rows.
+    """
 
     def __init__(self, stride=1, pad=0, dilate=1, groups=1):
         self.s = pair(stride, "stride")
@@ -100,16 +100,18 @@ class Convolution2D(Function):
         xp = array_module(x)
         n, c, h, w = x.shape
         o, cg, kh, kw = W.shape
-        g = self.groups
+        g, (ph, pw) = self.groups, self.p
         if c % g or o % g or cg * g != c:
             raise ValueError(f"x with {c} channels, W of shape {W.shape} and groups={g} do not match")
-        oh = out_size(h, kh, self.s[0], self.p[0], self.d[0])
-        ow = out_size(w, kw, self.s[1], self.p[1], self.d[1])
-        view = windows(padded(x, *self.p), kh, kw, oh, ow, self.s, self.d)
-        # (C, kh, kw, N, oh, ow) contiguous -> (groups, C_g * kh * kw, N * oh * ow)
-        col = xp.ascontiguousarray(view.transpose(1, 2, 3, 0, 4, 5)).reshape(g, cg * kh * kw, n * oh * ow)
-        y = xp.matmul(W.reshape(g, o // g, cg * kh * kw), col)  # (groups, O_g, N * oh * ow)
-        y = xp.ascontiguousarray(y.reshape(o, n, oh, ow).transpose(1, 0, 2, 3))
+        oh = out_size(h, kh, self.s[0], ph, self.d[0])
+        ow = out_size(w, kw, self.s[1], pw, self.d[1])
+        xpad = xp.zeros((c, h + 2 * ph, w + 2 * pw, n), dtype=x.dtype)
+        xpad[:, ph:ph + h, pw:pw + w] = x.transpose(1, 2, 3, 0)
+        # (C, kh, kw, oh, ow, N) -> (groups, C_g * kh * kw, oh * ow * N)
+        col = xp.ascontiguousarray(windows(xpad, kh, kw, oh, ow, self.s, self.d))
+        col = col.reshape(g, cg * kh * kw, oh * ow * n)
+        y = xp.matmul(W.reshape(g, o // g, cg * kh * kw), col)  # (groups, O_g, oh * ow * N)
+        y = xp.ascontiguousarray(y.reshape(o, oh, ow, n).transpose(3, 0, 1, 2))
         if b is not None:
             y += b.reshape(1, o, 1, 1)
         self._x_shape, self._W, self._col = x.shape, W, col
@@ -120,9 +122,8 @@ class Convolution2D(Function):
         needs, W, col = self.needs, self._W, self._col
         g = self.groups
         o, cg, kh, kw = W.shape
-        n, c, h, w = self._x_shape
         oh, ow = gy.shape[2:]
-        gy_t = xp.ascontiguousarray(gy.transpose(1, 0, 2, 3)).reshape(g, o // g, n * oh * ow)
+        gy_t = xp.ascontiguousarray(gy.transpose(1, 2, 3, 0)).reshape(g, o // g, -1)
         gx = gW = gb = None
         if needs[1]:
             gW = xp.matmul(gy_t, col.transpose(0, 2, 1)).reshape(W.shape)
@@ -130,13 +131,17 @@ class Convolution2D(Function):
             gb = gy.sum(axis=(0, 2, 3))
         if needs[0]:
             gcol = xp.matmul(W.reshape(g, o // g, cg * kh * kw).transpose(0, 2, 1), gy_t)
-            gcol = gcol.reshape(c, kh, kw, n, oh, ow).transpose(3, 0, 1, 2, 4, 5)
-            ph, pw = self.p
-            gpad = xp.zeros((n, c, h + 2 * ph, w + 2 * pw), dtype=gy.dtype)
-            gx = unpadded(col2im_add(gpad, gcol, self.s, self.d), h, w, ph, pw)
-            gx = xp.ascontiguousarray(gx)
+            gx = self._col2im(xp, gcol.reshape(g * cg, kh, kw, oh, ow, -1))
         self._W = self._col = None
         return gx, gW, gb
+
+    def _col2im(self, xp, gcol):
+        """``gx`` (N, C, H, W) from the column gradient (C, kh, kw, oh, ow, N)."""
+        n, c, h, w = self._x_shape
+        ph, pw = self.p
+        gpad = xp.zeros((c, h + 2 * ph, w + 2 * pw, n), dtype=gcol.dtype)
+        col2im_add(gpad, gcol, self.s, self.d)
+        return xp.ascontiguousarray(gpad[:, ph:ph + h, pw:pw + w].transpose(3, 0, 1, 2))
 
 
 def convolution_2d(x, W, b=None, stride=1, pad=0, dilate=1, groups=1) -> Variable:

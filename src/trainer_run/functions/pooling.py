@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from ..autograd import Function, Variable
 from ..backend import array_module
-from .convolution import col2im_add, out_size, padded, pair, unpadded, windows
+from .convolution import col2im_add, out_size, padded, pair, windows
 
 
 class _Pooling2D(Function):
@@ -32,17 +32,20 @@ class _Pooling2D(Function):
     def _windows(self, x, value):
         """(N, C, kh, kw, oh, ow) view of ``x`` padded with ``value``."""
         (kh, kw), (sh, sw), (ph, pw) = self.k, self.s, self.p
-        self._x_shape = x.shape
-        oh, ow = out_size(x.shape[2], kh, sh, ph), out_size(x.shape[3], kw, sw, pw)
-        return windows(padded(x, ph, pw, value), kh, kw, oh, ow, self.s, (1, 1))
+        self._x_shape = n, c, h, w = x.shape
+        oh, ow = out_size(h, kh, sh, ph), out_size(w, kw, sw, pw)
+        xpad = padded(x, ph, pw, value)
+        view = windows(xpad.reshape(n * c, h + 2 * ph, w + 2 * pw, 1), kh, kw, oh, ow, self.s, (1, 1))
+        return view.reshape(n, c, kh, kw, oh, ow)
 
     def _scatter(self, gcol):
         """Sums ``gcol`` (N, C, kh, kw, oh, ow) back onto the input: the gradient of ``x``."""
         xp = array_module(gcol)
         n, c, h, w = self._x_shape
         ph, pw = self.p
-        gpad = xp.zeros((n, c, h + 2 * ph, w + 2 * pw), dtype=gcol.dtype)
-        return xp.ascontiguousarray(unpadded(col2im_add(gpad, gcol, self.s, (1, 1)), h, w, ph, pw))
+        gpad = xp.zeros((n * c, h + 2 * ph, w + 2 * pw, 1), dtype=gcol.dtype)
+        col2im_add(gpad, gcol.reshape((n * c,) + gcol.shape[2:] + (1,)), self.s, (1, 1))
+        return xp.ascontiguousarray(gpad.reshape(n, c, h + 2 * ph, w + 2 * pw)[:, :, ph:ph + h, pw:pw + w])
 
 
 class MaxPooling2D(_Pooling2D):
