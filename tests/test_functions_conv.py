@@ -161,3 +161,28 @@ def test_pooling_float32_in_float32_out(rng, fn):
     assert y.dtype == np.float32
     backward(y, gy=np.ones(y.shape, np.float32))
     assert x.grad.dtype == np.float32
+
+
+def test_max_pooling_pads_with_minus_infinity(rng):
+    x = -rng.uniform(1.0, 2.0, size=(1, 2, 3, 3))  # every value negative: zero padding would win
+    y = max_pooling_2d(x, 2, 2, 1).data
+    np.testing.assert_array_equal(y, naive_pool(x, 2, 2, 1, "max"))
+    assert (y < 0).all()
+
+
+def test_non_contiguous_inputs(rng):
+    x = rng.normal(size=(5, 6, 3, 2)).transpose(2, 3, 0, 1)  # (3, 2, 5, 6), not C-contiguous
+    W = rng.normal(size=(3, 2, 3, 3)).transpose(0, 1, 3, 2)
+    assert not x.flags.c_contiguous and not W.flags.c_contiguous
+    np.testing.assert_allclose(convolution_2d(x, W, pad=1).data, naive_conv(x, W, None, 1, 1, 1, 1),
+                               rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(max_pooling_2d(x, 2).data, naive_pool(x, 2, None, 0, "max"))
+    np.testing.assert_allclose(average_pooling_2d(x, 2, 1).data, naive_pool(x, 2, 1, 0, "avg"), rtol=1e-12)
+
+
+@pytest.mark.parametrize("call", [lambda x: convolution_2d(x, np.zeros((1, 1, 5, 5))),
+                                  lambda x: convolution_2d(x, np.zeros((1, 1, 2, 2)), dilate=4),
+                                  lambda x: max_pooling_2d(x, 5)])
+def test_window_larger_than_input_is_an_error(call):
+    with pytest.raises(ValueError, match="no output"):
+        call(np.zeros((1, 1, 4, 4)))
