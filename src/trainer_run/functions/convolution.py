@@ -17,8 +17,8 @@ out_h * out_w * N)`` matrix, and one batched matmul over the groups. The backwar
 that matrix for ``gW`` and scatters ``gx`` back (col2im) with one vectorised strided add per
 kernel offset, ``kh * kw`` in all.
 
-The helpers :func:`pair`, :func:`out_size`, :func:`windows` and :func:`col2im_add` are shared
-with :mod:`trainer_run.functions.pooling`.
+The helpers :func:`pair`, :func:`out_size` and :func:`windows` are shared with
+:mod:`trainer_run.functions.pooling`.
 """
 
 from __future__ import annotations
@@ -43,17 +43,6 @@ def out_size(size, k, s, p, d=1):
         raise ValueError(f"an input of size {size} with kernel {k}, stride {s}, pad {p}, "
                          f"dilate {d} has no output")
     return n
-
-
-def padded(x, ph, pw, value=0):
-    """``x`` (N, C, H, W) with ``ph`` rows and ``pw`` columns of ``value`` on both sides."""
-    if ph == 0 and pw == 0:
-        return x
-    xp = array_module(x)
-    n, c, h, w = x.shape
-    out = xp.full((n, c, h + 2 * ph, w + 2 * pw), value, dtype=x.dtype)
-    out[:, :, ph:ph + h, pw:pw + w] = x
-    return out
 
 
 def windows(xpad, kh, kw, oh, ow, s, d):

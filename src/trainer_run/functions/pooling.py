@@ -12,40 +12,62 @@ implemented). ``ksize``, ``stride`` and ``pad`` are an int or a ``(row, column)`
   (Chainer's convention; PyTorch's ``count_include_pad=True``).
 - ``global_average_pooling_2d`` averages over the whole ``H x W`` plane: ``(N, C)``.
 
-Windows are strided views of the padded input (no loop over output pixels); the backward
-passes scatter with one vectorised strided add per kernel offset.
+Windows are strided views of the padded input, laid out ``(H, W, N * C)`` (no loop over
+output pixels); average pooling sums and both backward passes scatter with one vectorised
+strided operation per kernel offset.
 """
 
 from __future__ import annotations
 
 from ..autograd import Function, Variable
 from ..backend import array_module
-from .convolution import col2im_add, out_size, padded, pair, windows
+from .convolution import out_size, pair, windows
 
 
 class _Pooling2D(Function):
+    """Windows over the input laid out ``(1, Hp, Wp, N * C)`` (batch and channels innermost),
+    so every vectorised operation runs over rows of ``N * C`` contiguous elements."""
+
     def __init__(self, ksize, stride=None, pad=0):
         self.k = pair(ksize, "ksize")
         self.s = self.k if stride is None else pair(stride, "stride")
         self.p = pair(pad, "pad")
 
     def _windows(self, x, value):
-        """(N, C, kh, kw, oh, ow) view of ``x`` padded with ``value``."""
+        """(1, kh, kw, oh, ow, N * C) view of ``x`` padded with ``value``."""
+        xp = array_module(x)
         (kh, kw), (sh, sw), (ph, pw) = self.k, self.s, self.p
         self._x_shape = n, c, h, w = x.shape
         oh, ow = out_size(h, kh, sh, ph), out_size(w, kw, sw, pw)
-        xpad = padded(x, ph, pw, value)
-        view = windows(xpad.reshape(n * c, h + 2 * ph, w + 2 * pw, 1), kh, kw, oh, ow, self.s, (1, 1))
-        return view.reshape(n, c, kh, kw, oh, ow)
+        xt = xp.full((1, h + 2 * ph, w + 2 * pw, n * c), value, dtype=x.dtype)
+        xt[0, ph:ph + h, pw:pw + w] = x.reshape(n * c, h, w).transpose(1, 2, 0)
+        return windows(xt, kh, kw, oh, ow, self.s, (1, 1))
 
-    def _scatter(self, gcol):
-        """Sums ``gcol`` (N, C, kh, kw, oh, ow) back onto the input: the gradient of ``x``."""
-        xp = array_module(gcol)
+    def _from_hwnc(self, y):
+        """(oh, ow, N * C) -> (N, C, oh, ow)."""
+        n, c = self._x_shape[:2]
+        oh, ow = y.shape[:2]
+        return array_module(y).ascontiguousarray(y.reshape(oh, ow, n, c).transpose(2, 3, 0, 1))
+
+    def _to_hwnc(self, gy):
+        """(N, C, oh, ow) -> (oh, ow, N * C)."""
+        n, c, oh, ow = gy.shape
+        return array_module(gy).ascontiguousarray(gy.reshape(n * c, oh, ow).transpose(1, 2, 0))
+
+    def _scatter(self, gy, gcol):
+        """The gradient of ``x``: ``gcol(p, q)``, an array shaped like ``gy`` (oh, ow, N * C), is the
+        gradient reaching kernel offset ``(p, q)``; offsets are visited in row-major order and each
+        is added, in one strided add, where that offset read the input."""
+        xp = array_module(gy)
         n, c, h, w = self._x_shape
-        ph, pw = self.p
-        gpad = xp.zeros((n * c, h + 2 * ph, w + 2 * pw, 1), dtype=gcol.dtype)
-        col2im_add(gpad, gcol.reshape((n * c,) + gcol.shape[2:] + (1,)), self.s, (1, 1))
-        return xp.ascontiguousarray(gpad.reshape(n, c, h + 2 * ph, w + 2 * pw)[:, :, ph:ph + h, pw:pw + w])
+        (kh, kw), (sh, sw), (ph, pw) = self.k, self.s, self.p
+        oh, ow = gy.shape[:2]
+        gpad = xp.zeros((h + 2 * ph, w + 2 * pw, n * c), dtype=gy.dtype)
+        for p in range(kh):
+            for q in range(kw):
+                gpad[p:p + sh * (oh - 1) + 1:sh, q:q + sw * (ow - 1) + 1:sw] += gcol(p, q)
+        gx = gpad[ph:ph + h, pw:pw + w].transpose(2, 0, 1).reshape(n, c, h, w)
+        return xp.ascontiguousarray(gx)
 
 
 class MaxPooling2D(_Pooling2D):
@@ -54,35 +76,42 @@ class MaxPooling2D(_Pooling2D):
     def forward(self, x):
         xp = array_module(x)
         view = self._windows(x, -xp.inf)
-        n, c, kh, kw, oh, ow = view.shape
-        col = xp.ascontiguousarray(view.reshape(n, c, kh * kw, oh, ow))
-        self._argmax = col.argmax(axis=2)  # (N, C, oh, ow): flat offset p * kw + q
-        return col.max(axis=2)
+        y = view.max(axis=(1, 2))[0]  # (oh, ow, N * C)
+        self._view, self._y = view, y
+        return self._from_hwnc(y)
 
     def backward(self, gy):
         xp = array_module(gy)
-        n, c, oh, ow = gy.shape
+        view, y, gy = self._view, self._y, self._to_hwnc(gy)
         kh, kw = self.k
-        offsets = xp.arange(kh * kw).reshape(1, 1, kh * kw, 1, 1)
-        onehot = self._argmax[:, :, None] == offsets  # (N, C, kh * kw, oh, ow)
-        gcol = (onehot * gy[:, :, None]).astype(gy.dtype, copy=False).reshape(n, c, kh, kw, oh, ow)
-        self._argmax = None
-        return (self._scatter(gcol),)
+        taken = xp.zeros(y.shape, dtype=bool)
+        zero = xp.zeros((), dtype=gy.dtype)
+
+        def first_max(p, q):  # row-major offsets: the first maximum of a window takes its gradient
+            first = (view[0, p, q] == y) & ~taken
+            taken[...] |= first
+            return xp.where(first, gy, zero)
+
+        self._view = self._y = None
+        return (self._scatter(gy, first_max),)
 
 
 class AveragePooling2D(_Pooling2D):
     """Mean over each window, divided by ``kh * kw`` padding included."""
 
     def forward(self, x):
-        y = self._windows(x, 0).sum(axis=(2, 3))
-        y /= self.k[0] * self.k[1]
-        return y
+        view = self._windows(x, 0)
+        kh, kw = self.k
+        y = view[0, 0, 0].copy()
+        for p, q in ((p, q) for p in range(kh) for q in range(kw) if p or q):
+            y += view[0, p, q]
+        y /= kh * kw
+        return self._from_hwnc(y)
 
     def backward(self, gy):
-        xp = array_module(gy)
-        (kh, kw), (n, c, oh, ow) = self.k, gy.shape
-        gcol = xp.broadcast_to((gy / (kh * kw))[:, :, None, None], (n, c, kh, kw, oh, ow))
-        return (self._scatter(gcol),)
+        kh, kw = self.k
+        g = self._to_hwnc(gy) / (kh * kw)
+        return (self._scatter(g, lambda p, q: g),)
 
 
 class GlobalAveragePooling2D(Function):
