@@ -11,7 +11,11 @@ PyTorch runs in its own virtual environment (``$TORCH_PYTHON``, else
 ``/work/torch-venv/bin/python``; skipped when absent): this file re-runs itself there with
 ``--peer``, which imports torch only. Both sides use ``--threads`` threads.
 
-    python benchmarks/conv.py [--rounds 3] [--iterations 20] [--threads 2]
+With ``--pooling`` it also times, the same way, forward + backward of the pooling functions on
+a float32 batch of shape (100, 64, 14, 14) (the size of that convolution's output): max 2x2
+stride 2, max 3x3 stride 2 pad 1, average 2x2 stride 2 (PyTorch: ``count_include_pad=True``).
+
+    python benchmarks/conv.py [--rounds 3] [--iterations 20] [--threads 2] [--pooling]
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from pathlib import Path
 
 N, C, O, H, K = 100, 32, 64, 14, 5  # noqa: E741 (the usual names)
 PAD = (K - 1) // 2
+POOLS = {"max 2x2/2": ("max", 2, 2, 0), "max 3x3/2 pad 1": ("max", 3, 2, 1), "avg 2x2/2": ("avg", 2, 2, 0)}
 
 
 def parse_args():
@@ -34,6 +39,7 @@ def parse_args():
     p.add_argument("--iterations", type=int, default=20)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--pooling", action="store_true", help="also time the pooling functions")
     p.add_argument("--peer", action="store_true", help="run the PyTorch side (in the torch venv)")
     return p.parse_args()
 
@@ -43,6 +49,10 @@ def inputs(numpy):
     return (rng.standard_normal((N, C, H, H), dtype=numpy.float32),
             rng.standard_normal((O, C, K, K), dtype=numpy.float32) * 0.05,
             rng.standard_normal(O, dtype=numpy.float32))
+
+
+def pool_input(numpy):
+    return numpy.random.default_rng(1).standard_normal((N, O, H, H), dtype=numpy.float32)
 
 
 def timed(step, iterations, warmup) -> float:
@@ -67,12 +77,22 @@ def torch_peer(args) -> None:
         y = torch.nn.functional.conv2d(x, W, b, padding=PAD)
         y.backward(torch.ones_like(y))
 
-    rate = timed(step, args.iterations, args.warmup)
+    rates = {"conv": timed(step, args.iterations, args.warmup)}
+    if args.pooling:
+        xp_ = torch.from_numpy(pool_input(numpy)).requires_grad_()
+        ops = {"max": torch.nn.functional.max_pool2d, "avg": torch.nn.functional.avg_pool2d}
+        for name, (kind, k, st, pad) in POOLS.items():
+            def pool_step(f=ops[kind], k=k, st=st, pad=pad):
+                xp_.grad = None
+                y = f(xp_, k, st, pad)
+                y.backward(torch.ones_like(y))
+            rates[name] = timed(pool_step, args.iterations, args.warmup)
     print(json.dumps({"peer": "pytorch", "version": torch.__version__, "threads": args.threads,
-                      "samples_per_s": rate}))
+                      "samples_per_s": rates}))
 
 
-def trainer_run_samples_per_s(args) -> float:
+def trainer_run_samples_per_s(args) -> dict:
+    """Samples/s by case: ``conv``, and the pooling cases with ``--pooling``."""
     import numpy
 
     from trainer_run.autograd import backward
@@ -87,15 +107,28 @@ def trainer_run_samples_per_s(args) -> float:
             p.cleargrad()
         backward(convolution_2d(*params, pad=PAD), gy=gy)
 
-    return timed(step, args.iterations, args.warmup)
+    rates = {"conv": timed(step, args.iterations, args.warmup)}
+    if args.pooling:
+        from trainer_run.functions.pooling import average_pooling_2d, max_pooling_2d
+
+        x = Parameter(pool_input(numpy))
+        ops = {"max": max_pooling_2d, "avg": average_pooling_2d}
+        for name, (kind, k, st, pad) in POOLS.items():
+            def pool_step(f=ops[kind], k=k, st=st, pad=pad):
+                x.cleargrad()
+                y = f(x, k, st, pad)
+                backward(y, gy=numpy.ones(y.shape, numpy.float32))
+            rates[name] = timed(pool_step, args.iterations, args.warmup)
+    return rates
 
 
 def torch_samples_per_s(args) -> dict | None:
+    """The PyTorch peer's JSON line, or None without a torch venv."""
     python = os.environ.get("TORCH_PYTHON", "/work/torch-venv/bin/python")
     if not Path(python).exists():
         return None
     cmd = [python, __file__, "--peer", "--iterations", str(args.iterations), "--warmup",
-           str(args.warmup), "--threads", str(args.threads)]
+           str(args.warmup), "--threads", str(args.threads)] + (["--pooling"] if args.pooling else [])
     result = subprocess.run(cmd, capture_output=True, text=True, check=True)
     return json.loads(result.stdout.strip().splitlines()[-1])
 
@@ -131,17 +164,22 @@ def main() -> None:
         if peer is not None:
             theirs.append(peer["samples_per_s"])
         limits.append(matmul_limit())
-    print(f"conv2d 5x5 pad 2, {C}->{O}, x ({N}, {C}, {H}, {H}) float32, forward+backward, "
-          f"{args.threads} threads, best of {args.rounds} rounds x {args.iterations} iterations")
-    print(f"  trainer-run      {max(ours):9,.0f} samples/s  {[round(v) for v in ours]}")
-    if theirs:
-        print(f"  pytorch {peer['version']:8s} {max(theirs):9,.0f} samples/s  {[round(v) for v in theirs]}")
-        print(f"  ratio trainer-run / pytorch: {max(ours) / max(theirs):.3f}")
-    else:
-        print("  pytorch: skipped (no torch venv)")
-    best = max(limits)
-    print(f"  matmul-only limit {best[0]:9,.0f} samples/s ({best[1]:.1f} GFLOP/s NumPy matmul, "
-          f"im2col shapes); trainer-run at {max(ours) / best[0]:.2f} of it")
+    print(f"forward+backward, float32, {args.threads} threads, best of {args.rounds} rounds x "
+          f"{args.iterations} iterations; samples/s (all rounds in brackets)")
+    for case in ours[0]:
+        mine = [r[case] for r in ours]
+        label = f"conv 5x5 pad 2, {C}->{O}, x ({N}, {C}, {H}, {H})" if case == "conv" else f"pool {case}"
+        print(f"  {label}")
+        print(f"    trainer-run        {max(mine):9,.0f}  {[round(v) for v in mine]}")
+        if theirs:
+            peers = [r[case] for r in theirs]
+            print(f"    pytorch {peer['version']:10s} {max(peers):9,.0f}  {[round(v) for v in peers]}")
+            print(f"    ratio trainer-run / pytorch: {max(mine) / max(peers):.3f}")
+        else:
+            print("    pytorch: skipped (no torch venv)")
+    best, conv = max(limits), max(r["conv"] for r in ours)
+    print(f"  conv matmul-only limit {best[0]:9,.0f} samples/s ({best[1]:.1f} GFLOP/s NumPy matmul, "
+          f"im2col shapes); trainer-run conv at {conv / best[0]:.2f} of it")
 
 
 if __name__ == "__main__":
