@@ -46,9 +46,10 @@ def out_size(size, k, s, p, d=1):
 
 
 def windows(xpad, kh, kw, oh, ow, s, d):
-    """A read-only strided view of shape ``(A, kh, kw, oh, ow, B)`` of ``xpad`` (A, Hp, Wp, B).
+    """A strided view of shape ``(A, kh, kw, oh, ow, B)`` of ``xpad`` (A, Hp, Wp, B).
 
-    ``view[a, p, q, i, j, b] = xpad[a, i * sy + p * dy, j * sx + q * dx, b]``; no copy is made.
+    ``view[a, p, q, i, j, b] = xpad[a, i * sy + p * dy, j * sx + q * dx, b]``; no copy is made,
+    and overlapping windows share memory, so the view is only read, never written.
     """
     xp = array_module(xpad)
     sa, sh, sw, sb = xpad.strides
