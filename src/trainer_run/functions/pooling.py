@@ -1,0 +1,146 @@
+"""Spatial pooling over ``(N, C, H, W)`` arrays with Chainer's semantics.
+
+``max_pooling_2d`` and ``average_pooling_2d`` slide a ``ksize`` window with ``stride``
+(default: ``ksize``) over the input padded by ``pad`` on both sides of each spatial axis, and
+return ``(N, C, out_h, out_w)`` with ``out = (size + 2 * pad - k) // stride + 1`` (Chainer's
+``cover_all=False``; Chainer's ``max_pooling_2d`` defaults to ``cover_all=True``, which is not
+implemented). ``ksize``, ``stride`` and ``pad`` are an int or a ``(row, column)`` pair.
+
+- Max pooling pads with ``-inf``; the gradient of each window goes to its first maximum in
+  row-major order (ties are not split).
+- Average pooling pads with zeros and always divides by ``kh * kw``, padding included
+  (Chainer's convention; PyTorch's ``count_include_pad=True``).
+- ``global_average_pooling_2d`` averages over the whole ``H x W`` plane: ``(N, C)``.
+
+Windows are strided views of the padded input, laid out ``(H, W, N * C)`` (no loop over
+output pixels); average pooling sums and both backward passes scatter with one vectorised
+strided operation per kernel offset.
+"""
+
+from __future__ import annotations
+
+from ..autograd import Function, Variable
+from ..backend import array_module
+from .convolution import out_size, pair, windows
+
+
+class _Pooling2D(Function):
+    """Windows over the input laid out ``(1, Hp, Wp, N * C)`` (batch and channels innermost),
+    so every vectorised operation runs over rows of ``N * C`` contiguous elements."""
+
+    def __init__(self, ksize, stride=None, pad=0):
+        self.k = pair(ksize, "ksize")
+        self.s = self.k if stride is None else pair(stride, "stride")
+        self.p = pair(pad, "pad")
+
+    def _windows(self, x, value):
+        """(1, kh, kw, oh, ow, N * C) view of ``x`` padded with ``value``."""
+        xp = array_module(x)
+        (kh, kw), (sh, sw), (ph, pw) = self.k, self.s, self.p
+        self._x_shape = n, c, h, w = x.shape
+        oh, ow = out_size(h, kh, sh, ph), out_size(w, kw, sw, pw)
+        xt = xp.full((1, h + 2 * ph, w + 2 * pw, n * c), value, dtype=x.dtype)
+        xt[0, ph:ph + h, pw:pw + w] = x.reshape(n * c, h, w).transpose(1, 2, 0)
+        return windows(xt, kh, kw, oh, ow, self.s, (1, 1))
+
+    def _from_hwnc(self, y):
+        """(oh, ow, N * C) -> (N, C, oh, ow)."""
+        n, c = self._x_shape[:2]
+        oh, ow = y.shape[:2]
+        return array_module(y).ascontiguousarray(y.reshape(oh, ow, n, c).transpose(2, 3, 0, 1))
+
+    def _to_hwnc(self, gy):
+        """(N, C, oh, ow) -> (oh, ow, N * C)."""
+        n, c, oh, ow = gy.shape
+        return array_module(gy).ascontiguousarray(gy.reshape(n * c, oh, ow).transpose(1, 2, 0))
+
+    def _scatter(self, gy, gcol):
+        """The gradient of ``x``: ``gcol(p, q)``, an array shaped like ``gy`` (oh, ow, N * C), is the
+        gradient reaching kernel offset ``(p, q)``; offsets are visited in row-major order and each
+        is added, in one strided add, where that offset read the input."""
+        xp = array_module(gy)
+        n, c, h, w = self._x_shape
+        (kh, kw), (sh, sw), (ph, pw) = self.k, self.s, self.p
+        oh, ow = gy.shape[:2]
+        gpad = xp.zeros((h + 2 * ph, w + 2 * pw, n * c), dtype=gy.dtype)
+        for p in range(kh):
+            for q in range(kw):
+                gpad[p:p + sh * (oh - 1) + 1:sh, q:q + sw * (ow - 1) + 1:sw] += gcol(p, q)
+        gx = gpad[ph:ph + h, pw:pw + w].transpose(2, 0, 1).reshape(n, c, h, w)
+        return xp.ascontiguousarray(gx)
+
+
+class MaxPooling2D(_Pooling2D):
+    """Max over each window; see the module docstring."""
+
+    def forward(self, x):
+        xp = array_module(x)
+        view = self._windows(x, -xp.inf)
+        y = view.max(axis=(1, 2))[0]  # (oh, ow, N * C)
+        self._view, self._y = view, y
+        return self._from_hwnc(y)
+
+    def backward(self, gy):
+        xp = array_module(gy)
+        view, y, gy = self._view, self._y, self._to_hwnc(gy)
+        kh, kw = self.k
+        taken = xp.zeros(y.shape, dtype=bool)
+        zero = xp.zeros((), dtype=gy.dtype)
+
+        def first_max(p, q):  # row-major offsets: the first maximum of a window takes its gradient
+            first = (view[0, p, q] == y) & ~taken
+            taken[...] |= first
+            return xp.where(first, gy, zero)
+
+        self._view = self._y = None
+        return (self._scatter(gy, first_max),)
+
+
+class AveragePooling2D(_Pooling2D):
+    """Mean over each window, divided by ``kh * kw`` padding included."""
+
+    def forward(self, x):
+        view = self._windows(x, 0)
+        kh, kw = self.k
+        y = view[0, 0, 0].copy()
+        for p, q in ((p, q) for p in range(kh) for q in range(kw) if p or q):
+            y += view[0, p, q]
+        y /= kh * kw
+        return self._from_hwnc(y)
+
+    def backward(self, gy):
+        kh, kw = self.k
+        g = self._to_hwnc(gy) / (kh * kw)
+        return (self._scatter(g, lambda p, q: g),)
+
+
+class GlobalAveragePooling2D(Function):
+    """Mean over the spatial axes: (N, C, H, W) -> (N, C)."""
+
+    def forward(self, x):
+        self._x_shape = x.shape
+        return x.mean(axis=(2, 3))
+
+    def backward(self, gy):
+        xp = array_module(gy)
+        h, w = self._x_shape[2:]
+        gx = xp.empty(self._x_shape, dtype=gy.dtype)
+        gx[...] = (gy / (h * w))[:, :, None, None]
+        return (gx,)
+
+
+def max_pooling_2d(x, ksize, stride=None, pad=0) -> Variable:
+    """Max pooling (Chainer's, ``cover_all=False``): (N, C, H, W) -> (N, C, out_h, out_w);
+    ``stride`` defaults to ``ksize``; padding is with ``-inf``."""
+    return MaxPooling2D(ksize, stride, pad)(x)
+
+
+def average_pooling_2d(x, ksize, stride=None, pad=0) -> Variable:
+    """Average pooling (Chainer's): (N, C, H, W) -> (N, C, out_h, out_w); ``stride`` defaults
+    to ``ksize``; zero padding counts in the ``kh * kw`` divisor."""
+    return AveragePooling2D(ksize, stride, pad)(x)
+
+
+def global_average_pooling_2d(x) -> Variable:
+    """The mean over ``H`` and ``W``: (N, C, H, W) -> (N, C)."""
+    return GlobalAveragePooling2D()(x)
