@@ -1,4 +1,5 @@
 """Differentiable functions, by kind (Chainer's layout): ``connection`` (linear),
+``convolution`` (convolution_2d), ``pooling`` (max, average, global average),
 ``activation``, ``loss`` (and metrics), ``math`` (arithmetic, reductions, matmul), ``array``
 (reshape, flatten, concat, transpose), ``embedding`` (embed_id), ``normalization`` (batch and
 layer normalization), ``noise`` (dropout).
@@ -27,6 +28,7 @@ from .activation import (
 )
 from .array import Concat, Reshape, Transpose, concat, flatten, reshape, transpose
 from .connection import Linear, linear
+from .convolution import Convolution2D, convolution_2d
 from .embedding import EmbedID, embed_id
 from .loss import (
     MeanSquaredError,
@@ -69,8 +71,18 @@ from .normalization import (
     fixed_batch_normalization,
     layer_normalization,
 )
+from .pooling import (
+    AveragePooling2D,
+    GlobalAveragePooling2D,
+    MaxPooling2D,
+    average_pooling_2d,
+    global_average_pooling_2d,
+    max_pooling_2d,
+)
 
-__all__ = ["BatchNormalization", "Dropout", "FixedBatchNormalization", "LayerNormalization",
+__all__ = ["AveragePooling2D", "Convolution2D", "GlobalAveragePooling2D", "MaxPooling2D",
+           "average_pooling_2d", "convolution_2d", "global_average_pooling_2d", "max_pooling_2d",
+           "BatchNormalization", "Dropout", "FixedBatchNormalization", "LayerNormalization",
            "batch_normalization", "dropout", "fixed_batch_normalization", "layer_normalization",
            "ACTIVATIONS", "Add", "Concat", "Div", "EmbedID", "Exp", "GELU", "LeakyReLU", "Linear", "Log",
            "LogSoftmax", "MatMul", "Mean", "MeanSquaredError", "Mul", "ReLU", "Reshape", "Scale", "Sigmoid",
