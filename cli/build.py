@@ -16,7 +16,7 @@ import numpy
 
 from trainer_run import data as datasets
 from trainer_run import kvstore as kvstores
-from trainer_run import models, optimizers, schedulers
+from trainer_run import module, optimizers, schedulers
 from trainer_run.backend import NAMES as BACKENDS
 from trainer_run.backend import get_backend
 from trainer_run.callbacks import HOOKS, Callbacks
@@ -154,7 +154,7 @@ def _extend(trainer: Trainer, run: Run, t: dict, extra: dict | None) -> None:
     trainer.extend(Snapshot(keep, extra=extra),
                    trigger=IntervalTrigger(checkpoint_every))
     trainer.extend(Summary(log_report, run.samples, updater.stores["main"], run.backend.to_numpy,
-                           held_out=held_out, model=models.summary(run.model)))
+                           held_out=held_out, model=module.summary(run.model)))
 
 
 def build_precision(section: dict) -> str:

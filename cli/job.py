@@ -18,7 +18,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from trainer_run import checkpoint, files, models, run_directory
+from trainer_run import checkpoint, files, module, run_directory
 from trainer_run.data import Data
 from trainer_run.data import record as data_record
 from trainer_run.errors import ConfigError, Diverged, RunStopped, StorageError
@@ -126,7 +126,7 @@ def _start(cfg: DictConfig, out: Path, fresh: bool):
     if _is_rank_0():
         inform(data.note, quiet=not cfg.trainer.progress)
         if cfg.trainer.progress and isinstance(role, Trainer):
-            show_model(models.summary(role.updater.get_model("main")))
+            show_model(module.summary(role.updater.get_model("main")))
     if fresh and _is_rank_0():
         _write_record(out, cfg)
         data_record.write(data, out)

@@ -16,7 +16,7 @@ from trainer_run.data import Data, normalization
 from trainer_run.data import record as data_record
 from trainer_run.data.prepare import with_channel_axis
 from trainer_run.errors import ConfigError
-from trainer_run.models import evaluating, set_mode
+from trainer_run.module import evaluating, set_mode
 
 from .build import build_model, build_precision
 

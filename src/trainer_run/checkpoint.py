@@ -170,7 +170,7 @@ def load_params(model, path: Path) -> None:
     directory. Raises :class:`CheckpointError` for an unreadable file (one that is not an
     ``.npz`` of ``.npy`` arrays) or a checkpoint without model parameters, and ValueError /
     KeyError naming the first parameter that is missing or has another shape."""
-    from .models import persistents_of
+    from .module import persistents_of
     from .params import copy_params
 
     path = Path(path)

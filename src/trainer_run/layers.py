@@ -17,7 +17,8 @@ import numpy
 from . import functions as F
 from .backend import Backend
 from .errors import check
-from .models.base import Linear, Module
+from .functions import linear
+from .module import Module
 from .params import Parameter, Persistent
 
 
@@ -32,6 +33,19 @@ def _constant(backend: Backend, shape: tuple, value: float, dtype, kind=Paramete
 
 def _pair(value) -> tuple[int, int]:
     return (value, value) if isinstance(value, int) else tuple(value)
+
+
+class Linear(Module):
+    """``y = x @ W.T + b``; W is LeCun-normal (std ``1/sqrt(in_size)``), b is zero."""
+
+    def __init__(self, in_size: int, out_size: int, backend: Backend, dtype="float32"):
+        scale = 1.0 / math.sqrt(in_size)
+        w = backend.rng.standard_normal((out_size, in_size), dtype=numpy.float64) * scale
+        self.W = Parameter(backend.asarray(w, dtype=dtype))
+        self.b = Parameter(backend.asarray(numpy.zeros(out_size), dtype=dtype))
+
+    def __call__(self, x):
+        return linear(x, self.W, self.b)
 
 
 class Conv2D(Module):

@@ -1,18 +1,34 @@
-"""Models: the model protocol and its base classes (``base``), and the built-in architectures,
-written as ordinary user-style models: ``mlp`` (MLP, logistic regression)."""
+"""Models: containers of named parameters that map a batch to a loss.
 
-from .base import (
-    TASKS,
-    Linear,
-    Model,
-    Module,
-    evaluating,
-    flat,
-    persistents_of,
-    set_mode,
-    summary,
-)
+The model protocol (what the training loop needs from any model, ours or yours):
+
+- ``params()`` returns an ordered mapping from parameter path (``"l1/W"``) to
+  :class:`~trainer_run.params.Parameter`. The order fixes each parameter's index.
+- ``model(*batch)`` runs forward on one converted batch and returns either the loss (a
+  scalar :class:`~trainer_run.autograd.Variable`) or a dict with key ``"loss"`` and any
+  further scalar metrics (e.g. ``"accuracy"``), which are reported as ``train/<name>``
+  and ``val/<name>``.
+- A model must read its parameters through ``param.data`` on every call: the trainer
+  packs parameters into flat buffers and rebinds ``data`` to views.
+- **Mode.** The updater calls the model in training mode, evaluation (validation, test) and
+  prediction in evaluation mode (:func:`~trainer_run.module.set_mode`): a :class:`Module` reads its mode from
+  ``self.training`` (True while training; dropout and batch statistics act only then) and
+  changes it with ``train()`` / ``eval()``, like PyTorch's; any other model that has a
+  ``training`` attribute gets it set, and one without is called as it is.
+
+:class:`~trainer_run.module.Module` gives the first for free: assign Parameters and sub-Modules as attributes
+and ``params()`` walks them in assignment order.
+
+The built-in architectures are ordinary models of this kind: ``mlp`` (MLP, logistic
+regression), ``cnn`` and ``resnet``; :mod:`.base` holds their task head.
+"""
+
+from ..layers import Linear
+from ..module import Module, evaluating, persistents_of, set_mode, summary
+from .base import TASKS, Model, flat
+from .cnn import CNN
 from .mlp import MLP, LogisticRegression
+from .resnet import ResNet
 
-__all__ = ["MLP", "TASKS", "Linear", "LogisticRegression", "Model", "Module", "evaluating", "flat",
-           "persistents_of", "set_mode", "summary"]
+__all__ = ["CNN", "MLP", "TASKS", "Linear", "LogisticRegression", "Model", "Module", "ResNet",
+           "evaluating", "flat", "persistents_of", "set_mode", "summary"]

@@ -7,7 +7,8 @@ from typing import Sequence
 from ..backend import Backend
 from ..errors import ConfigError, check
 from ..functions import ACTIVATIONS
-from .base import TASKS, Linear, Model, flat
+from ..layers import Linear
+from .base import TASKS, Model, flat
 
 
 class MLP(Model):

@@ -24,7 +24,7 @@ from ..autograd import as_data
 from ..backend import Backend
 from ..converter import concat_examples
 from ..errors import ConfigError, check
-from ..models import persistents_of
+from ..module import persistents_of
 from ..params import ParamStore
 from .standard import StandardUpdater
 

@@ -46,7 +46,7 @@ from ..callbacks import Callbacks
 from ..converter import concat_examples, to_device
 from ..data.prefetch import Prefetcher
 from ..errors import check, check_number
-from ..models import persistents_of, set_mode
+from ..module import persistents_of, set_mode
 from ..optimizers import Optimizer, get_updater
 from ..own_gradients import outputs
 from ..params import ParamStore

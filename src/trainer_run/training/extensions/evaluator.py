@@ -6,7 +6,7 @@ import numpy
 
 from ...autograd import as_data, no_grad
 from ...converter import concat_examples, to_device
-from ...models import evaluating
+from ...module import evaluating
 from ...own_gradients import outputs
 from ..extension import PRIORITY_WRITER, Extension
 

@@ -1,0 +1,93 @@
+"""The model tree: :class:`Module` (parameters, persistent state and sub-modules as attributes,
+found by path), the training and evaluation modes, and the size of a model.
+
+The model protocol (what the training loop needs from any model) is in
+:mod:`trainer_run.models`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+from .params import Parameter, Persistent
+
+
+class Module:
+    """A container whose Parameter and Module attributes form a parameter tree (and whose
+    :class:`~trainer_run.params.Persistent` attributes its state), with a mode
+    (``training``) shared by the whole tree."""
+
+    training = True
+    """True in training mode, False in evaluation mode (see the module docstring)."""
+
+    def train(self, mode: bool = True):
+        """Puts this module and every sub-module in training mode (``mode=False``:
+        evaluation mode); returns the module."""
+        self.training = bool(mode)
+        for value in vars(self).values():
+            if isinstance(value, Module):
+                value.train(mode)
+        return self
+
+    def eval(self):
+        """Puts this module and every sub-module in evaluation mode; returns the module."""
+        return self.train(False)
+
+    def params(self, prefix: str = "") -> dict[str, Parameter]:
+        """The parameters of the tree by path (``l1/W``), in assignment order."""
+        return self._walk(Parameter, "params", prefix)
+
+    def persistents(self, prefix: str = "") -> dict[str, Persistent]:
+        """The persistent values of the tree by path (``bn1/avg_mean``), in assignment order."""
+        return self._walk(Persistent, "persistents", prefix)
+
+    def _walk(self, kind, method: str, prefix: str) -> dict:
+        found: dict = {}
+        for name, value in vars(self).items():
+            if isinstance(value, kind):
+                value.name = prefix + name
+                found[value.name] = value
+            elif isinstance(value, Module):
+                found.update(getattr(value, method)(prefix + name + "/"))
+        return found
+
+
+def set_mode(model, training: bool) -> None:
+    """Puts ``model`` in training (True) or evaluation (False) mode: ``model.train(training)``
+    for a :class:`Module`; for another model, its ``training`` attribute if it has one."""
+    if isinstance(model, Module):
+        model.train(training)
+    elif hasattr(model, "training"):
+        model.training = training
+
+
+@contextlib.contextmanager
+def evaluating(model):
+    """Within this block ``model`` is in evaluation mode; its mode is restored after."""
+    previous = getattr(model, "training", True)
+    set_mode(model, False)
+    try:
+        yield model
+    finally:
+        set_mode(model, previous)
+
+
+def persistents_of(model) -> dict[str, Persistent]:
+    """The persistent values of ``model`` (its ``persistents()``; none when it has no such
+    method)."""
+    method = getattr(model, "persistents", None)
+    return dict(method()) if callable(method) else {}
+
+
+def summary(model) -> dict:
+    """The model's size: its class, ``parameters`` (the number of trained values), ``bytes``
+    and, by layer (a parameter path without its last part: ``l1`` for ``l1/W``), ``layers``:
+    the parameters of each, in the order of ``params()``."""
+    layers: dict[str, int] = {}
+    total = nbytes = 0
+    for path, param in model.params().items():
+        layer = path.rpartition("/")[0] or path
+        layers[layer] = layers.get(layer, 0) + int(param.data.size)
+        total += int(param.data.size)
+        nbytes += int(param.data.nbytes)
+    return {"class": type(model).__name__, "parameters": total, "bytes": nbytes, "layers": layers}

@@ -1,0 +1,110 @@
+"""Layers (trainer_run.layers): forward against the functions and hand computations, their
+paths in the model tree, modes, persistent statistics, and gradients against finite
+differences (trainer_run.check_gradients)."""
+
+import numpy as np
+import pytest
+
+import trainer_run
+from trainer_run import functions as F
+from trainer_run.backend import get_backend
+from trainer_run.layers import BatchNorm, Conv2D, Dropout, Embedding, LayerNorm, Sequential
+from trainer_run.models import Linear, Module
+
+
+def _backend(seed=0, dtype="float64"):
+    return get_backend("numpy", seed=seed, dtype=dtype)
+
+
+class Classifier(Module):
+    """``body`` then mean softmax cross entropy: a model to check a layer's gradients."""
+
+    def __init__(self, body):
+        self.body = body
+
+    def __call__(self, x, t):
+        y = self.body(x)
+        return F.softmax_cross_entropy(F.flatten(y), t)
+
+
+def test_conv2d_same_padding_keeps_the_size_and_equals_the_function():
+    b = _backend()
+    conv = Conv2D(3, 4, 5, b, pad="same", dtype="float64")
+    x = np.random.default_rng(0).normal(size=(2, 3, 7, 6))
+    y = conv(x).data
+    assert y.shape == (2, 4, 7, 6)
+    np.testing.assert_array_equal(y, F.convolution_2d(x, conv.W, conv.b, pad=2).data)
+    assert conv.W.data.std() == pytest.approx(1 / np.sqrt(3 * 25), rel=0.2)  # LeCun normal
+    assert set(Classifier(conv).params()) == {"body/W", "body/b"}
+
+
+def test_batch_norm_uses_batch_statistics_in_training_and_running_ones_in_evaluation():
+    bn = BatchNorm(3, _backend(), decay=0.5, dtype="float64")
+    x = np.random.default_rng(1).normal(2.0, 3.0, size=(8, 3, 2, 2))
+    y = bn(x).data
+    mean, var = x.mean(axis=(0, 2, 3)), x.var(axis=(0, 2, 3))
+    np.testing.assert_allclose(y, (x - mean[:, None, None]) / np.sqrt(var[:, None, None] + 2e-5), atol=1e-12)
+    m = 8 * 2 * 2
+    np.testing.assert_allclose(bn.avg_mean.data, 0.5 * 0 + 0.5 * mean)
+    np.testing.assert_allclose(bn.avg_var.data, 0.5 * 1 + 0.5 * var * m / (m - 1))
+    bn.eval()
+    np.testing.assert_allclose(bn(x).data, (x - bn.avg_mean.data[:, None, None])
+                               / np.sqrt(bn.avg_var.data[:, None, None] + 2e-5), atol=1e-12)
+    assert set(Classifier(bn).persistents()) == {"body/avg_mean", "body/avg_var"}
+
+
+def test_layer_norm_embedding_and_dropout_values():
+    b = _backend()
+    x = np.random.default_rng(2).normal(size=(4, 5))
+    ln = LayerNorm(5, b, dtype="float64")
+    np.testing.assert_allclose(ln(x).data, (x - x.mean(1, keepdims=True)) / np.sqrt(x.var(1, keepdims=True)
+                                                                                     + 1e-5), atol=1e-12)
+    emb = Embedding(6, 3, b, dtype="float64")
+    ids = np.array([[0, 5], [5, 2]])
+    np.testing.assert_array_equal(emb(ids).data, emb.W.data[ids])
+    drop = Dropout(0.5, b)
+    kept = drop(np.ones((200, 50))).data
+    assert set(np.unique(kept).tolist()) == {0.0, 2.0} and abs((kept == 0).mean() - 0.5) < 0.02
+    drop.eval()
+    assert drop(x) is x
+
+
+def test_sequential_applies_its_steps_in_order_with_paths_by_position():
+    b = _backend()
+    seq = Sequential(Linear(3, 4, b, "float64"), F.relu, Linear(4, 2, b, "float64"))
+    assert list(seq.params()) == ["0/W", "0/b", "2/W", "2/b"]
+    x = np.random.default_rng(3).normal(size=(5, 3))
+    manual = F.linear(F.relu(F.linear(x, seq._steps[0].W, seq._steps[0].b)), seq._steps[2].W, seq._steps[2].b)
+    np.testing.assert_array_equal(seq(x).data, manual.data)
+    seq.eval()
+    assert not seq._steps[0].training
+
+
+@pytest.mark.parametrize("make, shape", [
+    (lambda b: Sequential(Conv2D(2, 3, 3, b, stride=2, pad=1, dtype="float64"), F.relu), (4, 2, 5, 5)),
+    (lambda b: Sequential(Conv2D(2, 2, 3, b, pad="same", dtype="float64"), BatchNorm(2, b, dtype="float64"),
+                          F.relu, lambda h: F.max_pooling_2d(h, 2)), (4, 2, 4, 4)),
+    (lambda b: Sequential(LayerNorm(6, b, dtype="float64"), Linear(6, 3, b, "float64")), (5, 6)),
+])
+def test_layer_gradients_match_finite_differences(make, shape):
+    b = _backend()
+    model = Classifier(make(b))
+    x = np.random.default_rng(4).normal(size=shape)
+    n_out = F.flatten(model.body(x)).shape[1]
+    t = np.arange(shape[0]) % n_out
+    errors = trainer_run.check_gradients(model, (x, t), samples=6)
+    assert max(errors.values()) <= 1
+
+
+def test_embedding_gradients_match_finite_differences():
+    b = _backend()
+
+    class Bag(Module):
+        def __init__(self):
+            self.emb = Embedding(5, 3, b, dtype="float64")
+
+        def __call__(self, ids, t):
+            return F.softmax_cross_entropy(F.mean(self.emb(ids), axis=1), t)
+
+    ids = np.array([[0, 1, 1], [4, 2, 0]])
+    assert max(trainer_run.check_gradients(Bag(), (ids, np.array([0, 2]))).values()) <= 1
