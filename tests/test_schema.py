@@ -98,7 +98,7 @@ def test_a_misspelt_key_is_refused_with_a_suggestion(argv, expected):
     ["updater.callbacks.update_on_finish=m.f", "updater.callbacks.forward_on_start=[m.g]"],
     ["updater.callbacks=null"],
     ["model.hidden_sizes.0=32", "model.hidden_sizes=[8,8]"],
-    ["+optimizer.nosuch=1", "++trainer.foo=2", "~trainer.max_epochs", "+model.depth=3"],
+    ["+optimizer.nosuch=1", "++trainer.foo=2", "~trainer.max_epochs", "+model.zzz=3"],
     ["hydra.run.dir=out", "hydra/job_logging=none", "hydra.job.chdir=true"],
     ["--cfg", "job", "-c", "hydra", "--info", "config", "resume=null"],
     ["--config-name=other", "nosuch.key=1"],  # another primary config: left to Hydra
@@ -121,8 +121,10 @@ def test_a_key_of_another_option_names_the_options_that_have_it():
 
 @pytest.mark.parametrize("argument, message", [
     ("trainer.zzz=1", "trainer.zzz is not a config key; trainer has max_iterations, max_epochs, "),
-    ("model.depth=3", "model.depth is not a config key; model has _target_, hidden_sizes, activation "
-                      "(an argument of a user _target_ is added with +model.depth=...)"),
+    ("model.zzz=3", "model.zzz is not a config key; model has _target_, hidden_sizes, activation "
+                    "(an argument of a user _target_ is added with +model.zzz=...)"),
+    ("model.depth=3", "model.depth is not a config key with model=mlp; these model options have it: "
+                      "resnet"),
     ("zzz=1", "zzz is not a config key; the config has backend, model, dataset, "),
     ("optimizer.learning_rate.x=1",
      "optimizer.learning_rate.x is not a config key; optimizer.learning_rate is a value"),
