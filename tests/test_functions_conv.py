@@ -146,6 +146,25 @@ def test_max_pooling_gradient_goes_to_first_maximum_on_ties():
     np.testing.assert_array_equal(x.grad, [[[[0.0, 5.0], [0.0, 0.0]]]])
 
 
+def test_max_pooling_2x2_fast_path_values_grads_and_ties(rng):
+    # ksize == stride == 2, no padding, even H and W: the (N, C, H, W) fast path
+    x = rng.normal(size=(2, 3, 4, 6))
+    np.testing.assert_array_equal(max_pooling_2d(x, 2).data, naive_pool(x, 2, None, 0, "max"))
+    xs = rng.permutation(2 * 2 * 4 * 6).reshape(2, 2, 4, 6) * 0.1
+    check_grads(lambda a: max_pooling_2d(a, 2), [xs], wrt={0})
+    # small integers: many ties; each window's gradient goes to its first maximum in row-major order
+    xt = Parameter(rng.integers(0, 2, size=(3, 2, 6, 4)).astype(np.float32))
+    gy = rng.normal(size=(3, 2, 3, 2)).astype(np.float32)
+    backward(max_pooling_2d(xt, 2), gy=gy)
+    want = np.zeros(xt.shape, np.float32)
+    for n, c, i, j in itertools.product(range(3), range(2), range(3), range(2)):
+        win = xt.data[n, c, 2 * i:2 * i + 2, 2 * j:2 * j + 2]
+        p, q = np.unravel_index(np.argmax(win), (2, 2))  # argmax: the first maximum, row-major
+        want[n, c, 2 * i + p, 2 * j + q] = gy[n, c, i, j]
+    assert xt.grad.dtype == np.float32
+    np.testing.assert_array_equal(xt.grad, want)
+
+
 def test_global_average_pooling(rng):
     x = rng.normal(size=(3, 4, 5, 2))
     np.testing.assert_allclose(global_average_pooling_2d(x).data,
