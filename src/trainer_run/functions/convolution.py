@@ -160,7 +160,10 @@ class Convolution2D(Function):
         gy_t = xp.ascontiguousarray(gy.transpose(1, 2, 3, 0)).reshape(g, o // g, -1)
         gx = gW = gb = None
         if needs[1]:
-            gW = xp.matmul(gy_t, col.transpose(0, 2, 1)).reshape(W.shape)
+            if col.shape[1] > gy_t.shape[1]:  # more taps than outputs: (col @ gy_t^T)^T, the faster order
+                gW = xp.matmul(col, gy_t.transpose(0, 2, 1)).transpose(0, 2, 1).reshape(W.shape)
+            else:
+                gW = xp.matmul(gy_t, col.transpose(0, 2, 1)).reshape(W.shape)
         if len(needs) == 3 and needs[2]:
             gb = gy.sum(axis=(0, 2, 3))
         if needs[0]:
