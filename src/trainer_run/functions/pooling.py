@@ -122,14 +122,13 @@ class MaxPooling2D(_Pooling2D):
         x, y = self._x, self._y
         self._x = self._y = None
         gx = xp.empty(self._x_shape, dtype=gy.dtype)  # every element is written below
-        zero = xp.zeros((), dtype=gy.dtype)
         untaken = xp.ones(y.shape, dtype=bool)
         first = xp.empty(y.shape, dtype=bool)
         for p, q in ((0, 0), (0, 1), (1, 0), (1, 1)):  # row-major: the first maximum takes the gradient
             xp.equal(x[:, :, p::2, q::2], y, out=first)
             first &= untaken
             untaken ^= first
-            gx[:, :, p::2, q::2] = xp.where(first, gy, zero)
+            xp.multiply(gy, first, out=gx[:, :, p::2, q::2])
         return gx
 
 
