@@ -8,7 +8,7 @@ import pytest
 from gradients import check_grads
 
 from trainer_run.autograd import backward
-from trainer_run.functions.convolution import convolution_2d
+from trainer_run.functions.convolution import Convolution2D, convolution_2d
 from trainer_run.functions.pooling import average_pooling_2d, global_average_pooling_2d, max_pooling_2d
 from trainer_run.params import Parameter
 
@@ -73,8 +73,16 @@ CONV_CASES = [  # (x shape, W shape, stride, pad, dilate, groups)
 ]
 
 
+@pytest.fixture(params=["batch_outer", "batch_inner"])
+def conv_layout(request, monkeypatch):
+    """Runs a test through both internal layouts of Convolution2D (batch outermost for small filters,
+    batch innermost otherwise)."""
+    monkeypatch.setattr(Convolution2D, "BATCH_OUTER_MAX_K", 10**9 if request.param == "batch_outer" else 0)
+    return request.param
+
+
 @pytest.mark.parametrize("xs, ws, stride, pad, dilate, groups", CONV_CASES)
-def test_convolution_value_matches_direct_definition(rng, xs, ws, stride, pad, dilate, groups):
+def test_convolution_value_matches_direct_definition(rng, conv_layout, xs, ws, stride, pad, dilate, groups):
     x, W, b = rng.normal(size=xs), rng.normal(size=ws), rng.normal(size=ws[0])
     kwargs = dict(stride=stride, pad=pad, dilate=dilate, groups=groups)
     expected = naive_conv(x, W, b, **kwargs)
@@ -87,7 +95,7 @@ GRAD_CASES = [CONV_CASES[i] for i in (1, 3, 5, 6, 7)]
 
 
 @pytest.mark.parametrize("xs, ws, stride, pad, dilate, groups", GRAD_CASES)
-def test_convolution_grads(rng, xs, ws, stride, pad, dilate, groups):
+def test_convolution_grads(rng, conv_layout, xs, ws, stride, pad, dilate, groups):
     x, W, b = rng.normal(size=xs), rng.normal(size=ws), rng.normal(size=ws[0])
     kwargs = dict(stride=stride, pad=pad, dilate=dilate, groups=groups)
     check_grads(lambda *a: convolution_2d(*a, **kwargs), [x, W, b], wrt={0, 1, 2})
@@ -95,7 +103,7 @@ def test_convolution_grads(rng, xs, ws, stride, pad, dilate, groups):
     check_grads(lambda *a: convolution_2d(*a, **kwargs), [x, W], wrt={1})
 
 
-def test_convolution_float32_in_float32_out(rng):
+def test_convolution_float32_in_float32_out(rng, conv_layout):
     x = rng.normal(size=(2, 3, 6, 6)).astype(np.float32)
     W = rng.normal(size=(4, 3, 3, 3)).astype(np.float32)
     b = rng.normal(size=4).astype(np.float32)
@@ -146,6 +154,25 @@ def test_max_pooling_gradient_goes_to_first_maximum_on_ties():
     np.testing.assert_array_equal(x.grad, [[[[0.0, 5.0], [0.0, 0.0]]]])
 
 
+def test_max_pooling_2x2_fast_path_values_grads_and_ties(rng):
+    # ksize == stride == 2, no padding, even H and W: the (N, C, H, W) fast path
+    x = rng.normal(size=(2, 3, 4, 6))
+    np.testing.assert_array_equal(max_pooling_2d(x, 2).data, naive_pool(x, 2, None, 0, "max"))
+    xs = rng.permutation(2 * 2 * 4 * 6).reshape(2, 2, 4, 6) * 0.1
+    check_grads(lambda a: max_pooling_2d(a, 2), [xs], wrt={0})
+    # small integers: many ties; each window's gradient goes to its first maximum in row-major order
+    xt = Parameter(rng.integers(0, 2, size=(3, 2, 6, 4)).astype(np.float32))
+    gy = rng.normal(size=(3, 2, 3, 2)).astype(np.float32)
+    backward(max_pooling_2d(xt, 2), gy=gy)
+    want = np.zeros(xt.shape, np.float32)
+    for n, c, i, j in itertools.product(range(3), range(2), range(3), range(2)):
+        win = xt.data[n, c, 2 * i:2 * i + 2, 2 * j:2 * j + 2]
+        p, q = np.unravel_index(np.argmax(win), (2, 2))  # argmax: the first maximum, row-major
+        want[n, c, 2 * i + p, 2 * j + q] = gy[n, c, i, j]
+    assert xt.grad.dtype == np.float32
+    np.testing.assert_array_equal(xt.grad, want)
+
+
 def test_global_average_pooling(rng):
     x = rng.normal(size=(3, 4, 5, 2))
     np.testing.assert_allclose(global_average_pooling_2d(x).data,
@@ -170,7 +197,7 @@ def test_max_pooling_pads_with_minus_infinity(rng):
     assert (y < 0).all()
 
 
-def test_non_contiguous_inputs(rng):
+def test_non_contiguous_inputs(rng, conv_layout):
     x = rng.normal(size=(5, 6, 3, 2)).transpose(2, 3, 0, 1)  # (3, 2, 5, 6), not C-contiguous
     W = rng.normal(size=(3, 2, 3, 3)).transpose(0, 1, 3, 2)
     assert not x.flags.c_contiguous and not W.flags.c_contiguous

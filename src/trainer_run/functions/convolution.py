@@ -80,6 +80,9 @@ class Convolution2D(Function):
     the col2im adds and the matmul results all run over long contiguous rows.
     """
 
+    #: filters with at most this many taps per group (``C_g * kh * kw``) keep the batch outermost
+    BATCH_OUTER_MAX_K = 32
+
     def __init__(self, stride=1, pad=0, dilate=1, groups=1):
         self.s = pair(stride, "stride")
         self.p = pair(pad, "pad")
@@ -95,6 +98,9 @@ class Convolution2D(Function):
             raise ValueError(f"x with {c} channels, W of shape {W.shape} and groups={g} do not match")
         oh = out_size(h, kh, self.s[0], ph, self.d[0])
         ow = out_size(w, kw, self.s[1], pw, self.d[1])
+        self._batch_outer = cg * kh * kw <= self.BATCH_OUTER_MAX_K
+        if self._batch_outer:
+            return self._forward_batch_outer(xp, x, W, b, oh, ow)
         xpad = xp.zeros((c, h + 2 * ph, w + 2 * pw, n), dtype=x.dtype)
         xpad[:, ph:ph + h, pw:pw + w] = x.transpose(1, 2, 3, 0)
         # (C, kh, kw, oh, ow, N) -> (groups, C_g * kh * kw, oh * ow * N)
@@ -107,8 +113,46 @@ class Convolution2D(Function):
         self._x_shape, self._W, self._col = x.shape, W, col
         return y
 
+    def _forward_batch_outer(self, xp, x, W, b, oh, ow):
+        """The ``(N, C, H, W)`` layout kept throughout: im2col to ``(N, groups, C_g * kh * kw,
+        oh * ow)`` and one matmul broadcast over the batch, whose result is already ``(N, O, oh, ow)``."""
+        n, c, h, w = x.shape
+        o, cg, kh, kw = W.shape
+        g, (ph, pw) = self.groups, self.p
+        xpad = xp.zeros((n * c, h + 2 * ph, w + 2 * pw, 1), dtype=x.dtype)
+        xpad[:, ph:ph + h, pw:pw + w, 0] = x.reshape(n * c, h, w)
+        col = xp.ascontiguousarray(windows(xpad, kh, kw, oh, ow, self.s, self.d))
+        col = col.reshape(n, g, cg * kh * kw, oh * ow)
+        y = xp.matmul(W.reshape(g, o // g, cg * kh * kw), col).reshape(n, o, oh, ow)
+        if b is not None:
+            y += b.reshape(1, o, 1, 1)
+        self._x_shape, self._W, self._col = x.shape, W, col
+        return y
+
+    def _backward_batch_outer(self, xp, gy):
+        needs, W, col = self.needs, self._W, self._col
+        n, c, h, w = self._x_shape
+        g, (ph, pw) = self.groups, self.p
+        o, cg, kh, kw = W.shape
+        oh, ow = gy.shape[2:]
+        gy_r = gy.reshape(n, g, o // g, oh * ow)
+        gx = gW = gb = None
+        if needs[1]:
+            gW = xp.matmul(gy_r, col.transpose(0, 1, 3, 2)).sum(axis=0).reshape(W.shape)
+        if len(needs) == 3 and needs[2]:
+            gb = gy.sum(axis=(0, 2, 3))
+        if needs[0]:
+            gcol = xp.matmul(W.reshape(g, o // g, cg * kh * kw).transpose(0, 2, 1), gy_r)
+            gpad = xp.zeros((n * c, h + 2 * ph, w + 2 * pw, 1), dtype=gcol.dtype)
+            col2im_add(gpad, gcol.reshape(n * c, kh, kw, oh, ow, 1), self.s, self.d)
+            gx = xp.ascontiguousarray(gpad[:, ph:ph + h, pw:pw + w, 0]).reshape(n, c, h, w)
+        self._W = self._col = None
+        return gx, gW, gb
+
     def backward(self, gy):
         xp = array_module(gy)
+        if self._batch_outer:
+            return self._backward_batch_outer(xp, gy)
         needs, W, col = self.needs, self._W, self._col
         g = self.groups
         o, cg, kh, kw = W.shape
@@ -116,7 +160,10 @@ class Convolution2D(Function):
         gy_t = xp.ascontiguousarray(gy.transpose(1, 2, 3, 0)).reshape(g, o // g, -1)
         gx = gW = gb = None
         if needs[1]:
-            gW = xp.matmul(gy_t, col.transpose(0, 2, 1)).reshape(W.shape)
+            if col.shape[1] > gy_t.shape[1]:  # more taps than outputs: (col @ gy_t^T)^T, the faster order
+                gW = xp.matmul(col, gy_t.transpose(0, 2, 1)).transpose(0, 2, 1).reshape(W.shape)
+            else:
+                gW = xp.matmul(gy_t, col.transpose(0, 2, 1)).reshape(W.shape)
         if len(needs) == 3 and needs[2]:
             gb = gy.sum(axis=(0, 2, 3))
         if needs[0]:

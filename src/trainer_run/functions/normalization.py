@@ -48,12 +48,15 @@ class BatchNormalization(Function):
         xp = array_module(x)
         axes, nd = _channel_axes(x.ndim), x.ndim
         mean = x.mean(axis=axes)
-        var = x.var(axis=axes)
+        xhat = x - _per_channel(mean, nd)  # centred in place into x-hat below: one temporary in all
+        var = xp.square(xhat).mean(axis=axes)
         self._inv_std = 1 / xp.sqrt(var + x.dtype.type(self.eps))
-        self._xhat = (x - _per_channel(mean, nd)) * _per_channel(self._inv_std, nd)
-        self._gamma = gamma
+        xhat *= _per_channel(self._inv_std, nd)
+        self._xhat, self._gamma = xhat, gamma
         self._update_running(mean, var, x.size // x.shape[1])
-        return self._xhat * _per_channel(gamma, nd) + _per_channel(beta, nd)
+        y = xhat * _per_channel(gamma, nd)
+        y += _per_channel(beta, nd)
+        return y
 
     def _update_running(self, mean, var, m):
         decay = self.decay
@@ -74,7 +77,10 @@ class BatchNormalization(Function):
         if self.needs[0]:
             m = gy.size // gy.shape[1]
             coeff = _per_channel(self._gamma * self._inv_std / gy.dtype.type(m), nd)
-            gx = coeff * (m * gy - _per_channel(gbeta, nd) - xhat * _per_channel(ggamma, nd))
+            gx = gy * gy.dtype.type(m)  # coeff * (m * gy - gbeta - xhat * ggamma), in place
+            gx -= _per_channel(gbeta, nd)
+            gx -= xhat * _per_channel(ggamma, nd)
+            gx *= coeff
         return gx, (ggamma if self.needs[1] else None), (gbeta if self.needs[2] else None)
 
 

@@ -71,16 +71,37 @@ class _Pooling2D(Function):
 
 
 class MaxPooling2D(_Pooling2D):
-    """Max over each window; see the module docstring."""
+    """Max over each window; see the module docstring.
+
+    Non-overlapping 2x2 windows (``ksize == stride == 2``, no padding, even ``H`` and ``W``) take
+    a fast path in the ``(N, C, H, W)`` layout itself: the four offsets of every window are the
+    strided views ``x[:, :, p::2, q::2]``, combined with element-wise maxima; the backward pass
+    gives each window's gradient to its first maximum in row-major order, as the general path.
+    """
+
+    def _is_2x2(self, x):
+        return (self.k == (2, 2) and self.s == (2, 2) and self.p == (0, 0)
+                and x.ndim == 4 and x.shape[2] % 2 == 0 and x.shape[3] % 2 == 0)
 
     def forward(self, x):
         xp = array_module(x)
+        self._fast = self._is_2x2(x)
+        if self._fast:
+            self._x_shape = x.shape
+            self._x = x
+            y = xp.maximum(x[:, :, 0::2, 0::2], x[:, :, 0::2, 1::2])
+            xp.maximum(y, x[:, :, 1::2, 0::2], out=y)
+            xp.maximum(y, x[:, :, 1::2, 1::2], out=y)
+            self._y = y
+            return y
         view = self._windows(x, -xp.inf)
         y = view.max(axis=(1, 2))[0]  # (oh, ow, N * C)
         self._view, self._y = view, y
         return self._from_hwnc(y)
 
     def backward(self, gy):
+        if self._fast:
+            return (self._backward_2x2(gy),)
         xp = array_module(gy)
         view, y, gy = self._view, self._y, self._to_hwnc(gy)
         kh, kw = self.k
@@ -94,6 +115,21 @@ class MaxPooling2D(_Pooling2D):
 
         self._view = self._y = None
         return (self._scatter(gy, first_max),)
+
+
+    def _backward_2x2(self, gy):
+        xp = array_module(gy)
+        x, y = self._x, self._y
+        self._x = self._y = None
+        gx = xp.empty(self._x_shape, dtype=gy.dtype)  # every element is written below
+        untaken = xp.ones(y.shape, dtype=bool)
+        first = xp.empty(y.shape, dtype=bool)
+        for p, q in ((0, 0), (0, 1), (1, 0), (1, 1)):  # row-major: the first maximum takes the gradient
+            xp.equal(x[:, :, p::2, q::2], y, out=first)
+            first &= untaken
+            untaken ^= first
+            xp.multiply(gy, first, out=gx[:, :, p::2, q::2])
+        return gx
 
 
 class AveragePooling2D(_Pooling2D):
