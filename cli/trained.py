@@ -33,7 +33,7 @@ class Trained:
         self.model = model
         self.task = record["task"]
         self.classes = record.get("classes")
-        self.normalization = _values(record)
+        self.normalization = data_record.normalization(record)
 
     def __call__(self, *batch):
         """The model on ``batch`` (inputs already normalized, as the run's batches were), in
@@ -84,14 +84,3 @@ def _config(run: Path) -> dict:
                 for key in ("model", "precision")}
     except (OmegaConfBaseException, KeyError) as e:
         raise ConfigError(f"{path} cannot be read as a run's config: {e}") from None
-
-
-def _values(record: dict) -> dict:
-    """The run's normalization values as :func:`trainer_run.data.normalization.transform`
-    takes them."""
-    kind = record.get("normalize", "none")
-    if kind == "unit":
-        return {"kind": kind, "scale": numpy.float32(record["scale"])}
-    if kind == "standardize":
-        return {"kind": kind, "mean": record["mean"], "std": record["std"]}
-    return {}

@@ -55,10 +55,15 @@ class SubDataset:
 
     def take(self, indices):
         """Rows ``indices`` as a tuple of stacked arrays."""
-        if hasattr(self.dataset, "take"):
-            return self.dataset.take(self.order[indices])
-        examples = [self[int(i)] for i in indices]
-        return tuple(numpy.stack(column) for column in zip(*examples))
+        return take(self.dataset, self.order[indices])
+
+
+def take(dataset, indices) -> tuple:
+    """Rows ``indices`` of ``dataset`` as a tuple of stacked arrays: its own ``take`` when it
+    has one, else its examples ``dataset[i]`` stacked part by part."""
+    if hasattr(dataset, "take"):
+        return dataset.take(indices)
+    return tuple(numpy.stack(column) for column in zip(*(dataset[int(i)] for i in indices)))
 
 
 def split_random(dataset, first_size: int, rng: numpy.random.Generator):

@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy
 
 from ..errors import check
+from .datasets import take
 
 KINDS = ("none", "unit", "standardize")
 CHUNK_BYTES = 1 << 26
@@ -27,7 +28,7 @@ def fit(kind: str, train, source: str) -> dict:
     check(kind in KINDS, f"dataset.normalize={kind!r} is unknown; choose one of {', '.join(KINDS)}")
     if kind == "none":
         return {}
-    first = _take(train, numpy.arange(1))[0]
+    first = take(train, numpy.arange(1))[0]
     if kind == "unit":
         check(first.dtype.kind == "u", f"{source}: dataset.normalize=unit maps unsigned integers "
               f"(uint8 pixels) to [0, 1] and the inputs are {first.dtype}; choose "
@@ -39,17 +40,11 @@ def fit(kind: str, train, source: str) -> dict:
             "std": std.astype(numpy.float32)}
 
 
-def _take(dataset, indices):
-    if hasattr(dataset, "take"):
-        return dataset.take(indices)
-    return tuple(numpy.stack(c) for c in zip(*(dataset[int(i)] for i in indices)))
-
-
 def _moments(dataset, step: int):
     """Per-feature mean and population std of the inputs, chunk by chunk (Chan's merge)."""
     n, mean, m2 = 0, None, None
     for start in range(0, len(dataset), step):
-        x = _take(dataset, numpy.arange(start, min(start + step, len(dataset))))[0]
+        x = take(dataset, numpy.arange(start, min(start + step, len(dataset))))[0]
         x = numpy.asarray(x, dtype=numpy.float64)
         k, chunk_mean = len(x), x.mean(axis=0)
         chunk_m2 = ((x - chunk_mean) ** 2).sum(axis=0)
@@ -90,7 +85,7 @@ class Normalized:
 
     def take(self, indices):
         """Rows ``indices``, the inputs normalized."""
-        x, *rest = _take(self.dataset, indices)
+        x, *rest = take(self.dataset, indices)
         return (transform(self.values, x), *rest)
 
 

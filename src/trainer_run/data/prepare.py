@@ -30,7 +30,7 @@ import numpy
 
 from ..errors import ConfigError, check, check_number
 from . import normalization
-from .datasets import ArrayDataset, Data, Splits, SubDataset, stratified_positions
+from .datasets import ArrayDataset, Data, Splits, SubDataset, stratified_positions, take
 
 TASKS = ("auto", "classification", "regression")
 CHUNK_BYTES = 1 << 26
@@ -115,11 +115,10 @@ def _is_dataset(value) -> bool:
 
 
 def _stacked(dataset) -> tuple:
-    """The examples of a dataset without ``take`` as stacked arrays (read once, at start)."""
-    examples = [dataset[i] for i in range(len(dataset))]
-    check(examples and isinstance(examples[0], tuple),
+    """The examples of a dataset as stacked arrays (read once, at start)."""
+    check(len(dataset) > 0 and isinstance(dataset[0], tuple),
           "a dataset's examples must be tuples of arrays, the label last")
-    return tuple(numpy.stack(column) for column in zip(*examples))
+    return take(dataset, numpy.arange(len(dataset)))
 
 
 def _check_rows(splits: Splits, split: str) -> None:

@@ -37,3 +37,14 @@ def read(folder: Path) -> dict:
         with numpy.load(values, allow_pickle=False) as arrays:
             record.update({k: arrays[k] for k in arrays.files})
     return record
+
+
+def normalization(record: dict) -> dict:
+    """The normalization values of a record read by :func:`read`, as
+    :func:`trainer_run.data.normalization.transform` takes them (``{}`` for none)."""
+    kind = record.get("normalize", "none")
+    if kind == "unit":
+        return {"kind": kind, "scale": numpy.float32(record["scale"])}
+    if kind == "standardize":
+        return {"kind": kind, "mean": record["mean"], "std": record["std"]}
+    return {}
