@@ -16,7 +16,7 @@ import numpy
 
 from trainer_run import data as datasets
 from trainer_run import kvstore as kvstores
-from trainer_run import module, optimizers, schedulers
+from trainer_run import optimizers, schedulers
 from trainer_run.backend import NAMES as BACKENDS
 from trainer_run.backend import get_backend
 from trainer_run.callbacks import HOOKS, Callbacks
@@ -25,21 +25,12 @@ from trainer_run.kvstore import compression as compressions
 from trainer_run.kvstore import trainer_rules
 from trainer_run.loss_scaling import DynamicLossScaler, LossScaler
 from trainer_run.own_gradients import has_own_gradients
-from trainer_run.training import AnyOf, IntervalTrigger, StopTrigger, Trainer
-from trainer_run.training.extensions import (
-    Evaluator,
-    HeldOutEvaluator,
-    LogReport,
-    MetricsTable,
-    PlateauStep,
-    ProgressBar,
-    Snapshot,
-    Summary,
-)
+from trainer_run.training import StopTrigger, Trainer
 from trainer_run.training.server import ParameterServer
 from trainer_run.updaters import ParallelUpdater, StandardUpdater
 
 from .arguments import accepted, arguments, call, instantiate, locate, prefixed
+from .extend import extend
 
 DATA_KEYS = ("batch_size", "val_fraction", "task", "normalize", "prefetch")
 """Keys of the dataset section the runner reads itself."""
@@ -108,53 +99,16 @@ def build_trainer(config: dict, out: Path, extra: dict | None = None) -> Trainer
 
 def trainer_of(run: Run, config: dict, out: Path, extra: dict | None = None) -> Trainer:
     """The trainer of the built ``run``: updater, loop and extensions (on rank 0 those that
-    write). ``extra`` (the unresolved config and the group choices) is stored in every
-    checkpoint so that ``resume`` can rebuild the same run."""
+    write; :func:`.extend.extend`). ``extra`` (the unresolved config, the group choices and the
+    overrides) is stored in every checkpoint so that ``resume`` can rebuild the same run."""
     t = config["trainer"]
     nan = {k: t[k] for k in ("nan_policy", "max_skipped_in_a_row")}
     updater = build_updater(config["updater"], run.kvstore, run.asynchronous, config["loss_scale"],
                             run.iterator, run.optimizer, run.model, run.backend, run.batch_size, nan,
                             config["dataset"]["prefetch"])
     trainer = Trainer(updater, run.stop, out=str(out))
-    _extend(trainer, run, t, extra)
+    extend(trainer, run, config, extra)
     return trainer
-
-
-def _extend(trainer: Trainer, run: Run, t: dict, extra: dict | None) -> None:
-    """The extensions of ``trainer``: evaluation (and a plateau schedule's step) on every rank;
-    the log, progress, checkpoints and summary on rank 0 only."""
-    stop, optimizer, updater = run.stop, run.optimizer, trainer.updater
-
-    def every(key):
-        period = check_number(f"trainer.{key}", t[key], low=1, integer=True)
-        return AnyOf(IntervalTrigger(period), stop)
-
-    keep = t["keep_checkpoints"]
-    if keep is not None:
-        keep = check_number("trainer.keep_checkpoints", keep, low=1, integer=True)
-    checkpoint_every = check_number("trainer.checkpoint_interval", t["checkpoint_interval"], low=1,
-                                    integer=True)
-    log_report = LogReport(every("log_interval"), optimizer)
-    eval_trigger = every("eval_interval")
-    trainer.extend(Evaluator(run.data.val, run.model, run.batch_size, run.backend),
-                   trigger=eval_trigger)
-    if isinstance(optimizer.lr_scheduler, schedulers.ReduceOnPlateauScheduler):
-        trainer.extend(PlateauStep(optimizer.lr_scheduler), trigger=eval_trigger)
-    if updater.rank != 0:
-        return
-    held_out = None
-    if run.data.test is not None:
-        held_out = HeldOutEvaluator(Evaluator(run.data.test, run.model, run.batch_size, run.backend,
-                                              prefix="test/"))
-        trainer.extend(held_out)
-    trainer.extend(log_report)
-    if t["progress"]:
-        trainer.extend(ProgressBar(run.total, run.samples, optimizer))
-        trainer.extend(MetricsTable(log_report, held_out=held_out))
-    trainer.extend(Snapshot(keep, extra=extra),
-                   trigger=IntervalTrigger(checkpoint_every))
-    trainer.extend(Summary(log_report, run.samples, updater.stores["main"], run.backend.to_numpy,
-                           held_out=held_out, model=module.summary(run.model)))
 
 
 def build_precision(section: dict) -> str:

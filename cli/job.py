@@ -3,14 +3,21 @@
 Each job (one run, or one run of a sweep) takes the run directory's lock (rank 0 only, for
 several processes), then builds the run, which checks every value; only then does it write
 Hydra's record of the run (``.hydra/``: the composed config, Hydra's config and the
-overrides) and train. A job that fails before training removes the directory it created, so
-a mistake, an early stop signal or a full disk leaves nothing behind.
+overrides) and train. It returns the run's best objective value, which is what a Hydra sweeper
+optimises.
+
+A single run that fails before training removes the directory it created, so a mistake, an
+early stop signal or a full disk leaves nothing behind; its error is one line and the exit
+status says why. A job of a sweep is different (:mod:`.sweep_job`): its failure is recorded
+in its folder and the sweep goes on, and a job folder that already holds this job's run is
+skipped when it finished or resumed when it did not.
 """
 
 from __future__ import annotations
 
 import shutil
 import sys
+import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,9 +34,10 @@ from trainer_run.training import Trainer
 from trainer_run.training.server import ParameterServer
 
 from . import resume as resumes
-from . import schema, user_targets
+from . import schema, sweep_job, user_targets
 from .build import build_run, build_server, trainer_of
 from .report import cannot_write, describe, fail, inform, show_model, stop_if_signalled, warn
+from .sweep_job import JobFailed
 
 RECORD = ".hydra"
 
@@ -61,26 +69,53 @@ def on_rank_0(comm, action):
     return value
 
 
-def run(cfg: DictConfig) -> None:
-    """One job: claim the run directory, build, record, train."""
+def run(cfg: DictConfig) -> float | None:
+    """One job: claim the run directory, build, record, train; returns the best objective
+    value (the worst possible one for a job that failed or never evaluated, see
+    :func:`.sweep_job.value`)."""
     out = Path(HydraConfig.get().runtime.output_dir)
     cfg = user_targets.apply(cfg, overrides())
+    if not sweep_job.sweeping():
+        try:
+            return _run(cfg, out)
+        except JobFailed as e:
+            fail(e, e.exit_code)
+    try:
+        return _run(cfg, out)
+    except JobFailed as e:
+        return sweep_job.failed(out, cfg, overrides(), e)
+    except Exception as e:  # the user's code: the traceback to read, the sweep goes on
+        traceback.print_exc()
+        return sweep_job.failed(out, cfg, overrides(), f"{type(e).__name__}: {e}")
+
+
+def _run(cfg: DictConfig, out: Path) -> float | None:
     fresh = not run_directory.holds_run(out)
     lock = None
     try:
-        lock = _claim(out, resuming=bool(cfg.resume))
+        lock = _claim(out, resuming=bool(cfg.resume) or not fresh and sweep_job.sweeping())
+        if not fresh and sweep_job.sweeping():
+            cfg, done = sweep_job.continued(cfg, out, overrides())
+            if done is not None:
+                if lock is not None:
+                    lock.release()
+                return done
+            fresh = not run_directory.holds_run(out)
         role = _start(cfg, out, fresh)
     except BaseException as e:
-        if fresh and _is_rank_0():
+        if fresh and _is_rank_0() and not sweep_job.sweeping():
             _remove_new(out, lock)
+        elif lock is not None:
+            lock.release()
         if isinstance(e, (OSError, StorageError)):
-            fail(cannot_write(e), 4)
+            raise JobFailed(cannot_write(e), 4) from None
         raise
     try:
         _play(role, out)
     finally:
         if lock is not None:
             lock.release()
+    return sweep_job.value(role)
 
 
 def overrides() -> list[str]:
@@ -109,7 +144,7 @@ def _claim(out: Path, resuming: bool) -> run_directory.RunLock | None:
         else:
             on_rank_0(launch.comm, claim)
     except ConfigError as e:
-        fail(e)
+        raise JobFailed(e) from None
     return lock
 
 
@@ -121,7 +156,7 @@ def _start(cfg: DictConfig, out: Path, fresh: bool):
     try:
         role, data = build(cfg, out)
     except ConfigError as e:
-        fail(e)
+        raise JobFailed(e) from None
     stop_if_signalled()
     if _is_rank_0():
         inform(data.note, quiet=not cfg.trainer.progress)
@@ -178,13 +213,13 @@ def _play(role: Trainer | ParameterServer, out: Path) -> None:
     try:
         role.run()
     except ConfigError as e:
-        fail(e)
+        raise JobFailed(e) from None
     except Diverged as e:
-        fail(f"{e}. {_kept(out)}", e.exit_code)
+        raise JobFailed(f"{e}. {_kept(out)}", e.exit_code) from None
     except RunStopped as e:
-        fail(e, e.exit_code)
+        raise JobFailed(e, e.exit_code) from None
     except OSError as e:
-        fail(cannot_write(e) + ", then resume", 4)
+        raise JobFailed(cannot_write(e) + ", then resume", 4) from None
     if role.status == "interrupted":
         sys.exit(128 + (role.stop_signal or 2))
 
@@ -228,7 +263,9 @@ def build(cfg: DictConfig, out: Path) -> tuple[Trainer | ParameterServer, Data]:
     _warn_single_process(resolved["kvstore"]["name"])
     if built.serves:  # the server's state comes from worker 0 when training starts
         return build_server(built), built.data
-    trainer = trainer_of(built, resolved, out, {"config": saved, "choices": choices})
+    given = state.get("overrides", []) if state is not None else []
+    extra = {"config": saved, "choices": choices, "overrides": resumes.merged(given, overrides())}
+    trainer = trainer_of(built, resolved, out, extra)
     if state is not None:
         _restore(trainer, state["trainer"], cfg.resume)
     return trainer, built.data

@@ -15,10 +15,15 @@ from trainer_run.training import stop_signals
 
 def fail(error, code: int = 2) -> None:
     """Prints ``error`` as one ``error:`` line and exits with ``code``."""
+    fail_line(error)
+    sys.exit(code)
+
+
+def fail_line(error) -> None:
+    """Prints ``error`` as one ``error:`` line."""
     text = " ".join(line.strip() for line in str(error).splitlines())
     Console(stderr=True).print(f"[bold red]error:[/] {escape(text)}", highlight=False,
                               soft_wrap=True)
-    sys.exit(code)
 
 
 def warn(message: str) -> None:

@@ -57,6 +57,7 @@ TYPES = {
     "trainer.max_epochs": _type("float", "none"),
     "trainer.keep_checkpoints": _type("int", "none"),
     "trainer.max_skipped_in_a_row": _type("int", "none"),
+    "trainer.early_stopping.patience": _type("int", "none"),
     "optimizer.clip_gradient": _type("float", "none"),
     "optimizer.clip_weights": _type("float", "none"),
     "optimizer.lower_bound": _type("float", "none"),

@@ -14,8 +14,10 @@ Writing goes to a temporary directory whose files are flushed and fsynced, then 
 into place; the file ``<checkpoints>/latest`` naming the newest checkpoint is replaced
 (atomically) last. A crash at any moment therefore leaves either the previous complete
 checkpoint or the new one as ``latest``, never a partial one. Retention deletes the oldest
-checkpoints (by iteration) beyond ``keep`` but never the one just written, so the only
-valid checkpoint is never deleted.
+checkpoints (by iteration) beyond ``keep`` but never the one just written nor those the
+caller protects (the run's best ones), so the only valid checkpoint is never deleted. The file
+``<checkpoints>/best`` names the best checkpoint by the run's objective (:func:`mark_best`),
+written the same way as ``latest``.
 
 Loading verifies the checksums before parsing anything, then the schema: ``state.json``
 must be a JSON object of a format this code reads, whose array references all name members
@@ -42,7 +44,7 @@ import json
 import os
 import shutil
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import Callable, Collection, Mapping
 
 import numpy
 
@@ -56,12 +58,21 @@ STATE = "state.json"
 ARRAYS = "arrays.npz"
 CHECKSUMS = "checksums.json"
 LATEST = "latest"
+BEST = "best"
 PREFIX = "iter_"
 RUN_STATE = {"config": dict, "choices": dict, "trainer": dict}  # a run checkpoint's top level
 
 
-def save(state: dict, directory: Path, iteration: int, keep: int | None = None) -> Path:
+def name_of(iteration: int) -> str:
+    """The name of the checkpoint of ``iteration`` (``iter_00000500``)."""
+    return f"{PREFIX}{iteration:08d}"
+
+
+def save(state: dict, directory: Path, iteration: int, keep: int | None = None,
+         protect: Collection[str] = ()) -> Path:
     """Writes ``state`` as checkpoint ``iter_<iteration>`` under ``directory``; returns its path.
+    With ``keep``, older checkpoints beyond the newest ``keep`` are deleted, except those named
+    in ``protect``.
 
     Raises :class:`~trainer_run.errors.StorageError` naming the file the disk refused; the
     partial temporary directory is removed and earlier checkpoints stay as they were.
@@ -71,12 +82,12 @@ def save(state: dict, directory: Path, iteration: int, keep: int | None = None) 
         raise ValueError(f"a checkpoint state's top-level key {schema.FORMAT_KEY!r} is reserved "
                          "for the format version")
     directory = Path(directory)
-    name = f"{PREFIX}{iteration:08d}"
+    name = name_of(iteration)
     tmp = directory / f".tmp-{name}-{os.getpid()}"
     try:
         directory.mkdir(parents=True, exist_ok=True)
         _write_files(state, tmp, directory / name)
-        return _publish(tmp, directory, name, keep)
+        return _publish(tmp, directory, name, keep, {name, *protect})
     except (OSError, StorageError) as e:
         shutil.rmtree(tmp, ignore_errors=True)
         failed = e if isinstance(e, StorageError) else files.storage_error(directory / name, e)
@@ -100,7 +111,7 @@ def _write_files(state: dict, tmp: Path, final: Path) -> None:
     files.fsync_dir(tmp)
 
 
-def _publish(tmp: Path, directory: Path, name: str, keep: int | None) -> Path:
+def _publish(tmp: Path, directory: Path, name: str, keep: int | None, protect: set) -> Path:
     """Renames the written ``tmp`` into place, then points ``latest`` at it (which also
     makes both renames durable)."""
     final = directory / name
@@ -112,8 +123,13 @@ def _publish(tmp: Path, directory: Path, name: str, keep: int | None) -> Path:
     files.write_atomic(directory / LATEST, name + "\n")
     shutil.rmtree(stale, ignore_errors=True)
     if keep is not None:
-        _prune(directory, keep, protect=name)
+        _prune(directory, keep, protect)
     return final
+
+
+def mark_best(directory: Path, iteration: int) -> None:
+    """Points ``<directory>/best`` at the checkpoint of ``iteration`` (atomically)."""
+    files.write_atomic(Path(directory) / BEST, name_of(iteration) + "\n")
 
 
 def load(path: Path, require: Mapping[str, type] | None = None) -> dict:
@@ -272,7 +288,7 @@ def _clean_leftovers(directory: Path) -> None:
     for leftover in directory.iterdir():
         if leftover.name.endswith(mine) and leftover.name.startswith(".tmp-"):
             continue  # this process's own write in progress
-        if leftover.name.startswith((".tmp-", f".{LATEST}.tmp-")):
+        if leftover.name.startswith((".tmp-", f".{LATEST}.tmp-", f".{BEST}.tmp-")):
             _remove(leftover)
         elif leftover.name.startswith(".old-"):
             original = directory / leftover.name[len(".old-"):].rsplit("-", 1)[0]
@@ -325,8 +341,8 @@ def _hash_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _prune(directory: Path, keep: int, protect: str) -> None:
+def _prune(directory: Path, keep: int, protect: set) -> None:
     existing = list_checkpoints(directory)
     for old in existing[: max(0, len(existing) - keep)]:
-        if old.name != protect:
+        if old.name not in protect:
             shutil.rmtree(old, ignore_errors=True)

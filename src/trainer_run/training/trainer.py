@@ -7,7 +7,11 @@ registration order). The loop knows nothing about models: the updater owns the i
 validation metrics from the evaluator) for extensions that read it.
 
 Extensions are :class:`~trainer_run.training.extension.Extension` objects (a plain callable
-is wrapped as one). ``elapsed_time`` carries over a resume.
+is wrapped as one). ``elapsed_time`` carries over a resume. An extension ends the run after
+the current iteration with ``request_stop(reason)`` (early stopping); ``stop_reason`` says
+why a run ended: ``max_iterations`` or ``max_epochs`` (the stop trigger's ``reason``), the
+reason an extension gave, or the status when it did not complete (``interrupted``,
+``diverged``, ``failed``).
 
 Preemption: while ``run()`` runs in the main thread, SIGINT (Ctrl-C) and SIGTERM ask the
 loop to stop after the current iteration and its extensions (see
@@ -69,6 +73,27 @@ class Trainer:
         self._elapsed_before = 0.0
         self._start = None
         self.stop_signal = None
+        self._stop_request = None
+
+    def request_stop(self, reason: str) -> None:
+        """Ends the run after the current iteration and its extensions, as completed, with
+        ``reason`` as its :attr:`stop_reason`."""
+        self._stop_request = reason
+
+    @property
+    def stop_requested(self) -> bool:
+        """Whether an extension asked to end the run after this iteration."""
+        return self._stop_request is not None
+
+    @property
+    def stop_reason(self) -> str:
+        """Why the run ended (see the module docstring); the status while it has not."""
+        if self.status != "completed":
+            return self.status
+        if self._stop_request is not None:
+            return self._stop_request
+        reason = getattr(self.stop_trigger, "reason", None)
+        return reason(self) if reason is not None else "stop_trigger"
 
     @property
     def elapsed_time(self) -> float:
@@ -106,9 +131,11 @@ class Trainer:
         self._start = time.perf_counter()
         self.status = "running"
         self.stop_signal = None
+        self._stop_request = None
         restore = stop_signals.handle()
         try:
-            while not self.stop_trigger(self) and not self._signalled():
+            while (self._stop_request is None and not self.stop_trigger(self)
+                   and not self._signalled()):
                 self.updater.update()
                 self.observation = dict(self.updater.observation)
                 for entry in entries:

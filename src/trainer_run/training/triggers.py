@@ -53,6 +53,11 @@ class StopTrigger:
             return True
         return self.max_epochs is not None and updater.epoch_detail >= self.max_epochs
 
+    def reason(self, trainer) -> str:
+        """Which limit ended the run: ``max_iterations`` or ``max_epochs``."""
+        reached = self.max_iterations is not None and trainer.updater.iteration >= self.max_iterations
+        return "max_iterations" if reached else "max_epochs"
+
     def total_iterations(self, iterations_per_epoch: float) -> int:
         """The iteration at which training stops, for progress and schedules."""
         bounds = []

@@ -3,10 +3,11 @@
 from .evaluator import Evaluator
 from .held_out import HeldOutEvaluator
 from .log_report import LogReport
+from .objective import EarlyStopping, Objective
 from .plateau import PlateauStep
 from .progress import MetricsTable, ProgressBar
 from .snapshot import Snapshot
 from .summary import Summary
 
-__all__ = ["Evaluator", "HeldOutEvaluator", "LogReport", "MetricsTable", "PlateauStep",
-           "ProgressBar", "Snapshot", "Summary"]
+__all__ = ["EarlyStopping", "Evaluator", "HeldOutEvaluator", "LogReport", "MetricsTable",
+           "Objective", "PlateauStep", "ProgressBar", "Snapshot", "Summary"]

@@ -14,7 +14,9 @@ PRIORITY = -200
 
 class Summary(Extension):
     """Writes ``summary.json`` (``iteration``, ``epoch``, ``elapsed_s``, ``samples_per_s``,
-    ``status`` and the last logged ``train/*`` and ``val/*`` metrics) and ``model.npz``
+    ``status``, ``stop_reason`` (the trainer's), ``overrides`` (the run's command-line
+    overrides, when given), ``objective`` (:meth:`~.objective.Objective.summary`, with an
+    objective) and the last logged ``train/*`` and ``val/*`` metrics) and ``model.npz``
     (parameters by path, loadable with ``numpy.load``) when training ends, however it ends.
 
     With ``held_out`` (a :class:`~.held_out.HeldOutEvaluator`), its ``test/*`` metrics are
@@ -29,8 +31,11 @@ class Summary(Extension):
     name = "summary"
 
     def __init__(self, log_report, samples_per_update: int, store, to_numpy=numpy.asarray,
-                 held_out=None, model: dict | None = None):
+                 held_out=None, model: dict | None = None, objective=None,
+                 overrides: list[str] | None = None):
         self.log_report = log_report
+        self.objective = objective
+        self.overrides = overrides
         self.held_out = held_out
         self.model = model
         self.samples_per_update = samples_per_update
@@ -51,7 +56,11 @@ class Summary(Extension):
         samples = (updater.iteration - self._first_iteration) * self.samples_per_update
         summary = {"iteration": updater.iteration, "epoch": updater.epoch_detail,
                    "elapsed_s": elapsed, "samples_per_s": samples / session_time,
-                   "status": trainer.status}
+                   "status": trainer.status, "stop_reason": trainer.stop_reason}
+        if self.overrides is not None:
+            summary["overrides"] = self.overrides
+        if self.objective is not None:
+            summary["objective"] = self.objective.summary()
         summary.update(updater.status())
         summary.update({k: v for k, v in self.log_report.last.items()
                         if k.startswith(("train/", "val/"))})

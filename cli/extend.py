@@ -1,0 +1,75 @@
+"""The training loop's extensions from the config: evaluation, the objective, early stopping,
+the log, console output, checkpoints and the summary."""
+
+from __future__ import annotations
+
+from trainer_run import module, schedulers
+from trainer_run.errors import check_number
+from trainer_run.training import AnyOf, IntervalTrigger, Trainer
+from trainer_run.training.extensions import (
+    EarlyStopping,
+    Evaluator,
+    HeldOutEvaluator,
+    LogReport,
+    MetricsTable,
+    Objective,
+    PlateauStep,
+    ProgressBar,
+    Snapshot,
+    Summary,
+)
+
+
+def extend(trainer: Trainer, run, config: dict, extra: dict | None) -> None:
+    """The extensions of ``trainer`` for the built ``run``. Every rank evaluates and follows the
+    objective (a plateau schedule and early stopping decide the same way everywhere); rank 0
+    alone logs, shows progress, checkpoints and writes the summary."""
+    t, updater, optimizer = config["trainer"], trainer.updater, run.optimizer
+    eval_trigger = _every(t, "eval_interval", run.stop)
+    trainer.extend(Evaluator(run.data.val, run.model, run.batch_size, run.backend),
+                   trigger=eval_trigger)
+    if isinstance(optimizer.lr_scheduler, schedulers.ReduceOnPlateauScheduler):
+        trainer.extend(PlateauStep(optimizer.lr_scheduler), trigger=eval_trigger)
+    goal = config["objective"]
+    objective = Objective(goal["metric"], goal["mode"], eval_trigger, t["keep_best"])
+    trainer.extend(objective)
+    stopping = t["early_stopping"]
+    if stopping["patience"] is not None:
+        trainer.extend(EarlyStopping(objective, stopping["patience"], stopping["min_delta"]))
+    if updater.rank != 0:
+        return
+    _extend_rank_0(trainer, run, t, objective, extra or {})
+
+
+def _extend_rank_0(trainer: Trainer, run, t: dict, objective: Objective, extra: dict) -> None:
+    store = trainer.updater.stores["main"]
+
+    def params() -> dict:
+        return store.state_dict(run.backend.to_numpy)
+
+    held_out = None
+    if run.data.test is not None:
+        held_out = HeldOutEvaluator(Evaluator(run.data.test, run.model, run.batch_size, run.backend,
+                                              prefix="test/"))
+        trainer.extend(held_out)
+    log_report = LogReport(_every(t, "log_interval", run.stop), run.optimizer)
+    trainer.extend(log_report)
+    if t["progress"]:
+        trainer.extend(ProgressBar(run.total, run.samples, run.optimizer))
+        trainer.extend(MetricsTable(log_report, held_out=held_out))
+    keep = t["keep_checkpoints"]
+    if keep is not None:
+        keep = check_number("trainer.keep_checkpoints", keep, low=1, integer=True)
+    period = check_number("trainer.checkpoint_interval", t["checkpoint_interval"], low=1,
+                          integer=True)
+    trainer.extend(Snapshot(keep, extra=extra, objective=objective, params=params),
+                   trigger=AnyOf(IntervalTrigger(period), objective.entered))
+    trainer.extend(Summary(log_report, run.samples, store, run.backend.to_numpy,
+                           held_out=held_out, model=module.summary(run.model),
+                           objective=objective, overrides=extra.get("overrides")))
+
+
+def _every(t: dict, key: str, stop) -> AnyOf:
+    """Every ``trainer.<key>`` iterations, and at the last one (its limit, or early stopping)."""
+    period = check_number(f"trainer.{key}", t[key], low=1, integer=True)
+    return AnyOf(IntervalTrigger(period), stop, Trainer.stop_requested.fget)
