@@ -1,0 +1,349 @@
+"""One ranked results table from finished run folders (the end of a sweep, ``trainer-report``).
+
+A *run folder* holds a ``summary.json``, or (an *unfinished* run, killed or still running) one
+of ``checkpoints/``, ``metrics.jsonl``, ``.hydra/``. A *sweep folder* holds run folders as its
+immediate subfolders (``0``, ``1``, ... sorted numerically). :func:`collect` reads folders into
+:class:`Row` s, :func:`rank` orders them by each run's objective, :func:`varying` names the
+override keys that differ between them, :func:`by_seed` groups runs that differ only in
+``seed=``, and :func:`write` / :func:`show` render the table (``results.csv``, ``results.md``,
+``results_by_seed.csv``; a rich table). Nothing here depends on Hydra's runtime.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import numbers
+import statistics
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from omegaconf import OmegaConf
+from rich.console import Console
+from rich.markup import escape
+
+from trainer_run.errors import ConfigError
+from trainer_run.files import write_atomic
+
+from . import results_table as render
+
+RUN_MARKERS = ("summary.json", "checkpoints", "metrics.jsonl", ".hydra")
+NOT_A_RUN = "is not a run folder (it has no summary.json, checkpoints or .hydra) nor a sweep folder of runs"
+PREFIXES = ("train/", "val/", "test/")
+
+
+@dataclass
+class Row:
+    """One job: its objective's best and final values, its final metrics and how it ended.
+    ``status`` is the summary's stop_reason (else its status), ``unfinished`` without one."""
+
+    job: str
+    path: Path
+    overrides: list[str] = field(default_factory=list)
+    metric: str | None = None
+    mode: str | None = None
+    best: float | None = None
+    best_iteration: int | None = None
+    final: float | None = None
+    metrics: dict = field(default_factory=dict)
+    status: str = "unfinished"
+    error: str | None = None
+    elapsed_s: float | None = None
+    iteration: int | None = None
+
+
+@dataclass
+class SeedGroup:
+    """The runs that differ only in their ``seed=`` override: the mean and sample standard
+    deviation of their ``best`` over the ``n`` runs that have one (``std`` None when n < 2)."""
+
+    overrides: list[str]
+    n: int
+    mean: float | None
+    std: float | None
+    seeds: list[str]
+    metric: str | None
+    mode: str | None
+
+
+# -- reading -------------------------------------------------------------------------------
+
+def collect(folders: list[Path]) -> list[Row]:
+    """The rows of the given run folders and sweep folders (each expanded to its runs, sorted
+    numerically by name), in that order. Raises ConfigError naming a folder that is neither,
+    or a summary.json that cannot be read or parsed."""
+    rows = []
+    for folder in folders:
+        folder = Path(folder)
+        if is_run(folder):
+            rows.append(read_run(folder, str(folder)))
+            continue
+        runs = _sweep_runs(folder)
+        rows += [read_run(run, run.name) for run in runs]
+    return rows
+
+
+def is_run(folder: Path) -> bool:
+    """Whether ``folder`` holds a run: a summary.json, checkpoints/, metrics.jsonl or .hydra/."""
+    return folder.is_dir() and any((folder / name).exists() for name in RUN_MARKERS)
+
+
+def _sweep_runs(folder: Path) -> list[Path]:
+    if not folder.exists():
+        raise ConfigError(f"{folder} does not exist; expected a run folder or a sweep folder of runs")
+    if not folder.is_dir():
+        raise ConfigError(f"{folder} is a file; expected a run folder or a sweep folder of runs")
+    try:
+        runs = [child for child in folder.iterdir() if is_run(child)]
+    except OSError as e:
+        raise ConfigError(f"cannot read {folder}: {e.strerror or e}") from None
+    if not runs:
+        raise ConfigError(f"{folder} {NOT_A_RUN}")
+    return sorted(runs, key=lambda run: (0, int(run.name), "") if run.name.isdigit() else (1, 0, run.name))
+
+
+def read_run(folder: Path, job: str) -> Row:
+    """The row of one run folder, labelled ``job``; ``unfinished`` when it has no summary."""
+    summary_file = folder / "summary.json"
+    if not summary_file.exists():
+        return Row(job=job, path=folder, overrides=_hydra_overrides(folder))
+    summary = _read_summary(summary_file)
+    objective = summary.get("objective") or {}
+    overrides = summary.get("overrides")
+    return Row(
+        job=job, path=folder,
+        overrides=[str(o) for o in overrides] if isinstance(overrides, list) else _hydra_overrides(folder),
+        metric=objective.get("metric"), mode=objective.get("mode"),
+        best=_number(objective.get("best")), best_iteration=objective.get("best_iteration"),
+        final=_number(objective.get("final")),
+        metrics={key: _number(value) for key, value in summary.items() if _is_metric(key, value)},
+        status=summary.get("stop_reason") or summary.get("status") or "unknown",
+        error=summary.get("error"), elapsed_s=summary.get("elapsed_s"), iteration=summary.get("iteration"))
+
+
+def _read_summary(path: Path) -> dict:
+    try:
+        summary = json.loads(path.read_text())
+    except OSError as e:
+        raise ConfigError(f"cannot read {path}: {e.strerror or e}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{path} is not valid JSON: {e}") from None
+    if not isinstance(summary, dict):
+        raise ConfigError(f"{path} is not a run summary (expected a JSON object)")
+    return summary
+
+
+def _hydra_overrides(folder: Path) -> list[str]:
+    path = folder / ".hydra" / "overrides.yaml"
+    if not path.is_file():
+        return []
+    try:
+        return [str(o) for o in OmegaConf.to_container(OmegaConf.load(path))]
+    except Exception as e:  # any YAML or OmegaConf error: the file is unusable
+        raise ConfigError(f"{path} is not a YAML list of overrides: {e}") from None
+
+
+def _is_metric(key: str, value) -> bool:
+    wanted = key == "train/loss" or key.startswith(("val/", "test/"))
+    return wanted and (value is None or _number(value) is not None)
+
+
+def _number(value):
+    """``value`` when it is a finite number (not a bool), else None."""
+    ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+    return value if ok else None
+
+
+# -- ordering and grouping -----------------------------------------------------------------
+
+def rank(rows: list[Row]) -> list[Row]:
+    """Rows with a ``best`` first, better first by their own mode (``min`` ascending, ``max``
+    descending; ties in the given order), then rows without one in the given order."""
+    def key(item):
+        index, row = item
+        if row.best is None:
+            return (1, 0.0, index)
+        return (0, -row.best if row.mode == "max" else row.best, index)
+
+    return [row for _, row in sorted(enumerate(rows), key=key)]
+
+
+def override_key(override: str) -> str:
+    """The key of ``key=value``: what precedes the first ``=``, less a leading ``+`` or ``~``."""
+    return override.split("=", 1)[0].lstrip("+~")
+
+
+def override_value(override: str) -> str:
+    """The value of ``key=value`` (``~key`` alone, a deletion, is shown as ``~``)."""
+    return override.split("=", 1)[1] if "=" in override else "~"
+
+
+def _by_key(overrides: list[str]) -> dict[str, str]:
+    return {override_key(o): override_value(o) for o in overrides}
+
+
+def varying(rows: list[Row]) -> list[str]:
+    """The override keys whose values differ between rows (a key some rows lack varies), in
+    order of first appearance."""
+    parsed = [_by_key(row.overrides) for row in rows]
+    keys = list(dict.fromkeys(key for row in parsed for key in row))
+    return [key for key in keys if len({row.get(key) for row in parsed}) > 1]
+
+
+def common(rows: list[Row]) -> list[str]:
+    """The overrides every row has with the same value, as the first row writes them."""
+    if not rows:
+        return []
+    differ = set(varying(rows))
+    return [o for o in rows[0].overrides if override_key(o) not in differ]
+
+
+def by_seed(rows: list[Row]) -> list[SeedGroup]:
+    """The rows grouped by their overrides less ``seed=``, ranked by mean best (the groups'
+    mode; groups without a value last); [] unless some row has a seed and some group 2+."""
+    groups: dict[tuple, list[Row]] = {}
+    for row in rows:
+        rest = tuple(sorted(o for o in row.overrides if override_key(o) != "seed"))
+        groups.setdefault(rest, []).append(row)
+    if not any(len(_seeds(members)) >= 2 for members in groups.values()):
+        return []
+    made = [_group(members) for members in groups.values()]
+
+    def key(item):
+        index, group = item
+        if group.mean is None:
+            return (1, 0.0, index)
+        return (0, -group.mean if group.mode == "max" else group.mean, index)
+
+    return [group for _, group in sorted(enumerate(made), key=key)]
+
+
+def _seeds(rows: list[Row]) -> list[str]:
+    return [override_value(o) for row in rows for o in row.overrides if override_key(o) == "seed"]
+
+
+def _group(rows: list[Row]) -> SeedGroup:
+    values = [row.best for row in rows if row.best is not None]
+    scored = [row for row in rows if row.best is not None] or rows
+    return SeedGroup(
+        overrides=[o for o in rows[0].overrides if override_key(o) != "seed"], n=len(values),
+        mean=statistics.mean(values) if values else None,
+        std=statistics.stdev(values) if len(values) > 1 else None,
+        seeds=_seeds(rows), metric=scored[0].metric, mode=scored[0].mode)
+
+
+# -- captions ------------------------------------------------------------------------------
+
+def objectives(rows: list[Row]) -> Counter:
+    """How many rows rank by each (metric, mode), most common first."""
+    return Counter((row.metric, row.mode or "min") for row in rows if row.metric)
+
+
+def title(rows: list[Row]) -> str:
+    """``sweep results: ranked by <metric> (<mode>)``, or by each job's objective when they differ."""
+    found = objectives(rows)
+    if len(found) == 1:
+        (metric, mode), = found
+        return f"sweep results: ranked by {metric} ({mode})"
+    return "sweep results: ranked by each job's objective"
+
+
+def captions(rows: list[Row], groups: list[SeedGroup] | None = None) -> list[str]:
+    """The lines below the table: objectives that differ, the overrides common to all jobs,
+    and a note on the seed groups."""
+    lines = []
+    found = objectives(rows).most_common()
+    if len(found) > 1:
+        (metric, mode), count = found[0]
+        parts = [f"{metric} ({mode}) in {count} jobs"] + [f"{m} ({d}) in {c}" for (m, d), c in found[1:]]
+        lines.append("objectives differ: " + ", ".join(parts))
+    shared = common(rows)
+    if shared:
+        lines.append("all jobs: " + " ".join(shared))
+    if groups:
+        seeded = sum(len(group.seeds) > 1 for group in groups)
+        lines.append(f"seeds: {seeded} of {len(groups)} configurations ran with several seeds; "
+                     "mean ± std of best per configuration in the second table")
+    return lines
+
+
+def metric_names(rows: list[Row]) -> list[str]:
+    """Every final metric any row has: train/ first, then val/, then test/, each by name."""
+    names = {name for row in rows for name in row.metrics}
+    order = {prefix: i for i, prefix in enumerate(PREFIXES)}
+    return sorted(names, key=lambda n: (order.get(n.split("/", 1)[0] + "/", len(PREFIXES)), n))
+
+
+# -- rendering -----------------------------------------------------------------------------
+
+def write(rows: list[Row], folder: Path) -> None:
+    """Writes ``results.csv`` and ``results.md`` (and ``results_by_seed.csv`` when seed groups
+    exist) into ``folder``, each atomically, in ranked order (the rows are ranked here; the
+    seed groups are formed in the given, job, order)."""
+    folder = Path(folder)
+    groups = by_seed(rows)
+    rows = rank(rows)
+    names = metric_names(rows)
+    header = ["rank", "job", "overrides", "metric", "mode", "best", "best_iteration", "final",
+              *names, "status", "error", "elapsed_s", "iteration"]
+    cells = [[i, row.job, " ".join(row.overrides), row.metric, row.mode, row.best, row.best_iteration,
+              row.final, *(row.metrics.get(name) for name in names), row.status, row.error,
+              row.elapsed_s, row.iteration] for i, row in enumerate(rows, 1)]
+    write_atomic(folder / "results.csv", render.csv_text(header, cells))
+    text = render.markdown(title(rows), *_display(rows), captions(rows, groups))
+    if groups:
+        seed_header = ["rank", "overrides", "n", "mean", "std", "seeds"]
+        seed_cells = [[i, " ".join(g.overrides), g.n, g.mean, g.std, " ".join(g.seeds)]
+                      for i, g in enumerate(groups, 1)]
+        write_atomic(folder / "results_by_seed.csv", render.csv_text(seed_header, seed_cells))
+        text += "\n" + render.markdown(_seed_title(groups), *_seed_display(rows, groups), [])
+    write_atomic(folder / "results.md", text)
+
+
+def show(rows: list[Row], console: Console | None = None) -> None:
+    """Prints the ranked table (then the seed groups' table, when any) on ``console``
+    (default: stderr), with the captions below."""
+    console = console or Console(stderr=True)
+    groups = by_seed(rows)
+    rows = rank(rows)
+    header, cells = _display(rows)
+    right = {"#", "at iter", "time", *(h for h in header if h.startswith("best"))} | set(metric_names(rows))
+    console.print(render.rich_table(title(rows), header, cells, right))
+    for line in captions(rows, groups):
+        console.print(escape(line), highlight=False, soft_wrap=True)
+    if groups:
+        seed_header, seed_cells = _seed_display(rows, groups)
+        console.print(render.rich_table(_seed_title(groups), seed_header, seed_cells,
+                                        {"#", "n", "mean", "std"}))
+
+
+def _display(rows: list[Row]) -> tuple[list[str], list[list[str]]]:
+    """The header and formatted cells a person reads (rich and Markdown): the varying
+    overrides one column per key, numbers to 4 significant digits, the time."""
+    keys = varying(rows)
+    names = metric_names(rows)
+    found = objectives(rows)
+    best = f"best {next(iter(found))[0]}" if len(found) == 1 else "best"
+    header = ["#", "job", *keys, best, "at iter", *names, "status", "time"]
+    cells = []
+    for i, row in enumerate(rows, 1):
+        values = _by_key(row.overrides)
+        status = f"{row.status}: {row.error}" if row.error else row.status
+        cells.append([str(i), row.job, *(values.get(key, "") for key in keys), render.short(row.best),
+                      render.short(row.best_iteration), *(render.short(row.metrics.get(n)) for n in names),
+                      status, render.duration(row.elapsed_s)])
+    return header, cells
+
+
+def _seed_title(groups: list[SeedGroup]) -> str:
+    metrics = {g.metric for g in groups if g.metric}
+    return f"across seeds: mean ± std of best {metrics.pop() if len(metrics) == 1 else 'objective'}"
+
+
+def _seed_display(rows: list[Row], groups: list[SeedGroup]) -> tuple[list[str], list[list[str]]]:
+    shown = set(varying(rows)) - {"seed"}
+    header = ["#", "overrides", "n", "mean", "std", "seeds"]
+    cells = [[str(i), " ".join(o for o in g.overrides if override_key(o) in shown), str(g.n),
+              render.short(g.mean), render.short(g.std), " ".join(g.seeds)] for i, g in enumerate(groups, 1)]
+    return header, cells
