@@ -11,6 +11,13 @@ SIGINT (Ctrl-C) or SIGTERM, from the first line of the command on, stop it clean
 training nothing is written and the exit status is 130 or 143 (128 + the signal number);
 during training the current iteration finishes and a checkpoint is saved (see
 :mod:`trainer_run.training.stop_signals`).
+
+A sweep (``-m``) runs in a folder the command names before Hydra starts (``hydra.sweep.dir``,
+by default ``runs/multirun/<date>/<time>``) and ends, however it ends, with the jobs ranked
+by their objective (:mod:`.results`: a table, ``results.csv`` and ``results.md`` in the
+folder). A job that fails does not stop the sweep (:mod:`.sweep_job`); the command then exits
+with status 1. Naming the folder of an earlier sweep continues it: finished jobs are skipped,
+the others resumed.
 """
 
 from __future__ import annotations
@@ -32,7 +39,7 @@ from trainer_run.errors import ConfigError
 from trainer_run.kvstore import mpi_job
 
 from . import argv as args
-from . import job, override_keys, user_targets
+from . import job, override_keys, sweeps, user_targets
 from . import resume as resumes
 from .job import on_rank_0
 from .options import CONFIGS, OPTIONS
@@ -42,6 +49,7 @@ from .report import cannot_write, describe, fail, stop_if_signalled, warn
 def main(argv: list[str] | None = None) -> None:
     """Runs the command (the console script enters through :mod:`.entry`)."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    typed = list(argv)
     if os.getcwd() not in sys.path:  # the user's modules import from here, as with python -m
         sys.path.insert(0, os.getcwd())
     comm = _world(argv)
@@ -57,12 +65,19 @@ def main(argv: list[str] | None = None) -> None:
     job.launch.kept = _nearest_existing(Path(given)) if given else None
     sys.argv = [sys.argv[0], *args.without(argv, "hydra.output_subdir"), "hydra.output_subdir=null"]
     os.environ["HYDRA_FULL_ERROR"] = "1"  # Hydra raises its errors; they are printed as one line
+    sweep = args.value(argv, "hydra.sweep.dir") if args.is_multirun(argv) else None
     try:
         run_hydra()
     except (HydraException, OmegaConfBaseException) as e:
         fail(describe(e))
     except OSError as e:
         fail(cannot_write(e), 4)
+    except SystemExit as e:
+        if sweep is not None and e.code not in (0, None, 2):
+            sweeps.report(Path(sweep), typed, stopped=True)
+        raise
+    if sweep is not None and (comm is None or comm.rank == 0):
+        sys.exit(sweeps.report(Path(sweep), typed))
 
 
 def _world(argv: list[str]):
@@ -89,16 +104,18 @@ def prepare_on_rank_0(comm, argv: list[str]) -> list[str]:
 
 
 def name_run_dir(argv: list[str]) -> list[str]:
-    """``argv`` with ``hydra.run.dir`` naming the default run directory of now, for a single
-    new run with our config that names none (the command then knows the directory, and
-    every process of a multi-process run gets the same one)."""
-    if (args.value(argv, "hydra.run.dir") is not None or args.is_multirun(argv)
-            or args.composes_other_config(argv) or not args.is_null(args.value(argv, "resume"))):
+    """``argv`` with ``hydra.run.dir`` (``hydra.sweep.dir`` for ``-m``) naming the default
+    folder of now, for a new run or sweep with our config that names none (the command then
+    knows the folder, and every process of a multi-process run gets the same one)."""
+    multirun = args.is_multirun(argv)
+    key = "hydra.sweep.dir" if multirun else "hydra.run.dir"
+    if (args.value(argv, key) is not None or args.composes_other_config(argv)
+            or not args.is_null(args.value(argv, "resume"))):
         return argv
     hydra_section = OmegaConf.to_container(OmegaConf.load(CONFIGS / "config.yaml").hydra)
-    pattern = hydra_section["run"]["dir"]  # unresolved: runs/${now:%Y-%m-%d}/${now:%H-%M-%S}
+    pattern = hydra_section["sweep" if multirun else "run"]["dir"]  # runs/${now:%Y-%m-%d}/...
     named = re.sub(r"\$\{now:([^}]*)\}", lambda m: time.strftime(m.group(1)), pattern)
-    return [*argv, f"hydra.run.dir={args.quote(Path(named))}"]
+    return [*argv, f"{key}={args.quote(Path(named))}"]
 
 
 def check_choices(argv: list[str]) -> None:
@@ -132,6 +149,8 @@ def prepare(argv: list[str]) -> list[str]:
     """Checks the arguments and rewrites those of a resume; refuses to start a new run or
     sweep in a directory that is not new."""
     args.check_grammar(argv)
+    if args.value(argv, "hparams_search") is not None and not args.is_multirun(argv):
+        raise ConfigError("hparams_search runs a sweep: add -m (trainer-run -m hparams_search=...)")
     check_choices(argv)
     argv = user_targets.rewrite(argv)
     override_keys.check_overrides(argv)
@@ -145,16 +164,23 @@ def prepare(argv: list[str]) -> list[str]:
         return argv
     key = "hydra.sweep.dir" if multirun else "hydra.run.dir"
     given = args.value(argv, key)
-    if given:
+    if multirun and given and sweeps.holds_sweep(Path(given)):
+        warn(f"continuing the sweep in {given}: finished jobs are skipped, the others resumed")
+    elif given:
         run_directory.check_unused(Path(given), key)
     _check_writable(Path(given) if given else Path("runs"))
     return argv
 
 
+OmegaConf.register_new_resolver(  # an Optuna direction for objective.mode (hparams_search)
+    "trainer_run.direction", lambda mode: {"min": "minimize", "max": "maximize"}.get(mode, mode),
+    replace=True)
+
+
 @hydra.main(config_path="../configs", config_name="config", version_base="1.3")
-def run_hydra(cfg: DictConfig) -> None:
-    """Hydra's task: one job (:func:`.job.run`)."""
-    job.run(cfg)
+def run_hydra(cfg: DictConfig) -> float | None:
+    """Hydra's task: one job (:func:`.job.run`); its value is what a sweeper optimises."""
+    return job.run(cfg)
 
 
 def _nearest_existing(directory: Path) -> Path:

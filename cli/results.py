@@ -309,6 +309,8 @@ def show(rows: list[Row], console: Console | None = None) -> None:
     rows = rank(rows)
     header, cells = _display(rows)
     right = {"#", "at iter", "time", *(h for h in header if h.startswith("best"))} | set(metric_names(rows))
+    if not console.is_terminal:  # a log file: as wide as the table needs
+        console = Console(file=console.file, width=max(console.width, 200))
     console.print(render.rich_table(title(rows), header, cells, right))
     for line in captions(rows, groups):
         console.print(escape(line), highlight=False, soft_wrap=True)
@@ -322,18 +324,32 @@ def _display(rows: list[Row]) -> tuple[list[str], list[list[str]]]:
     """The header and formatted cells a person reads (rich and Markdown): the varying
     overrides one column per key, numbers to 4 significant digits, the time."""
     keys = varying(rows)
-    names = metric_names(rows)
+    names = [name for name in metric_names(rows) if not name.startswith("train/")]
     found = objectives(rows)
     best = f"best {next(iter(found))[0]}" if len(found) == 1 else "best"
-    header = ["#", "job", *keys, best, "at iter", *names, "status", "time"]
+    header = ["#", "job", *_short_keys(keys), best, "at iter", *names, "status", "time"]
     cells = []
     for i, row in enumerate(rows, 1):
         values = _by_key(row.overrides)
-        status = f"{row.status}: {row.error}" if row.error else row.status
-        cells.append([str(i), row.job, *(values.get(key, "") for key in keys), render.short(row.best),
+        status = f"{row.status}: {row.error}" if row.error and row.status == "failed" else row.status
+        cells.append([str(i), row.job, *(_value_text(values.get(key, "")) for key in keys), render.short(row.best),
                       render.short(row.best_iteration), *(render.short(row.metrics.get(n)) for n in names),
                       status, render.duration(row.elapsed_s)])
     return header, cells
+
+
+def _value_text(text: str) -> str:
+    """An override's value for a person: a long decimal number to 4 significant digits."""
+    try:
+        return render.short(float(text)) if len(text) > 6 and "." in text else text
+    except ValueError:
+        return text
+
+
+def _short_keys(keys: list[str]) -> list[str]:
+    """Each override key by its last dotted part (``learning_rate``) where that is unique."""
+    last = [key.rsplit(".", 1)[-1] for key in keys]
+    return [short if last.count(short) == 1 else key for key, short in zip(keys, last)]
 
 
 def _seed_title(groups: list[SeedGroup]) -> str:

@@ -78,10 +78,13 @@ def _md_escape(text: str) -> str:
 
 def rich_table(title: str, header: list[str], rows: list[list[str]], right: set[str]) -> Table:
     """A rich Table of the (already formatted) cells; user text is escaped, the columns named
-    in ``right`` are right-aligned."""
+    in ``right`` (numbers) are right-aligned and never cut; on a narrow console the headers
+    and the other cells fold onto more lines instead of losing their ends."""
     table = Table(title=escape(title), title_justify="left")
-    for name in header:
-        table.add_column(escape(name), justify="right" if name in right else "left")
+    for i, name in enumerate(header):
+        widest = max((len(row[i]) for row in rows), default=0)
+        table.add_column(escape(name), justify="right" if name in right else "left",
+                         overflow="fold", min_width=widest if name in right else None)
     for row in rows:
         table.add_row(*(escape(cell) for cell in row))
     return table

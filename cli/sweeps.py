@@ -1,0 +1,51 @@
+"""The end of a sweep: its jobs ranked by their objective, and how to continue it.
+
+:func:`report` shows the ranked table of the sweep folder's jobs and writes it beside them
+(``results.csv``, ``results.md``; :mod:`.results`), then returns the command's exit status:
+1 when a job failed, else 0. A sweep cut short (Ctrl-C) also gets the command that continues
+it in the same folder (:mod:`.sweep_job` says what continuing does).
+"""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+from rich.console import Console
+
+from trainer_run import run_directory
+from trainer_run.errors import ConfigError
+
+from . import argv as args
+from . import results
+from .report import warn
+
+SWEEP_FILES = ("multirun.yaml", "optimization_results.yaml", "results.csv")
+
+
+def holds_sweep(folder: Path) -> bool:
+    """Whether ``folder`` holds a sweep: Hydra's or our record of one, or a job folder."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return False
+    return (any((folder / name).exists() for name in SWEEP_FILES)
+            or any(run_directory.holds_run(child) for child in folder.iterdir() if child.is_dir()))
+
+
+def report(folder: Path, argv: list[str], stopped: bool = False) -> int:
+    """Shows and writes the ranked results of the sweep in ``folder`` (run by ``argv``, the
+    command's arguments); returns the exit status (1 when a job failed)."""
+    console = Console(stderr=True)
+    try:
+        rows = results.rank(results.collect([folder]))
+    except ConfigError:
+        return 1  # no job got as far as its folder; each one said why
+    results.show(rows, console)
+    results.write(rows, folder)
+    console.print(f"results: {folder / 'results.csv'} (and results.md)", highlight=False,
+                  soft_wrap=True)
+    if stopped:
+        command = ["trainer-run", *args.without(argv, "hydra.sweep.dir"),
+                   f"hydra.sweep.dir={folder}"]
+        warn(f"the sweep stopped before its end; continue it with: {shlex.join(command)}")
+    return 1 if any(row.status == "failed" for row in rows) else 0
