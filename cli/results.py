@@ -332,9 +332,10 @@ def _display(rows: list[Row]) -> tuple[list[str], list[list[str]]]:
     for i, row in enumerate(rows, 1):
         values = _by_key(row.overrides)
         status = f"{row.status}: {row.error}" if row.error and row.status == "failed" else row.status
-        cells.append([str(i), row.job, *(_value_text(values.get(key, "")) for key in keys), render.short(row.best),
-                      render.short(row.best_iteration), *(render.short(row.metrics.get(n)) for n in names),
-                      status, render.duration(row.elapsed_s)])
+        given = (_value_text(values.get(key, "")) for key in keys)
+        final = (render.short(row.metrics.get(n)) for n in names)
+        cells.append([str(i), row.job, *given, render.short(row.best),
+                      render.short(row.best_iteration), *final, status, render.duration(row.elapsed_s)])
     return header, cells
 
 
