@@ -264,7 +264,8 @@ def build(cfg: DictConfig, out: Path) -> tuple[Trainer | ParameterServer, Data]:
     if built.serves:  # the server's state comes from worker 0 when training starts
         return build_server(built), built.data
     given = state.get("overrides", []) if state is not None else []
-    extra = {"config": saved, "choices": choices, "overrides": resumes.merged(given, overrides())}
+    extra = {"config": saved, "choices": choices,
+             "overrides": resumes.merged(given, overrides(), choices if state is not None else {})}
     trainer = trainer_of(built, resolved, out, extra)
     if state is not None:
         _restore(trainer, state["trainer"], cfg.resume)

@@ -2,7 +2,8 @@
 
 ``configs/<group>/<option>.yaml`` is an option of a group; ``configs/_<group>.yaml`` holds the
 keys every option of the group shares (each option lists it in its defaults as
-``/_<group>@_here_``).
+``/_<group>@_here_``). A *preset* group (:data:`PRESETS`) has no section of its own: its
+options are ``# @package _global_`` files that set other groups' keys or Hydra's.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from omegaconf import OmegaConf
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 GROUPS = tuple(sorted(p.name for p in CONFIGS.iterdir() if p.is_dir() and any(p.glob("*.yaml"))))
 OPTIONS = {group: tuple(sorted(p.stem for p in (CONFIGS / group).glob("*.yaml"))) for group in GROUPS}
+PRESETS = ("hparams_search",)
 
 
 @functools.lru_cache(maxsize=None)

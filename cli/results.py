@@ -220,7 +220,9 @@ def by_seed(rows: list[Row]) -> list[SeedGroup]:
 
 
 def _seeds(rows: list[Row]) -> list[str]:
-    return [override_value(o) for row in rows for o in row.overrides if override_key(o) == "seed"]
+    """The rows' seeds, in numeric order."""
+    seeds = [override_value(o) for row in rows for o in row.overrides if override_key(o) == "seed"]
+    return sorted(seeds, key=lambda seed: (not seed.isdigit(), int(seed) if seed.isdigit() else 0, seed))
 
 
 def _group(rows: list[Row]) -> SeedGroup:

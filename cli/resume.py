@@ -108,11 +108,12 @@ def _plain(value):
     return OmegaConf.to_container(value) if OmegaConf.is_config(value) else value
 
 
-def merged(before: list[str], now: list[str]) -> list[str]:
+def merged(before: list[str], now: list[str], choices: dict) -> list[str]:
     """The run's overrides after a resume: those it started with (``before``), each replaced
-    by this command's override of the same key, then this command's new ones; ``resume`` and
-    ``hydra.*`` are not part of a run's overrides."""
-    mine = [o for o in now if not (args.key(o).lstrip("+~") == "resume"
+    by this command's override of the same key, then this command's new ones; ``resume``,
+    ``hydra.*`` and the group ``choices`` a resume pins (:func:`prepare`) are not the user's."""
+    pinned = {f"{group}={choice}" for group, choice in choices.items()}
+    mine = [o for o in now if not (args.key(o).lstrip("+~") == "resume" or o in pinned
                                    or args.key(o).lstrip("+~").startswith("hydra."))]
     given = {args.key(o).lstrip("+~"): o for o in mine}
     kept = [given.pop(args.key(o).lstrip("+~"), o) for o in before]

@@ -330,10 +330,11 @@ def test_what_a_killed_process_leaves_behind_is_removed_by_the_next_save(tmp_pat
     (checkpoints / f".tmp-iter_00000030-{dead}").mkdir()
     (checkpoints / f".tmp-iter_00000030-{dead}" / checkpoint.ARRAYS).write_bytes(b"PK")
     (checkpoints / f".latest.tmp-{dead}").write_text("iter_000")
+    (checkpoints / f".best.tmp-{dead}").write_text("iter_000")
     shutil.copytree(checkpoints / "iter_00000020", checkpoints / f".old-iter_00000020-{dead}")
 
     resumed = Run(tmp_path / "resume.log", f"resume={out}", "trainer.max_iterations=40")
     assert resumed.wait() == 0, resumed.output()
     assert summary_of(out)["iteration"] == 40
-    assert sorted(p.name for p in checkpoints.iterdir()) == ["iter_00000020", "iter_00000030",
+    assert sorted(p.name for p in checkpoints.iterdir()) == ["best", "iter_00000020", "iter_00000030",
                                                              "iter_00000040", "latest"]

@@ -96,7 +96,8 @@ def test_a_refused_checkpoint_write_names_the_file_and_leaves_the_previous_one(t
 # -- summary.json and model.npz -----------------------------------------------------------------
 def _trainer(out: Path, status="completed"):
     updater = SimpleNamespace(iteration=5, epoch_detail=0.5, status=dict)  # the updater protocol
-    return SimpleNamespace(out=str(out), updater=updater, elapsed_time=2.0, status=status)
+    return SimpleNamespace(out=str(out), updater=updater, elapsed_time=2.0, status=status,
+                           stop_reason=status)
 
 
 def _summary(last: dict) -> Summary:
@@ -184,7 +185,7 @@ def test_the_summary_holds_null_for_nan_and_inf(tmp_path):
     summary.finalize(trainer)
     assert _strict((tmp_path / "summary.json").read_text()) == {
         "iteration": 5, "epoch": 0.5, "elapsed_s": None, "samples_per_s": 0.0, "status": "diverged",
-        "train/loss": None, "val/loss": None, "val/accuracy": 0.75}
+        "stop_reason": "diverged", "train/loss": None, "val/loss": None, "val/accuracy": 0.75}
 
 
 def test_saved_kvstore_optimizer_states_are_written_whole(tmp_path, monkeypatch):

@@ -441,7 +441,7 @@ def test_a_full_disk_keeps_the_previous_checkpoint_and_a_later_resume_completes(
     checkpoint.verify(cks / "iter_00000050")
     assert checkpoint.load(cks / "iter_00000050")["trainer"]["updater"]["iteration"] == 50
     assert not (cks / "iter_00000100").exists()
-    assert sorted(p.name for p in cks.iterdir()) == ["iter_00000050", "latest"]  # no .tmp-* left
+    assert sorted(p.name for p in cks.iterdir()) == ["best", "iter_00000050", "latest"]  # no .tmp-*
 
     result = run_cli(f"resume={run}", "trainer.max_iterations=100", QUIET)
     assert result.returncode == 0, result.stderr
