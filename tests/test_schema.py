@@ -16,8 +16,8 @@ from omegaconf import OmegaConf
 
 from trainer_run import checkpoint, optimizers
 from trainer_run.cli import schema
-from trainer_run.cli.options import PRESETS
 from trainer_run.cli.build import build_optimizer, build_trainer
+from trainer_run.cli.options import PRESETS
 from trainer_run.errors import ConfigError
 
 ALL_OPTIONS = [(group, option) for group in schema.GROUPS if group not in PRESETS
