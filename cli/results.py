@@ -23,12 +23,12 @@ from omegaconf import OmegaConf
 from rich.console import Console
 from rich.markup import escape
 
+from trainer_run import run_directory
 from trainer_run.errors import ConfigError
 from trainer_run.files import write_atomic
 
 from . import results_table as render
 
-RUN_MARKERS = ("summary.json", "checkpoints", "metrics.jsonl", ".hydra")
 NOT_A_RUN = "is not a run folder (it has no summary.json, checkpoints or .hydra) nor a sweep folder of runs"
 PREFIXES = ("train/", "val/", "test/")
 
@@ -85,8 +85,8 @@ def collect(folders: list[Path]) -> list[Row]:
 
 
 def is_run(folder: Path) -> bool:
-    """Whether ``folder`` holds a run: a summary.json, checkpoints/, metrics.jsonl or .hydra/."""
-    return folder.is_dir() and any((folder / name).exists() for name in RUN_MARKERS)
+    """Whether ``folder`` holds a run (:func:`trainer_run.run_directory.holds_run`)."""
+    return folder.is_dir() and run_directory.holds_run(folder)
 
 
 def _sweep_runs(folder: Path) -> list[Path]:
@@ -160,13 +160,19 @@ def _number(value):
 def rank(rows: list[Row]) -> list[Row]:
     """Rows with a ``best`` first, better first by their own mode (``min`` ascending, ``max``
     descending; ties in the given order), then rows without one in the given order."""
-    def key(item):
-        index, row = item
-        if row.best is None:
-            return (1, 0.0, index)
-        return (0, -row.best if row.mode == "max" else row.best, index)
+    return _ranked(rows, lambda row: row.best)
 
-    return [row for _, row in sorted(enumerate(rows), key=key)]
+
+def _ranked(items: list, value) -> list:
+    """``items`` better ``value(item)`` first by each item's own ``mode`` (ties in the given
+    order), then those whose value is None in the given order."""
+    def key(pair):
+        index, item = pair
+        if value(item) is None:
+            return (1, 0.0, index)
+        return (0, -value(item) if item.mode == "max" else value(item), index)
+
+    return [item for _, item in sorted(enumerate(items), key=key)]
 
 
 def override_key(override: str) -> str:
@@ -208,15 +214,7 @@ def by_seed(rows: list[Row]) -> list[SeedGroup]:
         groups.setdefault(rest, []).append(row)
     if not any(len(_seeds(members)) >= 2 for members in groups.values()):
         return []
-    made = [_group(members) for members in groups.values()]
-
-    def key(item):
-        index, group = item
-        if group.mean is None:
-            return (1, 0.0, index)
-        return (0, -group.mean if group.mode == "max" else group.mean, index)
-
-    return [group for _, group in sorted(enumerate(made), key=key)]
+    return _ranked([_group(members) for members in groups.values()], lambda group: group.mean)
 
 
 def _seeds(rows: list[Row]) -> list[str]:
