@@ -165,6 +165,7 @@ def prepare(argv: list[str]) -> list[str]:
     key = "hydra.sweep.dir" if multirun else "hydra.run.dir"
     given = args.value(argv, key)
     if multirun and given and sweeps.holds_sweep(Path(given)):
+        sweeps.check_same_overrides(Path(given), argv)
         warn(f"continuing the sweep in {given}: finished jobs are skipped, the others resumed")
     elif given:
         run_directory.check_unused(Path(given), key)

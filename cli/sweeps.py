@@ -11,6 +11,7 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
+from omegaconf import OmegaConf
 from rich.console import Console
 
 from trainer_run import run_directory
@@ -30,6 +31,25 @@ def holds_sweep(folder: Path) -> bool:
         return False
     return (any((folder / name).exists() for name in SWEEP_FILES)
             or any(run_directory.holds_run(child) for child in folder.iterdir() if child.is_dir()))
+
+
+def check_same_overrides(folder: Path, argv: list[str]) -> None:
+    """Refuses (ConfigError) to continue the sweep in ``folder`` with other overrides than
+    those its ``multirun.yaml`` records: Hydra would rewrite that record, and the jobs of
+    another sweep would fill the folder beside the old ones."""
+    record = Path(folder) / "multirun.yaml"
+    if not record.exists():
+        return
+    try:
+        recorded = OmegaConf.load(record).hydra.overrides.task
+    except Exception:  # a record that cannot be read is not a sweep to compare with
+        raise ConfigError(f"{record} cannot be read as a Hydra multirun record; give "
+                          "hydra.sweep.dir a new folder") from None
+    given = [a for a in argv if not a.startswith("-") and ("=" in a or a.startswith("~"))
+             and not args.key(a).lstrip("+~").startswith(("hydra.", "hydra/"))]
+    if sorted(recorded) != sorted(given):
+        raise ConfigError(f"{folder} holds a sweep of other overrides ({' '.join(recorded)}); "
+                          "continue it with the same ones, or give hydra.sweep.dir a new folder")
 
 
 def report(folder: Path, argv: list[str], stopped: bool = False) -> int:

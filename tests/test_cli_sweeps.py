@@ -102,9 +102,12 @@ def test_an_interrupted_sweep_rerun_skips_finished_jobs_and_resumes_bit_identica
         assert _summary(cut / job)["objective"] == _summary(whole / job)["objective"]
 
 
-def test_a_sweep_folder_of_other_overrides_is_left_alone(tmp_path):
+def test_a_job_folder_of_other_overrides_is_left_alone(tmp_path):
+    """Without the sweep's record (multirun.yaml, compared up front: test_run_directory), each
+    job folder still refuses a job of other overrides."""
     assert run_cli("-m", "optimizer.learning_rate=0.1", f"hydra.sweep.dir={tmp_path}", *QUICK).returncode == 0
     before = (tmp_path / "0" / "summary.json").read_text()
+    (tmp_path / "multirun.yaml").unlink()
     result = run_cli("-m", "optimizer.learning_rate=0.5", f"hydra.sweep.dir={tmp_path}", *QUICK)
     assert result.returncode == 0  # the job is the old row; the refusal is its error line
     assert "holds a run of other overrides" in result.stderr

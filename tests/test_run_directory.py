@@ -107,11 +107,15 @@ def test_a_sweep_of_other_overrides_writes_nothing_into_the_old_jobs(tmp_path):
         return {p.relative_to(sweep): p.read_bytes() for p in sweep.rglob("*")
                 if p.is_file() and p.parent != sweep and p.name != ".lock"}
 
-    before = jobs()
+    before, record = jobs(), (sweep / "multirun.yaml").read_text()
     second = run_cli("-m", "optimizer.learning_rate=0.5,0.05", f"hydra.sweep.dir={sweep}",
                      "trainer.max_iterations=5", QUIET)
-    assert second.stderr.count("holds a run of other overrides") == 2
-    assert jobs() == before
+    assert second.returncode == 2, second.stderr
+    assert second.stderr.strip() == (
+        f"error: {sweep} holds a sweep of other overrides (optimizer.learning_rate=0.1,0.01 "
+        f"trainer.max_iterations=5 {QUIET}); continue it with the same ones, or give "
+        "hydra.sweep.dir a new folder")
+    assert jobs() == before and (sweep / "multirun.yaml").read_text() == record
 
 
 def test_check_empty_names_the_key():
