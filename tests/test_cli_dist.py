@@ -9,7 +9,6 @@ import importlib.util
 import json
 import os
 import signal
-import subprocess
 import sys
 from pathlib import Path
 
@@ -69,10 +68,10 @@ ASYNC = ("kvstore=dist_async", "trainer.progress=false", "trainer.log_interval=1
          "trainer.eval_interval=100", "trainer.checkpoint_interval=100")
 
 
-def launch_cli(mpiexec, n, *args, timeout=120):  # noqa: F811
+def launch_cli(mpiexec, n, *args, timeout=120, hang_ok=False):  # noqa: F811
     """``mpiexec -n n trainer-run <args>`` with ``tests/mpi`` importable (faults.Fault)."""
     return run(["env", f"PYTHONPATH={SCRIPTS}", mpiexec, "-n", str(n), sys.executable, "-m",
-                "trainer_run.cli", *args], timeout=timeout)
+                "trainer_run.cli", *args], timeout=timeout, hang_ok=hang_ok)
 
 
 def optimizer_counts(run_dir: Path) -> int:
@@ -194,22 +193,23 @@ def test_a_killed_rank_ends_the_job_and_the_last_checkpoint_resumes(mpiexec, tmp
 
 
 @pytest.mark.mpi
-@pytest.mark.xfail(strict=False, raises=subprocess.TimeoutExpired,
-                   reason="known flake (about 1 run in 10): mpiexec sometimes does not end after rank 0's "
-                          "MPI_Abort while rank 1 is SIGSTOPped; see the closing notes")
 def test_a_stopped_rank_ends_the_job_once_rank_0_has_given_up(mpiexec, tmp_path, straight):  # noqa: F811
     """Rank 1 stops itself (SIGSTOP) after update 13: rank 0 gives up after kvstore.timeout=5 s,
     says so, writes its summary and aborts the job with status 1; before, MPI_Finalize waited
-    for the stopped rank forever. Iteration 10's checkpoint resumes."""
+    for the stopped rank forever. Iteration 10's checkpoint resumes.
+
+    About one run in ten, MPICH's mpiexec does not end after rank 0's MPI_Abort while rank 1
+    is stopped (its process manager's, not ours): rank 0 has then said so, called MPI_Abort
+    and written its summary, which the test checks; it kills the job itself."""
     out, pid_file = tmp_path / "cut", tmp_path / "stopped.pid"
     try:
         code, log = launch_cli(mpiexec, 2, *COMMON, "kvstore=dist_sync", "kvstore.timeout=5",
                                "dataset.batch_size=25", "trainer.max_iterations=100000",
                                fault(1, 12, "sigstop", pid_file=pid_file), f"hydra.run.dir={out}",
-                               timeout=45)
+                               timeout=45, hang_ok=True)
     finally:
         kill_left_over(pid_file, out)
-    assert code == 1, log
+    assert code == 1 or code is None and "application called MPI_Abort(" in log, log
     assert ("error: kvstore dist_sync: rank 0 waited 5 s for the other 1 rank(s) in the sum of "
             "key 0; a rank has stopped") in log, log
     assert json.loads((out / "summary.json").read_text())["status"] == "failed"
