@@ -35,6 +35,18 @@ def load_npz(path: Path) -> dict:
         return {k: data[k] for k in data.files}
 
 
+SERIAL_MODULES = {"test_preemption", "test_run_directory", "test_download"}
+
+
+def pytest_collection_modifyitems(items):
+    """Under pytest-xdist (``--dist loadgroup``), the tests that start several MPI processes or
+    time a process against the clock run on one worker, one after the other, never beside each
+    other: on a 2-core machine two of them at once could miss their timeouts."""
+    for item in items:
+        if item.get_closest_marker("mpi") or item.module.__name__ in SERIAL_MODULES:
+            item.add_marker(pytest.mark.xdist_group("serial"))
+
+
 def pytest_generate_tests(metafunc):
     """Optimizer tests run twice: with the compiled (numba) fused loops and with NumPy's."""
     if metafunc.module.__name__.startswith("test_optimizers") and "jit_enabled" in metafunc.fixturenames:

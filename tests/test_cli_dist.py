@@ -134,12 +134,14 @@ def checkpoints(run_dir: Path) -> list[int]:
     return [int(p.name.split("_")[1]) for p in found]
 
 
-@pytest.fixture
-def straight(mpiexec, tmp_path):  # noqa: F811
-    """The model of an uninterrupted 2-rank dist_sync run of 30 iterations."""
+@pytest.fixture(scope="module")
+def straight(mpiexec, tmp_path_factory):  # noqa: F811
+    """The model of an uninterrupted 2-rank dist_sync run of 30 iterations (run once for the
+    module: the tests only read it)."""
+    out = tmp_path_factory.mktemp("straight")
     trainer_run(mpiexec, 2, "kvstore=dist_sync", "dataset.batch_size=25", "trainer.max_iterations=30",
-                f"hydra.run.dir={tmp_path / 'straight'}")
-    return load_npz(tmp_path / "straight" / "model.npz")
+                f"hydra.run.dir={out}")
+    return load_npz(out / "model.npz")
 
 
 def resume_equals(mpiexec, run_dir, straight):  # noqa: F811
