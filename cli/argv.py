@@ -22,7 +22,7 @@ def check_grammar(argv: list[str]) -> None:
     e.g. ``'optimizer.learning_rate=[1,'``. Flags (``-m``, ``--cfg job``) are Hydra's own."""
     parser = OverridesParser.create()
     for argument in argv:
-        if argument.startswith("-") or not ("=" in argument or argument.startswith("~")):
+        if not _is_override(argument):
             continue
         try:
             parser.parse_overrides([argument])
@@ -46,6 +46,18 @@ def value(argv: list[str], name: str):
 def without(argv: list[str], *names: str) -> list[str]:
     """``argv`` without its ``name=...`` arguments."""
     return [a for a in argv if key(a).lstrip("+~") not in names]
+
+
+def with_overrides(argv: list[str], *overrides: str) -> list[str]:
+    """``argv`` with ``overrides`` placed just before its first override (at the end when it
+    has none): Hydra reads the overrides as one run of arguments, so they must not be split
+    by a flag (``optimizer=sgd --cfg job`` stays one run)."""
+    first = next((i for i, a in enumerate(argv) if _is_override(a)), len(argv))
+    return [*argv[:first], *overrides, *argv[first:]]
+
+
+def _is_override(argument: str) -> bool:
+    return not argument.startswith("-") and ("=" in argument or argument.startswith("~"))
 
 
 def composes_other_config(argv: list[str]) -> bool:

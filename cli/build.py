@@ -55,9 +55,18 @@ class Run:
     optimizer: object
 
     @property
+    def limit_note(self) -> str | None:
+        """With both limits given, which one ends the run (None with one)."""
+        return self.stop.deciding(len(self.data.train) / self.samples)
+
+    @property
     def serves(self) -> bool:
         """Whether this process is the server of a ``dist_async`` run (its last rank)."""
         return getattr(self.kvstore, "is_server", False)
+
+
+DEFAULT_ITERATIONS = 1000
+"""The iterations of a run given neither ``trainer.max_iterations`` nor ``trainer.max_epochs``."""
 
 
 def build_run(config: dict) -> Run:
@@ -78,7 +87,10 @@ def build_run(config: dict) -> Run:
                               rng=numpy.random.default_rng(shuffle_seed))
     accum_grad = check_number("updater.accum_grad", u["accum_grad"], low=1, integer=True)
     samples = batch_size * workers * accum_grad
-    stop = prefixed("trainer", StopTrigger, t["max_iterations"], t["max_epochs"])
+    limit = t["max_iterations"]
+    if limit is None and t["max_epochs"] is None:
+        limit = DEFAULT_ITERATIONS
+    stop = prefixed("trainer", StopTrigger, limit, t["max_epochs"])
     total = stop.total_iterations(len(data.train) / samples)
     optimizer = build_optimizer(config["optimizer"], config.get("scheduler"), total)
     return Run(backend, data, batch_size, model, kvstore, decision.asynchronous, iterator, stop,

@@ -14,7 +14,8 @@ from trainer_run.training.extensions import (
     MetricsTable,
     Objective,
     PlateauStep,
-    ProgressBar,
+    Progress,
+    Readout,
     Snapshot,
     Summary,
 )
@@ -54,9 +55,9 @@ def _extend_rank_0(trainer: Trainer, run, t: dict, objective: Objective, extra: 
         trainer.extend(held_out)
     log_report = LogReport(_every(t, "log_interval", run.stop), run.optimizer)
     trainer.extend(log_report)
-    if t["progress"]:
-        trainer.extend(ProgressBar(run.total, run.samples, run.optimizer))
-        trainer.extend(MetricsTable(log_report, held_out=held_out))
+    readout = Readout(run.total, run.samples, log_report, objective, run.optimizer)
+    trainer.extend(Progress(readout, live=t["progress"]))
+    trainer.extend(MetricsTable(log_report, held_out=held_out))
     keep = t["keep_checkpoints"]
     if keep is not None:
         keep = check_number("trainer.keep_checkpoints", keep, low=1, integer=True)

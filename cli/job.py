@@ -15,6 +15,7 @@ skipped when it finished or resumed when it did not.
 
 from __future__ import annotations
 
+import shlex
 import shutil
 import sys
 import traceback
@@ -26,7 +27,6 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from trainer_run import checkpoint, files, module, run_directory
-from trainer_run.data import Data
 from trainer_run.data import record as data_record
 from trainer_run.errors import ConfigError, Diverged, RunStopped, StorageError
 from trainer_run.kvstore import mpi_job
@@ -35,8 +35,8 @@ from trainer_run.training.server import ParameterServer
 
 from . import resume as resumes
 from . import schema, sweep_job, user_targets
-from .build import build_run, build_server, trainer_of
-from .report import cannot_write, describe, fail, inform, show_model, stop_if_signalled, warn
+from .build import Run, build_run, build_server, trainer_of
+from .report import cannot_write, describe, fail, inform, say, show_model, stop_if_signalled, warn
 from .sweep_job import JobFailed
 
 RECORD = ".hydra"
@@ -154,17 +154,20 @@ def _start(cfg: DictConfig, out: Path, fresh: bool):
     if there is one), and a new run
     directory gets Hydra's record and the data's (:mod:`trainer_run.data.record`)."""
     try:
-        role, data = build(cfg, out)
+        role, built = build(cfg, out)
     except ConfigError as e:
         raise JobFailed(e) from None
     stop_if_signalled()
     if _is_rank_0():
-        inform(data.note, quiet=not cfg.trainer.progress)
-        if cfg.trainer.progress and isinstance(role, Trainer):
+        say(f"run directory: {out}")
+        inform(built.data.note)
+        if isinstance(role, Trainer):
             show_model(module.summary(role.updater.get_model("main")))
+            if built.limit_note:
+                say(built.limit_note)
     if fresh and _is_rank_0():
         _write_record(out, cfg)
-        data_record.write(data, out)
+        data_record.write(built.data, out)
     return role
 
 
@@ -220,8 +223,25 @@ def _play(role: Trainer | ParameterServer, out: Path) -> None:
         raise JobFailed(e, e.exit_code) from None
     except OSError as e:
         raise JobFailed(cannot_write(e) + ", then resume", 4) from None
+    if _is_rank_0():
+        _closing(role, out)
     if role.status == "interrupted":
         sys.exit(128 + (role.stop_signal or 2))
+
+
+def _closing(role: Trainer | ParameterServer, out: Path) -> None:
+    """The last lines of a run: its directory and, after an interruption, the checkpoint it
+    left and the command that resumes it (a sweep prints the command that continues it)."""
+    say(f"run directory: {out}")
+    if role.status != "interrupted" or sweep_job.sweeping():
+        return
+    try:
+        found = checkpoint.find(out)
+    except ConfigError:
+        return
+    launcher = f"mpiexec -n {launch.comm.size} " if launch.comm is not None else ""
+    say(f"interrupted at iteration {role.updater.iteration}; checkpoint {found}")
+    say(f"resume with: {launcher}trainer-run resume={shlex.quote(str(out))}")
 
 
 def _nothing_to_do(trainer) -> None:
@@ -237,10 +257,10 @@ def _nothing_to_do(trainer) -> None:
               "limit to train further")
 
 
-def build(cfg: DictConfig, out: Path) -> tuple[Trainer | ParameterServer, Data]:
+def build(cfg: DictConfig, out: Path) -> tuple[Trainer | ParameterServer, Run]:
     """This process's part of the job: the trainer of a new run or of the resumed one with its
     state restored, or on the server rank of a ``dist_async`` run the parameter server; and
-    the data it trains on."""
+    what it was built from (the data it trains on, its limits)."""
     hydra_cfg = HydraConfig.get()
     gone = user_targets.replaced(overrides())
     choices = {k: v for k, v in hydra_cfg.runtime.choices.items()
@@ -262,14 +282,14 @@ def build(cfg: DictConfig, out: Path) -> tuple[Trainer | ParameterServer, Data]:
     built = build_run(resolved)
     _warn_single_process(resolved["kvstore"]["name"])
     if built.serves:  # the server's state comes from worker 0 when training starts
-        return build_server(built), built.data
+        return build_server(built), built
     given = state.get("overrides", []) if state is not None else []
     extra = {"config": saved, "choices": choices,
              "overrides": resumes.merged(given, overrides(), choices if state is not None else {})}
     trainer = trainer_of(built, resolved, out, extra)
     if state is not None:
         _restore(trainer, state["trainer"], cfg.resume)
-    return trainer, built.data
+    return trainer, built
 
 
 def _restore(trainer: Trainer, state: dict, resume: str) -> None:

@@ -63,7 +63,8 @@ def main(argv: list[str] | None = None) -> None:
     job.launch.comm = comm
     job.launch.record = job.RECORD if subdir is None else None if args.is_null(subdir) else subdir
     job.launch.kept = _nearest_existing(Path(given)) if given else None
-    sys.argv = [sys.argv[0], *args.without(argv, "hydra.output_subdir"), "hydra.output_subdir=null"]
+    sys.argv = [sys.argv[0], *args.with_overrides(args.without(argv, "hydra.output_subdir"),
+                                                  "hydra.output_subdir=null")]
     os.environ["HYDRA_FULL_ERROR"] = "1"  # Hydra raises its errors; they are printed as one line
     sweep = args.value(argv, "hydra.sweep.dir") if args.is_multirun(argv) else None
     try:
@@ -115,7 +116,7 @@ def name_run_dir(argv: list[str]) -> list[str]:
     hydra_section = OmegaConf.to_container(OmegaConf.load(CONFIGS / "config.yaml").hydra)
     pattern = hydra_section["sweep" if multirun else "run"]["dir"]  # runs/${now:%Y-%m-%d}/...
     named = re.sub(r"\$\{now:([^}]*)\}", lambda m: time.strftime(m.group(1)), pattern)
-    return [*argv, f"{key}={args.quote(Path(named))}"]
+    return args.with_overrides(argv, f"{key}={args.quote(Path(named))}")
 
 
 def check_choices(argv: list[str]) -> None:

@@ -31,21 +31,27 @@ def warn(message: str) -> None:
                               soft_wrap=True)
 
 
-def inform(lines: str, quiet: bool = False) -> None:
-    """Prints what the run is about to do: each line as it is, a ``hint:`` line highlighted;
-    ``quiet``: the hints only."""
-    console = Console(stderr=True)
+def say(line: str) -> None:
+    """Prints one line of what the run does on stdout (the run's own output: its directory,
+    model, progress and metrics; errors, warnings and hints go to stderr)."""
+    Console().print(escape(line), highlight=False, soft_wrap=True)
+
+
+def inform(lines: str) -> None:
+    """Prints what the run is about to do: each line as it is on stdout, a ``hint:`` line
+    highlighted on stderr."""
     for line in lines.splitlines():
         head, _, rest = line.partition("hint: ")
         if not head and rest:
-            console.print(f"[bold cyan]hint:[/] {escape(rest)}", highlight=False, soft_wrap=True)
-        elif not quiet:
-            console.print(escape(line), highlight=False, soft_wrap=True)
+            Console(stderr=True).print(f"[bold cyan]hint:[/] {escape(rest)}", highlight=False,
+                                       soft_wrap=True)
+        else:
+            say(line)
 
 
 def show_model(summary: dict) -> None:
     """Prints the model's layers with their parameter counts, and the total (parameters and
-    bytes), as a table on stderr."""
+    bytes), as a table on stdout."""
     table = Table(title=f"model: {escape(summary['class'])}", title_justify="left", box=None)
     table.add_column("layer")
     table.add_column("parameters", justify="right")
@@ -53,7 +59,7 @@ def show_model(summary: dict) -> None:
         table.add_row(escape(layer), f"{count:,}")
     table.add_section()
     table.add_row("total", f"{summary['parameters']:,} ({_size(summary['bytes'])})")
-    Console(stderr=True).print(table)
+    Console().print(table)
 
 
 def _size(nbytes: int) -> str:

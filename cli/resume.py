@@ -52,8 +52,8 @@ def prepare(argv: list[str], resume: str, report: Callable[[str], None]) -> list
             raise ConfigError(f"resume keeps the run's {group}={choice}; {group}={given} would be "
                               "a different run, so start a new one instead")
     pinned = [f"{g}={c}" for g, c in choices.items() if args.value(rest, g) is None]
-    return [*pinned, *rest, f"resume={args.quote(found.resolve())}",
-            f"hydra.run.dir={args.quote(run_dir)}"]
+    return args.with_overrides(rest, *pinned, f"resume={args.quote(found.resolve())}",
+                               f"hydra.run.dir={args.quote(run_dir)}")
 
 
 def saved_choices(resume: str | None) -> dict | None:

@@ -146,3 +146,16 @@ def test_a_new_run_never_overwrites_an_existing_one(tmp_path):
     assert result.returncode == 2 and "already holds a run" in result.stderr
     assert run_files(out) == before
     assert (out / ".hydra" / "config.yaml").read_bytes() == hydra_before
+
+
+def test_overrides_before_a_hydra_flag_still_compose():
+    """The command adds its own overrides (the run directory); placed after ``--cfg job`` they
+    split the overrides in two and Hydra refused the command."""
+    from trainer_run.cli.argv import with_overrides
+    assert with_overrides(["optimizer=sgd", "--cfg", "job"], "a=1") == [
+        "a=1", "optimizer=sgd", "--cfg", "job"]
+    assert with_overrides(["-m", "x=1,2"], "a=1") == ["-m", "a=1", "x=1,2"]
+    assert with_overrides(["--cfg", "job"], "a=1") == ["--cfg", "job", "a=1"]
+    result = run_cli("optimizer=sgd", "optimizer.momentum=0.5", "--cfg", "job")
+    assert result.returncode == 0, result.stderr
+    assert "momentum: 0.5" in result.stdout

@@ -165,9 +165,10 @@ def test_resuming_a_run_that_has_nothing_to_do_leaves_its_summary(tmp_path, base
     run = _copy(base_run, tmp_path)
     before = run_files(run)
     result = _resume(run, "trainer.max_iterations=20")
-    assert result.stdout.strip() == ("nothing to do: the run is at iteration 20 (epoch 0.62), which "
-                                     "reaches trainer.max_iterations=20; raise the limit to train "
-                                     "further")
+    assert result.stdout.splitlines()[0] == f"run directory: {run}"
+    assert result.stdout.strip().splitlines()[-1] == (
+        "nothing to do: the run is at iteration 20 (epoch 0.62), which reaches "
+        "trainer.max_iterations=20; raise the limit to train further")
     assert run_files(run) == before
 
 

@@ -58,6 +58,21 @@ class StopTrigger:
         reached = self.max_iterations is not None and trainer.updater.iteration >= self.max_iterations
         return "max_iterations" if reached else "max_epochs"
 
+    def deciding(self, iterations_per_epoch: float) -> str | None:
+        """With both limits, one line saying which ends the run, where, and how to have the
+        other decide; None with one limit."""
+        if self.max_iterations is None or self.max_epochs is None:
+            return None
+        by_epochs = math.ceil(self.max_epochs * iterations_per_epoch)
+        iterations = f"trainer.max_iterations={self.max_iterations}"
+        epochs = f"trainer.max_epochs={self.max_epochs:g}"
+        if self.max_iterations <= by_epochs:
+            return (f"{iterations} ends this run at epoch {self.max_iterations / iterations_per_epoch:.2f}, "
+                    f"before {epochs} (iteration {by_epochs}); trainer.max_iterations=null trains "
+                    f"{self.max_epochs:g} epochs")
+        return (f"{epochs} ends this run at iteration {by_epochs}, before {iterations}; "
+                "trainer.max_epochs=null trains to the iteration limit")
+
     def total_iterations(self, iterations_per_epoch: float) -> int:
         """The iteration at which training stops, for progress and schedules."""
         bounds = []

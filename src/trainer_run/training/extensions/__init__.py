@@ -5,9 +5,9 @@ from .held_out import HeldOutEvaluator
 from .log_report import LogReport
 from .objective import EarlyStopping, Objective
 from .plateau import PlateauStep
-from .progress import MetricsTable, ProgressBar
+from .progress import MetricsTable, Progress, Readout
 from .snapshot import Snapshot
 from .summary import Summary
 
 __all__ = ["EarlyStopping", "Evaluator", "HeldOutEvaluator", "LogReport", "MetricsTable",
-           "Objective", "PlateauStep", "ProgressBar", "Snapshot", "Summary"]
+           "Objective", "PlateauStep", "Progress", "Readout", "Snapshot", "Summary"]

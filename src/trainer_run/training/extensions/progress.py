@@ -1,79 +1,144 @@
-"""Rich console output: a live progress bar while training and a metrics table at the end."""
+"""What a person sees while a run trains: a live bar on a terminal, one plain line per log
+interval otherwise (a batch log, ``nohup``, CI), and the table of logged rows at the end.
+
+The bar and the lines show the same :class:`Readout`: iteration and epoch, the training loss
+as the log rows define it (``train/loss``: the mean since the previous row), the latest
+validation value of the objective's metric and its best so far, the learning rate, samples
+per second, elapsed time (a resumed run's included) and the time left."""
 
 from __future__ import annotations
 
 import time
 
-from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.console import Console, Group
+from rich.live import Live
+from rich.progress_bar import ProgressBar
 from rich.table import Table
+from rich.text import Text
 
 from ..extension import PRIORITY_READER, Extension
 
+PRIORITY = PRIORITY_READER - 1  # after the log row and the objective of the same iteration
 
-class ProgressBar(Extension):
-    """Shows iteration, epoch, loss, lr, samples/s, ETA and the updater's ``status()``
-    (loss scale, skipped steps) when it has one; refreshed every
-    ``update_interval`` iterations (rendering is throttled by rich besides)."""
 
-    priority = PRIORITY_READER - 1
-    name = "progress_bar"
+class Readout:
+    """The numbers of the run so far, as labelled text. ``log_report`` gives the training loss
+    and the validation values (its rows), ``objective`` the best value, ``optimizer`` the
+    learning rate; samples per second and the time left are this session's rates."""
 
-    def __init__(self, total_iterations: int, samples_per_update: int, optimizer=None,
-                 update_interval: int = 10, console: Console | None = None):
-        self.total = total_iterations
-        self.samples_per_update = samples_per_update
-        self.optimizer = optimizer
-        self.update_interval = update_interval
-        self.console = console or Console(stderr=True)
-        self._progress = None
-        self._task = None
+    def __init__(self, total: int, samples_per_update: int, log_report, objective=None,
+                 optimizer=None):
+        self.total, self.samples_per_update = total, samples_per_update
+        self.log_report, self.objective, self.optimizer = log_report, objective, optimizer
         self._t0 = self._it0 = 0
+        self._trainer = None
+
+    @property
+    def started(self) -> bool:
+        return self._trainer is not None
+
+    def start(self, trainer) -> None:
+        self._trainer = trainer
+        self._t0, self._it0 = time.perf_counter(), trainer.updater.iteration
+
+    def progress(self) -> list[tuple[str, str]]:
+        """Where the run is: iteration, epoch, speed, elapsed and time left."""
+        updater = self._trainer.updater
+        iteration = updater.iteration
+        rate = (iteration - self._it0) / max(time.perf_counter() - self._t0, 1e-9)
+        left = (self.total - iteration) / rate if rate > 0 else None
+        return [("it", f"{iteration}/{self.total}"), ("epoch", f"{updater.epoch_detail:.2f}"),
+                ("samples/s", f"{rate * self.samples_per_update:,.0f}" if rate > 0 else "-"),
+                ("elapsed", _clock(self._trainer.elapsed_time)), ("ETA", _clock(left))]
+
+    def metrics(self) -> list[tuple[str, str]]:
+        """How the run does: the last row's training loss, the objective's latest and best
+        validation values, the learning rate and the updater's status (loss scale, skips)."""
+        fields = []
+        loss = self.log_report.last.get("train/loss")
+        if loss is not None:
+            fields.append(("train/loss", _number(loss)))
+        fields += self._objective()
+        if self.optimizer is not None:
+            fields.append(("lr", f"{self.optimizer.learning_rate:.3g}"))
+        fields += [(k.replace("_", " "), f"{v:g}") for k, v in self._trainer.updater.status().items()]
+        return fields
+
+    def _objective(self) -> list[tuple[str, str]]:
+        objective = self.objective
+        if objective is None:
+            return []
+        fields = []
+        latest = next((row[objective.metric] for row in reversed(self.log_report.log)
+                       if row.get(objective.metric) is not None), None)
+        if latest is not None and objective.metric != "train/loss":
+            fields.append((objective.metric, _number(latest)))
+        if objective.best is not None:
+            fields.append((f"best {objective.metric}",
+                           f"{_number(objective.best)} @{objective.best_iteration}"))
+        return fields
+
+    def line(self) -> str:
+        return "  ".join(f"{k} {v}" for k, v in [*self.progress(), *self.metrics()])
+
+
+class Progress(Extension):
+    """Shows the :class:`Readout` as a live bar when ``live`` and the console is a terminal
+    (refreshed every ``update_interval`` iterations and, for the clock, 4 times a second), and
+    otherwise as one plain line each time the log writes a row (no control characters,
+    flushed at once)."""
+
+    priority = PRIORITY
+    name = "progress"
+
+    def __init__(self, readout: Readout, live: bool = True, update_interval: int = 10,
+                 console: Console | None = None):
+        self.readout = readout
+        self.console = console or Console()
+        self.live = live and self.console.is_terminal
+        self.update_interval = update_interval
+        self._live = None
+        self._ratio = 0.0
 
     def initialize(self, trainer) -> None:
-        self._progress = Progress(
-            BarColumn(bar_width=20),
-            TextColumn("it {task.completed}/{task.total}"),
-            TextColumn("epoch {task.fields[epoch]:.2f}"),
-            TextColumn("loss {task.fields[loss]}"),
-            TextColumn("lr {task.fields[lr]}"),
-            TextColumn("{task.fields[speed]} samples/s"),
-            TimeRemainingColumn(),
-            TextColumn("{task.fields[status]}"),
-            console=self.console,
-            transient=False,
-        )
-        iteration = trainer.updater.iteration
-        self._task = self._progress.add_task("train", total=self.total, completed=iteration,
-                                             epoch=trainer.updater.epoch_detail, loss="-", lr="-",
-                                             speed="-", status=_status(trainer.updater))
-        self._t0, self._it0 = time.perf_counter(), iteration
-        self._progress.start()
+        self.readout.start(trainer)
+        self._ratio = trainer.updater.iteration / max(self.readout.total, 1)
+        if self.live:
+            self._live = Live(console=self.console, refresh_per_second=4, transient=False,
+                              get_renderable=self._render)
+            self._live.start()
 
     def __call__(self, trainer) -> None:
         iteration = trainer.updater.iteration
-        if iteration % self.update_interval and iteration != self.total:
-            return
-        loss = trainer.observation.get("loss")
-        elapsed = max(time.perf_counter() - self._t0, 1e-9)
-        fields = {
-            "epoch": trainer.updater.epoch_detail,
-            "loss": "-" if loss is None else f"{float(loss):.4g}",
-            "lr": "-" if self.optimizer is None else f"{self.optimizer.learning_rate:.3g}",
-            "speed": f"{(iteration - self._it0) * self.samples_per_update / elapsed:,.0f}",
-            "status": _status(trainer.updater),
-        }
-        self._progress.update(self._task, completed=iteration, **fields)
+        if self._live is not None:
+            if iteration % self.update_interval == 0 or iteration == self.readout.total:
+                self._ratio = iteration / max(self.readout.total, 1)
+        elif self.readout.log_report.last.get("iteration") == iteration:
+            print(self.readout.line(), file=self.console.file, flush=True)
+
+    def _render(self) -> Group:
+        if not self.readout.started:
+            return Group()
+        top = Table.grid(padding=(0, 2))
+        progress = self.readout.progress()
+        top.add_row(ProgressBar(total=1.0, completed=self._ratio, width=24),
+                    *(Text(f"{k} {v}") for k, v in progress))
+        bottom = Text("  ".join(f"{k} {v}" for k, v in self.readout.metrics()))
+        return Group(top, bottom)
 
     def finalize(self, trainer) -> None:
-        if self._progress is not None:
-            self._progress.stop()
+        if self._live is not None:
+            self._ratio = trainer.updater.iteration / max(self.readout.total, 1)
+            self._live.stop()
+            self._live = None
 
 
 class MetricsTable(Extension):
-    """At the end of training prints the logged rows as a rich table (at most ``max_rows``,
-    evenly spaced, always including the last), with the test split's metrics below it when
-    ``held_out`` (a :class:`~.held_out.HeldOutEvaluator`) has them."""
+    """At the end of training prints the logged rows as a rich table: every evaluation row
+    (one with ``val/`` values) and the last, and when there are more than ``max_rows`` rows,
+    the training-only rows thinned to evenly spaced ones (the caption says how many are shown);
+    the test split's metrics below it when ``held_out`` (a :class:`~.held_out.HeldOutEvaluator`)
+    has them."""
 
     priority = PRIORITY_READER - 2
     name = "metrics_table"
@@ -86,16 +151,15 @@ class MetricsTable(Extension):
         self.console = console or Console()
 
     def finalize(self, trainer) -> None:
-        rows = self.log_report.log
+        rows, note = kept_rows(self.log_report.log, self.max_rows)
         if not rows:
             return
-        if len(rows) > self.max_rows:
-            step = len(rows) / self.max_rows
-            rows = [rows[int(i * step)] for i in range(self.max_rows - 1)] + [rows[-1]]
-        columns = [k for k in dict.fromkeys(k for row in rows for k in row) if k != "elapsed_s"]
+        columns = [k for k in dict.fromkeys(k for row in rows for k in row)
+                   if k not in ("elapsed_s", "time")]
         tested = self.held_out.metrics if self.held_out is not None else {}
-        caption = "  ".join(f"{k} {_cell(v)}" for k, v in sorted(tested.items()))
-        table = Table(title=f"metrics ({trainer.status})", caption=caption or None)
+        captions = [note, "  ".join(f"{k} {_cell(v)}" for k, v in sorted(tested.items()))]
+        table = Table(title=f"metrics ({trainer.status})",
+                      caption="\n".join(c for c in captions if c) or None)
         for column in columns:
             table.add_column(column.replace("/", "\n"), justify="right")
         for row in rows:
@@ -103,9 +167,34 @@ class MetricsTable(Extension):
         self.console.print(table)
 
 
-def _status(updater) -> str:
-    values = updater.status()
-    return " ".join(f"{k.replace('_', ' ')} {v:g}" for k, v in values.items())
+def kept_rows(rows: list[dict], max_rows: int) -> tuple[list[dict], str]:
+    """The rows of the final table and a note on those left out: all of them when there are
+    at most ``max_rows``; else every evaluation row, the last row, and evenly spaced
+    training-only rows to fill ``max_rows``."""
+    if len(rows) <= max_rows:
+        return list(rows), ""
+    evaluated = {i for i, row in enumerate(rows) if any(k.startswith("val/") for k in row)}
+    keep = evaluated | {len(rows) - 1}
+    others = [i for i in range(len(rows)) if i not in keep]
+    room = max(max_rows - len(keep), 0)
+    if room:
+        step = len(others) / room
+        keep |= {others[int(j * step)] for j in range(room)}
+    shown = len(keep) - len(evaluated | {len(rows) - 1})
+    note = (f"every evaluation row; {shown} of {len(others)} training-only rows shown "
+            "(all rows: metrics.jsonl)")
+    return [rows[i] for i in sorted(keep)], note
+
+
+def _clock(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    seconds = int(round(seconds))
+    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+
+
+def _number(value) -> str:
+    return "nan" if value is None else f"{float(value):.4g}"
 
 
 def _cell(value) -> str:
