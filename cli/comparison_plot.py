@@ -26,6 +26,8 @@ from . import results
 METRICS = "metrics.jsonl"
 SIZE = (9.0, 5.0)  # inches, at DPI: a 900 x 500 PNG
 DPI = 100
+COLORS = 10  # matplotlib's default colour cycle
+STYLES = ("-", "--", ":", "-.")
 LEGEND_INSIDE = 8  # more runs than this: the legend goes right of the axes, in a smaller font
 
 
@@ -95,7 +97,8 @@ def read_log(path: Path) -> list[dict]:
         except json.JSONDecodeError as e:
             if number == len(lines):  # no newline after it: cut short, not corrupt
                 break
-            raise ConfigError(f"{path} is not valid JSON lines: line {number}: {e}") from None
+            raise ConfigError(f"{path} is not valid JSON lines: line {number} column {e.colno}: "
+                              f"{e.msg}") from None
         if not isinstance(row, dict) or not isinstance(row.get("iteration"), int):
             raise ConfigError(f"{path} line {number} is not a metrics row (a JSON object "
                               "with an integer iteration)")
@@ -122,15 +125,16 @@ def draw(made: list[Curve], name: str, mode: str, path: Path) -> None:
     figure = Figure(figsize=SIZE, dpi=DPI)
     canvas = FigureCanvasAgg(figure)
     axes = figure.add_subplot()
-    for curve in made:
+    for i, curve in enumerate(made):
         label = curve.label if curve.values else f"{curve.label} (no values)"
-        (line,) = axes.plot(curve.iterations, curve.values, label=label, linewidth=1.5)
+        style = STYLES[i // COLORS % len(STYLES)]  # past the ten colours, another dash
+        (line,) = axes.plot(curve.iterations, curve.values, style, label=label, linewidth=1.5)
         if curve.best is not None:
             axes.plot(*curve.best, marker="o", markersize=6, color=line.get_color(),
                       markeredgecolor="black", linestyle="none")
     axes.set_title(f"{name} ({mode}; dots: each run's best)")
     axes.set_xlabel("iteration")
-    axes.xaxis.set_major_locator(MaxNLocator(integer=True))
+    axes.xaxis.set_major_locator(MaxNLocator(integer=True, steps=[1, 2, 5, 10]))
     axes.set_ylabel(name)
     axes.grid(True, alpha=0.3)
     if _spans_decades([v for curve in made for v in curve.values]):

@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         sys.exit(run(parser().parse_args(argv)))
     except KeyboardInterrupt:
-        sys.stderr.write("error: stopped by SIGINT; nothing was written\n")
+        sys.stderr.write("error: stopped by SIGINT (Ctrl-C)\n")
         sys.exit(130)
 
 
@@ -76,9 +76,9 @@ def run(options: argparse.Namespace) -> int:
     folders = options.folders
     target = options.plot or (folders[0] if len(folders) == 1 else Path()) / PLOT_NAME
     try:
+        rows = results.rank(results.collect(folders))
         for path in (target, options.csv):
             _check_writable(path)
-        rows = results.rank(results.collect(folders))
         name, mode = plot.metric(rows)
         curves = plot.curves(rows, name, mode) if name else []
     except ConfigError as e:
@@ -122,3 +122,7 @@ def _plot(curves, name, mode, target: Path, console) -> None:
         warn(f"no plot: the comparison plot needs matplotlib ({EXTRA})")
         return
     console.print(f"plot: {target}", highlight=False, soft_wrap=True)
+
+
+if __name__ == "__main__":
+    main()
