@@ -6,7 +6,8 @@ objective curve (:mod:`.comparison_plot`) and, with ``--csv``, the table as CSV.
 is read and checked before anything is written: a folder that is neither a run nor a sweep,
 or a run file that cannot be parsed, prints one ``error:`` line naming it and exits with
 status 2. Without matplotlib the table is still printed, with one line on how to get the
-plot. Ctrl-C exits with status 130 and one line.
+plot. Ctrl-C exits with status 130 and one line: the module imports only the standard
+library at its top, the rest inside the functions that :func:`main` guards.
 """
 
 from __future__ import annotations
