@@ -284,13 +284,7 @@ def write(rows: list[Row], folder: Path) -> None:
     folder = Path(folder)
     groups = by_seed(rows)
     rows = rank(rows)
-    names = metric_names(rows)
-    header = ["rank", "job", "overrides", "metric", "mode", "best", "best_iteration", "final",
-              *names, "status", "error", "elapsed_s", "iteration"]
-    cells = [[i, row.job, " ".join(row.overrides), row.metric, row.mode, row.best, row.best_iteration,
-              row.final, *(row.metrics.get(name) for name in names), row.status, row.error,
-              row.elapsed_s, row.iteration] for i, row in enumerate(rows, 1)]
-    write_atomic(folder / "results.csv", render.csv_text(header, cells))
+    write_atomic(folder / "results.csv", csv_text(rows))
     text = render.markdown(title(rows), *_display(rows), captions(rows, groups))
     if groups:
         seed_header = ["rank", "overrides", "n", "mean", "std", "seeds"]
@@ -299,6 +293,34 @@ def write(rows: list[Row], folder: Path) -> None:
         write_atomic(folder / "results_by_seed.csv", render.csv_text(seed_header, seed_cells))
         text += "\n" + render.markdown(_seed_title(groups), *_seed_display(rows, groups), [])
     write_atomic(folder / "results.md", text)
+
+
+def csv_text(rows: list[Row]) -> str:
+    """The ranked rows as ``results.csv`` text: rank, job, every override, the objective's
+    best, its iteration and final value, each final metric, status, error, time, iteration
+    (numbers at full precision, an empty cell for a missing value)."""
+    rows = rank(rows)
+    names = metric_names(rows)
+    header = ["rank", "job", "overrides", "metric", "mode", "best", "best_iteration", "final",
+              *names, "status", "error", "elapsed_s", "iteration"]
+    cells = [[i, row.job, " ".join(row.overrides), row.metric, row.mode, row.best, row.best_iteration,
+              row.final, *(row.metrics.get(name) for name in names), row.status, row.error,
+              row.elapsed_s, row.iteration] for i, row in enumerate(rows, 1)]
+    return render.csv_text(header, cells)
+
+
+def labels(rows: list[Row]) -> list[str]:
+    """A short name for each row: its varying overrides as ``key=value`` (keys shortened as
+    in the table), else its job; prefixed by the job where two rows would share a name."""
+    keys = varying(rows)
+    short = dict(zip(keys, _short_keys(keys)))
+    names = []
+    for row in rows:
+        values = _by_key(row.overrides)
+        given = [f"{short[key]}={_value_text(values[key])}" for key in keys if key in values]
+        names.append(" ".join(given) or row.job)
+    return [f"{row.job}: {name}" if names.count(name) > 1 and name != row.job else name
+            for row, name in zip(rows, names)]
 
 
 def show(rows: list[Row], console: Console | None = None) -> None:

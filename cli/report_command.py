@@ -1,0 +1,129 @@
+"""The ``trainer-report`` command: finished (or running) runs compared in one ranked table.
+
+It reads run folders and sweep folders (:func:`results.collect`), prints the same ranked
+table as the end of a sweep (:func:`results.show`) on stdout, and writes a PNG of each run's
+objective curve (:mod:`.comparison_plot`) and, with ``--csv``, the table as CSV. Everything
+is read and checked before anything is written: a folder that is neither a run nor a sweep,
+or a run file that cannot be parsed, prints one ``error:`` line naming it and exits with
+status 2. Without matplotlib the table is still printed, with one line on how to get the
+plot. Ctrl-C exits with status 130 and one line: the module imports only the standard
+library at its top, the rest inside the functions that :func:`main` guards.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+PLOT_NAME = "comparison.png"
+EXTRA = 'pip install "trainer-run[plot]"'
+
+DESCRIPTION = """\
+Compare training runs: read run folders (each holds summary.json, metrics.jsonl, .hydra/)
+and sweep folders (their runs are the numbered subfolders), and print one table ranked by
+each run's objective (objective.metric, best first): the overrides that differ between
+runs, the best value and its iteration, the final validation and test metrics, how each
+run ended and its time; a second table groups runs that differ only in seed= (mean and
+standard deviation). A run still going, or killed, is a row marked unfinished.
+
+It also draws the objective of every run against the iteration into one PNG (--plot),
+each run's best point marked; that needs matplotlib: pip install "trainer-run[plot]".
+Nothing but the files named here is written."""
+
+EPILOG = """\
+examples:
+  trainer-report runs/multirun/2026-11-21/10-53-00        table; plot in that folder
+  trainer-report runs/2026-11-21/10-53-00 runs/2026-11-21/11-20-41 --plot lr.png
+  trainer-report runs/lr-search runs/wd-search --csv both.csv
+
+exit status: 0 when the table was printed, 2 for a folder or file that cannot be read
+(one error: line naming it), 4 when the disk refuses a write, 130 on Ctrl-C."""
+
+
+def parser() -> argparse.ArgumentParser:
+    """The command's arguments and its --help."""
+    made = argparse.ArgumentParser(prog="trainer-report", description=DESCRIPTION, epilog=EPILOG,
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+    made.add_argument("folders", nargs="+", type=Path, metavar="DIR",
+                      help="a run folder or a sweep folder of runs; several are compared together")
+    made.add_argument("--plot", type=Path, metavar="FILE",
+                      help=f"where the PNG of the objective curves goes (default: {PLOT_NAME} in "
+                           "DIR when one DIR is given, else in the current folder)")
+    made.add_argument("--csv", type=Path, metavar="FILE",
+                      help="also write the ranked table as CSV (the columns of a sweep's results.csv)")
+    return made
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Runs the command (the console script's entry point)."""
+    try:
+        sys.exit(run(parser().parse_args(argv)))
+    except KeyboardInterrupt:
+        sys.stderr.write("error: stopped by SIGINT (Ctrl-C)\n")
+        sys.exit(130)
+
+
+def run(options: argparse.Namespace) -> int:
+    """Reads the folders, prints the table, writes the plot (and CSV); the exit status."""
+    from rich.console import Console
+
+    from trainer_run.errors import ConfigError, StorageError
+
+    from . import comparison_plot as plot
+    from . import results
+    from .report import fail
+
+    folders = options.folders
+    target = options.plot or (folders[0] if len(folders) == 1 else Path()) / PLOT_NAME
+    try:
+        rows = results.rank(results.collect(folders))
+        for path in (target, options.csv):
+            _check_writable(path)
+        name, mode = plot.metric(rows)
+        curves = plot.curves(rows, name, mode) if name else []
+    except ConfigError as e:
+        fail(e)
+    console = Console()
+    results.show(rows, console)
+    try:
+        if options.csv:
+            from trainer_run.files import write_atomic
+
+            write_atomic(options.csv, results.csv_text(rows))
+            console.print(f"csv: {options.csv}", highlight=False, soft_wrap=True)
+        _plot(curves, name, mode, target, console)
+    except StorageError as e:
+        fail(e, e.exit_code)
+    return 0
+
+
+def _check_writable(path: Path | None) -> None:
+    """Refuses (ConfigError) an output file whose folder does not exist, or that is a folder."""
+    from trainer_run.errors import ConfigError
+
+    if path is None:
+        return
+    if path.is_dir():
+        raise ConfigError(f"{path} is a folder; give a file name for the output")
+    if not path.absolute().parent.is_dir():
+        raise ConfigError(f"cannot write {path}: the folder {path.absolute().parent} does not exist")
+
+
+def _plot(curves, name, mode, target: Path, console) -> None:
+    from . import comparison_plot as plot
+    from .report import warn
+
+    if not any(curve.values for curve in curves):
+        warn(f"no plot: no run logged {name or 'an objective'} in its metrics.jsonl yet")
+        return
+    try:
+        plot.draw(curves, name, mode, target)
+    except ImportError:
+        warn(f"no plot: the comparison plot needs matplotlib ({EXTRA})")
+        return
+    console.print(f"plot: {target}", highlight=False, soft_wrap=True)
+
+
+if __name__ == "__main__":
+    main()
