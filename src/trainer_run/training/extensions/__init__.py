@@ -5,9 +5,10 @@ from .held_out import HeldOutEvaluator
 from .log_report import LogReport
 from .objective import EarlyStopping, Objective
 from .plateau import PlateauStep
+from .profile_report import ProfileReport
 from .progress import MetricsTable, ProgressBar
 from .snapshot import Snapshot
 from .summary import Summary
 
 __all__ = ["EarlyStopping", "Evaluator", "HeldOutEvaluator", "LogReport", "MetricsTable",
-           "Objective", "PlateauStep", "ProgressBar", "Snapshot", "Summary"]
+           "Objective", "PlateauStep", "ProfileReport", "ProgressBar", "Snapshot", "Summary"]
