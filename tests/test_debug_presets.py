@@ -6,7 +6,7 @@ import json
 
 import numpy as np
 import pytest
-from conftest import read_jsonl, run_cli
+from conftest import load_npz, read_jsonl, run_cli
 
 import trainer_run
 
@@ -152,3 +152,15 @@ def test_no_profile_without_the_preset(noise, tmp_path):
     assert result.returncode == 0, result.stderr
     assert not (out / "profile.json").exists()
     assert "profile:" not in result.stdout
+
+
+def test_overfit_resumes_bit_for_bit(noise, tmp_path):
+    more = ("dataset.overfit_batches=2", "trainer.checkpoint_interval=3", "trainer.eval_interval=3")
+    whole, cut = tmp_path / "whole", tmp_path / "cut"
+    assert run_cli(*_noise_args(noise, whole, *more, "trainer.max_iterations=6")).returncode == 0
+    assert run_cli(*_noise_args(noise, cut, *more, "trainer.max_iterations=3")).returncode == 0
+    result = run_cli(f"resume={cut}", "trainer.max_iterations=6", QUIET)
+    assert result.returncode == 0, result.stderr
+    expected, resumed = load_npz(whole / "model.npz"), load_npz(cut / "model.npz")
+    assert expected.keys() == resumed.keys()
+    assert all(np.array_equal(expected[k], resumed[k]) for k in expected)
