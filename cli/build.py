@@ -26,13 +26,14 @@ from trainer_run.kvstore import trainer_rules
 from trainer_run.loss_scaling import DynamicLossScaler, LossScaler
 from trainer_run.own_gradients import has_own_gradients
 from trainer_run.training import StopTrigger, Trainer
+from trainer_run.training.profile import Profiler, synchronizer
 from trainer_run.training.server import ParameterServer
 from trainer_run.updaters import ParallelUpdater, StandardUpdater
 
 from .arguments import accepted, arguments, call, instantiate, locate, prefixed
 from .extend import extend
 
-DATA_KEYS = ("batch_size", "val_fraction", "task", "normalize", "prefetch")
+DATA_KEYS = ("batch_size", "val_fraction", "task", "normalize", "prefetch", "overfit_batches")
 """Keys of the dataset section the runner reads itself."""
 PRECISIONS = {"fp32": "float32", "fp16": "float16"}
 LOSS_SCALERS = {"none": None, "static": LossScaler, "dynamic": DynamicLossScaler}
@@ -83,8 +84,11 @@ def build_run(config: dict) -> Run:
     kvstore, decision = build_kvstore(config["kvstore"], u, dtype)
     workers = kvstore.num_workers if kvstore is not None else 1
     # every worker draws the same global batch of workers * batch_size and takes its shard
-    iterator = datasets.SerialIterator(data.train, batch_size * workers,
-                              rng=numpy.random.default_rng(shuffle_seed))
+    overfit = config["dataset"].get("overfit_batches")
+    if overfit is not None:
+        data = overfit_data(data, overfit, batch_size * workers)
+    iterator = datasets.SerialIterator(data.train, batch_size * workers, shuffle=overfit is None,
+                                       rng=numpy.random.default_rng(shuffle_seed))
     accum_grad = check_number("updater.accum_grad", u["accum_grad"], low=1, integer=True)
     samples = batch_size * workers * accum_grad
     limit = t["max_iterations"]
@@ -115,10 +119,11 @@ def trainer_of(run: Run, config: dict, out: Path, extra: dict | None = None) -> 
     overrides) is stored in every checkpoint so that ``resume`` can rebuild the same run."""
     t = config["trainer"]
     nan = {k: t[k] for k in ("nan_policy", "max_skipped_in_a_row")}
+    profiler = Profiler(synchronize=synchronizer(run.backend)) if t["profile"] else None
     updater = build_updater(config["updater"], run.kvstore, run.asynchronous, config["loss_scale"],
                             run.iterator, run.optimizer, run.model, run.backend, run.batch_size, nan,
-                            config["dataset"]["prefetch"])
-    trainer = Trainer(updater, run.stop, out=str(out))
+                            config["dataset"]["prefetch"], profiler)
+    trainer = Trainer(updater, run.stop, out=str(out), profiler=profiler)
     extend(trainer, run, config, extra)
     return trainer
 
@@ -198,11 +203,12 @@ def _replicas(updater: dict) -> int:
 
 
 def build_updater(section: dict, kvstore, asynchronous: bool, loss_scale: dict, iterator, optimizer,
-                  model, backend, batch_size: int, nan: dict | None = None, prefetch: int = 0):
+                  model, backend, batch_size: int, nan: dict | None = None, prefetch: int = 0,
+                  profiler=None):
     """The updater of ``updater=standard|parallel`` with its loss scaler, callbacks and
     ``kvstore`` (and ``asynchronous``: from :func:`build_kvstore` and its decision);
     ``nan``: ``nan_policy`` and ``max_skipped_in_a_row`` from the trainer section;
-    ``prefetch``: ``dataset.prefetch``."""
+    ``prefetch``: ``dataset.prefetch``; ``profiler``: ``trainer.profile``'s (None: off)."""
     kwargs = {k: v for k, v in section.items() if k != "name"}
     kwargs["callbacks"] = build_callbacks(kwargs.get("callbacks") or {})
     kwargs["loss_scaler"] = build_loss_scaler(loss_scale)
@@ -221,7 +227,7 @@ def build_updater(section: dict, kvstore, asynchronous: bool, loss_scale: dict, 
     owners = {**{k: "trainer" for k in nan or {}}, "prefetch": "dataset"}
     return call("updater", klass, kwargs, owners=owners,
                 iterator=iterator, optimizer=optimizer, model=model, backend=backend, kvstore=kvstore,
-                asynchronous=asynchronous, prefetch=prefetch, **(nan or {}))
+                asynchronous=asynchronous, prefetch=prefetch, profiler=profiler, **(nan or {}))
 
 
 def build_loss_scaler(section: dict):
@@ -273,6 +279,17 @@ def build_data(section: dict, rng) -> tuple[datasets.Data, int]:
     check(batch_size <= len(data.train),
           f"dataset.batch_size={batch_size} exceeds the {len(data.train)} training examples")
     return data, batch_size
+
+
+def overfit_data(data: datasets.Data, batches: int, batch: int) -> datasets.Data:
+    """``dataset.overfit_batches``: the first ``batches`` global batches of ``batch`` examples
+    of the training split, drawn in the same order every epoch and evaluated as the
+    validation split."""
+    batches = check_number("dataset.overfit_batches", batches, low=1, integer=True)
+    check(batches * batch <= len(data.train),
+          f"dataset.overfit_batches={batches} takes {batches} batches of {batch} examples; the "
+          f"training split has {len(data.train)}: lower it or dataset.batch_size")
+    return data.overfit(batches * batch)
 
 
 def build_model(section: dict, data: datasets.Data, backend):

@@ -14,6 +14,7 @@ from trainer_run.training.extensions import (
     MetricsTable,
     Objective,
     PlateauStep,
+    ProfileReport,
     Progress,
     Readout,
     Snapshot,
@@ -68,6 +69,9 @@ def _extend_rank_0(trainer: Trainer, run, t: dict, objective: Objective, extra: 
     trainer.extend(Summary(log_report, run.samples, store, run.backend.to_numpy,
                            held_out=held_out, model=module.summary(run.model),
                            objective=objective, overrides=extra.get("overrides")))
+    if trainer.profiler.enabled:
+        quiet = {} if run.kvstore is not None else {"communication": "no kvstore: nothing exchanged"}
+        trainer.extend(ProfileReport(trainer.profiler, notes=quiet))
 
 
 def _every(t: dict, key: str, stop) -> AnyOf:

@@ -16,7 +16,7 @@ from omegaconf import OmegaConf
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 GROUPS = tuple(sorted(p.name for p in CONFIGS.iterdir() if p.is_dir() and any(p.glob("*.yaml"))))
 OPTIONS = {group: tuple(sorted(p.stem for p in (CONFIGS / group).glob("*.yaml"))) for group in GROUPS}
-PRESETS = ("hparams_search",)
+PRESETS = ("debug", "hparams_search")
 
 
 @functools.lru_cache(maxsize=None)

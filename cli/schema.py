@@ -58,6 +58,7 @@ TYPES = {
     "trainer.keep_checkpoints": _type("int", "none"),
     "trainer.max_skipped_in_a_row": _type("int", "none"),
     "trainer.early_stopping.patience": _type("int", "none"),
+    "dataset.overfit_batches": _type("int", "none"),
     "optimizer.clip_gradient": _type("float", "none"),
     "optimizer.clip_weights": _type("float", "none"),
     "optimizer.lower_bound": _type("float", "none"),

@@ -10,6 +10,7 @@ one indexed read per array.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 
@@ -144,3 +145,12 @@ class Data:
     def in_size(self) -> int:
         """Features per example: the product of ``in_shape``."""
         return math.prod(self.in_shape)
+
+    def overfit(self, examples: int) -> Data:
+        """The same data with only the first ``examples`` training examples, which are the
+        validation split too, so that validation shows how well they were learned (Lightning's
+        ``overfit_batches``); the test split stays."""
+        check(0 < examples <= len(self.train), f"overfit takes the first {examples} training "
+              f"examples; the training split has {len(self.train)}")
+        train = SubDataset(self.train, numpy.arange(examples))
+        return dataclasses.replace(self, train=train, val=train)

@@ -7,7 +7,10 @@ registration order). The loop knows nothing about models: the updater owns the i
 validation metrics from the evaluator) for extensions that read it.
 
 Extensions are :class:`~trainer_run.training.extension.Extension` objects (a plain callable
-is wrapped as one). ``elapsed_time`` carries over a resume. An extension ends the run after
+is wrapped as one). ``elapsed_time`` carries over a resume. With a
+:class:`~trainer_run.training.profile.Profiler` as ``profiler`` (the updater's too), each
+extension's call and finalize is charged to ``extensions/<name>``, the triggers to
+``extensions``, from the moment ``elapsed_time`` starts counting. An extension ends the run after
 the current iteration with ``request_stop(reason)`` (early stopping); ``stop_reason`` says
 why a run ended: ``max_iterations`` or ``max_epochs`` (the stop trigger's ``reason``), the
 reason an extension gave, or the status when it did not complete (``interrupted``,
@@ -40,6 +43,7 @@ from dataclasses import dataclass
 from ..errors import Diverged
 from . import stop_signals
 from .extension import PRIORITY_EDITOR, PRIORITY_READER, PRIORITY_WRITER, Extension, as_extension
+from .profile import EXTENSION, NullProfiler
 from .triggers import IntervalTrigger
 
 __all__ = ["PRIORITY_EDITOR", "PRIORITY_READER", "PRIORITY_WRITER", "Trainer"]
@@ -52,6 +56,10 @@ class _Entry:
     trigger: object
     priority: int
     order: int
+    stage: str = ""
+
+    def __post_init__(self):
+        self.stage = EXTENSION + self.name  # the profiler's stage of this extension
 
 
 class Trainer:
@@ -61,10 +69,12 @@ class Trainer:
         updater: e.g. :class:`~trainer_run.updaters.StandardUpdater`.
         stop_trigger: a callable ``trigger(trainer) -> bool``.
         out: the run directory extensions write into.
+        profiler: a :class:`~trainer_run.training.profile.Profiler` (None: no profiling).
     """
 
-    def __init__(self, updater, stop_trigger, out="."):
+    def __init__(self, updater, stop_trigger, out=".", profiler=None):
         self.updater = updater
+        self.profiler = profiler or NullProfiler()
         self.stop_trigger = stop_trigger
         self.out = out
         self.observation: dict = {}
@@ -129,6 +139,7 @@ class Trainer:
         for entry in entries:
             entry.extension.initialize(self)
         self._start = time.perf_counter()
+        self.profiler.start()
         self.status = "running"
         self.stop_signal = None
         self._stop_request = None
@@ -138,9 +149,11 @@ class Trainer:
                    and not self._signalled()):
                 self.updater.update()
                 self.observation = dict(self.updater.observation)
-                for entry in entries:
-                    if entry.trigger(self):
-                        entry.extension(self)
+                with self.profiler.stage("extensions"):
+                    for entry in entries:
+                        if entry.trigger(self):
+                            with self.profiler.stage(entry.stage):
+                                entry.extension(self)
             self.status = "completed" if self.stop_signal is None else "interrupted"
         except KeyboardInterrupt:
             self.status = "interrupted"
@@ -183,7 +196,7 @@ class Trainer:
         """Finalizes every extension and the updater, even when one of them fails (the run is
         then ``failed``); the first failure is raised afterwards unless an earlier error is
         already on its way out."""
-        calls = [functools.partial(e.extension.finalize, self) for e in entries]
+        calls = [functools.partial(self._finalize_one, e) for e in entries]
         first = None
         for finalize in [*calls, self.updater.finalize]:
             try:
@@ -194,6 +207,10 @@ class Trainer:
                     self.status = "failed"  # later extensions (the summary) must not say otherwise
         if first is not None and not pending:
             raise first
+
+    def _finalize_one(self, entry: _Entry) -> None:
+        with self.profiler.stage(entry.stage):
+            entry.extension.finalize(self)
 
     def state_dict(self) -> dict:
         states = {e.name: e.extension.state_dict() for e in self._entries.values()}

@@ -30,6 +30,11 @@ Our rules, where the seeds differ:
   one).
 - **Divergence** (Chainer's ``FailOnNonNumber``, on the loss): see :mod:`.divergence`.
 - **Callbacks**: see :mod:`trainer_run.callbacks`.
+- **Profiling** (``profiler``, a :class:`~trainer_run.training.profile.Profiler`): each
+  update marks ``data`` (the batches drawn and moved to the device), ``forward`` (the
+  metrics gathered with it), ``backward`` (the gradient buffers cleared and finalized with
+  it), ``communication`` (every kvstore exchange, ``dist_async``'s push and pull inside the
+  update included) and ``update`` (the verdict on the loss or gradients and the step).
 - **Prefetch** (``prefetch=N``): the next ``N`` batches' parts are gathered (``take``, the
   normalization included) on one background thread while this one trains; the batches, the
   iterator's state and so checkpoints are the same as without (see
@@ -50,6 +55,7 @@ from ..module import persistents_of, set_mode
 from ..optimizers import Optimizer, get_updater
 from ..own_gradients import outputs
 from ..params import ParamStore
+from ..training.profile import NullProfiler
 from .divergence import NAN_POLICIES, NanPolicy
 from .gradient_sync import GradientSync
 from .server_sync import ServerSync
@@ -96,13 +102,16 @@ class StandardUpdater:
             see :class:`~trainer_run.data.prefetch.Prefetcher`). It needs the default
             converter and a main iterator with ``next_indices`` over a dataset with
             ``take``; the batches are the same with any value.
+        profiler: a :class:`~trainer_run.training.profile.Profiler` whose stages the
+            updates mark (None: none).
     """
 
     def __init__(self, iterator, optimizer, model, converter: Callable = concat_examples,
                  backend=None, loss_func: Callable | None = None, accum_grad: int = 1,
                  loss_scaler=None, callbacks=None, nan_policy: str = "stop", kvstore=None,
                  max_skipped_in_a_row: int | None = 100, asynchronous: bool = False,
-                 prefetch: int = 0):
+                 prefetch: int = 0, profiler=None):
+        self.profiler = profiler or NullProfiler()
         self.nan = NanPolicy(nan_policy, max_skipped_in_a_row)
         self._iterators = _by_name(iterator, "iterators")
         self._optimizers: dict[str, Optimizer] = _by_name(optimizer, "optimizers")
@@ -237,7 +246,8 @@ class StandardUpdater:
     # -- one iteration ---------------------------------------------------------------------
     def update(self) -> None:
         """Runs one iteration (:meth:`update_core`) and counts it."""
-        self.sync.before_update(self.replica_stores)
+        with self.profiler.stage("communication"):
+            self.sync.before_update(self.replica_stores)
         self.update_core()
         self.iteration += 1
 
@@ -249,39 +259,49 @@ class StandardUpdater:
             scale = scaler.scale if scaler is not None else 1.0
             with self.silent_overflow():
                 self.observation = self.compute_gradients(i, scale)
-            if not self._dynamic:
-                verdict = self.nan.verdict(float(self.observation["loss"]), i)
-                break
-            verdict = scaler.record(self.stores["main"].grads_finite())
+            with self.profiler.stage("update"):
+                if not self._dynamic:
+                    verdict = self.nan.verdict(float(self.observation["loss"]), i)
+                    break
+                verdict = scaler.record(self.stores["main"].grads_finite())
             if verdict != "retry":
                 break
         if verdict == "apply":
-            self.apply_update(i, scale)
+            with self.profiler.stage("update"):
+                self.apply_update(i, scale)
 
     def compute_gradients(self, iteration: int, scale: float = 1.0) -> dict:
         """Fills the main replica's gradients from ``accum_grad`` batches (times ``scale``),
         each split over the replicas and summed over replicas and workers, and returns the
         batches' metrics, averaged over their examples."""
-        draws = [self.next_parts(self._iterators["main"], self.backends)
-                 for _ in range(self.accum_grad)]
+        stage = self.profiler.stage
+        with stage("data"):
+            draws = [self.next_parts(self._iterators["main"], self.backends)
+                     for _ in range(self.accum_grad)]
         total = sum(size for _, size in draws)
-        for store in self.replica_stores:
-            store.cleargrads()
+        with stage("backward"):
+            for store in self.replica_stores:
+                store.cleargrads()
         metrics: dict = {}
         for parts, _ in draws:
             weights = [examples_in(part) / total for part in parts]
-            self.callbacks.fire("forward_on_start", iteration)
-            outs = self.on_replicas(lambda r: self.forward(parts[r], self.models[r]))
-            self.callbacks.fire("forward_on_finish", iteration)
-            self.callbacks.fire("backward_on_start", iteration)
-            self.on_replicas(lambda r: backward_seeded(outs[r]["loss"], scale * weights[r]))
-            self.callbacks.fire("backward_on_finish", iteration)
-            for out, weight in zip(outs, weights):
-                add_weighted(metrics, self.gathered(out), weight)
-        for store in self.replica_stores:
-            store.finalize_grads()
-        self.sync.reduce(iteration, self.replica_stores)
-        return self.sync.global_metrics(metrics)
+            with stage("forward"):
+                self.callbacks.fire("forward_on_start", iteration)
+                outs = self.on_replicas(lambda r: self.forward(parts[r], self.models[r]))
+                self.callbacks.fire("forward_on_finish", iteration)
+            with stage("backward"):
+                self.callbacks.fire("backward_on_start", iteration)
+                self.on_replicas(lambda r: backward_seeded(outs[r]["loss"], scale * weights[r]))
+                self.callbacks.fire("backward_on_finish", iteration)
+            with stage("forward"):
+                for out, weight in zip(outs, weights):
+                    add_weighted(metrics, self.gathered(out), weight)
+        with stage("backward"):
+            for store in self.replica_stores:
+                store.finalize_grads()
+        with stage("communication"):
+            self.sync.reduce(iteration, self.replica_stores)
+            return self.sync.global_metrics(metrics)
 
     def apply_update(self, iteration: int, scale: float = 1.0) -> None:
         """One step of the main optimizer on gradients that carry a factor ``scale``: here,
@@ -289,7 +309,8 @@ class StandardUpdater:
         on the server (:meth:`.server_sync.ServerSync.push_pull`)."""
         self.callbacks.fire("update_on_start", iteration)
         if self.sync.updates_on_server:
-            self.sync.push_pull(iteration, self.replica_stores, scale)
+            with self.profiler.stage("communication"):
+                self.sync.push_pull(iteration, self.replica_stores, scale)
         else:
             self._param_updaters["main"].step(scale)
         self.callbacks.fire("update_on_finish", iteration)

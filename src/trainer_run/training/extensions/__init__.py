@@ -5,9 +5,11 @@ from .held_out import HeldOutEvaluator
 from .log_report import LogReport
 from .objective import EarlyStopping, Objective
 from .plateau import PlateauStep
+from .profile_report import ProfileReport
 from .progress import MetricsTable, Progress, Readout
 from .snapshot import Snapshot
 from .summary import Summary
 
 __all__ = ["EarlyStopping", "Evaluator", "HeldOutEvaluator", "LogReport", "MetricsTable",
-           "Objective", "PlateauStep", "Progress", "Readout", "Snapshot", "Summary"]
+           "Objective", "PlateauStep", "ProfileReport", "Progress", "Readout", "Snapshot",
+           "Summary"]
