@@ -95,7 +95,7 @@ def overview(console: Console, folders: list[Path]) -> None:
 
 def _choose(group: str) -> str:
     if group in PRESETS:
-        return f"a preset, none by default: {group}=<option> sets keys of other groups"
+        return f"a preset (none by default) setting other groups: trainer-run {group}=<option> --help"
     return f"{group}=<option>; its fields: trainer-run {group}=<option> --help"
 
 
@@ -123,7 +123,7 @@ def option_help(console: Console, group: str, option: str, folders: list[Path]) 
         console.print(f"  override a field with {group}.<field>=<value>")
         section = option_section(group, option, path)
         own = [key for key in OmegaConf.load(path) if key in section]  # then the shared ones
-        fields = _flat({key: section[key] for key in [*own, *section] if key in section})
+        fields = _flat({key: section[key] for key in [*own, *section]})
     console.print(_fields(fields, sources(path)))
     console.print()
 
@@ -162,13 +162,13 @@ def is_global(path: Path) -> bool:
 
 
 def description(path: Path) -> str:
-    """The first sentence of the comment block that opens ``path``."""
-    lines = [line.lstrip("#").strip() for line in _opening(path) if "@package" not in line]
+    """The first sentence of the comment block that opens ``path`` (up to an empty or an
+    indented comment line, such as an example command)."""
     paragraph = []
-    for line in lines:
-        if not line or (paragraph and line.startswith(("trainer-run ", "pip "))):
+    for line in (line[1:] for line in _opening(path) if "@package" not in line):
+        if not line.strip() or line.startswith("  "):
             break
-        paragraph.append(line)
+        paragraph.append(line.strip())
     text = " ".join(paragraph)
     return re.split(r"(?<=[^.]\.)\s+(?=[A-Z])", text)[0].rstrip(":") or NO_DESCRIPTION
 

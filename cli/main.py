@@ -33,6 +33,7 @@ import hydra
 from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
+from yaml import YAMLError
 
 from trainer_run import run_directory
 from trainer_run.errors import ConfigError
@@ -90,12 +91,13 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def _help(argv: list[str]) -> None:
-    """``--help``: the options it names must exist (:func:`check_choices`)."""
+    """``--help``: the options it names must exist (:func:`check_choices`) and their files
+    parse."""
     try:
         check_choices(argv)
-    except ConfigError as e:
-        fail(e)
-    helps.show(argv)
+        helps.show(argv)
+    except (ConfigError, OmegaConfBaseException, YAMLError) as e:
+        fail(describe(e))
 
 
 def _world(argv: list[str]):

@@ -97,7 +97,7 @@ def test_help_lists_the_options_of_a_config_dir(tmp_path):
         "_target_: trainer_run.optimizers.SGD\nmomentum: 0.5   # how much of the last step stays\n")
     (tmp_path / "model" / "bare.yaml").write_text("_target_: trainer_run.models.MLP\n")
     flat = _squeezed(run_cli("--config-dir", tmp_path, "--help").stdout)
-    assert " mine My own SGD. bare " not in flat and " mine My own SGD. " in flat
+    assert " mine My own SGD. " in flat and "More text here" not in flat  # its first sentence
     assert " bare (no description) " in flat
     result = run_cli("--config-dir", tmp_path, "optimizer=mine", "--help")
     flat = _squeezed(result.stdout)
@@ -105,6 +105,15 @@ def test_help_lists_the_options_of_a_config_dir(tmp_path):
     assert " momentum 0.5 how much of the last step stays " in flat
     wd_note = _inline_comment(CONFIGS / "_optimizer.yaml", "wd")
     assert f" wd 0.0 {wd_note} " in flat  # the shared keys with their comments
+
+
+def test_an_option_file_that_does_not_parse_is_one_line_error(tmp_path):
+    (tmp_path / "optimizer").mkdir()
+    (tmp_path / "optimizer" / "broken.yaml").write_text("# Broken.\nmomentum: [0.5,\n")
+    result = run_cli("--config-dir", tmp_path, "optimizer=broken", "--help")
+    assert result.returncode == 2 and result.stdout == "" and "Traceback" not in result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "broken.yaml" in lines[0]
 
 
 # -- one option ---------------------------------------------------------------------------------
