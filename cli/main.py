@@ -33,23 +33,33 @@ import hydra
 from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
+from yaml import YAMLError
 
 from trainer_run import run_directory
 from trainer_run.errors import ConfigError
 from trainer_run.kvstore import mpi_job
 
 from . import argv as args
+from . import help as helps
 from . import job, override_keys, sweeps, user_targets
 from . import resume as resumes
 from .job import on_rank_0
 from .options import CONFIGS, OPTIONS
 from .report import cannot_write, describe, fail, stop_if_signalled, warn
 
+COMPLETION_FLAGS = ("-sc", "--shell-completion")
+
 
 def main(argv: list[str] | None = None) -> None:
     """Runs the command (the console script enters through :mod:`.entry`)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     typed = list(argv)
+    if helps.asked(argv):
+        _help(argv)
+        return
+    if any(a in COMPLETION_FLAGS for a in argv):  # Hydra's shell completion: nothing to check or write
+        run_hydra()
+        return
     if os.getcwd() not in sys.path:  # the user's modules import from here, as with python -m
         sys.path.insert(0, os.getcwd())
     comm = _world(argv)
@@ -79,6 +89,16 @@ def main(argv: list[str] | None = None) -> None:
         raise
     if sweep is not None and (comm is None or comm.rank == 0):
         sys.exit(sweeps.report(Path(sweep), typed))
+
+
+def _help(argv: list[str]) -> None:
+    """``--help``: the options it names must exist (:func:`check_choices`) and their files
+    parse."""
+    try:
+        check_choices(argv)
+        helps.show(argv)
+    except (ConfigError, OmegaConfBaseException, YAMLError) as e:
+        fail(describe(e))
 
 
 def _world(argv: list[str]):

@@ -16,7 +16,7 @@ from omegaconf import OmegaConf
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 GROUPS = tuple(sorted(p.name for p in CONFIGS.iterdir() if p.is_dir() and any(p.glob("*.yaml"))))
 OPTIONS = {group: tuple(sorted(p.stem for p in (CONFIGS / group).glob("*.yaml"))) for group in GROUPS}
-PRESETS = ("debug", "hparams_search")
+PRESETS = ("debug", "experiment", "hparams_search")
 
 
 @functools.lru_cache(maxsize=None)
@@ -42,11 +42,12 @@ def default_choice(group: str) -> str | None:
 
 
 @functools.lru_cache(maxsize=None)
-def option_section(group: str, option: str) -> dict:
+def option_section(group: str, option: str, path: Path | None = None) -> dict:
     """The section ``group=option`` puts into the config, with the option's own defaults
     list (other options of the same group) merged in and, for a ``# @package _global_``
-    option, only the part under ``group``."""
-    path = CONFIGS / group / f"{option}.yaml"
+    option, only the part under ``group``. ``path``: the option's file when it is not ours
+    (a ``--config-dir``'s); the options it lists come from its folder, else from ours."""
+    path = path or CONFIGS / group / f"{option}.yaml"
     tree = OmegaConf.to_container(OmegaConf.load(path), resolve=False) or {}
     defaults = tree.pop("defaults", [])
     header = [line for line in path.read_text().splitlines() if line.startswith("#")]
@@ -60,7 +61,8 @@ def option_section(group: str, option: str) -> dict:
         elif isinstance(entry, str) and entry.startswith("/"):  # /_<group>@_here_: shared keys
             merged = _merge(merged, shared_section(entry[2:].split("@")[0]))
         elif isinstance(entry, str):  # another option of this group; dicts pick other groups
-            merged = _merge(merged, option_section(group, entry))
+            sibling = path.parent / f"{entry}.yaml"
+            merged = _merge(merged, option_section(group, entry, sibling if sibling.exists() else None))
     return merged
 
 
