@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from conftest import read_jsonl, run_cli, run_files
@@ -29,6 +30,21 @@ def _one_error(result) -> str:
 def _start(*args) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "trainer_run.cli", *map(str, args)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _wait_until_caught(pid: int, signum: int, timeout=60.0) -> None:
+    """Until process ``pid`` catches ``signum`` (its SigCgt mask in /proc): before that, the
+    interpreter is still starting and the default action would end it, whatever our code does
+    (on a loaded machine that took longer than the test's shortest delay)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        status = Path(f"/proc/{pid}/status").read_text()
+        mask = next(line for line in status.splitlines() if line.startswith("SigCgt:"))
+        caught = int(mask.split()[1], 16)
+        if caught >> (signum - 1) & 1:
+            return
+        time.sleep(0.005)
+    raise AssertionError(f"process {pid} never caught signal {signum}")
 
 
 def _wait_for(path, timeout=60.0):
@@ -135,7 +151,8 @@ def test_a_signal_during_start_up_exits_with_one_line_and_is_never_lost(tmp_path
     for trial in range(12):
         out = tmp_path / f"run{trial}"
         process = _start(f"hydra.run.dir={out}", "trainer.max_iterations=200000", QUIET)
-        time.sleep(0.15 + rng.random() * 1.2)
+        _wait_until_caught(process.pid, signum)
+        time.sleep(rng.random() * 1.2)
         process.send_signal(signum)
         stdout, stderr = process.communicate(timeout=120)
         assert process.returncode == code, (trial, stdout, stderr)
