@@ -96,7 +96,7 @@ def test_a_dataset_target_with_no_arguments_is_split_by_the_shared_keys(folder):
     # val_fraction 0.2 of 300 leaves 240 to train on: 24 updates of 50 are 5 epochs
     assert summary["epoch"] == pytest.approx(24 * 50 / 240)
     assert _config(run)["dataset"] == {"batch_size": 50, "val_fraction": 0.2, "task": "auto",
-                                       "normalize": "none", "prefetch": 0,
+                                       "normalize": "none", "prefetch": 0, "overfit_batches": None,
                                        "_target_": "my_data.load"}
 
 

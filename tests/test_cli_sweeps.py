@@ -93,7 +93,7 @@ def test_an_interrupted_sweep_rerun_skips_finished_jobs_and_resumes_bit_identica
     finished = (cut / "0" / "summary.json").stat().st_mtime_ns
     result = run_cli(*args, f"hydra.sweep.dir={cut}")
     assert result.returncode == 0, result.stderr
-    assert "job 0: already completed" in result.stderr and "job 1: resuming" in result.stderr
+    assert "job 0: already completed" in result.stdout and "job 1: resuming" in result.stdout
     assert (cut / "0" / "summary.json").stat().st_mtime_ns == finished
     for job in ("0", "1"):
         a, b = np.load(whole / job / "model.npz"), np.load(cut / job / "model.npz")
