@@ -48,14 +48,14 @@ from typing import Callable
 import numpy
 
 from ..callbacks import Callbacks
-from ..converter import concat_examples, to_device
-from ..data.prefetch import Prefetcher
+from ..converter import concat_examples
 from ..errors import check, check_number
 from ..module import persistents_of, set_mode
 from ..optimizers import Optimizer, get_updater
 from ..own_gradients import outputs
 from ..params import ParamStore
 from ..training.profile import NullProfiler
+from .batches import Batches
 from .divergence import NAN_POLICIES, NanPolicy
 from .gradient_sync import GradientSync
 from .server_sync import ServerSync
@@ -122,14 +122,6 @@ class StandardUpdater:
         self.backend = backend
         self.loss_func = loss_func
         self.accum_grad = check_number("accum_grad", accum_grad, low=1, integer=True)
-        self.prefetch = check_number("prefetch", prefetch, low=0, integer=True)
-        main = self._iterators["main"]
-        check(not self.prefetch or (converter is concat_examples and hasattr(main, "next_indices")
-                                    and hasattr(main.dataset, "take")),
-              f"prefetch={prefetch} gathers batches with the dataset's take(indices) and the "
-              "default converter; this run's iterator, dataset or converter has none, so set it "
-              "to 0")
-        self._prefetchers: dict = {}
         self.loss_scaler = loss_scaler
         self.callbacks = callbacks if isinstance(callbacks, Callbacks) else Callbacks(callbacks)
         self.iteration = 0
@@ -147,6 +139,8 @@ class StandardUpdater:
             self._param_updaters[name] = get_updater(opt)
             self._param_updaters[name].attach(self.stores[name])
         self.sync = self._connect(kvstore, asynchronous)
+        self.batches = Batches(lambda indices: self.sync.shard(indices), converter, prefetch,
+                               self._iterators["main"])
         self.backends = [backend]
         self.models = [self._models["main"]]
         self.replica_stores = [self.stores["main"]]
@@ -210,8 +204,7 @@ class StandardUpdater:
     def finalize(self) -> None:
         """Stops the prefetch thread, finalizes the iterators and closes the kvstore
         (``dist_async``: after every worker has closed it, the server stops)."""
-        for prefetcher in self._prefetchers.values():
-            prefetcher.close()
+        self.batches.close()
         for iterator in self._iterators.values():
             iterator.finalize()
         self.sync.close()
@@ -325,38 +318,10 @@ class StandardUpdater:
         return metrics
 
     def next_parts(self, iterator, backends: list) -> tuple[list, int]:
-        """This worker's shard of the next global batch (see :meth:`.sync.Sync.shard`) split
-        over ``backends`` Chainer's way (example ``j`` of the shard to part
-        ``j % len(backends)``), each part converted onto its backend's device; and the number
-        of examples the update averages over.
-
-        With the default converter and a dataset that can ``take`` rows, each part is
-        gathered with one fancy index instead of stacking examples one by one (ahead of
-        time with ``prefetch``); the result is the same.
-        """
-        dataset, n = iterator.dataset, len(backends)
-        if self.converter is concat_examples and hasattr(dataset, "take"):
-            parts, size = self._gathered(iterator, n)
-            return [to_device(part, b) for part, b in zip(parts, backends)], size
-        shard, size = self.sync.shard(iterator.next())
-        return [self.converter(shard[j::n], b) for j, b in enumerate(backends)], size
-
-    def _gathered(self, iterator, n: int) -> tuple[list, int]:
-        """The next batch of ``iterator``: this worker's shard taken from its dataset in ``n``
-        parts, and the number of examples the update averages over; through a
-        :class:`Prefetcher` when ``prefetch`` is on."""
-        dataset, shard_of = iterator.dataset, self.sync.shard
-
-        def gather(indices):
-            shard, size = shard_of(indices)
-            return [dataset.take(shard[j::n]) for j in range(n)], size
-
-        if not self.prefetch:
-            return gather(iterator.next_indices())
-        key = (id(iterator), n)
-        if key not in self._prefetchers:
-            self._prefetchers[key] = Prefetcher(iterator, gather, self.prefetch)
-        return self._prefetchers[key].next()
+        """This worker's shard of ``iterator``'s next global batch split over ``backends``
+        (see :meth:`.batches.Batches.next_parts`), and the number of examples the update
+        averages over."""
+        return self.batches.next_parts(iterator, backends)
 
     def forward(self, in_arrays, model=None) -> dict:
         """The loss function (``loss_func``, else ``model``, else the main model) on
@@ -407,8 +372,7 @@ class StandardUpdater:
             self.backend.load_state_dict(state["backend"])
         for name, it in self._iterators.items():
             it.load_state_dict(state["iterators"][name])
-        for prefetcher in self._prefetchers.values():
-            prefetcher.reset()  # gathered for the old position (it would notice, a batch later)
+        self.batches.reset()
         for name, store in self.stores.items():
             store.load_state_dict(state["models"][name], asarray)
         for name, opt in self._optimizers.items():
