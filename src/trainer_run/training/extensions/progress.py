@@ -92,7 +92,7 @@ class MetricsTable(Extension):
         if len(rows) > self.max_rows:
             step = len(rows) / self.max_rows
             rows = [rows[int(i * step)] for i in range(self.max_rows - 1)] + [rows[-1]]
-        columns = [k for k in dict.fromkeys(k for row in rows for k in row) if k != "elapsed_s"]
+        columns = [k for k in dict.fromkeys(k for row in rows for k in row) if k not in ("elapsed_s", "time")]
         tested = self.held_out.metrics if self.held_out is not None else {}
         caption = "  ".join(f"{k} {_cell(v)}" for k, v in sorted(tested.items()))
         table = Table(title=f"metrics ({trainer.status})", caption=caption or None)
