@@ -16,14 +16,17 @@ FILE = "plot.png"
 WIDTH, PANEL_HEIGHT = 8.0, 2.5
 """The figure's size in inches: WIDTH by PANEL_HEIGHT for each panel."""
 NOT_DRAWN = (*NOT_METRICS, "epoch", "elapsed_s")
+LOG_SCALED = ("lr", "loss_scale")
+"""Panels drawn on a log scale when their values span more than a decade."""
+TITLES = {"lr": "learning rate", "loss_scale": "loss scale"}
 
 
 class Plot(Logger):
     """Draws ``plot.png``: one panel per metric name with its ``train/`` and ``val/`` curves
     (the losses first), one per other logged value (``loss_scale``, ...), and the learning
-    rate at the bottom (on a log scale when it spans more than a decade), all against
-    iteration. It is redrawn after each row that carries validation metrics and when
-    training ends, and replaced atomically. Drawing uses a :class:`~matplotlib.figure.Figure`
+    rate at the bottom (it and the loss scale on a log scale when they span more than a
+    decade), all against iteration. It is redrawn after each row that carries validation
+    metrics and when training ends, and replaced atomically. Drawing uses a :class:`~matplotlib.figure.Figure`
     on the Agg canvas, never pyplot, so matplotlib's global backend is left as it is."""
 
     path: Path
@@ -58,9 +61,9 @@ class Plot(Logger):
                 x, y = _points(self.rows, key)
                 ax.plot(x, y, label=key, marker="o" if key.startswith("val/") else None,
                         markersize=3)
-            if title == "lr" and _spans_decades(self.rows, "lr"):
+            if title in LOG_SCALED and _spans_decades(self.rows, title):
                 ax.set_yscale("log")
-            ax.set_title(title, loc="left", fontsize="medium")
+            ax.set_title(TITLES.get(title, title), loc="left", fontsize="medium")
             ax.set_ylabel(title)
             ax.grid(alpha=0.3)
             ax.legend(loc="best", fontsize="small")
