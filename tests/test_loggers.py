@@ -195,3 +195,28 @@ def test_no_logger_writes_no_metrics_file(tmp_path):
     assert result.returncode == 0, result.stderr
     assert not {"metrics.jsonl", "metrics.csv", "plot.png", "tensorboard"} & {p.name for p in out.iterdir()}
     assert json.loads((out / "summary.json").read_text())["train/loss"] > 0
+
+
+@pytest.mark.parametrize("sections, files", [
+    (None, {"metrics.jsonl"}),  # a config from before the logger group: metrics.jsonl, as then
+    ({"csv": {"delimiter": ";"}}, {"metrics.csv"}),
+])
+def test_the_config_s_logger_section_chooses_the_files(tmp_path, sections, files):
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    from trainer_run.cli.build import build_trainer
+    from trainer_run.cli.options import CONFIGS
+
+    with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
+        cfg = compose("config", overrides=["trainer.max_iterations=4", "trainer.log_interval=2",
+                                           "trainer.progress=false", "dataset.size=200"])
+    config = OmegaConf.to_container(cfg, resolve=True)
+    del config["logger"]
+    if sections is not None:
+        config["logger"] = sections
+    build_trainer(config, tmp_path).run()
+    logged = {p.name for p in tmp_path.iterdir() if p.name.startswith(("metrics", "plot", "tensor"))}
+    assert logged == files
+    if sections is not None:
+        assert (tmp_path / "metrics.csv").read_text().splitlines()[0].startswith("iteration;epoch;time;")

@@ -32,7 +32,7 @@ class TensorBoard(Logger):
     def start(self, out: Path, rows: list[dict]) -> None:
         folder = Path(out) / FOLDER
         old = list(folder.glob("events.out.tfevents.*"))
-        self.writer = SummaryWriter(logdir=str(folder), flush_secs=10,
+        self.writer = SummaryWriter(logdir=str(folder),
                                     filename_suffix=f".{os.getpid()}.{time.time_ns()}")
         self._write_hparams()
         for row in rows:
