@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from trainer_run import module, schedulers
 from trainer_run.errors import check_number
-from trainer_run.training import AnyOf, IntervalTrigger, Trainer
+from trainer_run.training import AnyOf, IntervalTrigger, Trainer, loggers
 from trainer_run.training.extensions import (
     EarlyStopping,
     Evaluator,
@@ -25,7 +25,8 @@ from trainer_run.training.extensions import (
 def extend(trainer: Trainer, run, config: dict, extra: dict | None) -> None:
     """The extensions of ``trainer`` for the built ``run``. Every rank evaluates and follows the
     objective (a plateau schedule and early stopping decide the same way everywhere); rank 0
-    alone logs, shows progress, checkpoints and writes the summary."""
+    alone logs (to the loggers of ``config["logger"]``, built on every rank so that a missing
+    one stops them all), shows progress, checkpoints and writes the summary."""
     t, updater, optimizer = config["trainer"], trainer.updater, run.optimizer
     eval_trigger = _every(t, "eval_interval", run.stop)
     trainer.extend(Evaluator(run.data.val, run.model, run.batch_size, run.backend),
@@ -38,12 +39,15 @@ def extend(trainer: Trainer, run, config: dict, extra: dict | None) -> None:
     stopping = t["early_stopping"]
     if stopping["patience"] is not None:
         trainer.extend(EarlyStopping(objective, stopping["patience"], stopping["min_delta"]))
+    sinks = loggers.build(config.get("logger", loggers.BEFORE_THE_GROUP),
+                          loggers.RunInfo(config, objective))
     if updater.rank != 0:
         return
-    _extend_rank_0(trainer, run, t, objective, extra or {})
+    _extend_rank_0(trainer, run, t, objective, extra or {}, sinks)
 
 
-def _extend_rank_0(trainer: Trainer, run, t: dict, objective: Objective, extra: dict) -> None:
+def _extend_rank_0(trainer: Trainer, run, t: dict, objective: Objective, extra: dict,
+                   sinks: list) -> None:
     store = trainer.updater.stores["main"]
 
     def params() -> dict:
@@ -54,7 +58,7 @@ def _extend_rank_0(trainer: Trainer, run, t: dict, objective: Objective, extra: 
         held_out = HeldOutEvaluator(Evaluator(run.data.test, run.model, run.batch_size, run.backend,
                                               prefix="test/"))
         trainer.extend(held_out)
-    log_report = LogReport(_every(t, "log_interval", run.stop), run.optimizer)
+    log_report = LogReport(_every(t, "log_interval", run.stop), run.optimizer, sinks)
     trainer.extend(log_report)
     readout = Readout(run.total, run.samples, log_report, objective, run.optimizer)
     trainer.extend(Progress(readout, live=t["progress"]))

@@ -142,7 +142,7 @@ def name_run_dir(argv: list[str]) -> list[str]:
 def check_choices(argv: list[str]) -> None:
     """Refuses an unknown option of a config group (``optimizer=nosuchopt``) with the list
     of available ones (ours and those in a ``--config-dir``), before Hydra composes anything.
-    Sweeps (``a,b``) are checked item by item."""
+    Sweeps (``a,b``) and lists (``logger=[jsonl,csv]``) are checked item by item."""
     folders = args.config_dirs(argv)
     for argument in argv:
         group = args.key(argument).lstrip("+~")
@@ -150,8 +150,9 @@ def check_choices(argv: list[str]) -> None:
             continue
         theirs = {p.stem for folder in folders for p in (folder / group).glob("*.yaml")}
         options = sorted({*OPTIONS[group], *theirs})
-        for choice in argument.split("=", 1)[1].split(","):
-            if choice.strip("'\"") not in options:
+        items = override_keys.sweep_items(argument.split("=", 1)[1])
+        for choice in (name for item in items for name in override_keys.listed(item)):
+            if choice not in options:
                 raise ConfigError(f"{group}={choice} is not available; choose one of "
                                   f"{', '.join(options)}{_file_hint(group, choice)}")
 

@@ -71,8 +71,7 @@ def _selections(argv: list[str]) -> list[list[str]] | None:
             deleted.append(f"~{key[1:]}")
         if key not in GROUPS or "=" not in argument:
             continue
-        options = (list(OPTIONS[key]) if "(" in value else
-                   [v.strip().strip("'\"") for v in value.split(",") if v.strip()])
+        options = list(OPTIONS[key]) if "(" in value else [o for o in sweep_items(value) if o]
         chosen.setdefault(key, [])
         chosen[key] += [o for o in options if o not in chosen[key]]
     resume = args.value(argv, "resume")
@@ -90,6 +89,28 @@ def _selections(argv: list[str]) -> list[list[str]] | None:
             selections.append([f"{group}={option}" if o.startswith(f"{group}=") else o
                                for o in base])
     return selections
+
+
+def sweep_items(value: str) -> list[str]:
+    """The choices of a group's value: ``a,b`` (a sweep) gives ``a`` and ``b``; a list of options
+    (``[a,b]``, several at once) is one choice, kept whole."""
+    items, depth, current = [], 0, ""
+    for char in value:
+        depth += {"[": 1, "]": -1}.get(char, 0)
+        if char == "," and depth == 0:
+            items.append(current)
+            current = ""
+        else:
+            current += char
+    items.append(current)
+    return [item.strip().strip("'\"") for item in items]
+
+
+def listed(choice: str) -> list[str]:
+    """The options one choice names: those of a list (``[a,b]``), else the choice itself."""
+    if not choice.startswith("["):
+        return [choice]
+    return [o.strip().strip("'\"") for o in choice.strip("[]").split(",") if o.strip()]
 
 
 @functools.lru_cache(maxsize=64)

@@ -49,7 +49,7 @@ def _config(overrides=(), values=None) -> dict:
 
 def _leaves(section: dict, prefix: str):
     for name, value in section.items():
-        if isinstance(value, dict):
+        if isinstance(value, dict) and value:  # an empty mapping (logger: {jsonl: {}}) is a field
             yield from _leaves(value, f"{prefix}{name}.")
         else:
             yield f"{prefix}{name}"

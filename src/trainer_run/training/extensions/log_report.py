@@ -1,44 +1,53 @@
-"""LogReport: averages observations between log points and appends them to ``metrics.jsonl``."""
+"""LogReport: averages observations between log points into rows, which loggers write."""
 
 from __future__ import annotations
 
-from pathlib import Path
+import time
+from datetime import datetime
 
-from ... import files, strict_json
+from .. import clock
 from ..extension import PRIORITY_READER, Extension
-
-FILE = "metrics.jsonl"
+from ..loggers import Logger
+from ..loggers.jsonl import JsonLines
 
 
 class LogReport(Extension):
     """Every iteration accumulates the trainer's observation; when ``log_trigger`` fires it
-    writes one JSON object: ``iteration``, ``epoch`` (epoch_detail), ``elapsed_s``, ``lr``,
-    the updater's current ``status()`` values as they are (``loss_scale``,
-    ``skipped_steps`` under dynamic loss scaling), and the mean of each observed metric
-    since the previous log point (``train/<name>`` for the updater's, validation keys as
-    the evaluator reported them).
+    makes one row: ``iteration``, ``epoch`` (epoch_detail), ``time`` (the wall clock, ISO 8601
+    with the UTC offset), ``elapsed_s``, ``lr``, the updater's current ``status()`` values as
+    they are (``loss_scale``, ``skipped_steps`` under dynamic loss scaling), and the mean of
+    each observed metric since the previous log point (``train/<name>`` for the updater's,
+    validation keys as the evaluator reported them). Each of ``loggers`` (default:
+    ``metrics.jsonl`` alone) receives the row.
 
-    The rows logged so far and the running sums are part of the state, so a resumed run
-    rewrites ``metrics.jsonl`` (atomically) up to its checkpoint and continues it identically.
-    Rows are strict JSON: a NaN or infinite value is written as ``null`` (the state keeps
-    it). A refused write raises :class:`~trainer_run.errors.StorageError` naming the file.
+    ``elapsed_s`` counts from the job's start, start-up included (:mod:`..clock`), and, as
+    the trainer's elapsed time, carries over a resume: the checkpoint keeps the value it had
+    when it was written. The rows logged so far, that value and the running sums are part of
+    the state, so a resumed run's loggers rewrite their files from the checkpoint's rows
+    (:meth:`~..loggers.Logger.start`) and continue them identically.
     """
 
     priority = PRIORITY_READER
     name = "log_report"
 
-    def __init__(self, log_trigger, optimizer=None, filename: str = FILE):
+    def __init__(self, log_trigger, optimizer=None, loggers: list[Logger] | None = None):
         self.log_trigger = log_trigger
         self.optimizer = optimizer
-        self.filename = filename
+        self.loggers = [JsonLines()] if loggers is None else list(loggers)
         self.log: list[dict] = []
         self._sums: dict = {}
         self._counts: dict = {}
-        self._path: Path | None = None
+        self._origin = clock.job_origin()
+        self._elapsed_before = 0.0
+
+    @property
+    def elapsed_s(self) -> float:
+        """Seconds since the job started, plus those of the run before a resume."""
+        return self._elapsed_before + time.perf_counter() - self._origin
 
     def initialize(self, trainer) -> None:
-        self._path = Path(trainer.out) / self.filename
-        files.write_atomic(self._path, "".join(strict_json.dumps(row) + "\n" for row in self.log))
+        for logger in self.loggers:
+            logger.start(trainer.out, self.log)
 
     def __call__(self, trainer) -> None:
         for key, value in trainer.observation.items():
@@ -48,10 +57,15 @@ class LogReport(Extension):
         if self.log_trigger(trainer):
             self._write(trainer)
 
+    def finalize(self, trainer) -> None:
+        for logger in self.loggers:
+            logger.close()
+
     def _write(self, trainer) -> None:
         updater = trainer.updater
         row = {"iteration": updater.iteration, "epoch": updater.epoch_detail,
-               "elapsed_s": trainer.elapsed_time}
+               "time": datetime.now().astimezone().isoformat(timespec="milliseconds"),
+               "elapsed_s": self.elapsed_s}
         if self.optimizer is not None:
             row["lr"] = self.optimizer.learning_rate
         row.update(updater.status())
@@ -59,7 +73,8 @@ class LogReport(Extension):
             row[name] = float(self._sums[name]) / self._counts[name]
         self._sums, self._counts = {}, {}
         self.log.append(row)
-        files.append(self._path, strict_json.dumps(row) + "\n")
+        for logger in self.loggers:
+            logger.write(row)
 
     @property
     def last(self) -> dict:
@@ -67,9 +82,12 @@ class LogReport(Extension):
 
     def state_dict(self) -> dict:
         return {"log": self.log, "sums": {k: float(v) for k, v in self._sums.items()},
-                "counts": self._counts}
+                "counts": self._counts, "elapsed_s": self.elapsed_s}
 
     def load_state_dict(self, state: dict) -> None:
         self.log = list(state["log"])
         self._sums = dict(state["sums"])
         self._counts = dict(state["counts"])
+        before = state.get("elapsed_s", self.last.get("elapsed_s"))  # absent before it was kept
+        self._elapsed_before = float(before or 0.0)
+

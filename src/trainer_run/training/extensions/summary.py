@@ -21,7 +21,9 @@ class Summary(Extension):
 
     With ``held_out`` (a :class:`~.held_out.HeldOutEvaluator`), its ``test/*`` metrics are
     written too; with ``model`` (:func:`trainer_run.models.summary`), the model's size under
-    ``"model"``. ``samples_per_s`` counts the samples of this session's iterations over its wall time.
+    ``"model"``. ``elapsed_s`` is the log's (:attr:`~.log_report.LogReport.elapsed_s`: since the job started,
+    start-up included, carried over a resume), so it agrees with ``metrics.jsonl``;
+    ``samples_per_s`` counts the samples of this session's iterations over its training time.
     ``summary.json`` is strict JSON: a NaN or infinite value is written as ``null``. Both
     files are replaced atomically; a refused write raises
     :class:`~trainer_run.errors.StorageError` naming the file and leaves the old one.
@@ -51,11 +53,10 @@ class Summary(Extension):
     def finalize(self, trainer) -> None:
         out = Path(trainer.out)
         updater = trainer.updater
-        elapsed = trainer.elapsed_time
-        session_time = max(elapsed - self._first_elapsed, 1e-9)
+        session_time = max(trainer.elapsed_time - self._first_elapsed, 1e-9)
         samples = (updater.iteration - self._first_iteration) * self.samples_per_update
         summary = {"iteration": updater.iteration, "epoch": updater.epoch_detail,
-                   "elapsed_s": elapsed, "samples_per_s": samples / session_time,
+                   "elapsed_s": self.log_report.elapsed_s, "samples_per_s": samples / session_time,
                    "status": trainer.status, "stop_reason": trainer.stop_reason}
         if self.overrides is not None:
             summary["overrides"] = self.overrides

@@ -1,0 +1,25 @@
+"""``metrics.jsonl``: one strict-JSON object per row."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ... import files, strict_json
+from .base import Logger
+
+FILE = "metrics.jsonl"
+
+
+class JsonLines(Logger):
+    """Writes each row as one line of strict JSON (a NaN or infinite value is ``null``) to
+    ``metrics.jsonl``; :meth:`start` replaces the file atomically with the rows so far. A
+    refused write raises :class:`~trainer_run.errors.StorageError` naming the file."""
+
+    path: Path
+
+    def start(self, out: Path, rows: list[dict]) -> None:
+        self.path = Path(out) / FILE
+        files.write_atomic(self.path, "".join(strict_json.dumps(row) + "\n" for row in rows))
+
+    def write(self, row: dict) -> None:
+        files.append(self.path, strict_json.dumps(row) + "\n")
