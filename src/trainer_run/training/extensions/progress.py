@@ -4,7 +4,8 @@ interval otherwise (a batch log, ``nohup``, CI), and the table of logged rows at
 The bar and the lines show the same :class:`Readout`: iteration and epoch, the training loss
 as the log rows define it (``train/loss``: the mean since the previous row), the latest
 validation value of the objective's metric and its best so far, the learning rate, samples
-per second, elapsed time (a resumed run's included) and the time left."""
+per second, elapsed time (the log's clock: from the job's start, a resumed run's earlier
+sessions included) and the time left."""
 
 from __future__ import annotations
 
@@ -49,7 +50,7 @@ class Readout:
         left = (self.total - iteration) / rate if rate > 0 else None
         return [("it", f"{iteration}/{self.total}"), ("epoch", f"{updater.epoch_detail:.2f}"),
                 ("samples/s", f"{rate * self.samples_per_update:,.0f}" if rate > 0 else "-"),
-                ("elapsed", _clock(self._trainer.elapsed_time)), ("ETA", _clock(left))]
+                ("elapsed", _clock(self.log_report.elapsed_s)), ("ETA", _clock(left))]
 
     def metrics(self) -> list[tuple[str, str]]:
         """How the run does: the last row's training loss, the objective's latest and best
