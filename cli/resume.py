@@ -30,6 +30,7 @@ from trainer_run import checkpoint, run_directory
 from trainer_run.errors import ConfigError
 
 from . import argv as args
+from . import options
 
 FIXED = ("seed", "model", "dataset", "optimizer.multi_precision")
 """Keys (and the keys below them) a resume refuses to change."""
@@ -86,6 +87,7 @@ def config(saved: dict, cfg: DictConfig, overrides: list[str], choices: dict) ->
     """The checkpoint's config ``saved`` with the command's ``overrides`` applied (their
     values as Hydra composed them in ``cfg``); group choices are already the run's."""
     node = OmegaConf.create(saved)
+    _add_new_keys(node, cfg)
     for override in overrides:
         name = args.key(override).lstrip("+~")
         if name == "resume" or name.startswith("hydra.") or name in choices:
@@ -94,6 +96,24 @@ def config(saved: dict, cfg: DictConfig, overrides: list[str], choices: dict) ->
         _check_changeable(name, OmegaConf.select(node, name, default=None), new)
         OmegaConf.update(node, name, new, force_add=True)
     return node
+
+
+def _add_new_keys(node: DictConfig, cfg: DictConfig) -> None:
+    """Adds to the checkpoint's config the keys this version has and it lacks (a run saved
+    before ``trainer.profile`` or ``logger`` existed), with their defaults as composed in
+    ``cfg``: top-level keys, the ``trainer`` group's (it has one option) and the keys every
+    option of a group shares (``configs/_<group>.yaml``). An option's own keys are left as
+    saved: the run's section may be another option's, or the user's own ``_target_``'s."""
+    for key in cfg:
+        if key not in node:
+            OmegaConf.update(node, key, cfg[key], force_add=True)
+    sections = {group: list(options.shared_section(group)) for group in options.GROUPS}
+    sections["trainer"] = list(cfg.get("trainer", {}))
+    for group, keys in sections.items():
+        for key in keys:
+            if group in node and OmegaConf.is_dict(node[group]) and key not in node[group] \
+                    and key in cfg.get(group, {}):
+                OmegaConf.update(node, f"{group}.{key}", cfg[group][key], force_add=True)
 
 
 def _check_changeable(name: str, old, new) -> None:
