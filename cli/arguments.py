@@ -125,6 +125,9 @@ def prefixed(section: str, factory, *args, **kwargs):
 
 def _in_section(section: str, message: str, owners: dict | None = None) -> str:
     """``message`` (it starts with an argument's name) under the section that argument came
-    from: ``owners[name]`` for an argument taken from another section, else ``section``."""
+    from: ``owners[name]`` for an argument taken from another section, else ``section``. A
+    message about the section's choice itself (``model=cnn needs ...``) is left as it is."""
+    if message.startswith(f"{section}="):
+        return message
     name = re.match(r"\w*", message).group()
     return f"{(owners or {}).get(name, section)}.{message}"

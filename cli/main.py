@@ -81,6 +81,8 @@ def main(argv: list[str] | None = None) -> None:
         run_hydra()
     except (HydraException, OmegaConfBaseException) as e:
         fail(describe(e))
+    except YAMLError as e:  # a config file of the user's that is not YAML
+        fail(f"a config file does not parse: {describe(e)}")
     except OSError as e:
         fail(cannot_write(e), 4)
     except SystemExit as e:

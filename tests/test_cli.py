@@ -159,3 +159,20 @@ def test_overrides_before_a_hydra_flag_still_compose():
     result = run_cli("optimizer=sgd", "optimizer.momentum=0.5", "--cfg", "job")
     assert result.returncode == 0, result.stderr
     assert "momentum: 0.5" in result.stdout
+
+
+def test_a_model_that_does_not_fit_the_data_is_named_once(tmp_path):
+    result = run_cli("model=cnn", "dataset=mnist_like", f"hydra.run.dir={tmp_path / 'run'}")
+    assert result.returncode == 2
+    assert result.stderr.strip() == ("error: model=cnn needs images (C, H, W); the data's examples "
+                                     "have shape (784,): choose model=mlp")
+
+
+def test_a_config_file_of_yours_that_is_not_yaml_is_one_line(tmp_path):
+    (tmp_path / "optimizer").mkdir()
+    (tmp_path / "optimizer" / "bad.yaml").write_text("lr: [1,\n")
+    result = run_cli("--config-dir", tmp_path, "optimizer=bad", f"hydra.run.dir={tmp_path / 'run'}")
+    assert result.returncode == 2
+    assert result.stderr.startswith("error: a config file does not parse: while parsing a flow node")
+    assert f'in "{tmp_path}/optimizer/bad.yaml", line 2' in result.stderr
+    assert "Traceback" not in result.stderr and not (tmp_path / "run").exists()
