@@ -34,7 +34,11 @@ def _reference(params, x, y):
 
 
 def _lines(result):
-    return [line for line in result.stderr.splitlines() if line.strip()]
+    """What the run said of its data: the note (stdout, after the run directory's line), then
+    stderr's lines (a hint, or the error)."""
+    out = [line for line in result.stdout.splitlines() if line.strip()]
+    note = out[1:2] if out and out[0].startswith("run directory: ") else []
+    return note + [line for line in result.stderr.splitlines() if line.strip()]
 
 
 def test_npz_with_a_validation_and_a_test_file_trains_and_tests_the_final_parameters(tmp_path):
