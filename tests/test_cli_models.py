@@ -55,7 +55,7 @@ def test_resnet_learns_28x28_images_with_batch_statistics(tmp_path):
 def test_a_refused_image_model_names_the_fix(tmp_path):
     result = run_cli("model=cnn", "trainer.max_iterations=2", *QUIET[:1], cwd=tmp_path)
     assert result.returncode == 2
-    assert result.stderr.strip().startswith("error: model.")
+    assert result.stderr.strip().startswith("error: model=cnn ")
     assert "model=cnn needs images (C, H, W); the data's examples have shape (2,): choose model=mlp" \
         in result.stderr
 

@@ -178,8 +178,8 @@ def test_progress_shows_the_loss_scale(tmp_path):
     result = _run(f"hydra.run.dir={tmp_path / 'run'}", "loss_scale=dynamic",
                   "trainer.max_iterations=20", env={"COLUMNS": "200"})
     assert result.returncode == 0, result.stderr
-    assert "loss scale 8" in result.stderr
-    assert "skipped steps 0" in result.stderr
+    assert "loss scale 8" in result.stdout
+    assert "skipped steps 0" in result.stdout
     assert "metrics (completed)" in result.stdout
 
 
