@@ -68,3 +68,15 @@ def test_an_unknown_experiment_is_one_line_error():
     line = result.stderr.strip()
     assert line.startswith("error: experiment=nosuch is not available; choose one of ")
     assert "spirals_mlp_sgd" in line and "\n" not in line
+
+
+def test_an_experiment_checked_with_debug_fast(tmp_path):
+    """debug=fast on top of an experiment: its 3 iterations, the experiment's choices (and no
+    warmup, which a 3-iteration schedule has no room for)."""
+    import json
+    run = tmp_path / "run"
+    result = run_cli("experiment=spirals_mlp_sgd", "debug=fast", f"hydra.run.dir={run}")
+    assert result.returncode == 0, result.stderr
+    saved = OmegaConf.load(run / ".hydra" / "config.yaml")
+    assert saved.optimizer.momentum == 0.9 and saved.scheduler.warmup_steps == 0
+    assert json.loads((run / "summary.json").read_text())["iteration"] == 3

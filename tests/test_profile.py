@@ -54,6 +54,17 @@ def test_nothing_is_charged_before_start():
     assert profiler.totals == {"other": 1, "data": 1}
 
 
+def test_the_time_before_start_since_the_origin_is_start_up():
+    profiler = Profiler(FakeClock(5, 6, 9, 9))
+    profiler.origin = 2
+    profiler.start()                                 # 5: start-up 3
+    with profiler.stage("data"):                     # 6: other 1
+        pass                                         # 9: data 3
+    assert profiler.elapsed() == 7 and profiler.started == 2  # 9: other 0
+    assert profiler.by_stage()["start-up"] == 3 and list(profiler.by_stage())[0] == "start-up"
+    assert sum(profiler.by_stage().values()) == 7
+
+
 def test_an_exception_closes_the_stage():
     profiler = Profiler(FakeClock(0, 1, 4, 6))
     profiler.start()

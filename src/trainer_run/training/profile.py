@@ -20,6 +20,9 @@ from typing import Callable
 
 STAGES = ("data", "forward", "backward", "communication", "update", "extensions")
 """The stages of an iteration, in the order the report lists them."""
+STARTUP = "start-up"
+"""Time from the job's start (:attr:`Profiler.origin`) to the first iteration: the
+interpreter, the imports, the data and the model being built."""
 OTHER = "other"
 """Time inside the profiled window that no stage covers (the loop's own bookkeeping)."""
 EXTENSION = "extensions/"
@@ -74,13 +77,20 @@ class Profiler:
         self.totals: dict[str, float] = {}
         """Seconds charged to each stage name (``extensions/<name>`` separately, ``other``)."""
         self.started: float | None = None
+        self.origin: float | None = None
+        """The ``clock()`` reading at which the job started, when known: :meth:`start` then
+        charges the time since to :data:`STARTUP`, and the window opens there."""
         self._open: list[str] = []
         self._mark = 0.0
         self._contexts: dict[str, _Stage] = {}
 
     def start(self) -> None:
-        """Opens the profiled window: time from now on is charged."""
+        """Opens the profiled window: time from now on is charged (and, with an
+        :attr:`origin`, the time before it to :data:`STARTUP`)."""
         self.started = self._mark = self.clock()
+        if self.origin is not None and self.origin < self.started:
+            self.totals[STARTUP] = self.started - self.origin
+            self.started = self.origin
 
     def stage(self, name: str) -> _Stage:
         """A context charging the time inside it to ``name`` (less any stage opened inside)."""
@@ -113,9 +123,11 @@ class Profiler:
         return self._mark - self.started
 
     def by_stage(self) -> dict[str, float]:
-        """Seconds per stage of :data:`STAGES` (``extensions`` with every
-        ``extensions/<name>``), then ``other``; a stage that never ran has 0."""
-        totals = {name: self.totals.get(name, 0.0) for name in STAGES}
+        """Seconds of :data:`STARTUP` when charged, then per stage of :data:`STAGES`
+        (``extensions`` with every ``extensions/<name>``), then ``other``; a stage that never
+        ran has 0."""
+        totals = {STARTUP: self.totals[STARTUP]} if STARTUP in self.totals else {}
+        totals.update({name: self.totals.get(name, 0.0) for name in STAGES})
         totals["extensions"] += sum(self.extensions().values())
         totals[OTHER] = self.totals.get(OTHER, 0.0)
         return totals

@@ -37,13 +37,14 @@ class LogReport(Extension):
         self.log: list[dict] = []
         self._sums: dict = {}
         self._counts: dict = {}
-        self._origin = clock.job_origin()
+        self.origin = clock.job_origin()
+        """The ``time.perf_counter`` reading at which this job started (:mod:`..clock`)."""
         self._elapsed_before = 0.0
 
     @property
     def elapsed_s(self) -> float:
         """Seconds since the job started, plus those of the run before a resume."""
-        return self._elapsed_before + time.perf_counter() - self._origin
+        return self._elapsed_before + time.perf_counter() - self.origin
 
     def initialize(self, trainer) -> None:
         for logger in self.loggers:

@@ -10,7 +10,7 @@ from rich.table import Table
 
 from ... import files, strict_json
 from ..extension import Extension
-from ..profile import OTHER
+from ..profile import OTHER, STARTUP
 
 PRIORITY = -300
 """Finalized after every other extension (the summary's priority is -200), so their
@@ -22,11 +22,11 @@ class ProfileReport(Extension):
     when training ends, however it ends: per stage its total seconds, its share of the
     profiled time and milliseconds per iteration, then ``other`` and each extension's seconds.
 
-    ``profile.json``: ``session_s`` (seconds from the loop's start in this process, the
-    moment :attr:`~trainer_run.training.Trainer.elapsed_time` starts counting, to this
-    report, after every other extension has finalized: every stage and ``other`` add up to
-    it), ``iterations`` (this session's), ``stages`` (stage -> ``total_s``, ``percent``,
-    ``per_iteration_ms``, in :data:`~..profile.STAGES` order, then ``other``), ``extensions``
+    ``profile.json``: ``session_s`` (seconds from this job's start, the start of the log's
+    clock, to this report, after every other extension has finalized: ``start-up`` (to the
+    first iteration), every stage and ``other`` add up to it), ``iterations`` (this
+    session's), ``stages`` (stage -> ``total_s``, ``percent``, ``per_iteration_ms`` (null for
+    ``start-up``); ``start-up``, then :data:`~..profile.STAGES` in order, then ``other``), ``extensions``
     (name -> seconds; what is left of ``extensions`` is the triggers') and ``notes`` (stage ->
     why it is 0 in this run). Strict JSON, replaced atomically.
 
@@ -57,7 +57,8 @@ class ProfileReport(Extension):
         session = self.profiler.elapsed()
         stages = {name: {"total_s": seconds,
                          "percent": 100.0 * seconds / session if session > 0 else 0.0,
-                         "per_iteration_ms": 1000.0 * seconds / iterations if iterations else 0.0}
+                         "per_iteration_ms": None if name == STARTUP else
+                         1000.0 * seconds / iterations if iterations else 0.0}
                   for name, seconds in self.profiler.by_stage().items()}
         return {"session_s": session, "iterations": iterations, "stages": stages,
                 "extensions": self.profiler.extensions(), "notes": self.notes}
@@ -71,8 +72,10 @@ class ProfileReport(Extension):
             table.add_column(column, justify=justify)
         session = report["session_s"]
         for name, row in report["stages"].items():
+            per_iteration = row["per_iteration_ms"]
             table.add_row(name, f"{row['total_s']:.3f}", f"{row['percent']:.1f}",
-                          f"{row['per_iteration_ms']:.3f}", report["notes"].get(name, ""),
+                          "" if per_iteration is None else f"{per_iteration:.3f}",
+                          report["notes"].get(name, ""),
                           end_section=name in ("extensions", OTHER))
             if name == "extensions":
                 for extension, seconds in sorted(report["extensions"].items(),
