@@ -110,7 +110,7 @@ def options(group: str, folders: list[Path]) -> dict[str, Path]:
 # -- one option ---------------------------------------------------------------------------------
 def option_help(console: Console, group: str, option: str, folders: list[Path]) -> None:
     path = options(group, folders)[option]
-    console.print(Text.assemble((f"{group}={option}", "bold"), f"  {path}"))
+    console.print(Text.assemble((f"{group}={option}", "bold"), f"  {path}"), soft_wrap=True)
     console.print(_grid([("", description(path))]))
     if is_global(path):
         tree = OmegaConf.to_container(OmegaConf.load(path), resolve=False) or {}

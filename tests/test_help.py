@@ -58,7 +58,7 @@ def test_every_optimizer_field_has_a_comment(option):
 def test_the_debugging_optimizer_says_so():
     assert _first_comment(CONFIGS / "optimizer" / "test.yaml").startswith(
         "MXNet's debugging optimizer, not for training")
-    readme = (CONFIGS.parent / "README.md").read_text()
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
     assert "`test` is MXNet's debugging optimizer" in readme
 
 

@@ -102,6 +102,6 @@ def test_a_run_shows_its_model_and_records_it_in_the_summary(tmp_path):
     total = sum(layers.values())
     recorded = json.loads((tmp_path / "run/summary.json").read_text())["model"]
     assert recorded == {"class": "MLP", "parameters": total, "bytes": total * 4, "layers": layers}
-    lines = [line.split() for line in result.stderr.splitlines()]
+    lines = [line.split() for line in result.stdout.splitlines()]
     assert ["model:", "MLP"] in lines and ["l2", "4,160"] in lines
     assert ["total", f"{total:,}", f"({total * 4 / 1024:.1f}", "KiB)"] in lines
