@@ -110,8 +110,9 @@ def options(group: str, folders: list[Path]) -> dict[str, Path]:
 # -- one option ---------------------------------------------------------------------------------
 def option_help(console: Console, group: str, option: str, folders: list[Path]) -> None:
     path = options(group, folders)[option]
-    console.print(Text.assemble((f"{group}={option}", "bold"), f"  {path}"), soft_wrap=True)
+    console.print(Text(f"{group}={option}", style="bold"))
     console.print(_grid([("", description(path))]))
+    console.print(Text(f"  file: {path}", overflow="fold"))
     if is_global(path):
         tree = OmegaConf.to_container(OmegaConf.load(path), resolve=False) or {}
         choices = [e for e in tree.pop("defaults", []) if isinstance(e, dict)]

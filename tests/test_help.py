@@ -139,8 +139,9 @@ def test_option_help_shows_the_fields_values_and_descriptions():
 
 def test_several_options_each_get_their_fields():
     out = run_cli("optimizer=sgd,rmsprop", "scheduler=cosine", "--help").stdout
-    for head in ("optimizer=sgd ", "optimizer=rmsprop ", "scheduler=cosine "):
-        assert re.search(rf"^{head}", out, re.M), head
+    for head in ("optimizer=sgd", "optimizer=rmsprop", "scheduler=cosine"):
+        assert re.search(rf"^{head}$", out, re.M), head
+        assert f"  file: {CONFIGS / head.replace('=', '/')}.yaml" in out.replace("\n", "")
     assert re.search(r"^  centered +false ", out, re.M)  # rmsprop's
     assert re.search(r"^  final_lr +0.0$", out, re.M)     # cosine's
 
