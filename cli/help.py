@@ -112,7 +112,7 @@ def option_help(console: Console, group: str, option: str, folders: list[Path]) 
     path = options(group, folders)[option]
     console.print(Text(f"{group}={option}", style="bold"))
     console.print(_grid([("", description(path))]))
-    console.print(Text(f"  file: {path}", overflow="fold"))
+    console.print(Text(f"  file: {path}"), soft_wrap=True)  # a path stays whole, however long
     if is_global(path):
         tree = OmegaConf.to_container(OmegaConf.load(path), resolve=False) or {}
         choices = [e for e in tree.pop("defaults", []) if isinstance(e, dict)]

@@ -85,7 +85,8 @@ def test_piped_help_has_no_escape_codes_and_fits_100_columns():
     for argv in (["--help"], ["dataset=mnist", "optimizer=adam", "--help"]):
         out = run_cli(*argv).stdout
         assert "\x1b" not in out
-        assert max(len(line) for line in out.splitlines()) <= 100
+        # every line but an option's file path (kept whole, as long as the install's path)
+        assert max(len(line) for line in out.splitlines() if not line.startswith("  file: ")) <= 100
         assert all(line == line.rstrip() for line in out.splitlines())
 
 
@@ -141,7 +142,7 @@ def test_several_options_each_get_their_fields():
     out = run_cli("optimizer=sgd,rmsprop", "scheduler=cosine", "--help").stdout
     for head in ("optimizer=sgd", "optimizer=rmsprop", "scheduler=cosine"):
         assert re.search(rf"^{head}$", out, re.M), head
-        assert f"  file: {CONFIGS / head.replace('=', '/')}.yaml" in out.replace("\n", "")
+        assert f"  file: {CONFIGS / head.replace('=', '/')}.yaml\n" in out
     assert re.search(r"^  centered +false ", out, re.M)  # rmsprop's
     assert re.search(r"^  final_lr +0.0$", out, re.M)     # cosine's
 
