@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy
 
 from ... import checkpoint, files
+from ...background_write import BackgroundWrite, frozen
 from ...errors import Diverged
 from ..extension import Extension
 
@@ -37,6 +38,7 @@ class Snapshot(Extension):
         self.objective = objective
         self.params = params
         self._saved_at = None
+        self._writer = BackgroundWrite()
 
     def initialize(self, trainer) -> None:
         """A resumed run starts from a checkpoint of its current iteration."""
@@ -47,24 +49,37 @@ class Snapshot(Extension):
         self.save(trainer)
 
     def save(self, trainer) -> Path:
+        """Saves the state of this iteration: the state (arrays copied) is taken here, the
+        writing goes on in the background while training continues (one write at a time; a
+        failed write raises at the next save or when training ends). Returns the path the
+        checkpoint will have."""
         iteration = trainer.updater.iteration
         if not trainer.updater.params_finite():
             raise Diverged(f"the parameters hold NaN or inf at iteration {iteration}; "
                            "no checkpoint was written for it")
-        state = {**self.extra, "trainer": trainer.state_dict()}
+        state = frozen({**self.extra, "trainer": trainer.state_dict()})
         directory = Path(trainer.out) / "checkpoints"
         best = self.objective.kept_iterations if self.objective is not None else []
-        path = checkpoint.save(state, directory, iteration, self.keep,
-                               protect=[checkpoint.name_of(i) for i in best])
+        arrays = self.params() if self.params is not None and best and best[0] == iteration else None
+        self._writer.submit(lambda: self._write(state, directory, iteration, best, arrays))
         self._saved_at = iteration
+        return directory / checkpoint.name_of(iteration)
+
+    def _write(self, state: dict, directory: Path, iteration: int, best: list, arrays) -> None:
+        checkpoint.save(state, directory, iteration, self.keep,
+                        protect=[checkpoint.name_of(i) for i in best])
         if best and best[0] == iteration:
             checkpoint.mark_best(directory, iteration)
-            if self.params is not None:
-                arrays = self.params()
-                files.write_atomic(Path(trainer.out) / "model_best.npz",
+            if arrays is not None:
+                files.write_atomic(directory.parent / "model_best.npz",
                                    lambda f: numpy.savez(f, **arrays))
-        return path
 
     def finalize(self, trainer) -> None:
-        if trainer.status in ("completed", "interrupted") and self._saved_at != trainer.updater.iteration:
-            self.save(trainer)
+        """Saves the last iteration (unless just saved) when training completed or was
+        interrupted, and waits for the writing either way."""
+        try:
+            if trainer.status in ("completed", "interrupted") and \
+                    self._saved_at != trainer.updater.iteration:
+                self.save(trainer)
+        finally:
+            self._writer.wait()
