@@ -17,7 +17,10 @@ PRIORITY = -100
 class Snapshot(Extension):
     """On its trigger, and once more when training ends or is interrupted, saves
     ``trainer.state_dict()`` plus ``extra`` (e.g. the run's config) under
-    ``<out>/checkpoints``, keeping the newest ``keep`` checkpoints (None: all).
+    ``<out>/checkpoints``, keeping the newest ``keep`` checkpoints (None: all). The state is
+    taken (its arrays copied) at the iteration; the files are written on a background thread
+    (:mod:`trainer_run.background_write`) while training goes on, one write at a time, and
+    the end of training waits for the last one.
 
     A state whose parameters hold NaN or inf is never saved: the run stops with
     :class:`~trainer_run.errors.Diverged` and the previous checkpoint stays the last one.
