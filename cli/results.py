@@ -325,8 +325,8 @@ def labels(rows: list[Row]) -> list[str]:
 
 def show(rows: list[Row], console: Console | None = None) -> None:
     """Prints the ranked table (then the seed groups' table, when any) on ``console``
-    (default: stderr), with the captions below."""
-    console = console or Console(stderr=True)
+    (default: stdout), with the captions below."""
+    console = console or Console()
     groups = by_seed(rows)
     rows = rank(rows)
     header, cells = _display(rows)

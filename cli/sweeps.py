@@ -55,7 +55,7 @@ def check_same_overrides(folder: Path, argv: list[str]) -> None:
 def report(folder: Path, argv: list[str], stopped: bool = False) -> int:
     """Shows and writes the ranked results of the sweep in ``folder`` (run by ``argv``, the
     command's arguments); returns the exit status (1 when a job failed)."""
-    console = Console(stderr=True)
+    console = Console()  # the sweep's answer is its output, as a run's table is
     try:
         rows = results.rank(results.collect([folder]))
     except ConfigError:

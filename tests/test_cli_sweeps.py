@@ -40,7 +40,7 @@ def test_results_are_ranked_by_each_jobs_best_objective(tmp_path):
         assert int(row["best_iteration"]) == summary["objective"]["best_iteration"]
         assert row["overrides"] == " ".join(summary["overrides"])
     assert summaries["0"]["overrides"][:2] == ["optimizer=adam", "optimizer.learning_rate=0.1"]
-    assert "sweep results: ranked by val/loss (min)" in result.stderr
+    assert "sweep results: ranked by val/loss (min)" in result.stdout
     assert (tmp_path / "results.md").read_text().count("\n| ") == 5  # header and 4 jobs
 
 
@@ -133,7 +133,7 @@ def test_seeds_are_grouped_with_mean_and_standard_deviation(tmp_path):
         assert float(group["std"]) == pytest.approx(statistics.stdev(bests[lr]), rel=1e-12)
     means = [float(group["mean"]) for group in groups]
     assert means == sorted(means)
-    assert "across seeds" in result.stderr
+    assert "across seeds" in result.stdout
 
 
 def test_optuna_preset_returns_objectives_and_survives_a_diverging_trial(tmp_path):
