@@ -22,7 +22,7 @@ def check_grammar(argv: list[str]) -> None:
     e.g. ``'optimizer.learning_rate=[1,'``. Flags (``-m``, ``--cfg job``) are Hydra's own."""
     parser = OverridesParser.create()
     for argument in argv:
-        if not _is_override(argument):
+        if not is_override(argument):
             continue
         try:
             parser.parse_overrides([argument])
@@ -52,11 +52,12 @@ def with_overrides(argv: list[str], *overrides: str) -> list[str]:
     """``argv`` with ``overrides`` placed just before its first override (at the end when it
     has none): Hydra reads the overrides as one run of arguments, so they must not be split
     by a flag (``optimizer=sgd --cfg job`` stays one run)."""
-    first = next((i for i, a in enumerate(argv) if _is_override(a)), len(argv))
+    first = next((i for i, a in enumerate(argv) if is_override(a)), len(argv))
     return [*argv[:first], *overrides, *argv[first:]]
 
 
-def _is_override(argument: str) -> bool:
+def is_override(argument: str) -> bool:
+    """Whether ``argument`` is an override (``key=value``, ``~key``), not a flag."""
     return not argument.startswith("-") and ("=" in argument or argument.startswith("~"))
 
 

@@ -45,7 +45,7 @@ def check_same_overrides(folder: Path, argv: list[str]) -> None:
     except Exception:  # a record that cannot be read is not a sweep to compare with
         raise ConfigError(f"{record} cannot be read as a Hydra multirun record; give "
                           "hydra.sweep.dir a new folder") from None
-    given = [a for a in argv if not a.startswith("-") and ("=" in a or a.startswith("~"))
+    given = [a for a in argv if args.is_override(a)
              and not args.key(a).lstrip("+~").startswith(("hydra.", "hydra/"))]
     if sorted(recorded) != sorted(given):
         raise ConfigError(f"{folder} holds a sweep of other overrides ({' '.join(recorded)}); "
