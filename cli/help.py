@@ -27,7 +27,17 @@ from rich.table import Table
 from rich.text import Text
 
 from . import argv as args
-from .options import CONFIGS, GROUPS, OPTIONS, PRESETS, default_choice, option_section, top_level
+from .options import (
+    CONFIGS,
+    GROUPS,
+    OPTIONS,
+    PRESETS,
+    default_choice,
+    is_global,
+    opening_comments,
+    option_section,
+    top_level,
+)
 
 HELP_FLAGS = ("--help", "-h")
 WIDTH = 100
@@ -158,29 +168,16 @@ def sources(path: Path) -> list[Path]:
 
 
 # -- reading the files --------------------------------------------------------------------------
-def is_global(path: Path) -> bool:
-    return any("@package _global_" in line for line in _opening(path))
-
-
 def description(path: Path) -> str:
     """The first sentence of the comment block that opens ``path`` (up to an empty or an
     indented comment line, such as an example command)."""
     paragraph = []
-    for line in (line[1:] for line in _opening(path) if "@package" not in line):
+    for line in (line[1:] for line in opening_comments(path) if "@package" not in line):
         if not line.strip() or line.startswith("  "):
             break
         paragraph.append(line.strip())
     text = " ".join(paragraph)
     return re.split(r"(?<=[^.]\.)\s+(?=[A-Z])", text)[0].rstrip(":") or NO_DESCRIPTION
-
-
-def _opening(path: Path) -> list[str]:
-    lines = []
-    for line in path.read_text().splitlines():
-        if not line.startswith("#"):
-            break
-        lines.append(line)
-    return lines
 
 
 KEY = re.compile(r"^(?P<indent> *)(?P<key>[\w.]+):(?P<value>[^#]*?)\s*(?:#\s*(?P<note>.*))?$")
@@ -195,7 +192,7 @@ def comments(path: Path) -> dict[str, str]:
     above: list[str] = []
     inline = (None, -1)  # the last key with a comment on its line, and the comment's column
     block_indent = None  # inside a multi-line string (key: |) deeper than this
-    for line in path.read_text().splitlines()[len(_opening(path)):]:
+    for line in path.read_text().splitlines()[len(opening_comments(path)):]:
         indent = len(line) - len(line.lstrip())
         if block_indent is not None and (indent > block_indent or not line.strip()):
             continue

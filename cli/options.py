@@ -50,8 +50,7 @@ def option_section(group: str, option: str, path: Path | None = None) -> dict:
     path = path or CONFIGS / group / f"{option}.yaml"
     tree = OmegaConf.to_container(OmegaConf.load(path), resolve=False) or {}
     defaults = tree.pop("defaults", [])
-    header = [line for line in path.read_text().splitlines() if line.startswith("#")]
-    own = tree.get(group, {}) if any("@package _global_" in line for line in header) else tree
+    own = tree.get(group, {}) if is_global(path) else tree
     merged: dict = {}
     if "_self_" not in defaults:
         defaults = [*defaults, "_self_"]
@@ -64,6 +63,22 @@ def option_section(group: str, option: str, path: Path | None = None) -> dict:
             sibling = path.parent / f"{entry}.yaml"
             merged = _merge(merged, option_section(group, entry, sibling if sibling.exists() else None))
     return merged
+
+
+def is_global(path: Path) -> bool:
+    """Whether the config file at ``path`` is a ``# @package _global_`` one (Hydra reads the
+    directive in the comments that open the file)."""
+    return any("@package _global_" in line for line in opening_comments(path))
+
+
+def opening_comments(path: Path) -> list[str]:
+    """The comment lines that open the file at ``path``, up to its first other line."""
+    lines = []
+    for line in path.read_text().splitlines():
+        if not line.startswith("#"):
+            break
+        lines.append(line)
+    return lines
 
 
 def _merge(base: dict, top: dict) -> dict:
