@@ -54,7 +54,8 @@ class Readout:
 
     def metrics(self) -> list[tuple[str, str]]:
         """How the run does: the last row's training loss, the objective's latest and best
-        validation values, the learning rate and the updater's status (loss scale, skips)."""
+        values (as the objective read them at evaluations), the learning rate and the
+        updater's status (loss scale, skips)."""
         fields = []
         loss = self.log_report.last.get("train/loss")
         if loss is not None:
@@ -70,10 +71,8 @@ class Readout:
         if objective is None:
             return []
         fields = []
-        latest = next((row[objective.metric] for row in reversed(self.log_report.log)
-                       if row.get(objective.metric) is not None), None)
-        if latest is not None and objective.metric != "train/loss":
-            fields.append((objective.metric, _number(latest)))
+        if objective.final is not None and objective.metric != "train/loss":
+            fields.append((objective.metric, _number(objective.final)))
         if objective.best is not None:
             fields.append((f"best {objective.metric}",
                            f"{_number(objective.best)} @{objective.best_iteration}"))
