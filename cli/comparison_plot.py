@@ -20,10 +20,10 @@ from omegaconf import OmegaConf
 
 from trainer_run.errors import ConfigError
 from trainer_run.files import write_atomic
+from trainer_run.training.loggers import jsonl
 
 from . import results
 
-METRICS = "metrics.jsonl"
 SIZE = (9.0, 5.0)  # inches, at DPI: a 900 x 500 PNG
 DPI = 100
 COLORS = 10  # matplotlib's default colour cycle
@@ -69,7 +69,7 @@ def curves(rows: list[results.Row], name: str, mode: str) -> list[Curve]:
     made = []
     for row, label in zip(rows, results.labels(rows)):
         curve = Curve(label)
-        for line in read_log(row.path / METRICS):
+        for line in read_log(row.path / jsonl.FILE):
             if name in line:
                 value = line[name]
                 curve.iterations.append(line.get("iteration"))
