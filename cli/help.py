@@ -21,7 +21,6 @@ import shutil
 import sys
 from pathlib import Path
 
-from omegaconf import OmegaConf
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -38,6 +37,7 @@ from .options import (
     option_section,
     top_level,
 )
+from .yaml_files import read
 
 HELP_FLAGS = ("--help", "-h")
 WIDTH = 100
@@ -124,7 +124,7 @@ def option_help(console: Console, group: str, option: str, folders: list[Path]) 
     console.print(_grid([("", description(path))]))
     console.print(Text(f"  file: {path}"), soft_wrap=True)  # a path stays whole, however long
     if is_global(path):
-        tree = OmegaConf.to_container(OmegaConf.load(path), resolve=False) or {}
+        tree = read(path) or {}
         choices = [e for e in tree.pop("defaults", []) if isinstance(e, dict)]
         for entry in choices:
             for key, value in entry.items():
@@ -133,7 +133,7 @@ def option_help(console: Console, group: str, option: str, folders: list[Path]) 
     else:
         console.print(f"  override a field with {group}.<field>=<value>")
         section = option_section(group, option, path)
-        own = [key for key in OmegaConf.load(path) if key in section]  # then the shared ones
+        own = [key for key in read(path) or {} if key in section]  # then the shared ones
         fields = _flat({key: section[key] for key in [*own, *section]})
     console.print(_fields(fields, sources(path)))
     console.print()
@@ -158,7 +158,7 @@ def _fields(fields: dict, files: list[Path]) -> Table:
 def sources(path: Path) -> list[Path]:
     """``path`` and the files its defaults list draws keys from, nearest first."""
     found = [path]
-    for entry in (OmegaConf.load(path).get("defaults") or []):
+    for entry in ((read(path) or {}).get("defaults") or []):
         if isinstance(entry, str) and entry.startswith("/_"):
             found.append(CONFIGS / f"{entry[1:].split('@')[0]}.yaml")
         elif isinstance(entry, str) and entry != "_self_":

@@ -46,6 +46,7 @@ from . import resume as resumes
 from .job import on_rank_0
 from .options import CONFIGS, OPTIONS
 from .report import cannot_write, describe, fail, stop_if_signalled, warn
+from .yaml_files import read
 
 COMPLETION_FLAGS = ("-sc", "--shell-completion")
 
@@ -80,7 +81,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         run_hydra()
     except (HydraException, OmegaConfBaseException) as e:
-        fail(describe(e))
+        fail(_explained(typed, e))
     except YAMLError as e:  # a config file of the user's that is not YAML
         fail(f"a config file does not parse: {describe(e)}")
     except OSError as e:
@@ -91,6 +92,17 @@ def main(argv: list[str] | None = None) -> None:
         raise
     if sweep is not None and (comm is None or comm.rank == 0):
         sys.exit(sweeps.report(Path(sweep), typed))
+
+
+def _explained(typed: list[str], error: Exception) -> str:
+    """Hydra's ``error`` in one line; when an argument names a key the config does not have,
+    our line instead, with the closest key (a single run's keys are checked here, after
+    Hydra refused them, so that a valid command composes its config once)."""
+    try:
+        override_keys.check_overrides(user_targets.rewrite(typed))
+    except ConfigError as e:
+        return str(e)
+    return describe(error)
 
 
 def _help(argv: list[str]) -> None:
@@ -135,7 +147,7 @@ def name_run_dir(argv: list[str]) -> list[str]:
     if (args.value(argv, key) is not None or args.composes_other_config(argv)
             or not args.is_null(args.value(argv, "resume"))):
         return argv
-    hydra_section = OmegaConf.to_container(OmegaConf.load(CONFIGS / "config.yaml").hydra)
+    hydra_section = read(CONFIGS / "config.yaml")["hydra"]
     pattern = hydra_section["sweep" if multirun else "run"]["dir"]  # runs/${now:%Y-%m-%d}/...
     named = re.sub(r"\$\{now:([^}]*)\}", lambda m: time.strftime(m.group(1)), pattern)
     return args.with_overrides(argv, f"{key}={args.quote(Path(named))}")
@@ -177,7 +189,8 @@ def prepare(argv: list[str]) -> list[str]:
         raise ConfigError("hparams_search runs a sweep: add -m (trainer-run -m hparams_search=...)")
     check_choices(argv)
     argv = user_targets.rewrite(argv)
-    override_keys.check_overrides(argv)
+    if args.is_multirun(argv):  # a single run's keys are checked if Hydra refuses them
+        override_keys.check_overrides(argv)
     argv = name_run_dir(argv)
     resume, multirun = args.value(argv, "resume"), args.is_multirun(argv)
     if not args.is_null(resume):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
-from omegaconf import OmegaConf
+from .yaml_files import read
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 GROUPS = tuple(sorted(p.name for p in CONFIGS.iterdir() if p.is_dir() and any(p.glob("*.yaml"))))
@@ -24,17 +24,17 @@ def shared_section(group: str) -> dict:
     """The keys every option of ``group`` shares with their defaults (``configs/_<group>.yaml``;
     empty for a group without one)."""
     path = CONFIGS / f"_{group}.yaml"
-    return OmegaConf.to_container(OmegaConf.load(path), resolve=False) if path.exists() else {}
+    return (read(path) or {}) if path.exists() else {}
 
 @functools.lru_cache(maxsize=None)
 def top_level() -> dict:
-    tree = OmegaConf.to_container(OmegaConf.load(CONFIGS / "config.yaml"), resolve=False)
+    tree = read(CONFIGS / "config.yaml")
     return {k: v for k, v in tree.items() if k not in ("defaults", "hydra")}
 
 
 @functools.lru_cache(maxsize=None)
 def default_choice(group: str) -> str | None:
-    tree = OmegaConf.to_container(OmegaConf.load(CONFIGS / "config.yaml"), resolve=False)
+    tree = read(CONFIGS / "config.yaml")
     for entry in tree.get("defaults", []):
         if isinstance(entry, dict) and group in entry:
             return entry[group]
@@ -48,7 +48,7 @@ def option_section(group: str, option: str, path: Path | None = None) -> dict:
     option, only the part under ``group``. ``path``: the option's file when it is not ours
     (a ``--config-dir``'s); the options it lists come from its folder, else from ours."""
     path = path or CONFIGS / group / f"{option}.yaml"
-    tree = OmegaConf.to_container(OmegaConf.load(path), resolve=False) or {}
+    tree = read(path) or {}
     defaults = tree.pop("defaults", [])
     own = tree.get(group, {}) if is_global(path) else tree
     merged: dict = {}
