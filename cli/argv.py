@@ -15,6 +15,7 @@ OTHER_CONFIG_FLAGS = ("-cp", "--config-path", "-cn", "--config-name", "--experim
 """Hydra flags that compose another config (or none): its keys are then left to Hydra."""
 CONFIG_DIR_FLAGS = ("-cd", "--config-dir")
 """Hydra's flag adding a folder of the user's config files to ours."""
+HELP_FLAGS = ("--help", "-h")
 
 
 def check_grammar(argv: list[str]) -> None:
@@ -76,6 +77,11 @@ def config_dirs(argv: list[str]) -> list[Path]:
             if given:
                 found.append(Path(given).expanduser().absolute())
     return found
+
+
+def asks_help(argv: list[str]) -> bool:
+    """Whether the command line asks for our help (``--help`` or ``-h``)."""
+    return any(a in HELP_FLAGS for a in argv)
 
 
 def is_multirun(argv: list[str]) -> bool:

@@ -39,7 +39,6 @@ from .options import (
 )
 from .yaml_files import read
 
-HELP_FLAGS = ("--help", "-h")
 WIDTH = 100
 NO_DESCRIPTION = "(no description)"
 VALUE_WIDTH = 44
@@ -64,11 +63,6 @@ GUIDE = (
              "trainer-run <group>=<option> --help shows an option's fields; --hydra-help is "
              "Hydra's help, --cfg job prints the composed config."),
 )
-
-
-def asked(argv: list[str]) -> bool:
-    """Whether the command line asks for this help (``--help`` or ``-h``)."""
-    return any(a in HELP_FLAGS for a in argv)
 
 
 def show(argv: list[str]) -> None:

@@ -40,8 +40,7 @@ from trainer_run.errors import ConfigError
 from trainer_run.kvstore import mpi_job
 
 from . import argv as args
-from . import help as helps
-from . import job, override_keys, sweeps, user_targets
+from . import job, override_keys, user_targets
 from . import resume as resumes
 from .job import on_rank_0
 from .options import CONFIGS, OPTIONS
@@ -55,7 +54,7 @@ def main(argv: list[str] | None = None) -> None:
     """Runs the command (the console script enters through :mod:`.entry`)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     typed = list(argv)
-    if helps.asked(argv):
+    if args.asks_help(argv):
         _help(argv)
         return
     if any(a in COMPLETION_FLAGS for a in argv):  # Hydra's shell completion: nothing to check or write
@@ -108,6 +107,8 @@ def _explained(typed: list[str], error: Exception) -> str:
 def _help(argv: list[str]) -> None:
     """``--help``: the options it names must exist (:func:`check_choices`) and their files
     parse."""
+    from . import help as helps  # imported when asked: a run does without it
+
     try:
         check_choices(argv)
         helps.show(argv)

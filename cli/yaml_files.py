@@ -10,7 +10,6 @@ many times in one start, where OmegaConf's pure-Python parser costs a large shar
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import yaml
 
@@ -45,6 +44,7 @@ Loader.yaml_implicit_resolvers = {
     for first, rules in Loader.yaml_implicit_resolvers.items()}
 
 
-def read(path: Path):
+def read(path):
     """The data of the YAML file at ``path`` (None for an empty file)."""
-    return yaml.load(Path(path).read_text(), Loader=Loader)
+    with open(path, encoding="utf-8") as f:  # a stream: errors name the file
+        return yaml.load(f, Loader=Loader)

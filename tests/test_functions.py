@@ -207,3 +207,16 @@ def test_accuracy_float32():
     acc = F.accuracy(y, np.array([1, 1]))
     assert acc.dtype == np.float32
     assert acc == pytest.approx(0.5)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("size", [1, 7, 32, 1000, 12345])
+def test_loss_mean_is_numpy_mean_bit_for_bit(dtype, size):
+    from trainer_run.functions.loss import mean
+
+    rng = np.random.default_rng(size)
+    for scale in (1e-4, 1.0, 1e4):
+        a = (rng.standard_normal(size) * scale).astype(dtype)
+        for values in (a, a > 0):
+            got, want = mean(values, dtype), values.mean(dtype=dtype)
+            assert got.dtype == want.dtype and got.tobytes() == want.tobytes()

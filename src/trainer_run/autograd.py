@@ -160,13 +160,13 @@ class Function:
     inputs: tuple = ()
 
     def __call__(self, *inputs):
-        y = self.forward(*(as_data(x) for x in inputs))
-        needs = tuple(getattr(x, "requires_grad", False) for x in inputs)
-        if not (_recording and any(needs)):
+        y = self.forward(*[x.data if isinstance(x, Variable) else x for x in inputs])
+        needs = tuple([getattr(x, "requires_grad", False) for x in inputs])
+        if not (_recording and True in needs):
             return Variable(y)
         self.inputs = inputs
         self.needs = needs
-        rank = max(x.rank for x, need in zip(inputs, needs) if need) + 1
+        rank = max([x.rank for x, need in zip(inputs, needs) if need]) + 1
         return _Node(y, creator=self, rank=rank)
 
     def forward(self, *xs):

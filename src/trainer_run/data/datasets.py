@@ -38,7 +38,7 @@ class ArrayDataset:
     def take(self, indices):
         """Rows ``indices`` of every array, as a tuple of stacked arrays: one indexed read per
         array."""
-        return tuple(a[indices] for a in self.arrays)
+        return tuple([a[indices] for a in self.arrays])
 
 
 class SubDataset:

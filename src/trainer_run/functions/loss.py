@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy
+
 from ..autograd import Function, Variable, as_data
 from ..backend import array_module
 
@@ -18,7 +20,7 @@ class SoftmaxCrossEntropy(Function):
         self._t, self._rows = t, rows
         self._p = e / total
         log_p = shifted[rows, t] - xp.log(total[:, 0])
-        return -log_p.mean(dtype=x.dtype).astype(x.dtype)
+        return -mean(log_p, x.dtype)
 
     def backward(self, gy):
         gx = self._p
@@ -85,4 +87,10 @@ def mean_squared_error(x0, x1) -> Variable:
 def accuracy(y, t):
     """Fraction of rows of ``y`` whose argmax equals ``t`` (not differentiable)."""
     y, t = as_data(y), as_data(t)
-    return (y.argmax(axis=1) == t).mean(dtype=y.dtype)
+    return mean(y.argmax(axis=1) == t, y.dtype)
+
+
+def mean(a, dtype):
+    """``a.mean(dtype=dtype)`` as NumPy computes it (the sum in ``dtype``, divided in float64,
+    rounded to ``dtype``), without the Python layers of ``ndarray.mean``."""
+    return (a.sum(dtype=dtype) / numpy.float64(a.size)).astype(dtype)

@@ -90,4 +90,7 @@ class AnyOf:
         self.triggers = triggers
 
     def __call__(self, trainer) -> bool:
-        return any(t(trainer) for t in self.triggers)
+        for trigger in self.triggers:
+            if trigger(trainer):
+                return True
+        return False
