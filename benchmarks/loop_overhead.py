@@ -4,12 +4,15 @@ MLP 2-16-2 (ReLU), batch 32, SGD (lr 0.1, momentum 0.9), microseconds per iterat
 
 - ours: ``trainer-run`` on the spirals with logging (a row every 50 iterations to
   ``metrics.jsonl`` and ``metrics.csv``) and progress (its plain line per row, stdout being a
-  pipe) on, evaluation and the checkpoint at the end only; the time per iteration is the
-  batch over ``summary.json``'s ``samples_per_s`` (the session's wall time, extensions
-  included);
+  pipe) on, evaluation and the checkpoint at the end only; the time per iteration is read
+  from ``metrics.jsonl``'s ``elapsed_s`` between its second and its second-to-last rows
+  (steady state: the logging and progress of those rows included, the start and the final
+  evaluation, checkpoint and table not);
 - the peer: PyTorch 2.13 CPU's raw loop (``benchmarks/torch_peer.py``: zero_grad, forward,
   cross-entropy, backward, step; no logging, no progress), from its own venv
-  (``$TORCH_PYTHON``, else ``/work/torch-venv/bin/python``);
+  (``$TORCH_PYTHON``, else ``/work/torch-venv/bin/python``), the faster of its default thread
+  count and one thread (tiny operations gain nothing from threads, and lose much when the
+  machine is shared);
 - the floor: the same step written directly in NumPy (index the batch, two matmuls, ReLU,
   softmax cross-entropy, their gradients, the momentum update), what any NumPy framework's
   iteration costs at least.
@@ -48,19 +51,25 @@ def ours(folder: Path, iterations: int, *extra: str) -> tuple[float, Path]:
                     f"trainer.max_iterations={iterations}", f"trainer.eval_interval={iterations}",
                     f"trainer.checkpoint_interval={iterations}", f"hydra.run.dir={out}", *extra],
                    check=True, capture_output=True)
-    rate = json.loads((out / "summary.json").read_text())["samples_per_s"]
-    return BATCH / rate * 1e6, out
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    first, last = rows[1], rows[-2]
+    return ((last["elapsed_s"] - first["elapsed_s"]) / (last["iteration"] - first["iteration"])
+            * 1e6, out)
 
 
 def peer(iterations: int) -> float | None:
+    """PyTorch's microseconds per iteration: the faster of its default threads and one."""
     python = os.environ.get("TORCH_PYTHON", "/work/torch-venv/bin/python")
     if not Path(python).exists():
         return None
-    result = subprocess.run([python, str(HERE / "torch_peer.py"), "--sizes", "2,16,2",
-                             "--batch-size", str(BATCH), "--optimizer", "sgd",
-                             "--iterations", str(iterations), "--warmup", "200"],
-                            capture_output=True, text=True, check=True)
-    return BATCH / json.loads(result.stdout.splitlines()[-1])["samples_per_s"] * 1e6
+    times = []
+    for threads in ([], ["--threads", "1"]):
+        result = subprocess.run([python, str(HERE / "torch_peer.py"), "--sizes", "2,16,2",
+                                 "--batch-size", str(BATCH), "--optimizer", "sgd", *threads,
+                                 "--iterations", str(iterations), "--warmup", "200"],
+                                capture_output=True, text=True, check=True)
+        times.append(BATCH / json.loads(result.stdout.splitlines()[-1])["samples_per_s"] * 1e6)
+    return min(times)
 
 
 def floor(iterations: int) -> float:
