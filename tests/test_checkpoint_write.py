@@ -126,3 +126,11 @@ def test_a_checkpoint_with_sha256_checksums_loads_and_its_damage_is_refused(tmp_
     os.utime(arrays, ns=(1, 1))  # another version of the file, not a cached digest
     with pytest.raises(checkpoint.CheckpointError, match="does not match its checksum"):
         checkpoint.load(ck)
+
+
+@pytest.mark.parametrize("content", ["{}", "[1]", '{"size": 3}'])
+def test_checksums_of_no_known_kind_are_refused_as_corrupt(tmp_path, content):
+    ck = checkpoint.save(_state(), tmp_path, 4)
+    (ck / checkpoint.CHECKSUMS).write_text(content)
+    with pytest.raises(checkpoint.CheckpointError, match=r"checksums.json is corrupt \(it holds no crc32 "):
+        checkpoint.load(ck)

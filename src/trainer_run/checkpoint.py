@@ -170,8 +170,8 @@ def verify(path: Path) -> None:
     path = Path(path)
     try:
         recorded = json.loads((path / CHECKSUMS).read_text())
-        if not isinstance(recorded, dict):
-            raise ValueError(f"it holds {type(recorded).__name__}, not an object")
+        if not isinstance(recorded, dict) or not any(kind in recorded for kind in checksums.KINDS):
+            raise ValueError(f"it holds no {' or '.join(checksums.KINDS)} checksums")
     except FileNotFoundError:
         raise CheckpointError(f"checkpoint {path} is incomplete: {CHECKSUMS} is missing") from None
     except (OSError, ValueError) as e:

@@ -20,6 +20,8 @@ import os
 import zlib
 from pathlib import Path
 
+KINDS = ("crc32", "sha256")  # what a checksums.json may hold: this version's, the earlier one's
+
 
 class Running:
     """The checksum of bytes added piece by piece, in order."""

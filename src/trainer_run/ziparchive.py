@@ -20,7 +20,7 @@ from .checksums import Running
 
 _VERSION = 45  # ZIP64 (APPNOTE 4.5)
 _UTF8 = 0x800  # member names are UTF-8
-_DATE = (1 << 5) | 1  # 1980-01-01, the earliest a zip can say, as numpy.savez's members
+_DATE = (1 << 5) | 1  # 1980-01-01: fixed, so the bytes depend on the arrays alone
 _FULL32 = 0xFFFFFFFF
 _FULL16 = 0xFFFF
 
