@@ -1,10 +1,14 @@
-"""BackgroundWrite: at most one write running on a background thread while training goes on.
+"""BackgroundWrite: at most one write running on a background thread while training goes on;
+frozen: the state it writes, copied once from what the loop goes on changing.
 
 :meth:`BackgroundWrite.submit` first waits for the write before it (so writes happen in order
 and never overlap), raising that write's error if it failed, then starts the new one;
 :meth:`wait` waits for the one in flight and raises its error. The write itself is what it
 would be on the loop's thread (a checkpoint is still written atomically, checksummed and
 durably), so a process killed mid-write leaves the previous checkpoint as the latest.
+
+A state handed to a write is :func:`frozen` on the loop's thread: each array is copied
+once, by the state_dict that makes it (:func:`host_copy`) or else by :func:`frozen`.
 """
 
 from __future__ import annotations
@@ -52,11 +56,29 @@ class BackgroundWrite:
 
 def frozen(value):
     """``value`` (dicts, lists and tuples of arrays and plain values) with every NumPy array
-    copied: what the loop goes on changing in place cannot reach a write in flight."""
+    that the loop could still change copied: what the loop goes on changing in place cannot
+    reach a write in flight. A read-only array owning its memory (what :func:`host_copy`
+    makes) is taken as it is, so a state_dict's copies are not copied again."""
     if isinstance(value, numpy.ndarray):
-        return value.copy()
+        return value if _is_host_copy(value) else value.copy()
     if isinstance(value, dict):
         return {k: frozen(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return type(value)(frozen(v) for v in value)
     return value
+
+
+def host_copy(array, to_numpy: Callable = numpy.asarray) -> numpy.ndarray:
+    """A host copy of ``array`` that nothing else references, read-only so that
+    :func:`frozen` takes it without copying it again. ``to_numpy`` moves a device array to
+    the host (as :meth:`~trainer_run.backend.Backend.to_numpy`: a new host array, or the
+    array itself when it already is one); its new array is the copy."""
+    host = to_numpy(array)
+    if host is array or not host.flags.owndata:  # the live array, or a view of it
+        host = numpy.array(host)
+    host.flags.writeable = False
+    return host
+
+
+def _is_host_copy(array: numpy.ndarray) -> bool:
+    return array.flags.owndata and not array.flags.writeable

@@ -8,7 +8,8 @@ in a directory ``<checkpoints>/iter_<iteration>/`` holding
   version, :data:`FORMAT`; the key is reserved);
 - ``arrays.npz``: the arrays by key, a zip of ``.npy`` files (``numpy.load(...,
   allow_pickle=False)`` reads them);
-- ``checksums.json``: the SHA-256 of the two files above, written last.
+- ``checksums.json``: the checksums of the two files above (:mod:`trainer_run.checksums`:
+  CRC-32 and size, computed while writing; SHA-256 in checkpoints written before), written last.
 
 Writing goes to a temporary directory whose files are flushed and fsynced, then renamed
 into place; the file ``<checkpoints>/latest`` naming the newest checkpoint is replaced
@@ -39,7 +40,6 @@ removing its temporary directory; earlier checkpoints are untouched.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -49,7 +49,7 @@ from typing import Callable, Collection, Mapping
 import numpy
 
 from . import checkpoint_schema as schema
-from . import files, npz
+from . import checksums, files, npz
 from .checkpoint_schema import FORMAT, CheckpointError, NewerFormatError
 from .errors import ConfigError, StorageError
 from .states import flatten, unflatten
@@ -97,17 +97,19 @@ def save(state: dict, directory: Path, iteration: int, keep: int | None = None,
 
 
 def _write_files(state: dict, tmp: Path, final: Path) -> None:
-    """Writes the three files into ``tmp``; a refused write names the file under ``final``."""
+    """Writes the three files into ``tmp``; a refused write names the file under ``final``.
+    The arrays are checksummed as they are written (:func:`trainer_run.npz.write`)."""
     if tmp.exists():
         shutil.rmtree(tmp)
     tmp.mkdir()
     arrays: dict = {}
     data = json.dumps({schema.FORMAT_KEY: FORMAT, **flatten(state, arrays)}).encode()
-    files.write_synced(tmp / ARRAYS, lambda f: numpy.savez(f, **arrays), shown_as=final / ARRAYS)
-    digests = {ARRAYS: _hash_file(tmp / ARRAYS)}
+    sums = {}
+    files.write_synced(tmp / ARRAYS, lambda f: sums.update({ARRAYS: npz.write(f, arrays)}),
+                       shown_as=final / ARRAYS)
     files.write_synced(tmp / STATE, data, shown_as=final / STATE)
-    digests[STATE] = hashlib.sha256(data).hexdigest()
-    files.write_synced(tmp / CHECKSUMS, json.dumps({"sha256": digests}), shown_as=final / CHECKSUMS)
+    sums[STATE] = checksums.of_bytes(data)
+    files.write_synced(tmp / CHECKSUMS, json.dumps(checksums.record(sums)), shown_as=final / CHECKSUMS)
     files.fsync_dir(tmp)
 
 
@@ -163,18 +165,21 @@ def load_tree(path: Path, require: Mapping[str, type] | None = None) -> dict:
 
 
 def verify(path: Path) -> None:
-    """Checks that every file of checkpoint ``path`` exists and matches its checksum."""
+    """Checks that every file of checkpoint ``path`` exists and matches its checksum
+    (:mod:`trainer_run.checksums`: CRC-32 and size, or the SHA-256 older checkpoints hold)."""
     path = Path(path)
     try:
-        digests = json.loads((path / CHECKSUMS).read_text())["sha256"]
+        recorded = json.loads((path / CHECKSUMS).read_text())
+        if not isinstance(recorded, dict) or not any(kind in recorded for kind in checksums.KINDS):
+            raise ValueError(f"it holds no {' or '.join(checksums.KINDS)} checksums")
     except FileNotFoundError:
         raise CheckpointError(f"checkpoint {path} is incomplete: {CHECKSUMS} is missing") from None
-    except (OSError, ValueError, KeyError, TypeError) as e:
+    except (OSError, ValueError) as e:
         raise CheckpointError(f"checkpoint file {path / CHECKSUMS} is corrupt ({e})") from None
     for name in (STATE, ARRAYS):
         if not (path / name).is_file():
             raise CheckpointError(f"checkpoint {path} is incomplete: {name} is missing")
-        if not isinstance(digests, dict) or _sha256(path / name) != digests.get(name):
+        if not checksums.matches(path / name, recorded):
             raise CheckpointError(f"checkpoint file {path / name} does not match its checksum "
                                   "(truncated or modified)")
 
@@ -318,27 +323,6 @@ def _latest(directory: Path) -> tuple[str | None, str | None]:
     except UnicodeDecodeError:
         return None, f"{path} does not hold a checkpoint name (it is not UTF-8 text)"
     return (name, None) if name else (None, f"{path} is empty")
-
-
-def _sha256(path: Path) -> str:
-    """The file's SHA-256, computed once per version of the file in this process (a resume
-    verifies the same checkpoint while finding, checking and loading it)."""
-    st = os.stat(path)
-    version = (os.path.realpath(path), st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-    if version not in _DIGESTS:
-        _DIGESTS[version] = _hash_file(path)
-    return _DIGESTS[version]
-
-
-_DIGESTS: dict[tuple, str] = {}
-
-
-def _hash_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _prune(directory: Path, keep: int, protect: set) -> None:

@@ -1,4 +1,8 @@
-"""Reading ``.npz`` archives without pickle.
+"""Writing ``.npz`` archives in one pass, and reading them without pickle.
+
+:func:`write` stores arrays as ``numpy.savez`` does (a zip of uncompressed ``.npy``
+members, :mod:`trainer_run.ziparchive`), sending each array's memory to the file as it is
+(no copy) in one pass that also yields the file's checksum.
 
 An archive is accepted when it is a zip file whose members are all ``.npy`` arrays
 (format version 1.0 or 2.0, as ``numpy.savez`` writes them) of a dtype that holds no
@@ -11,17 +15,49 @@ archive (OSError when it cannot be opened at all).
 
 from __future__ import annotations
 
+import io
 import math
 import zipfile
 import zlib
 from pathlib import Path
+from typing import BinaryIO, Mapping
 
 import numpy
 from numpy.lib import format as npy
 
+from .ziparchive import ZipArchive
+
 # Everything a crafted zip file can make the zipfile module raise while reading it.
 ZIP_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, RuntimeError)
 _HEADERS = {(1, 0): npy.read_array_header_1_0, (2, 0): npy.read_array_header_2_0}
+
+
+def write(file: BinaryIO, arrays: Mapping[str, numpy.ndarray]) -> dict:
+    """Writes ``arrays`` to the binary stream ``file`` as an ``.npz`` archive, member
+    ``<key>.npy`` per array (``.npy`` format 1.0, or 2.0 where a header needs it), which
+    ``numpy.load(..., allow_pickle=False)`` reads back; returns the checksum of the bytes
+    written (:mod:`trainer_run.checksums`). ValueError for an array holding Python objects
+    (only pickle could store it)."""
+    archive = ZipArchive(file)
+    for key, array in arrays.items():
+        array = numpy.asarray(array, order="C")
+        if array.dtype.hasobject:
+            raise ValueError(f"array {key!r} holds Python objects, which only pickle could store")
+        archive.add(f"{key}.npy", [_npy_header(array), array.reshape(-1).view(numpy.uint8)])
+    archive.close()
+    return archive.checksum.value()
+
+
+def _npy_header(array: numpy.ndarray) -> bytes:
+    """The ``.npy`` header of the C-contiguous ``array``, in the oldest version that holds it."""
+    header = io.BytesIO()
+    fields = npy.header_data_from_array_1_0(array)
+    try:
+        npy.write_array_header_1_0(header, fields)
+    except ValueError:  # a header too long for version 1.0
+        header = io.BytesIO()
+        npy.write_array_header_2_0(header, fields)
+    return header.getvalue()
 
 
 def members(path: Path) -> dict[str, tuple[tuple[int, ...], numpy.dtype]]:

@@ -25,6 +25,7 @@ import numpy
 
 from .autograd import Variable
 from .backend import array_module
+from .background_write import host_copy
 
 
 class Parameter(Variable):
@@ -205,9 +206,10 @@ class ParamStore:
         return dict(enumerate(self.params.values()))
 
     def state_dict(self, to_numpy) -> dict:
-        """name -> host copy of each parameter's and persistent value."""
+        """name -> host copy of each parameter's and persistent value (read-only, see
+        :func:`~trainer_run.background_write.host_copy`)."""
         values = {**self.params, **self.persistents}
-        return {name: numpy.array(to_numpy(p.data)) for name, p in values.items()}
+        return {name: host_copy(p.data, to_numpy) for name, p in values.items()}
 
     def load_state_dict(self, arrays: Mapping, asarray) -> None:
         """Copies saved values into the parameters and persistent values (in place, keeping

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy
 
+from ..background_write import host_copy
 from ..states import check_state, flatten, map_state, state_leaves, unflatten
 from .optimizer import Optimizer, index_key
 
@@ -116,8 +117,9 @@ class IndexUpdater:
 
     # -- state ------------------------------------------------------------------------------
     def state_dict(self, to_numpy) -> dict:
-        """index -> list of host arrays (None entries dropped) in the state's flattened order."""
-        return {str(i): [numpy.array(to_numpy(a)) for a in state_leaves(s)] for i, s in self.states.items()}
+        """index -> list of host copies (read-only, see :func:`~trainer_run.background_write.host_copy`;
+        None entries dropped) in the state's flattened order."""
+        return {str(i): [host_copy(a, to_numpy) for a in state_leaves(s)] for i, s in self.states.items()}
 
     def get_states(self, dump_optimizer: bool = False) -> bytes:
         """All states as bytes in a safe format (an ``.npz`` archive with a JSON manifest; no
