@@ -6,7 +6,7 @@
 - fused: one step of the flat parameter groups (``IndexUpdater.step``), compiled with numba
   when installed (``pip install trainer-run[fast]``), else the chunked NumPy path;
 - PyTorch 2.13 CPU on the same sizes where it has the optimizer (fused implementation where
-  it has one), run from its own venv (``$TORCH_PYTHON`` or ``/work/torchvenv/bin/python``);
+  it has one), run from its own venv (``$TORCH_PYTHON`` or ``/work/torch-venv/bin/python``);
 - the memory-bandwidth bound: measured bandwidth / bytes moved per parameter (weight, gradient
   and each weight-shaped state read, weight and states written, 4 bytes each).
 
@@ -28,6 +28,7 @@ import numpy
 
 from trainer_run import optimizers
 from trainer_run.optimizers import jit
+from trainer_run.optimizers.jit import prange
 from trainer_run.params import Parameter, ParamStore
 from trainer_run.states import state_leaves
 
@@ -101,12 +102,17 @@ def bandwidth(total: int) -> float:
 
 
 def _axpy(a, b, s):
-    for i in jit.prange(a.size):
+    for i in prange(a.size):
         a[i] = a[i] + s * b[i]
 
 
+def torch_python() -> str:
+    """The PyTorch peer's interpreter: ``$TORCH_PYTHON``, else the venv at /work/torch-venv."""
+    return os.environ.get("TORCH_PYTHON", "/work/torch-venv/bin/python")
+
+
 def torch_rates(names: list[str], total: int, tensors: int) -> dict:
-    python = os.environ.get("TORCH_PYTHON", "/work/torchvenv/bin/python")
+    python = torch_python()
     wanted = sorted({PEER_NAMES[n] for n in names if n in PEER_NAMES})
     if not Path(python).exists() or not wanted:
         return {}
