@@ -39,7 +39,13 @@ BLAS threads that just ran backward."""
 
 @functools.cache
 def numba():
-    """The numba module, imported on first use."""
+    """The numba module, imported on first use.
+
+    Sets ``OMP_WAIT_POLICY=PASSIVE`` first unless the environment sets it: numba's OpenMP
+    threads then sleep between compiled loops rather than spin. Where more threads are busy
+    than there are cores (other processes, BLAS), a spinning barrier holds every parallel
+    loop for a scheduler time slice, milliseconds, while a sleeping one costs microseconds."""
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     import numba as module
     return module
 

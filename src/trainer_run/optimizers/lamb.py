@@ -66,11 +66,10 @@ def _trust_rate_loop(lr, r1, r2, lower, upper):
 _trust_rate = jit.kernel(_trust_rate_loop, parallel=False)
 
 
-def _phase1(w, g, m, v, r, lo, hi, wd, beta1, beta2, eps, rescale, clip, clipping, c1, c2,
-            corrected):
-    """Phase 1 on ``[lo, hi)`` into the scratch ``r``."""
+def _phase1(w, g, m, v, r, wd, beta1, beta2, eps, rescale, clip, clipping, c1, c2, corrected):
+    """Phase 1 on (views of) a chunk into the scratch ``r``."""
     one = w.dtype.type(1)
-    for j in range(lo, hi):
+    for j in range(w.size):
         gi = g[j] * rescale
         if clipping:
             gi = min(max(gi, -clip), clip)
@@ -85,6 +84,12 @@ def _phase1(w, g, m, v, r, lo, hi, wd, beta1, beta2, eps, rescale, clip, clippin
             r[j] = mi / (numpy.sqrt(vi) + eps) + wd * w[j]
 
 
+def _phase2(w, r, rate):
+    for j in range(w.size):
+        w[j] = w[j] - rate * r[j]
+
+
+_phase2_kernel = jit.kernel(_phase2, parallel=False)
 _phase1_kernel = jit.kernel(_phase1, parallel=False)
 
 
@@ -100,10 +105,11 @@ def _lamb_loop(w, g, m, v, r, lo, hi, first, blocks, lr, wd, beta1, beta2, eps, 
         c0, c1_ = first[blocks[b]], first[blocks[b + 1]]
         for k in prange(c1_ - c0):
             c = c0 + k
-            _phase1_kernel(w, g, m, v, r, lo[c], hi[c], wd, beta1, beta2, eps, rescale, clip,
-                           clipping, c1, c2, corrected)
-            sums[c, 0] = chunk_sumsq(w[lo[c]:hi[c]])
-            sums[c, 1] = chunk_sumsq(r[lo[c]:hi[c]])
+            a, z = lo[c], hi[c]
+            _phase1_kernel(w[a:z], g[a:z], m[a:z], v[a:z], r[a:z], wd, beta1, beta2, eps,
+                           rescale, clip, clipping, c1, c2, corrected)
+            sums[c, 0] = chunk_sumsq(w[a:z])
+            sums[c, 1] = chunk_sumsq(r[a:z])
         for s in range(blocks[b], blocks[b + 1]):
             wsum = 0.0
             rsum = 0.0
@@ -116,8 +122,7 @@ def _lamb_loop(w, g, m, v, r, lo, hi, first, blocks, lr, wd, beta1, beta2, eps, 
                 rates[c] = rate
         for k in prange(c1_ - c0):
             c = c0 + k
-            for j in range(lo[c], hi[c]):
-                w[j] = w[j] - rates[c] * r[j]
+            _phase2_kernel(w[lo[c]:hi[c]], r[lo[c]:hi[c]], rates[c])
 
 
 _lamb_kernel = jit.kernel(_lamb_loop)

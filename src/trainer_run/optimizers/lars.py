@@ -71,6 +71,24 @@ def _layer_rate(wsum, gsum, layerwise, lr, wd, eta, eps, rescale, lr_plain, one)
 _layer_rate_kernel = jit.kernel(_layer_rate, parallel=False)
 
 
+def _update(w, g, m, lr, wd, momentum, rescale, clip, clipping, with_momentum):
+    """preloaded_multi_sgd(_mom)_update on (views of) a chunk with the layer's rate ``lr``."""
+    for j in range(w.size):
+        if clipping:
+            step = lr * min(max(rescale * g[j], -clip), clip)
+        else:
+            step = (lr * rescale) * g[j]
+        if with_momentum:
+            mj = momentum * m[j] - (lr * wd) * w[j] - step
+            m[j] = mj
+            w[j] = w[j] + mj
+        else:
+            w[j] = w[j] + (-((lr * wd) * w[j]) - step)
+
+
+_update_kernel = jit.kernel(_update, parallel=False)
+
+
 def _lars_loop(w, g, m, lo, hi, first, blocks, layerwise, lr32, wd32, eta32, eps32, rescale32,
                lr_plain, wd, momentum, rescale, clip, clipping, with_momentum):
     """LARS over the segments of flat buffers (chunks and blocks of
@@ -98,18 +116,9 @@ def _lars_loop(w, g, m, lo, hi, first, blocks, layerwise, lr32, wd32, eta32, eps
                 rates[c] = rate
         for k in prange(c1 - c0):
             c = c0 + k
-            lr = rates[c]
-            for j in range(lo[c], hi[c]):
-                if clipping:
-                    step = lr * min(max(rescale * g[j], -clip), clip)
-                else:
-                    step = (lr * rescale) * g[j]
-                if with_momentum:
-                    mj = momentum * m[j] - (lr * wd) * w[j] - step
-                    m[j] = mj
-                    w[j] = w[j] + mj
-                else:
-                    w[j] = w[j] + (-((lr * wd) * w[j]) - step)
+            a, z = lo[c], hi[c]
+            _update_kernel(w[a:z], g[a:z], m[a:z], rates[c], wd, momentum, rescale, clip,
+                           clipping, with_momentum)
 
 
 _lars_kernel = jit.kernel(_lars_loop)
