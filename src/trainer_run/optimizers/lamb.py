@@ -44,7 +44,7 @@ from ..errors import check, check_number
 from . import jit
 from .jit import prange
 from .optimizer import Optimizer, register, scalars
-from .sumsq import chunk_sumsq, chunk_table, sum_of_squares
+from .sumsq import chunk_sumsq, chunk_table, segment_sums, sum_of_squares
 from .workspace import Workspace, chunks
 
 BLOCK = 1 << 19
@@ -111,11 +111,7 @@ def _lamb_loop(w, g, m, v, r, lo, hi, first, blocks, lr, wd, beta1, beta2, eps, 
             sums[c, 0] = chunk_sumsq(w[a:z])
             sums[c, 1] = chunk_sumsq(r[a:z])
         for s in range(blocks[b], blocks[b + 1]):
-            wsum = 0.0
-            rsum = 0.0
-            for c in range(first[s], first[s + 1]):
-                wsum += sums[c, 0]
-                rsum += sums[c, 1]
+            wsum, rsum = segment_sums(sums, first, s)
             rate = _trust_rate(lr, w.dtype.type(numpy.sqrt(wsum)), w.dtype.type(numpy.sqrt(rsum)),
                                lower, upper)
             for c in range(first[s], first[s + 1]):

@@ -47,7 +47,7 @@ from ..errors import check_number
 from . import jit
 from .jit import prange
 from .optimizer import Optimizer, register, scalars
-from .sumsq import chunk_sumsq, chunk_table, sum_of_squares
+from .sumsq import chunk_sumsq, chunk_table, segment_sums, sum_of_squares
 from .workspace import Workspace, chunks
 
 BLOCK = 1 << 19
@@ -105,11 +105,7 @@ def _lars_loop(w, g, m, lo, hi, first, blocks, layerwise, lr32, wd32, eta32, eps
             sums[c, 0] = chunk_sumsq(w[lo[c]:hi[c]])
             sums[c, 1] = chunk_sumsq(g[lo[c]:hi[c]])
         for s in range(blocks[b], blocks[b + 1]):
-            wsum = 0.0
-            gsum = 0.0
-            for c in range(first[s], first[s + 1]):
-                wsum += sums[c, 0]
-                gsum += sums[c, 1]
+            wsum, gsum = segment_sums(sums, first, s)
             rate = _layer_rate_kernel(wsum, gsum, layerwise[s], lr32, wd32, eta32, eps32,
                                       rescale32, lr_plain, one)
             for c in range(first[s], first[s + 1]):

@@ -20,26 +20,19 @@ SUM_CHUNK = 1 << 14
 
 def _chunk_sumsq_loop(x):
     """Eight interleaved float64 partial sums (independent chains, so the loop runs at
-    several additions per cycle without any reordering of floating-point additions)."""
-    s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = 0.0
+    several additions per cycle without any reordering of floating-point additions): lane
+    ``k`` sums the squares of elements ``k, k + 8, ...``; the tail joins lane 0."""
+    acc = numpy.zeros(8, numpy.float64)
     full = x.size - x.size % 8
     for i in range(0, full, 8):
-        x0, x1, x2, x3 = (numpy.float64(x[i]), numpy.float64(x[i + 1]),
-                          numpy.float64(x[i + 2]), numpy.float64(x[i + 3]))
-        x4, x5, x6, x7 = (numpy.float64(x[i + 4]), numpy.float64(x[i + 5]),
-                          numpy.float64(x[i + 6]), numpy.float64(x[i + 7]))
-        s0 += x0 * x0
-        s1 += x1 * x1
-        s2 += x2 * x2
-        s3 += x3 * x3
-        s4 += x4 * x4
-        s5 += x5 * x5
-        s6 += x6 * x6
-        s7 += x7 * x7
+        for k in range(8):
+            xi = numpy.float64(x[i + k])
+            acc[k] += xi * xi
+    s0 = acc[0]
     for i in range(full, x.size):
         xi = numpy.float64(x[i])
         s0 += xi * xi
-    return ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))
+    return ((s0 + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]))
 
 
 def _sumsq_loop(x):
@@ -49,7 +42,20 @@ def _sumsq_loop(x):
     return total
 
 
+def _segment_sums_loop(sums, first, s):
+    """Segment ``s``'s two sums of squares from its chunks' rows of ``sums`` (chunks as in
+    :func:`chunk_table`), added in order from 0.0 (as :func:`sum_of_squares` adds its
+    chunks)."""
+    a = 0.0
+    b = 0.0
+    for c in range(first[s], first[s + 1]):
+        a += sums[c, 0]
+        b += sums[c, 1]
+    return a, b
+
+
 chunk_sumsq = jit.kernel(_chunk_sumsq_loop, parallel=False)
+segment_sums = jit.kernel(_segment_sums_loop, parallel=False)
 _sumsq_kernel = jit.kernel(_sumsq_loop, parallel=False)
 
 
