@@ -130,6 +130,13 @@ def torch_python() -> str:
     return os.environ.get("TORCH_PYTHON", "/work/torch-venv/bin/python")
 
 
+def torch_env() -> dict:
+    """The peer's environment: OpenMP threads wait passively, as numba's do in trainer-run
+    (:func:`trainer_run.optimizers.jit.numba`); spinning ones cost PyTorch milliseconds per
+    parallel region on a machine with more busy threads than cores."""
+    return {**os.environ, "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE")}
+
+
 def torch_rates(names: list[str], total: int, tensors: int) -> dict:
     python = torch_python()
     wanted = sorted({PEER_NAMES[n] for n in names if n in PEER_NAMES})
@@ -137,7 +144,7 @@ def torch_rates(names: list[str], total: int, tensors: int) -> dict:
         return {}
     result = subprocess.run([python, str(HERE / "torch_optim_peer.py"), "--params", str(total),
                              "--tensors", str(tensors), "--names", *wanted],
-                            capture_output=True, text=True, check=True)
+                            capture_output=True, text=True, check=True, env=torch_env())
     rows = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
     return {row["optimizer"]: row for row in rows}
 
