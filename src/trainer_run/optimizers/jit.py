@@ -144,7 +144,10 @@ def batch():
     on this thread when their total size is below ``PARALLEL_MIN``, else spread over one
     Python thread per core, each launch a serial kernel on its own arrays. For launches on
     distinct arrays (an updater's list call) the results are those of running them in
-    order, whatever the thread count."""
+    order, whatever the thread count. Inside another batch, the launches join that one."""
+    if getattr(_local, "batch", None) is not None:
+        yield
+        return
     pending: list = []
     _local.batch = pending
     try:
