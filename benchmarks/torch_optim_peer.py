@@ -5,7 +5,7 @@ elements with random gradients and times ``optimizer.step()`` (gradients untouch
 steps). Uses the fused implementation where PyTorch has one on the CPU, else foreach.
 Prints one JSON object per line: {"optimizer", "impl", "params_per_s"}.
 
-    /work/torchvenv/bin/python benchmarks/torch_optim_peer.py --names adam sgd
+    /work/torch-venv/bin/python benchmarks/torch_optim_peer.py --names adam sgd
 """
 
 import argparse

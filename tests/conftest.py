@@ -56,6 +56,6 @@ def pytest_generate_tests(metafunc):
 @pytest.fixture(autouse=True)
 def jit_enabled(request, monkeypatch):
     """Whether fused optimizer steps may use compiled loops in this test."""
-    enabled = getattr(request, "param", jit.ENABLED) and jit.numba is not None
+    enabled = getattr(request, "param", jit.ENABLED) and jit.AVAILABLE
     monkeypatch.setattr(jit, "ENABLED", enabled)
     return enabled

@@ -19,8 +19,28 @@ from __future__ import annotations
 
 from ..backend import array_module
 from ..errors import check_number
+from . import jit
+from .jit import prange
 from .optimizer import Optimizer, mx_clip, register, scalars
+from .scalar_ops import mx_clip as clip_one
 from .workspace import Workspace, chunks
+
+
+def _dcasgd_loop(w, g, p, m, lr, wd, momentum, lamda, rescale, clip, clipping, with_momentum):
+    for i in prange(w.size):
+        gi = g[i] * rescale
+        if clipping:
+            gi = clip_one(gi, clip)
+        wi = w[i]
+        step = -lr * (gi + wd * wi + lamda * gi * gi * (wi - p[i]))
+        if with_momentum:
+            step = m[i] * momentum + step
+            m[i] = step
+        p[i] = wi
+        w[i] = wi + step
+
+
+_dcasgd_kernel = jit.kernel(_dcasgd_loop)
 
 
 @register
@@ -62,8 +82,13 @@ class DCASGD(Optimizer):
         xp = array_module(weight)
         clip = weight.dtype.type(self.clip_gradient) if self.clip_gradient is not None else None
         mom, previous = state
-        a, b, c = self._workspace.get(weight, 3)
         moms = () if mom is None else (mom,)
+        if jit.usable(_dcasgd_kernel, weight, grad, previous, *moms):
+            jit.launch(_dcasgd_kernel, weight.size, weight, grad, previous,
+                       previous if mom is None else mom, lr, wd, momentum, lamda, rescale,
+                       clip if clip is not None else lr, clip is not None, mom is not None)
+            return
+        a, b, c = self._workspace.get(weight, 3)
         for n, (w, gr, p, *m) in chunks(weight, grad, previous, *moms):
             g, t, d = a[:n], b[:n], c[:n]
             xp.multiply(gr, rescale, out=g)

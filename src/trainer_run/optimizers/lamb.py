@@ -26,9 +26,13 @@ With ``multi_precision`` the master copy is updated (MXNet's multi-tensor path d
 single-tensor ``mp_lamb_update_phase2`` kernel documents it but writes only the float16
 copy) and ``||weight||`` is that of the master copy, as ``weight32.norm()`` in 1.9.
 
-``fused_step`` does phase 1 in one chunked pass over a flat group into a weight-sized
-buffer kept between steps, then per segment (one per parameter) the two norms and phase 2,
-so every parameter gets its own trust ratio.
+``fused_step`` does phase 1 into a weight-sized buffer kept between steps, then per segment
+(one per parameter) the two norms and phase 2, so every parameter gets its own trust ratio.
+Compiled, it works block by block (about ``BLOCK`` elements of whole parameters): phase 1
+of a chunk computes the chunk's sums of squares of the weight and of the update while the
+chunk is in cache, and phase 2 re-reads the block from cache, so memory sees one pass. The
+norms are :mod:`.sumsq`'s: the same whatever the thread count, and the same as the
+per-index ``update``'s.
 """
 
 from __future__ import annotations
@@ -40,47 +44,12 @@ from ..errors import check, check_number
 from . import jit
 from .jit import prange
 from .optimizer import Optimizer, register, scalars
+from .sumsq import chunk_sumsq, chunk_table, segment_sums, sum_of_squares
 from .workspace import Workspace, chunks
 
-SUM_CHUNK = 1 << 14
-"""Compiled sums of squares run in float64 per chunk of SUM_CHUNK elements, chunks combined
-in order: deterministic whatever the thread count or memory alignment, and the same in the
-reference and the fused loop."""
-
-
-def _sumsq_loop(x):
-    total = 0.0
-    for lo in range(0, x.size, SUM_CHUNK):
-        total += _chunk_sumsq(x[lo:lo + SUM_CHUNK])
-    return total
-
-
-def _chunk_sumsq_loop(x):
-    """Eight interleaved float64 partial sums (independent chains, so the loop runs at
-    several additions per cycle without any reordering of floating-point additions)."""
-    s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = 0.0
-    full = x.size - x.size % 8
-    for i in range(0, full, 8):
-        x0, x1, x2, x3 = (numpy.float64(x[i]), numpy.float64(x[i + 1]),
-                          numpy.float64(x[i + 2]), numpy.float64(x[i + 3]))
-        x4, x5, x6, x7 = (numpy.float64(x[i + 4]), numpy.float64(x[i + 5]),
-                          numpy.float64(x[i + 6]), numpy.float64(x[i + 7]))
-        s0 += x0 * x0
-        s1 += x1 * x1
-        s2 += x2 * x2
-        s3 += x3 * x3
-        s4 += x4 * x4
-        s5 += x5 * x5
-        s6 += x6 * x6
-        s7 += x7 * x7
-    for i in range(full, x.size):
-        xi = numpy.float64(x[i])
-        s0 += xi * xi
-    return ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))
-
-
-_chunk_sumsq = jit.kernel(_chunk_sumsq_loop, parallel=False)
-_sumsq_kernel = jit.kernel(_sumsq_loop, parallel=False)
+BLOCK = 1 << 19
+"""Elements (whole tensors) a fused step finishes before the next: phase 2 re-reads them from
+cache."""
 
 
 def _trust_rate_loop(lr, r1, r2, lower, upper):
@@ -97,13 +66,10 @@ def _trust_rate_loop(lr, r1, r2, lower, upper):
 _trust_rate = jit.kernel(_trust_rate_loop, parallel=False)
 
 
-def _lamb_tensor_loop(w, g, m, v, r, lr, wd, beta1, beta2, eps, rescale, clip, clipping, c1, c2,
-                     corrected, lower, upper):
-    """LAMB on one tensor: phase 1 into the scratch ``r``, the two sums of squares, phase 2,
-    each phase a parallel loop; the tensor stays in cache between the phases."""
+def _phase1(w, g, m, v, r, wd, beta1, beta2, eps, rescale, clip, clipping, c1, c2, corrected):
+    """Phase 1 on (views of) a chunk into the scratch ``r``."""
     one = w.dtype.type(1)
-    n = w.size
-    for j in prange(n):
+    for j in range(w.size):
         gi = g[j] * rescale
         if clipping:
             gi = min(max(gi, -clip), clip)
@@ -116,38 +82,46 @@ def _lamb_tensor_loop(w, g, m, v, r, lr, wd, beta1, beta2, eps, rescale, clip, c
             r[j] = mean_hat / (numpy.sqrt(vi / c2) + eps) + wd * w[j]
         else:
             r[j] = mi / (numpy.sqrt(vi) + eps) + wd * w[j]
-    chunks = (n + SUM_CHUNK - 1) // SUM_CHUNK
-    sums = numpy.zeros((chunks, 2), numpy.float64)
-    for c in prange(chunks):
-        lo = c * SUM_CHUNK
-        hi = min(lo + SUM_CHUNK, n)
-        sums[c, 0] = _chunk_sumsq(w[lo:hi])
-        sums[c, 1] = _chunk_sumsq(r[lo:hi])
-    wsum = 0.0
-    rsum = 0.0
-    for c in range(chunks):
-        wsum += sums[c, 0]
-        rsum += sums[c, 1]
-    rate = _trust_rate(lr, w.dtype.type(numpy.sqrt(wsum)), w.dtype.type(numpy.sqrt(rsum)),
-                       lower, upper)
-    for j in prange(n):
+
+
+def _phase2(w, r, rate):
+    for j in range(w.size):
         w[j] = w[j] - rate * r[j]
 
 
-_lamb_tensor = jit.kernel(_lamb_tensor_loop)
+_phase2_kernel = jit.kernel(_phase2, parallel=False)
+_phase1_kernel = jit.kernel(_phase1, parallel=False)
 
 
-def _lamb_loop(w, g, m, v, starts, stops, lr, wd, beta1, beta2, eps, rescale, clip, clipping,
-               c1, c2, corrected, lower, upper):
-    """LAMB over the tensors ``[starts[s], stops[s])`` of flat buffers, one at a time."""
-    r = numpy.empty(numpy.max(stops - starts), w.dtype)
-    for s in range(starts.size):
-        a, b = starts[s], stops[s]
-        _lamb_tensor(w[a:b], g[a:b], m[a:b], v[a:b], r[:b - a], lr, wd, beta1, beta2, eps,
-                     rescale, clip, clipping, c1, c2, corrected, lower, upper)
+def _lamb_loop(w, g, m, v, r, lo, hi, first, blocks, lr, wd, beta1, beta2, eps, rescale, clip,
+               clipping, c1, c2, corrected, lower, upper):
+    """LAMB over the segments of flat buffers (chunks and blocks of
+    :func:`.sumsq.chunk_table`), block by block: phase 1 of each chunk with the chunk's sums
+    of squares of the weight and of ``r`` while it is in cache, the trust ratio of each
+    segment from its chunks' sums in order, then phase 2."""
+    sums = numpy.zeros((lo.size, 2), numpy.float64)
+    rates = numpy.empty(lo.size, w.dtype)
+    for b in range(blocks.size - 1):
+        c0, c1_ = first[blocks[b]], first[blocks[b + 1]]
+        for k in prange(c1_ - c0):
+            c = c0 + k
+            a, z = lo[c], hi[c]
+            _phase1_kernel(w[a:z], g[a:z], m[a:z], v[a:z], r[a:z], wd, beta1, beta2, eps,
+                           rescale, clip, clipping, c1, c2, corrected)
+            sums[c, 0] = chunk_sumsq(w[a:z])
+            sums[c, 1] = chunk_sumsq(r[a:z])
+        for s in range(blocks[b], blocks[b + 1]):
+            wsum, rsum = segment_sums(sums, first, s)
+            rate = _trust_rate(lr, w.dtype.type(numpy.sqrt(wsum)), w.dtype.type(numpy.sqrt(rsum)),
+                               lower, upper)
+            for c in range(first[s], first[s + 1]):
+                rates[c] = rate
+        for k in prange(c1_ - c0):
+            c = c0 + k
+            _phase2_kernel(w[lo[c]:hi[c]], r[lo[c]:hi[c]], rates[c])
 
 
-_lamb_kernel = jit.kernel(_lamb_loop, parallel=False)
+_lamb_kernel = jit.kernel(_lamb_loop)
 
 
 @register
@@ -236,13 +210,12 @@ class LAMB(Optimizer):
         c1, c2 = self._corrections(count, dtype) if self.bias_correction else (1.0, one)
         mean, var = state
         if jit.usable(_lamb_kernel, weight, grad, mean, var):
-            starts = numpy.array([seg.start for seg in segments], numpy.int64)
-            stops = numpy.array([seg.stop for seg in segments], numpy.int64)
             bound = [dtype.type(b) if b and b >= 0 else dtype.type(-1)
                      for b in (self.lower_bound, self.upper_bound)]
-            jit.launch(_lamb_kernel, weight.size, weight, grad, mean,
-                       var, starts, stops, dtype.type(lr), wd, beta1, beta2, eps,
-                       rescale, clip if clip is not None else one, clip is not None, c1, c2,
+            jit.launch(_lamb_kernel, weight.size, weight, grad, mean, var,
+                       self._phase1_buffer(weight), *chunk_table(segments, BLOCK),
+                       dtype.type(lr), wd, beta1, beta2, eps, rescale,
+                       clip if clip is not None else one, clip is not None, c1, c2,
                        self.bias_correction, *bound)
             return
         r = self._phase1_buffer(weight)
@@ -292,10 +265,5 @@ class LAMB(Optimizer):
 
 
 def _norm(x):
-    """L2 norm of a flat array, summed in float64 (in the compiled loops' fixed order when
-    they are in use), returned in the array's dtype."""
-    kind = x.dtype.type
-    if jit.usable(_sumsq_kernel, x):
-        return kind(numpy.sqrt(_sumsq_kernel(x)))
-    wide = x.astype(numpy.float64)
-    return kind(numpy.sqrt(float(array_module(x).dot(wide, wide))))
+    """L2 norm of a flat array from :func:`.sumsq.sum_of_squares`, in the array's dtype."""
+    return x.dtype.type(numpy.sqrt(sum_of_squares(x)))

@@ -29,9 +29,13 @@ the first call of a step sees the ratio; here it is recorded once per update rou
 of ``num_update``), so every parameter of a step sees it, as in MXNet when one call updates
 all parameters. It is part of :meth:`state_dict`.
 
-Multi-precision keeps MXNet's ``(momentum, master)`` state; the norms are taken, as in
-MXNet, of the float16 weight and gradient (summed in float32). ``fused_step`` computes
-each segment's norms and then updates it chunk by chunk with its own rate.
+The sums of squares are :mod:`.sumsq`'s (float64 in fixed chunks, rounded to float32 for
+``multi_lars``; MXNet's multi_sum_sq accumulates in float32): the same whatever the thread
+count, in the per-index and the fused path alike. Multi-precision keeps MXNet's
+``(momentum, master)`` state; the norms are taken, as in MXNet, of the float16 weight and
+gradient. ``fused_step`` computes each segment's norms and then updates it with its own
+rate; compiled, block by block (about ``BLOCK`` elements of whole parameters), so that the
+update pass reads the block from cache.
 """
 
 from __future__ import annotations
@@ -40,8 +44,80 @@ import numpy
 
 from ..backend import array_module
 from ..errors import check_number
+from . import jit
+from .jit import prange
 from .optimizer import Optimizer, register, scalars
-from .workspace import CHUNK, Workspace, chunks
+from .sumsq import chunk_sumsq, chunk_table, segment_sums, sum_of_squares
+from .workspace import Workspace, chunks
+
+BLOCK = 1 << 19
+"""Elements (whole tensors) a fused step finishes before the next: the update pass re-reads
+them from cache after the norms' pass."""
+
+
+def _layer_rate(wsum, gsum, layerwise, lr, wd, eta, eps, rescale, lr_plain, one):
+    """multi_lars's rate (float32 arithmetic) as ``one``'s type; ``lr_plain`` where the
+    parameter takes no layer-wise rate."""
+    if not layerwise:
+        return lr_plain
+    f = numpy.float32
+    w_ss, g_ss = f(wsum), f(gsum)
+    w_norm = numpy.sqrt(w_ss)
+    if w_norm > 0 and g_ss > 0:
+        return one * (lr * eta * w_norm / (numpy.sqrt(g_ss) * rescale + wd * w_norm + eps))
+    return one * lr
+
+
+_layer_rate_kernel = jit.kernel(_layer_rate, parallel=False)
+
+
+def _update(w, g, m, lr, wd, momentum, rescale, clip, clipping, with_momentum):
+    """preloaded_multi_sgd(_mom)_update on (views of) a chunk with the layer's rate ``lr``."""
+    for j in range(w.size):
+        if clipping:
+            step = lr * min(max(rescale * g[j], -clip), clip)
+        else:
+            step = (lr * rescale) * g[j]
+        if with_momentum:
+            mj = momentum * m[j] - (lr * wd) * w[j] - step
+            m[j] = mj
+            w[j] = w[j] + mj
+        else:
+            w[j] = w[j] + (-((lr * wd) * w[j]) - step)
+
+
+_update_kernel = jit.kernel(_update, parallel=False)
+
+
+def _lars_loop(w, g, m, lo, hi, first, blocks, layerwise, lr32, wd32, eta32, eps32, rescale32,
+               lr_plain, wd, momentum, rescale, clip, clipping, with_momentum):
+    """LARS over the segments of flat buffers (chunks and blocks of
+    :func:`.sumsq.chunk_table`), block by block: the sums of squares of each chunk's weight
+    and gradient, each segment's rate from its chunks' sums in order, then the update,
+    which reads the block again from cache."""
+    one = w.dtype.type(1)
+    sums = numpy.zeros((lo.size, 2), numpy.float64)
+    rates = numpy.empty(lo.size, w.dtype)
+    for b in range(blocks.size - 1):
+        c0, c1 = first[blocks[b]], first[blocks[b + 1]]
+        for k in prange(c1 - c0):
+            c = c0 + k
+            sums[c, 0] = chunk_sumsq(w[lo[c]:hi[c]])
+            sums[c, 1] = chunk_sumsq(g[lo[c]:hi[c]])
+        for s in range(blocks[b], blocks[b + 1]):
+            wsum, gsum = segment_sums(sums, first, s)
+            rate = _layer_rate_kernel(wsum, gsum, layerwise[s], lr32, wd32, eta32, eps32,
+                                      rescale32, lr_plain, one)
+            for c in range(first[s], first[s + 1]):
+                rates[c] = rate
+        for k in prange(c1 - c0):
+            c = c0 + k
+            a, z = lo[c], hi[c]
+            _update_kernel(w[a:z], g[a:z], m[a:z], rates[c], wd, momentum, rescale, clip,
+                           clipping, with_momentum)
+
+
+_lars_kernel = jit.kernel(_lars_loop)
 
 _NO_LARS_SUFFIXES = ("gamma", "beta", "bias")
 
@@ -123,8 +199,8 @@ class LARS(Optimizer):
         lr, wd = self._get_lr(index), self._get_wd(index)
         momentum = self._current_momentum()
         if self._uses_lars(index):
-            lr = self._layer_lr(lr, wd, _sum_sq(norm_weight.reshape(-1)),
-                                _sum_sq(norm_grad.reshape(-1)), rescale_grad)
+            lr = self._layer_lr(lr, wd, sum_of_squares(norm_weight.reshape(-1)),
+                                sum_of_squares(norm_grad.reshape(-1)), rescale_grad)
         lr, wd, momentum, rescale = scalars(weight.dtype, lr, wd, momentum, rescale_grad)
         if self.clipping:
             clip = weight.dtype.type(self.clip_gradient)
@@ -156,13 +232,25 @@ class LARS(Optimizer):
         xp = array_module(weight)
         dtype = weight.dtype
         clip = dtype.type(self.clip_gradient) if self.clipping else None
+        layerwise = [index is None or self._uses_lars(index) for index in
+                     (indices[k if len(indices) == len(segments) else 0] if indices else None
+                      for k in range(len(segments)))]
+        moms = () if state is None else (state,)
+        if norm_weight is weight and jit.usable(_lars_kernel, weight, grad, *moms):
+            f = numpy.float32
+            _, wd_, mom_, rescale = scalars(dtype, lr, wd, momentum, rescale_grad)
+            jit.launch(_lars_kernel, weight.size, weight, grad, weight if state is None else state,
+                       *chunk_table(segments, BLOCK), numpy.array(layerwise), f(lr), f(wd),
+                       f(self.eta), f(self.eps), f(rescale_grad), dtype.type(lr), wd_, mom_,
+                       rescale, clip if clip is not None else wd_, clip is not None,
+                       state is not None)
+            return
         tmp, step = self._workspace.get(weight, 2)
         for k, seg in enumerate(segments):
             layer_lr = lr
-            index = None if indices is None else indices[k if len(indices) == len(segments) else 0]
-            if index is None or self._uses_lars(index):
-                layer_lr = self._layer_lr(lr, wd, _sum_sq(norm_weight[seg]),
-                                          _sum_sq(norm_grad[seg]), rescale_grad)
+            if layerwise[k]:
+                layer_lr = self._layer_lr(lr, wd, sum_of_squares(norm_weight[seg]),
+                                          sum_of_squares(norm_grad[seg]), rescale_grad)
             lr_, wd_, mom_, rescale = scalars(dtype, layer_lr, wd, momentum, rescale_grad)
             arrays = (weight[seg], grad[seg]) + (() if state is None else (state[seg],))
             for n, (w, g, *m) in chunks(*arrays):
@@ -199,16 +287,3 @@ class LARS(Optimizer):
         super().load_state_dict(state)
         self.last_lr, self.cur_lr, self._lr_round = state.get("momentum_correction_lr",
                                                               [None, None, None])
-
-
-def _sum_sq(x):
-    """Sum of squares of a flat array in float32 (multi_sum_sq accumulates in float);
-    float16 arrays are widened piece by piece."""
-    xp = array_module(x)
-    if x.dtype.itemsize >= 4:
-        return xp.dot(x, x)
-    total = numpy.float32(0)
-    for start in range(0, x.size, CHUNK):
-        piece = x[start:start + CHUNK].astype(numpy.float32)
-        total = total + xp.dot(piece, piece)
-    return total

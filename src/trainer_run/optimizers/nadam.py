@@ -117,41 +117,42 @@ class Nadam(Optimizer):
         use_jit = jit.usable(_nadam_kernel, weight, grad, mean, var)
         if not use_jit:
             a, b = self._workspace.get(weight, 2)
-        for s in segments:                      # one schedule step per parameter, in order
-            (lr_, wd_, beta1, one_minus_beta1, beta2, one_minus_beta2, eps, rescale, grad_div,
-             m_div, v_div, one_minus_momentum, momentum_next) = self._advance_schedule(
-                weight.dtype, lr, wd, count, rescale_grad)
-            if use_jit:
-                jit.launch(_nadam_kernel, weight[s].size, weight[s], grad[s], mean[s], var[s], lr_,
-                           wd_, beta1, one_minus_beta1, beta2, one_minus_beta2, eps, rescale,
-                           grad_div, m_div, v_div, one_minus_momentum, momentum_next,
-                           clip if clipping else lr_, clipping)
-                continue
-            for n, (w, gr, m, v) in chunks(weight[s], grad[s], mean[s], var[s]):
-                g, t = a[:n], b[:n]
-                xp.multiply(gr, rescale, out=g)
-                xp.multiply(w, wd_, out=t)
-                g += t
-                if clipping:
-                    mx_clip(xp, g, clip, out=g)
-                m *= beta1
-                xp.multiply(g, one_minus_beta1, out=t)
-                m += t
-                v *= beta2
-                xp.multiply(g, one_minus_beta2, out=t)
-                t *= g
-                v += t
-                g /= grad_div
-                g *= one_minus_momentum
-                xp.divide(m, m_div, out=t)
-                t *= momentum_next
-                g += t                          # m_bar
-                g *= lr_
-                xp.divide(v, v_div, out=t)
-                xp.sqrt(t, out=t)
-                t += eps
-                g /= t
-                w -= g
+        with jit.batch():                       # segments' kernels run spread over the cores
+            for s in segments:                      # one schedule step per parameter, in order
+                (lr_, wd_, beta1, one_minus_beta1, beta2, one_minus_beta2, eps, rescale, grad_div,
+                 m_div, v_div, one_minus_momentum, momentum_next) = self._advance_schedule(
+                    weight.dtype, lr, wd, count, rescale_grad)
+                if use_jit:
+                    jit.launch(_nadam_kernel, weight[s].size, weight[s], grad[s], mean[s], var[s], lr_,
+                               wd_, beta1, one_minus_beta1, beta2, one_minus_beta2, eps, rescale,
+                               grad_div, m_div, v_div, one_minus_momentum, momentum_next,
+                               clip if clipping else lr_, clipping)
+                    continue
+                for n, (w, gr, m, v) in chunks(weight[s], grad[s], mean[s], var[s]):
+                    g, t = a[:n], b[:n]
+                    xp.multiply(gr, rescale, out=g)
+                    xp.multiply(w, wd_, out=t)
+                    g += t
+                    if clipping:
+                        mx_clip(xp, g, clip, out=g)
+                    m *= beta1
+                    xp.multiply(g, one_minus_beta1, out=t)
+                    m += t
+                    v *= beta2
+                    xp.multiply(g, one_minus_beta2, out=t)
+                    t *= g
+                    v += t
+                    g /= grad_div
+                    g *= one_minus_momentum
+                    xp.divide(m, m_div, out=t)
+                    t *= momentum_next
+                    g += t                          # m_bar
+                    g *= lr_
+                    xp.divide(v, v_div, out=t)
+                    xp.sqrt(t, out=t)
+                    t += eps
+                    g /= t
+                    w -= g
 
     # -- state ----------------------------------------------------------------------------
     def state_dict(self) -> dict:

@@ -26,8 +26,27 @@ from __future__ import annotations
 
 from ..backend import array_module
 from ..errors import check_number
+from . import jit
+from .jit import prange
 from .optimizer import Optimizer, mx_clip, register, scalars
+from .scalar_ops import mx_clip as clip_one
 from .workspace import Workspace, chunks
+
+
+def _nag_loop(w, g, m, lr, wd, momentum, rescale, clip, clipping, with_momentum):
+    for i in prange(w.size):
+        gi = g[i] * rescale
+        if clipping:
+            gi = clip_one(gi, clip)
+        gi = gi + w[i] * wd
+        if with_momentum:
+            mi = m[i] * momentum + gi
+            m[i] = mi
+            gi = gi + mi * momentum
+        w[i] = w[i] + gi * -lr
+
+
+_nag_kernel = jit.kernel(_nag_loop)
 
 
 @register
@@ -65,8 +84,13 @@ class NAG(Optimizer):
         lr, wd, momentum, rescale = scalars(weight.dtype, lr, wd, self.momentum, rescale_grad)
         xp = array_module(weight)
         clip = weight.dtype.type(self.clip_gradient) if self.clip_gradient is not None else None
-        a, b = self._workspace.get(weight, 2)
         moms = () if state is None else (state,)
+        if jit.usable(_nag_kernel, weight, grad, *moms):
+            jit.launch(_nag_kernel, weight.size, weight, grad, weight if state is None else state,
+                       lr, wd, momentum, rescale, clip if clip is not None else lr,
+                       clip is not None, state is not None)
+            return
+        a, b = self._workspace.get(weight, 2)
         for n, (w, gr, *m) in chunks(weight, grad, *moms):
             g, t = a[:n], b[:n]
             xp.multiply(gr, rescale, out=g)

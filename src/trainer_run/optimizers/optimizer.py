@@ -39,6 +39,7 @@ import numpy
 
 from .. import registry
 from ..errors import ConfigError, check_number
+from . import jit
 
 REGISTRY: dict[str, type] = {}
 """Optimizer classes by lower-case class name (MXNet's rule)."""
@@ -228,8 +229,9 @@ class Optimizer:
         lr, wd, rescale = self._get_lr(first), self._get_wd(first), self.grad_rescale(rescale_grad)
         if self.multi_precision and weight.dtype == numpy.float16:
             master, inner = self._split_master(state)
-            self.fused_step(master, grad.astype(numpy.float32), inner, lr, wd, count, segments,
-                            rescale)
+            with jit.unbatched():
+                self.fused_step(master, grad.astype(numpy.float32), inner, lr, wd, count,
+                                segments, rescale)
             weight[...] = master
         else:
             self.fused_step(weight, grad, state, lr, wd, count, segments, rescale)

@@ -22,8 +22,26 @@ import math
 import numpy
 
 from ..backend import array_module
+from . import jit
+from .jit import prange
 from .optimizer import Optimizer, mx_clip, register, scalars
+from .scalar_ops import mx_clip as clip_one
 from .workspace import Workspace, chunks
+
+NOISE_CHUNK = 1 << 16
+"""Draws per compiled launch: the noise of one chunk stays in cache until it is added."""
+
+
+def _sgld_loop(w, g, z, half_lr, wd, rescale, scale, clip, clipping):
+    for i in prange(w.size):
+        gi = g[i] * rescale
+        if clipping:
+            gi = clip_one(gi, clip)
+        wi = w[i] + half_lr * (gi + wd * w[i])
+        w[i] = wi + w.dtype.type(z[i] * scale)
+
+
+_sgld_kernel = jit.kernel(_sgld_loop)
 
 
 @register
@@ -64,6 +82,15 @@ class SGLD(Optimizer):
         half_lr, wd, rescale = scalars(weight.dtype, -lr / 2, wd, rescale_grad)
         xp = array_module(weight)
         clip = weight.dtype.type(self.clip_gradient) if self.clip_gradient is not None else None
+        if jit.usable(_sgld_kernel, weight, grad):
+            with jit.unbatched():                         # the noise buffer is reused
+                for lo in range(0, weight.size, NOISE_CHUNK):
+                    w, gr = weight[lo:lo + NOISE_CHUNK], grad[lo:lo + NOISE_CHUNK]
+                    z = self._host_buffers(w.size, weight.dtype)[0]
+                    rng.standard_normal(out=z)
+                    jit.launch(_sgld_kernel, w.size, w, gr, z, half_lr, wd, rescale, scale,
+                               clip if clip is not None else wd, clip is not None)
+            return
         a, b = self._workspace.get(weight, 2)
         for n, (w, gr) in chunks(weight, grad):
             g, t = a[:n], b[:n]

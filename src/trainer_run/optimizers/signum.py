@@ -22,8 +22,32 @@ from __future__ import annotations
 
 from ..backend import array_module
 from ..errors import ConfigError, check_number
+from . import jit
+from .jit import prange
 from .optimizer import Optimizer, register, scalars
+from .scalar_ops import sign
 from .workspace import Workspace, chunks
+
+
+def _signum_loop(w, g, m, lr, decay, momentum, decay_m, rescale_m, rescale, clip, clipping,
+                 with_momentum):
+    """signsgd_update (``w * decay - lr * sign(g)``) or signum_update, where ``decay_m`` is
+    ``(1 - momentum) * wd`` and ``rescale_m`` ``(1 - momentum) * rescale``."""
+    one = w.dtype.type(1)
+    for i in prange(w.size):
+        if not with_momentum:
+            w[i] = w[i] * decay - lr * sign(g[i], one)
+            continue
+        if clipping:
+            step = min(max(g[i] * rescale, -clip), clip) * (one - momentum)
+        else:
+            step = g[i] * rescale_m
+        mi = m[i] * momentum - w[i] * decay_m - step
+        m[i] = mi
+        w[i] = w[i] * decay + lr * sign(mi, one)
+
+
+_signum_kernel = jit.kernel(_signum_loop)
 
 
 def _sign(xp, x, out, scratch):
@@ -77,6 +101,13 @@ class Signum(Optimizer):
                                                    rescale_grad, self.wd_lh)
         xp = array_module(weight)
         one = weight.dtype.type(1)
+        if jit.usable(_signum_kernel, weight, grad, *([] if state is None else [state])):
+            clip = weight.dtype.type(self.clip_gradient) if self.clipping else one
+            jit.launch(_signum_kernel, weight.size, weight, grad, weight if state is None else state,
+                       lr, one - lr * (wd if state is None else wd_lh), momentum,
+                       (one - momentum) * wd, (one - momentum) * rescale, rescale, clip,
+                       self.clipping, state is not None)
+            return
         a, b = self._workspace.get(weight, 2)
         if state is None:
             decay = one - lr * wd

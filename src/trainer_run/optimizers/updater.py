@@ -14,6 +14,7 @@ memory and may be mixed freely.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 from typing import Any
@@ -22,6 +23,7 @@ import numpy
 
 from ..background_write import host_copy
 from ..states import check_state, flatten, map_state, state_leaves, unflatten
+from . import jit
 from .optimizer import Optimizer, index_key
 
 
@@ -37,6 +39,7 @@ class IndexUpdater:
         self.optimizer = optimizer
         self.states: dict[Any, Any] = {}
         self._groups: list[tuple] = []
+        self._flat: dict = {}
 
     def __call__(self, index, grad, weight) -> None:
         if isinstance(index, (list, tuple)):
@@ -48,17 +51,31 @@ class IndexUpdater:
 
     def _update_list(self, indices, grads, weights) -> None:
         """The list form: each array through the optimizer's fused kernel where it has one
-        (same numerics as the per-index update), else through ``update``."""
+        (same numerics as the per-index update), else through ``update``. The bookkeeping
+        runs in index order; with distinct indices the compiled kernels are collected and run
+        together (:func:`.jit.batch`), spread over the cores when the list is large."""
         opt = self.optimizer
-        for index, grad, weight in zip(indices, grads, weights):
-            if index not in self.states:
-                self.states[index] = opt.create_state_multi_precision(index, weight)
-            state = self.states[index]
-            if opt.flat_state and opt.can_fuse([index]) and _contiguous(weight, grad, state):
-                flat = map_state(state, lambda a: a.reshape(-1))
-                opt.fused_update([index], weight.reshape(-1), grad.reshape(-1), flat)
-            else:
-                opt.update_multi_precision(index, weight, grad, state)
+        fusable = opt.flat_state and opt.fused_step is not None
+        together = len(set(indices)) == len(indices)
+        with jit.batch() if together else contextlib.nullcontext():
+            for index, grad, weight in zip(indices, grads, weights):
+                if index not in self.states:
+                    self.states[index] = opt.create_state_multi_precision(index, weight)
+                flat = self._flat_state(index) if fusable else _NOT_FLAT
+                if flat is not _NOT_FLAT and weight.flags.c_contiguous and grad.flags.c_contiguous:
+                    opt.fused_update([index], weight.reshape(-1), grad.reshape(-1), flat)
+                else:
+                    opt.update_multi_precision(index, weight, grad, self.states[index])
+
+    def _flat_state(self, index):
+        """Index ``index``'s state as flat views, or ``_NOT_FLAT`` when a leaf is not
+        C-contiguous (kept while the state is the same object)."""
+        state = self.states[index]
+        cached = self._flat.get(index)
+        if cached is None or cached[0] is not state:
+            flat = map_state(state, lambda a: a.reshape(-1)) if _contiguous(state) else _NOT_FLAT
+            cached = self._flat[index] = (state, flat)
+        return cached[1]
 
     # -- flat groups ----------------------------------------------------------------------
     def attach(self, store) -> None:
@@ -201,6 +218,7 @@ class GroupUpdater:
 
 
 MANIFEST = "__manifest__"
+_NOT_FLAT = object()
 
 
 def _copy_into(key, state, saved, asarray) -> None:

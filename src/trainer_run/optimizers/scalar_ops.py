@@ -1,0 +1,33 @@
+"""Element operations shared by compiled loops, with the rounding of their NumPy forms.
+
+Each is a :func:`.jit.kernel` (serial) called per element from inside other kernels; called
+from Python they run as plain Python on scalars.
+"""
+
+from __future__ import annotations
+
+from . import jit
+
+
+def _mx_clip_loop(x, bound):
+    """MXNet's ``clip(x, -bound, bound)`` of one element (:func:`.optimizer.mx_clip`): the
+    usual clip for ``bound >= 0``; else ``bound`` where ``x > bound`` and ``-bound``
+    elsewhere; NaN stays NaN."""
+    if bound >= 0:
+        return min(max(x, -bound), bound)
+    if x != x:
+        return x
+    return bound if x > bound else -bound
+
+
+def _sign_loop(x, one):
+    """MXNet's ``(x > 0) - (x < 0)`` of one element as ``one``'s type (0 for NaN)."""
+    if x > 0:
+        return one
+    if x < 0:
+        return -one
+    return one - one
+
+
+mx_clip = jit.kernel(_mx_clip_loop, parallel=False)
+sign = jit.kernel(_sign_loop, parallel=False)
