@@ -25,11 +25,25 @@ def test_importing_the_optimizers_leaves_numba_unimported():
 
 def test_a_fused_step_imports_numba_only_when_enabled():
     code = ("import sys, numpy; from trainer_run import optimizers as o\n"
+            "from trainer_run.optimizers import jit; n = jit.COMPILED_MIN\n"
             "u = o.get_updater(o.create('adam'))\n"
-            "u([0], [numpy.ones(4, numpy.float32)], [numpy.ones(4, numpy.float32)])\n"
+            "u([0], [numpy.ones(n, numpy.float32)], [numpy.ones(n, numpy.float32)])\n"
             "print('numba' in sys.modules)")
     assert _python(code, TRAINER_RUN_JIT="0") == "False"
     assert _python(code, TRAINER_RUN_JIT="1") == str(jit.AVAILABLE)
+
+
+def test_a_run_of_small_groups_never_imports_numba():
+    step = ("import sys, numpy; from trainer_run import optimizers as o; from trainer_run.params "
+            "import Parameter, ParamStore; from trainer_run.optimizers import jit\n"
+            "store = ParamStore({'w': Parameter(numpy.ones(jit.COMPILED_MIN + {n}, numpy.float32))})\n"
+            "u = o.get_updater(o.create('adam')); u.attach(store); u.step()\n"
+            "print('numba' in sys.modules, float(store.params['w'].data[0]))")
+    small = _python(step.replace("{n}", "-1"))
+    large = _python(step.replace("{n}", "0"))
+    assert small.split()[0] == "False"
+    assert large.split()[0] == str(jit.AVAILABLE)
+    assert small.split()[1] == large.split()[1]  # the same step either way (a zero gradient)
 
 
 def _scaled_sum(x, s):

@@ -31,6 +31,10 @@ AVAILABLE = importlib.util.find_spec("numba") is not None
 """Whether numba is installed (found without importing it)."""
 ENABLED = AVAILABLE and os.environ.get("TRAINER_RUN_JIT", "1") != "0"
 DTYPES = (numpy.float32, numpy.float64)
+COMPILED_MIN = 1 << 16
+"""Buffers smaller than this take the NumPy path: a step on them costs microseconds either
+way, while the first compiled step of a process costs numba's import and the loading of its
+kernels, most of a second. A run whose groups are all this small never imports numba."""
 PARALLEL_MIN = 1 << 22
 """Work this large (elements of one launch) uses every core; smaller runs on one
 (vectorised) thread, which is as fast while the data fits in cache and does not fight the
@@ -106,10 +110,13 @@ def kernel(loop, parallel: bool = True) -> Kernel:
 
 def usable(compiled, *arrays) -> bool:
     """Whether ``compiled`` may run on ``arrays``: numba is enabled and they are
-    C-contiguous NumPy float32/float64 arrays of one dtype. Does not import numba."""
+    C-contiguous NumPy float32/float64 arrays of one dtype, the first of at least
+    :data:`COMPILED_MIN` elements. Does not import numba."""
     if not (ENABLED and compiled is not None):
         return False
     first = arrays[0]
+    if first.size < COMPILED_MIN:
+        return False
     return all(isinstance(a, numpy.ndarray) and a.dtype == first.dtype and a.flags.c_contiguous
                for a in arrays) and first.dtype in DTYPES
 
