@@ -69,8 +69,8 @@ def test_a_message_under_way_is_caught_by_the_spin(clock):
 
 
 def test_a_long_wait_sleeps_between_tests(clock):
-    """A rank that waits 50 ms for a computing rank tests ~90 times, not ~50,000: after the
-    spin, one test per sleep, the sleeps doubling from 10 us to MAX_SLEEP_S."""
+    """A rank that waits 50 ms tests ~1,060 times, not ~50,000: after the spin, one test
+    per sleep, the sleeps doubling from 10 us to MAX_SLEEP_S."""
     test, calls = ready_at(clock, 0.05)
     assert mpi.poll(test, None) is True
     spins = len(calls) - len(clock.sleeps)
@@ -79,6 +79,13 @@ def test_a_long_wait_sleeps_between_tests(clock):
     assert clock.sleeps[-1] == mpi.MAX_SLEEP_S
     assert clock.now - 0.05 <= mpi.MAX_SLEEP_S + 2 * CALL_S  # woke within one sleep of ready
     assert len(calls) < spins + 0.05 / mpi.MAX_SLEEP_S + 10
+
+
+def test_a_wait_for_a_computing_rank_sleeps_almost_at_once(clock):
+    test, calls = ready_at(clock, 0.05)
+    assert mpi.poll(test, None, mpi.WAIT_SPIN_S) is True
+    assert len(calls) - len(clock.sleeps) == pytest.approx(mpi.WAIT_SPIN_S / CALL_S, abs=2)
+    assert clock.sleeps == pytest.approx(doubling(len(clock.sleeps)))
 
 
 def test_gives_up_after_its_timeout(clock):

@@ -19,33 +19,36 @@ import numpy
 from ..errors import ConfigError, RunStopped, check_number
 from . import mpi_job
 
-__all__ = ["DEFAULT_TIMEOUT", "MAX_SLEEP_S", "SPIN_S", "check_timeout", "dup", "import_mpi",
+__all__ = ["DEFAULT_TIMEOUT", "MAX_SLEEP_S", "SPIN_S", "WAIT_SPIN_S", "check_timeout", "dup", "import_mpi",
            "join_job", "mpi_reports_cuda", "pinned_empty", "poll"]
 
 DEFAULT_TIMEOUT = 60.0
 """Seconds any exchange waits for the other ranks before raising RunStopped."""
 
-
-SPIN_S = 5e-5
-"""Seconds :func:`poll` calls its test back to back before it starts sleeping."""
+SPIN_S = 1e-3
+"""Seconds :func:`poll` calls its test back to back before it sleeps: a message under way (a
+large one goes in pieces, each side copying in turn) completes within it."""
+WAIT_SPIN_S = 5e-5
+"""The spin of a wait for a rank that is still computing (a ``dist_async`` server waiting for
+the next request, a worker for the answer to its push): it sleeps almost at once."""
 MAX_SLEEP_S = 1e-3
 """The longest sleep between two calls of :func:`poll`'s test."""
 
 
-def poll(test, timeout) -> bool:
+def poll(test, timeout, spin_s: float = SPIN_S) -> bool:
     """Calls ``test()`` until it returns true (then True) or ``timeout`` seconds pass (False;
     None waits forever).
 
     MPI makes progress only inside ``test`` (``MPI_Test``, ``MPI_Iprobe``), so it is called
-    back to back for :data:`SPIN_S` (a message already under way completes within it), then
-    with sleeps in between that start at 10 us and double up to :data:`MAX_SLEEP_S`. A
-    process that waits for a rank still computing thus leaves the core to it: with more
-    ranks than cores (a ``dist_async`` server beside its workers), a waiting rank that spins
-    or only yields the core takes the CPU time of the rank it waits for."""
+    back to back for ``spin_s``, then with sleeps in between that start at 10 us and double
+    up to :data:`MAX_SLEEP_S`. A process that waits for a rank still computing thus leaves
+    the core to it: with more ranks than cores (a ``dist_async`` server beside its workers),
+    a waiting rank that spins or only yields the core takes the CPU time of the rank it
+    waits for."""
     if test():
         return True
     start = time.monotonic()
-    while time.monotonic() - start < SPIN_S:
+    while time.monotonic() - start < spin_s:
         if test():
             return True
     delay = 1e-5

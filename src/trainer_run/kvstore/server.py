@@ -20,7 +20,7 @@ import numpy
 from ..errors import ConfigError, RunStopped
 from . import protocol
 from .compression import GradientCompression, threshold_from_bits
-from .mpi import poll
+from .mpi import WAIT_SPIN_S, poll
 
 __all__ = ["Server"]
 
@@ -64,7 +64,7 @@ class Server:
         MPI, comm, status = self.MPI, self.comm, self.status
         probe = lambda: comm.Iprobe(MPI.ANY_SOURCE, protocol.REQ, status)  # noqa: E731
         while not self._finished():
-            if poll(probe, self.keepalive):
+            if poll(probe, self.keepalive, WAIT_SPIN_S):
                 source = status.Get_source()
                 comm.Recv([self.h, MPI.INT64_T], source, protocol.REQ)
                 self.last_seen[source] = self.last_any = time.monotonic()

@@ -55,7 +55,7 @@ import numpy
 from ..errors import ConfigError, RunStopped
 from . import mpi_job, protocol
 from .compression import threshold_bits
-from .mpi import DEFAULT_TIMEOUT, check_timeout, dup, import_mpi, join_job, poll
+from .mpi import DEFAULT_TIMEOUT, WAIT_SPIN_S, check_timeout, dup, import_mpi, join_job, poll
 from .placement import HOST, copy_into
 from .server import Server
 from .store import KVStore, check_out_dtype
@@ -303,7 +303,7 @@ class DistAsyncKVStore(KVStore):
         MPI, h = self._MPI, self._in
         while True:
             request = self._comm.Irecv([h, MPI.INT64_T], self.server_rank, protocol.REP)
-            if not poll(request.Test, self.timeout):
+            if not poll(request.Test, self.timeout, WAIT_SPIN_S):
                 request.Cancel()
                 self._give_up(what)
             if h[0] != protocol.ALIVE:
