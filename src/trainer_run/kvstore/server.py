@@ -1,5 +1,6 @@
 """The server loop of ``dist_async``: the last rank owns the weights and applies every push
-as it arrives, alone, with no waiting for other workers; a pull answers the current weights.
+as it arrives, alone, with no waiting for other workers; a pull answers the current weights,
+and a pushpull answers its push with them once applied.
 
 It answers one message at a time, in arrival order (the layout is :mod:`.protocol`'s). Errors
 it finds in a worker's push or init are answered on that worker's next pull, barrier or
@@ -137,8 +138,7 @@ class Server:
         """Receives the data message after a header: into the key's push buffer when it fits,
         else into a new array (init) or scratch bytes (to be refused)."""
         push = kind in protocol.PUSHES and code in self.grads
-        if (push and int(h[3]) == protocol.PACKED
-                and self.grads[code].dtype == numpy.float32):
+        if push and int(h[3]) == protocol.PACKED and self.grads[code].dtype == numpy.float32:
             return self._take_packed(worker, code, nbytes)
         if push and self.grads[code].nbytes == nbytes:
             return self._receive(worker, self.grads[code])

@@ -17,7 +17,8 @@ processes.
   worker, as Gluon does; the server answers whether it has an updater, and whether it is for
   the same optimizer when the updater has an ``optimizer`` attribute); ``push`` (the local sum,
   one message of the whole buffer after a small header; returns once the server has it);
-  ``pull`` (a request, then the weights into the key's buffer); ``pushpull`` (push then pull);
+  ``pull`` (a request, then the weights into the key's buffer); ``pushpull`` (per key, a push
+  that the server answers with the weights once applied: one round trip);
   ``barrier`` (all workers); ``close`` (a barrier that also stops the server, as MXNet's
   ``barrier_before_exit`` then ``kStopServer``). A worker's pushes and pulls reach the server
   in the order it makes them (MPI does not overtake), so a pull sees that worker's own
