@@ -233,6 +233,8 @@ def test_async_sgd_applies_every_push(async_run):
     numpy.testing.assert_array_equal(server["final"], expected)  # integers: exact in any order
     numpy.testing.assert_array_equal(w0["final"], expected)
     numpy.testing.assert_array_equal(w1["final"], expected)
+    for w in (w0, w1):  # a pushpull's weights reach every output, strided ones too
+        assert bool(w["strided_copy"])
 
 
 @pytest.mark.mpi

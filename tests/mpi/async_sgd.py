@@ -2,7 +2,9 @@
 
 The server (the last rank) applies plain SGD, ``w -= lr * g``, to every push as it arrives.
 Worker 1 starts pushing only after a pause, so worker 0's pulls in between must show its own
-pushes alone, and come without waiting for worker 1. Each rank writes ``OUT/rank<r>.npz``.
+pushes alone, and come without waiting for worker 1. The steps alternate a push of a local list
+then a pull, and a ``pushpull`` (one round trip) of lone arrays into the outputs and into a
+strided copy (first or second of a key's outputs). Each rank writes ``OUT/rank<r>.npz``.
 """
 
 import pickle
@@ -40,11 +42,18 @@ def worker(kv, seen: dict) -> None:
     rng = numpy.random.default_rng(r)
     pushed, pulls = [], []
     start = time.monotonic()
-    for _ in range(STEPS):
+    strided = [numpy.zeros((*s[:-1], 2 * s[-1]), numpy.float32)[..., ::2] for s in SHAPES.values()]
+    for step in range(STEPS):
         grads = [rng.integers(-4, 5, size=s).astype(numpy.float32) for s in SHAPES.values()]
-        halves = [[g - 1, numpy.ones_like(g)] for g in grads]  # a local list, summed first
-        kv.push(list(SHAPES), halves)
-        kv.pull(list(SHAPES), out=outs)
+        if step % 2:
+            pairs = [[o, s] if k % 2 else [s, o] for k, o, s in zip(SHAPES, outs, strided)]
+            kv.pushpull(list(SHAPES), grads, out=pairs)
+            seen["strided_copy"] = seen.get("strided_copy", True) and all(
+                numpy.array_equal(o, s) for o, s in zip(outs, strided))
+        else:
+            halves = [[g - 1, numpy.ones_like(g)] for g in grads]  # a local list, summed first
+            kv.push(list(SHAPES), halves)
+            kv.pull(list(SHAPES), out=outs)
         pushed.append(numpy.concatenate([g.ravel() for g in grads]))
         pulls.append(numpy.concatenate([o.ravel() for o in outs]))
     seen["seconds"] = time.monotonic() - start

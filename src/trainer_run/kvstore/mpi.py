@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
-import os
 import time
 
 import numpy
@@ -20,34 +19,46 @@ import numpy
 from ..errors import ConfigError, RunStopped, check_number
 from . import mpi_job
 
-__all__ = ["DEFAULT_TIMEOUT", "check_timeout", "dup", "import_mpi", "join_job", "mpi_reports_cuda",
-           "pinned_empty", "poll"]
+__all__ = ["DEFAULT_TIMEOUT", "MAX_SLEEP_S", "SPIN_S", "WAIT_SPIN_S", "check_timeout", "dup", "import_mpi",
+           "join_job", "mpi_reports_cuda", "pinned_empty", "poll"]
 
 DEFAULT_TIMEOUT = 60.0
 """Seconds any exchange waits for the other ranks before raising RunStopped."""
 
+SPIN_S = 1e-3
+"""Seconds :func:`poll` calls its test back to back before it sleeps: a message under way (a
+large one goes in pieces, each side copying in turn) completes within it."""
+WAIT_SPIN_S = 5e-5
+"""The spin of a wait for a rank that is still computing (a ``dist_async`` server waiting for
+the next request, a worker for the answer to its push): it sleeps almost at once."""
+MAX_SLEEP_S = 1e-3
+"""The longest sleep between two calls of :func:`poll`'s test."""
 
-def poll(test, timeout, spin_s=1e-3, yield_s=1.0) -> bool:
+
+def poll(test, timeout, spin_s: float = SPIN_S) -> bool:
     """Calls ``test()`` until it returns true (then True) or ``timeout`` seconds pass (False;
-    None waits forever). MPI makes progress inside ``test`` (``MPI_Test``, ``MPI_Iprobe``), so
-    it is called back to back for ``spin_s``, then with a yield of the core in between until
-    ``yield_s``, then with sleeps growing to 1 ms (a long wait for a slow rank)."""
+    None waits forever).
+
+    MPI makes progress only inside ``test`` (``MPI_Test``, ``MPI_Iprobe``), so it is called
+    back to back for ``spin_s``, then with sleeps in between that start at 10 us and double
+    up to :data:`MAX_SLEEP_S`. A process that waits for a rank still computing thus leaves
+    the core to it: with more ranks than cores (a ``dist_async`` server beside its workers),
+    a waiting rank that spins or only yields the core takes the CPU time of the rank it
+    waits for."""
     if test():
         return True
     start = time.monotonic()
-    delay = 2e-5
+    while time.monotonic() - start < spin_s:
+        if test():
+            return True
+    delay = 1e-5
     while True:
-        for _ in range(32):
-            if test():
-                return True
-        waited = time.monotonic() - start
-        if timeout is not None and waited >= timeout:
-            return bool(test())
-        if waited >= yield_s:
-            time.sleep(delay)
-            delay = min(2 * delay, 1e-3)
-        elif waited >= spin_s:
-            os.sched_yield()
+        time.sleep(delay)
+        if test():
+            return True
+        if timeout is not None and time.monotonic() - start >= timeout:
+            return False
+        delay = min(2 * delay, MAX_SLEEP_S)
 
 
 def check_timeout(timeout):

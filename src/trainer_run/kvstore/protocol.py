@@ -9,9 +9,9 @@ message, 3 dtype char (a request) or error class (an error answer), 4 length of 
 (str keys, init), 5 ndim, 6 the server optimizer's ``num_update`` in the answer to a pull (-1:
 none), 8.. the shape.
 
-Gradient compression: a :data:`PUSH` whose dtype char is :data:`PACKED` (uint32) to a float32
-key carries 2-bit packed words; a :data:`COMPRESSION` header carries the threshold's float32
-bits in field 1.
+Gradient compression: a :data:`PUSH` (or :data:`PUSHPULL`) whose dtype char is :data:`PACKED`
+(uint32) to a float32 key carries 2-bit packed words; a :data:`COMPRESSION` header carries the
+threshold's float32 bits in field 1.
 """
 
 from __future__ import annotations
@@ -57,10 +57,14 @@ SET_STATES = 11
 """A worker gives states to the server's updater."""
 ABORTED = 12
 """A worker stops with an error, with its reason."""
+PUSHPULL = 13
+"""A :data:`PUSH` answered, once applied, as a :data:`PULL` of the same key: one round trip."""
 
-WITH_DATA = (INIT, PUSH, OPTIMIZER, SET_STATES, ABORTED)
+PUSHES = (PUSH, PUSHPULL)
+"""The kinds of request that carry a worker's gradient (or its packed words)."""
+WITH_DATA = (INIT, PUSH, PUSHPULL, OPTIMIZER, SET_STATES, ABORTED)
 """The kinds of request whose header may be followed by data (a key's name, then an array)."""
-ANSWERED = (PULL, BARRIER, OPTIMIZER, STOP, GET_STATES, SET_STATES)
+ANSWERED = (PULL, PUSHPULL, BARRIER, OPTIMIZER, STOP, GET_STATES, SET_STATES)
 """The kinds of request whose worker waits for an answer."""
 
 PACKED = ord(numpy.dtype(numpy.uint32).char)

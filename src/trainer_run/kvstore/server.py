@@ -1,5 +1,6 @@
 """The server loop of ``dist_async``: the last rank owns the weights and applies every push
-as it arrives, alone, with no waiting for other workers; a pull answers the current weights.
+as it arrives, alone, with no waiting for other workers; a pull answers the current weights,
+and a pushpull answers its push with them once applied.
 
 It answers one message at a time, in arrival order (the layout is :mod:`.protocol`'s). Errors
 it finds in a worker's push or init are answered on that worker's next pull, barrier or
@@ -20,7 +21,7 @@ import numpy
 from ..errors import ConfigError, RunStopped
 from . import protocol
 from .compression import GradientCompression, threshold_from_bits
-from .mpi import poll
+from .mpi import WAIT_SPIN_S, poll
 
 __all__ = ["Server"]
 
@@ -64,7 +65,7 @@ class Server:
         MPI, comm, status = self.MPI, self.comm, self.status
         probe = lambda: comm.Iprobe(MPI.ANY_SOURCE, protocol.REQ, status)  # noqa: E731
         while not self._finished():
-            if poll(probe, self.keepalive, yield_s=0.02):
+            if poll(probe, self.keepalive, WAIT_SPIN_S):
                 source = status.Get_source()
                 comm.Recv([self.h, MPI.INT64_T], source, protocol.REQ)
                 self.last_seen[source] = self.last_any = time.monotonic()
@@ -115,6 +116,8 @@ class Server:
             self._push(worker, code, data)
         elif kind == protocol.PULL:
             self._pull(worker, code)
+        elif kind == protocol.PUSHPULL:
+            self._push_pull(worker, code, data)
         elif kind == protocol.OPTIMIZER:
             self._set_optimizer(worker, bytes(data).decode())
         elif kind == protocol.COMPRESSION:
@@ -134,10 +137,10 @@ class Server:
     def _take(self, worker, kind, code, nbytes, h):
         """Receives the data message after a header: into the key's push buffer when it fits,
         else into a new array (init) or scratch bytes (to be refused)."""
-        if (kind == protocol.PUSH and code in self.grads and int(h[3]) == protocol.PACKED
-                and self.grads[code].dtype == numpy.float32):
+        push = kind in protocol.PUSHES and code in self.grads
+        if push and int(h[3]) == protocol.PACKED and self.grads[code].dtype == numpy.float32:
             return self._take_packed(worker, code, nbytes)
-        if kind == protocol.PUSH and code in self.grads and self.grads[code].nbytes == nbytes:
+        if push and self.grads[code].nbytes == nbytes:
             return self._receive(worker, self.grads[code])
         if kind == protocol.INIT:
             dtype, shape = protocol.unpack_meta(h)
@@ -213,6 +216,14 @@ class Server:
             except Exception as e:
                 self._fail(e, f"kvstore dist_async server: the update of key {key!r} pushed by "
                               f"worker {worker} failed: {type(e).__name__}: {e}")
+
+    def _push_pull(self, worker, code, grad) -> None:
+        """A push, then the answer to a pull of the key (or the failure the push caused)."""
+        self._push(worker, code, grad)
+        if self.failure is not None:
+            self._answer_error(worker, RunStopped, self.failure[1])
+        else:
+            self._pull(worker, code)
 
     def _pull(self, worker, code) -> None:
         if worker in self.errors:

@@ -17,7 +17,8 @@ processes.
   worker, as Gluon does; the server answers whether it has an updater, and whether it is for
   the same optimizer when the updater has an ``optimizer`` attribute); ``push`` (the local sum,
   one message of the whole buffer after a small header; returns once the server has it);
-  ``pull`` (a request, then the weights into the key's buffer); ``pushpull`` (push then pull);
+  ``pull`` (a request, then the weights into the key's buffer); ``pushpull`` (per key, a push
+  that the server answers with the weights once applied: one round trip);
   ``barrier`` (all workers); ``close`` (a barrier that also stops the server, as MXNet's
   ``barrier_before_exit`` then ``kStopServer``). A worker's pushes and pulls reach the server
   in the order it makes them (MPI does not overtake), so a pull sees that worker's own
@@ -55,7 +56,7 @@ import numpy
 from ..errors import ConfigError, RunStopped
 from . import mpi_job, protocol
 from .compression import threshold_bits
-from .mpi import DEFAULT_TIMEOUT, check_timeout, dup, import_mpi, join_job, poll
+from .mpi import DEFAULT_TIMEOUT, WAIT_SPIN_S, check_timeout, dup, import_mpi, join_job, poll
 from .placement import HOST, copy_into
 from .server import Server
 from .store import KVStore, check_out_dtype
@@ -139,16 +140,7 @@ class DistAsyncKVStore(KVStore):
     def push(self, key, value, priority: int = 0) -> None:
         """Sends the sum of each key's local list to the server, which applies it alone."""
         self._worker("push")
-        groups = self._checked(key, value, "value")
-        if not self._optimizer:
-            raise ValueError("kvstore dist_async: push before set_optimizer: the server applies "
-                             "every push with the optimizer (MXNet's server stops on "
-                             "CHECK(updater_)); call set_optimizer(optimizer) on every worker "
-                             "first")
-        for k, arrays in groups.items():
-            data = self._reduce(k, arrays)
-            if self._compresses(k):
-                data = self._quantized(k, data)  # uint32 words: the header says so
+        for k, data in self._pushes(key, value):
             self._send(protocol.PUSH, self._code(k), data, what=f"the push of key {k!r}")
 
     def set_gradient_compression(self, compression_params) -> None:
@@ -170,13 +162,17 @@ class DistAsyncKVStore(KVStore):
         self._fetch(self._checked(key, out, "out"))
 
     def pushpull(self, key, value, out=None, priority: int = 0) -> None:
-        """A push, then a pull into ``out`` (into ``value`` when ``out`` is None)."""
+        """A push, then a pull into ``out`` (into ``value`` when ``out`` is None), key by key,
+        each in one round trip: the server answers the push with the key's weights once it
+        has applied it."""
         self._worker("pushpull")
         outs = self._checked(key, value if out is None else out, "out")
         for k, arrays in outs.items():
             check_out_dtype(k, arrays[0], self._store[k])
-        self.push(key, value, priority)
-        self._fetch(outs)
+        for k, data in self._pushes(key, value):
+            what = f"the pushpull of key {k!r}"
+            self._send(protocol.PUSHPULL, self._code(k), data, what=what)
+            self._receive_weights(k, outs[k], what)
 
     def barrier(self) -> None:
         """Waits until every worker has called ``barrier`` (the server is no worker)."""
@@ -226,13 +222,40 @@ class DistAsyncKVStore(KVStore):
 
     def _fetch(self, groups: dict) -> None:
         for k, outs in groups.items():
-            buf = self._store[k]
-            self._send(protocol.PULL, self._code(k), what=f"the pull of key {k!r}")
-            self._reply(f"the pull of key {k!r}", into=buf)
-            count = int(self._in[6])
-            self.num_update = count if count >= 0 else None
-            for o in outs:
-                copy_into(o, buf)
+            what = f"the pull of key {k!r}"
+            self._send(protocol.PULL, self._code(k), what=what)
+            self._receive_weights(k, outs, what)
+
+    def _pushes(self, key, value):
+        """``(key, data)`` for each key of a push of ``value``, once every check has passed:
+        the key's local sum (a lone array of the key's dtype is sent as it is: the send
+        completes before the push returns), or its packed words when compressed."""
+        groups = self._checked(key, value, "value")
+        if not self._optimizer:
+            raise ValueError("kvstore dist_async: push before set_optimizer: the server applies "
+                             "every push with the optimizer (MXNet's server stops on "
+                             "CHECK(updater_)); call set_optimizer(optimizer) on every worker "
+                             "first")
+        for k, arrays in groups.items():
+            if len(arrays) == 1 and _wire_ready(arrays[0], self._store[k]):
+                data = arrays[0]
+            else:
+                data = self._reduce(k, arrays)
+            if self._compresses(k):
+                data = self._quantized(k, data)  # uint32 words: the header says so
+            yield k, data
+
+    def _receive_weights(self, k, outs: list, what: str) -> None:
+        """The server's answer to a pull of key ``k``: the weights, straight into ``outs[0]``
+        when it can take them as they come, then copied into the other ``outs``; and the
+        server optimizer's ``num_update``."""
+        into = outs[0] if _wire_ready(outs[0], self._store[k]) else self._store[k]
+        self._reply(what, into=into)
+        count = int(self._in[6])
+        self.num_update = count if count >= 0 else None
+        for o in outs:
+            if o is not into:
+                copy_into(o, into)
 
     def _code(self, key) -> int:
         code = self._codes.get(key)
@@ -281,7 +304,7 @@ class DistAsyncKVStore(KVStore):
         MPI, h = self._MPI, self._in
         while True:
             request = self._comm.Irecv([h, MPI.INT64_T], self.server_rank, protocol.REP)
-            if not poll(request.Test, self.timeout):
+            if not poll(request.Test, self.timeout, WAIT_SPIN_S):
                 request.Cancel()
                 self._give_up(what)
             if h[0] != protocol.ALIVE:
@@ -355,3 +378,10 @@ class DistAsyncKVStore(KVStore):
             return server.run()
         finally:
             self._closed = True
+
+
+def _wire_ready(array, stored) -> bool:
+    """Whether ``array`` can go on the wire, or take an answer, as it is: a C-contiguous host
+    NumPy array of the key's dtype (``stored``'s)."""
+    return (isinstance(array, numpy.ndarray) and array.dtype == stored.dtype
+            and array.flags.c_contiguous)
