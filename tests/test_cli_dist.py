@@ -185,12 +185,15 @@ def test_an_error_on_one_rank_stops_the_other_at_once(mpiexec, tmp_path, straigh
 
 @pytest.mark.mpi
 def test_a_killed_rank_ends_the_job_and_the_last_checkpoint_resumes(mpiexec, tmp_path, straight):  # noqa: F811
+    """Rank 1 is killed in update 23. Checkpoints are written in the background: iteration 20's
+    may still be in flight and is then lost, but iteration 10's is complete (the loop waited
+    for it before handing over iteration 20's); the latest complete one resumes."""
     out = tmp_path / "cut"
     code, log = launch_cli(mpiexec, 2, *COMMON, "kvstore=dist_sync", "dataset.batch_size=25",
-                           "trainer.max_iterations=30", fault(1, 12, "sigkill"), f"hydra.run.dir={out}",
+                           "trainer.max_iterations=30", fault(1, 22, "sigkill"), f"hydra.run.dir={out}",
                            timeout=60)
     assert code == 9, log  # mpiexec ends the job and exits with the signal's number
-    assert checkpoints(out) == [10]
+    assert checkpoints(out) in ([10], [10, 20])
     resume_equals(mpiexec, out, straight)
 
 
