@@ -40,7 +40,7 @@ from trainer_run.errors import ConfigError
 from trainer_run.kvstore import mpi_job
 
 from . import argv as args
-from . import job, override_keys, user_targets
+from . import job, override_keys, sweeps, user_targets
 from . import resume as resumes
 from .job import on_rank_0
 from .options import CONFIGS, OPTIONS
