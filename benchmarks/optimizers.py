@@ -131,11 +131,20 @@ def torch_python() -> str:
     return os.environ.get("TORCH_PYTHON", "/work/torch-venv/bin/python")
 
 
-def torch_env() -> dict:
-    """The peer's environment: OpenMP threads wait passively, as numba's do in trainer-run
-    (:func:`trainer_run.optimizers.jit.numba`); spinning ones cost PyTorch milliseconds per
-    parallel region on a machine with more busy threads than cores."""
-    return {**os.environ, "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE")}
+def torch_envs() -> list[dict]:
+    """The environments the peer runs in, its faster result counting: OpenMP's default waits
+    (fastest on an idle machine) and passive ones, as numba's threads wait in trainer-run
+    (:func:`trainer_run.optimizers.jit.numba`; spinning threads cost PyTorch milliseconds per
+    parallel region on a machine with more busy threads than cores). Only the user's
+    setting when ``OMP_WAIT_POLICY`` was set."""
+    if "OMP_WAIT_POLICY" in GIVEN:
+        return [dict(GIVEN)]
+    return [dict(GIVEN), {**GIVEN, "OMP_WAIT_POLICY": "PASSIVE"}]
+
+
+GIVEN = dict(os.environ)
+"""The environment this benchmark was started with (numba's import, in this process, sets
+``OMP_WAIT_POLICY`` for its own threads)."""
 
 
 def torch_rates(names: list[str], total: int, tensors: int) -> dict:
@@ -143,11 +152,16 @@ def torch_rates(names: list[str], total: int, tensors: int) -> dict:
     wanted = sorted({PEER_NAMES[n] for n in names if n in PEER_NAMES})
     if not Path(python).exists() or not wanted:
         return {}
-    result = subprocess.run([python, str(HERE / "torch_optim_peer.py"), "--params", str(total),
-                             "--tensors", str(tensors), "--names", *wanted],
-                            capture_output=True, text=True, check=True, env=torch_env())
-    rows = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
-    return {row["optimizer"]: row for row in rows}
+    best: dict = {}
+    for env in torch_envs():
+        result = subprocess.run([python, str(HERE / "torch_optim_peer.py"), "--params", str(total),
+                                 "--tensors", str(tensors), "--names", *wanted],
+                                capture_output=True, text=True, check=True, env=env)
+        for line in result.stdout.splitlines():
+            row = json.loads(line) if line.startswith("{") else None
+            if row and row["params_per_s"] > best.get(row["optimizer"], {}).get("params_per_s", 0):
+                best[row["optimizer"]] = row
+    return best
 
 
 def noise_fill(total: int, repeats: int) -> list[tuple[str, float]]:
