@@ -118,7 +118,7 @@ def option_help(console: Console, group: str, option: str, folders: list[Path]) 
     console.print(_grid([("", description(path))]))
     console.print(Text(f"  file: {path}"), soft_wrap=True)  # a path stays whole, however long
     if is_global(path):
-        tree = read(path) or {}
+        tree = read(path)
         choices = [e for e in tree.pop("defaults", []) if isinstance(e, dict)]
         for entry in choices:
             for key, value in entry.items():
@@ -127,7 +127,7 @@ def option_help(console: Console, group: str, option: str, folders: list[Path]) 
     else:
         console.print(f"  override a field with {group}.<field>=<value>")
         section = option_section(group, option, path)
-        own = [key for key in read(path) or {} if key in section]  # then the shared ones
+        own = [key for key in read(path) if key in section]  # then the shared ones
         fields = _flat({key: section[key] for key in [*own, *section]})
     console.print(_fields(fields, sources(path)))
     console.print()
@@ -152,7 +152,7 @@ def _fields(fields: dict, files: list[Path]) -> Table:
 def sources(path: Path) -> list[Path]:
     """``path`` and the files its defaults list draws keys from, nearest first."""
     found = [path]
-    for entry in ((read(path) or {}).get("defaults") or []):
+    for entry in (read(path).get("defaults") or []):
         if isinstance(entry, str) and entry.startswith("/_"):
             found.append(CONFIGS / f"{entry[1:].split('@')[0]}.yaml")
         elif isinstance(entry, str) and entry != "_self_":

@@ -24,7 +24,7 @@ def shared_section(group: str) -> dict:
     """The keys every option of ``group`` shares with their defaults (``configs/_<group>.yaml``;
     empty for a group without one)."""
     path = CONFIGS / f"_{group}.yaml"
-    return (read(path) or {}) if path.exists() else {}
+    return read(path) if path.exists() else {}
 
 @functools.lru_cache(maxsize=None)
 def top_level() -> dict:
@@ -48,7 +48,7 @@ def option_section(group: str, option: str, path: Path | None = None) -> dict:
     option, only the part under ``group``. ``path``: the option's file when it is not ours
     (a ``--config-dir``'s); the options it lists come from its folder, else from ours."""
     path = path or CONFIGS / group / f"{option}.yaml"
-    tree = read(path) or {}
+    tree = read(path)
     defaults = tree.pop("defaults", [])
     own = tree.get(group, {}) if is_global(path) else tree
     merged: dict = {}

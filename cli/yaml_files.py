@@ -45,6 +45,8 @@ Loader.yaml_implicit_resolvers = {
 
 
 def read(path):
-    """The data of the YAML file at ``path`` (None for an empty file)."""
+    """The data of the YAML file at ``path`` (an empty mapping for an empty file, as
+    OmegaConf gives)."""
     with open(path, encoding="utf-8") as f:  # a stream: errors name the file
-        return yaml.load(f, Loader=Loader)
+        data = yaml.load(f, Loader=Loader)
+    return {} if data is None else data

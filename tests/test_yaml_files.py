@@ -30,3 +30,9 @@ def test_a_duplicate_key_is_refused(tmp_path):
         read(path)
     with pytest.raises(yaml.constructor.ConstructorError):
         OmegaConf.load(path)
+
+
+def test_an_empty_file_is_an_empty_mapping_as_in_omegaconf(tmp_path):
+    path = tmp_path / "empty.yaml"
+    path.write_text("# only a comment\n")
+    assert read(path) == {} == OmegaConf.to_container(OmegaConf.load(path))
