@@ -43,9 +43,8 @@ from . import argv as args
 from . import job, override_keys, sweeps, user_targets
 from . import resume as resumes
 from .job import on_rank_0
-from .options import CONFIGS, OPTIONS
+from .options import OPTIONS, root_config
 from .report import cannot_write, describe, fail, stop_if_signalled, warn
-from .yaml_files import read
 
 COMPLETION_FLAGS = ("-sc", "--shell-completion")
 
@@ -148,7 +147,7 @@ def name_run_dir(argv: list[str]) -> list[str]:
     if (args.value(argv, key) is not None or args.composes_other_config(argv)
             or not args.is_null(args.value(argv, "resume"))):
         return argv
-    hydra_section = read(CONFIGS / "config.yaml")["hydra"]
+    hydra_section = root_config()["hydra"]
     pattern = hydra_section["sweep" if multirun else "run"]["dir"]  # runs/${now:%Y-%m-%d}/...
     named = re.sub(r"\$\{now:([^}]*)\}", lambda m: time.strftime(m.group(1)), pattern)
     return args.with_overrides(argv, f"{key}={args.quote(Path(named))}")
@@ -186,14 +185,15 @@ def prepare(argv: list[str]) -> list[str]:
     """Checks the arguments and rewrites those of a resume; refuses to start a new run or
     sweep in a directory that is not new."""
     args.check_grammar(argv)
-    if args.value(argv, "hparams_search") is not None and not args.is_multirun(argv):
+    multirun = args.is_multirun(argv)
+    if args.value(argv, "hparams_search") is not None and not multirun:
         raise ConfigError("hparams_search runs a sweep: add -m (trainer-run -m hparams_search=...)")
     check_choices(argv)
     argv = user_targets.rewrite(argv)
-    if args.is_multirun(argv):  # a single run's keys are checked if Hydra refuses them
+    if multirun:  # a single run's keys are checked if Hydra refuses them
         override_keys.check_overrides(argv)
     argv = name_run_dir(argv)
-    resume, multirun = args.value(argv, "resume"), args.is_multirun(argv)
+    resume = args.value(argv, "resume")
     if not args.is_null(resume):
         if multirun:
             raise ConfigError("resume continues one run; drop -m/--multirun")

@@ -27,15 +27,19 @@ def shared_section(group: str) -> dict:
     return read(path) if path.exists() else {}
 
 @functools.lru_cache(maxsize=None)
+def root_config() -> dict:
+    """``configs/config.yaml`` as written (read once; not to be changed by its readers)."""
+    return read(CONFIGS / "config.yaml")
+
+
+@functools.lru_cache(maxsize=None)
 def top_level() -> dict:
-    tree = read(CONFIGS / "config.yaml")
-    return {k: v for k, v in tree.items() if k not in ("defaults", "hydra")}
+    return {k: v for k, v in root_config().items() if k not in ("defaults", "hydra")}
 
 
 @functools.lru_cache(maxsize=None)
 def default_choice(group: str) -> str | None:
-    tree = read(CONFIGS / "config.yaml")
-    for entry in tree.get("defaults", []):
+    for entry in root_config().get("defaults", []):
         if isinstance(entry, dict) and group in entry:
             return entry[group]
     return None
