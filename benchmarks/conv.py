@@ -26,7 +26,8 @@ import os
 import subprocess
 import sys
 import time
-from pathlib import Path
+
+from peers import torch_python
 
 N, C, O, H, K = 100, 32, 64, 14, 5  # noqa: E741 (the usual names)
 PAD = (K - 1) // 2
@@ -124,8 +125,8 @@ def trainer_run_samples_per_s(args) -> dict:
 
 def torch_samples_per_s(args) -> dict | None:
     """The PyTorch peer's JSON line, or None without a torch venv."""
-    python = os.environ.get("TORCH_PYTHON", "/work/torch-venv/bin/python")
-    if not Path(python).exists():
+    python = torch_python()
+    if python is None:
         return None
     cmd = [python, __file__, "--peer", "--iterations", str(args.iterations), "--warmup",
            str(args.warmup), "--threads", str(args.threads)] + (["--pooling"] if args.pooling else [])

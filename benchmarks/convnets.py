@@ -27,7 +27,8 @@ import resource
 import subprocess
 import sys
 import time
-from pathlib import Path
+
+from peers import torch_python
 
 N, CLASSES, SHAPE = 100, 10, (1, 28, 28)
 
@@ -127,8 +128,8 @@ def _torch_resnet(nn, width: int, blocks: int):
 def run_side(side: str, model: str, args) -> dict | None:
     python = sys.executable
     if side == "peer":
-        python = os.environ.get("TORCH_PYTHON", "/work/torch-venv/bin/python")
-        if not Path(python).exists():
+        python = torch_python()
+        if python is None:
             return None
     env = {**os.environ, "OMP_NUM_THREADS": str(args.threads), "OPENBLAS_NUM_THREADS": str(args.threads),
            "MKL_NUM_THREADS": str(args.threads)}

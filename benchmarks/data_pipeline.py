@@ -30,13 +30,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import tempfile
 import time
 from pathlib import Path
 
 import numpy
+from peers import torch_python
 
 from trainer_run import optimizers
 from trainer_run.backend import get_backend
@@ -49,7 +49,6 @@ from trainer_run.updaters import StandardUpdater
 HERE = Path(__file__).resolve().parent
 SHAPE = (60_000, 1, 28, 28)
 BYTES_READ, BYTES_WRITTEN = 784, 784 * 4
-TORCH_PYTHONS = ("/work/torch-venv/bin/python", "/work/torchvenv/bin/python")
 
 
 def write_files(directory: Path) -> tuple[Path, Path]:
@@ -82,13 +81,6 @@ def ours_samples_per_s(x_path: Path, y_path: Path, prefetch: int, batches: int, 
     x = parts[0][0]
     assert x.dtype == numpy.float32 and x.shape == (batch_size, 1, 28, 28)
     return batches * batch_size / elapsed
-
-
-def torch_python() -> str | None:
-    for python in (os.environ.get("TORCH_PYTHON"), *TORCH_PYTHONS):
-        if python and Path(python).exists():
-            return python
-    return None
 
 
 def torch_samples_per_s(python: str, x_path: Path, y_path: Path, workers: int, batches: int,

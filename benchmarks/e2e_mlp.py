@@ -7,7 +7,7 @@ and noisy) and the median of each is reported, with their ratio and the limit se
 matrix multiplies alone (measured here with NumPy on the same shapes).
 
 PyTorch runs in its own virtual environment, never as a dependency of this project: the
-script uses ``$TORCH_PYTHON``, else ``/work/torchvenv/bin/python``, else skips it.
+script uses ``$TORCH_PYTHON``, else a venv it knows (:func:`peers.torch_python`), else skips it.
 
 With ``--npy`` it also trains the same MLP on the same data stored in ``.npy`` files, against
 the data in memory, both prepared by the run's rules (:func:`trainer_run.data.prepare`, the
@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -34,6 +33,7 @@ import time
 from pathlib import Path
 
 import numpy
+from peers import torch_python
 
 from trainer_run import optimizers
 from trainer_run.backend import get_backend
@@ -106,8 +106,8 @@ def npy_comparison(args) -> None:
 
 
 def torch_samples_per_s(batch: int, iterations: int, warmup: int, optimizer: str) -> float | None:
-    python = os.environ.get("TORCH_PYTHON", "/work/torchvenv/bin/python")
-    if not Path(python).exists():
+    python = torch_python()
+    if python is None:
         return None
     args = [python, str(HERE / "torch_peer.py"), "--batch-size", str(batch), "--iterations",
             str(iterations), "--warmup", str(warmup), "--optimizer", optimizer,

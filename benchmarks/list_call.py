@@ -26,7 +26,8 @@ import numpy
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from optimizers import bandwidth, torch_envs, torch_python  # noqa: E402
+from optimizers import bandwidth  # noqa: E402
+from peers import torch_envs, torch_python  # noqa: E402
 
 from trainer_run import optimizers  # noqa: E402
 
@@ -70,7 +71,7 @@ def ours(tensors: int, size: int, steps: int) -> float:
 def peer(tensors: int, size: int, steps: int, rounds: int) -> float | None:
     """PyTorch's seconds per fused Adam step (median of ``rounds``), None without PyTorch."""
     python = torch_python()
-    if not Path(python).exists():
+    if python is None:
         return None
     return min(float(subprocess.run([python, "-c", PEER, str(tensors), str(size), str(steps),
                                      str(rounds)], capture_output=True, text=True, check=True,

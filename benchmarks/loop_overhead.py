@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -37,6 +36,7 @@ import time
 from pathlib import Path
 
 import numpy
+from peers import torch_python
 
 HERE = Path(__file__).resolve().parent
 BATCH = 32
@@ -59,8 +59,8 @@ def ours(folder: Path, iterations: int, *extra: str) -> tuple[float, Path]:
 
 def peer(iterations: int) -> float | None:
     """PyTorch's microseconds per iteration: the faster of its default threads and one."""
-    python = os.environ.get("TORCH_PYTHON", "/work/torch-venv/bin/python")
-    if not Path(python).exists():
+    python = torch_python()
+    if python is None:
         return None
     times = []
     for threads in ([], ["--threads", "1"]):

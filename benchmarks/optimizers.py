@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -32,6 +31,7 @@ import warnings
 from pathlib import Path
 
 import numpy
+from peers import torch_envs, torch_python
 
 from trainer_run import optimizers
 from trainer_run.optimizers import jit
@@ -126,31 +126,10 @@ def _axpy(a, b, s):
         a[i] = a[i] + s * b[i]
 
 
-def torch_python() -> str:
-    """The PyTorch peer's interpreter: ``$TORCH_PYTHON``, else the venv at /work/torch-venv."""
-    return os.environ.get("TORCH_PYTHON", "/work/torch-venv/bin/python")
-
-
-def torch_envs() -> list[dict]:
-    """The environments the peer runs in, its faster result counting: OpenMP's default waits
-    (fastest on an idle machine) and passive ones, as numba's threads wait in trainer-run
-    (:func:`trainer_run.optimizers.jit.numba`; spinning threads cost PyTorch milliseconds per
-    parallel region on a machine with more busy threads than cores). Only the user's
-    setting when ``OMP_WAIT_POLICY`` was set."""
-    if "OMP_WAIT_POLICY" in GIVEN:
-        return [dict(GIVEN)]
-    return [dict(GIVEN), {**GIVEN, "OMP_WAIT_POLICY": "PASSIVE"}]
-
-
-GIVEN = dict(os.environ)
-"""The environment this benchmark was started with (numba's import, in this process, sets
-``OMP_WAIT_POLICY`` for its own threads)."""
-
-
 def torch_rates(names: list[str], total: int, tensors: int) -> dict:
     python = torch_python()
     wanted = sorted({PEER_NAMES[n] for n in names if n in PEER_NAMES})
-    if not Path(python).exists() or not wanted:
+    if python is None or not wanted:
         return {}
     best: dict = {}
     for env in torch_envs():

@@ -9,7 +9,7 @@ first and not timed.
 
 Run (with the separate torch venv):
 
-    /work/torchvenv/bin/python benchmarks/torch_peer.py [--threads N] [--optimizer sgd]
+    /work/torch-venv/bin/python benchmarks/torch_peer.py [--threads N] [--optimizer sgd]
 
 Prints one line of JSON to stdout:
     {"peer": "pytorch", "version": ..., "samples_per_s": ..., "iterations": ..., "threads": ...}
