@@ -26,7 +26,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from trainer_run import checkpoint, files, module, run_directory
+from trainer_run import checkpoint, files, module, run_directory, trust
 from trainer_run.data import record as data_record
 from trainer_run.errors import ConfigError, Diverged, RunStopped, StorageError
 from trainer_run.kvstore import mpi_job
@@ -206,6 +206,9 @@ def _write_record(out: Path, cfg: DictConfig) -> None:
     for name, node in (("config.yaml", cfg), ("hydra.yaml", hydra_cfg),
                        ("overrides.yaml", HydraConfig.get().overrides.task)):
         files.write_atomic(folder / name, OmegaConf.to_yaml(node))
+    signature = trust.sign((folder / "config.yaml").read_bytes())
+    if signature is not None:
+        files.write_atomic(folder / trust.RECORD_SIGNATURE, signature + "\n")
 
 
 def _play(role: Trainer | ParameterServer, out: Path) -> None:
@@ -269,6 +272,7 @@ def build(cfg: DictConfig, out: Path) -> tuple[Trainer | ParameterServer, Run]:
     node = cfg
     if cfg.resume:
         state = checkpoint.load(Path(cfg.resume), checkpoint.RUN_STATE)
+        _check_trust(state, cfg)
         node = resumes.config(state["config"], cfg, overrides(), choices)
     saved = OmegaConf.to_container(node, resolve=False)
     try:
@@ -286,10 +290,23 @@ def build(cfg: DictConfig, out: Path) -> tuple[Trainer | ParameterServer, Run]:
     given = state.get("overrides", []) if state is not None else []
     extra = {"config": saved, "choices": choices,
              "overrides": resumes.merged(given, overrides(), choices if state is not None else {})}
+    extra[trust.SIGNATURE] = trust.sign(trust.checkpoint_data(extra))
     trainer = trainer_of(built, resolved, out, extra)
     if state is not None:
         _restore(trainer, state["trainer"], cfg.resume)
     return trainer, built
+
+
+def _check_trust(state: dict, cfg: DictConfig) -> None:
+    """Refuses a checkpoint whose config names code this user did not sign, unless the
+    command says ``trust=true`` (:mod:`trainer_run.trust`); rank 0 decides for every rank."""
+    def verdict() -> None:
+        trust.check_checkpoint(state, f"checkpoint {cfg.resume}", trusted=bool(cfg.get("trust")))
+
+    if launch.comm is None:
+        verdict()
+    else:
+        on_rank_0(launch.comm, verdict)
 
 
 def _restore(trainer: Trainer, state: dict, resume: str) -> None:

@@ -21,12 +21,13 @@ checkpoint there as a new run, leaving the old one untouched.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Callable
 
 from omegaconf import DictConfig, OmegaConf
 
-from trainer_run import checkpoint, run_directory
+from trainer_run import checkpoint, run_directory, trust
 from trainer_run.errors import ConfigError
 
 from . import argv as args
@@ -44,8 +45,10 @@ def prepare(argv: list[str], resume: str, report: Callable[[str], None]) -> list
     """The arguments of the resumed run: the run's group choices pinned (another choice is
     refused), ``resume`` naming the checkpoint and ``hydra.run.dir`` the run to write into."""
     found = checkpoint.find(Path(resume).expanduser(), report=report, require=checkpoint.RUN_STATE)
+    tree = checkpoint.load_tree(found, checkpoint.RUN_STATE)
+    trust.check_checkpoint(tree, f"checkpoint {found}", trusted=trusted(argv))
+    choices = _checked_choices(tree["choices"], found)
     run_dir = _run_dir(found, args.value(argv, "hydra.run.dir"))
-    choices = checkpoint.load_tree(found, checkpoint.RUN_STATE)["choices"]
     rest = args.without(argv, "resume", "hydra.run.dir")
     for group, choice in choices.items():
         given = args.value(rest, group)
@@ -57,6 +60,27 @@ def prepare(argv: list[str], resume: str, report: Callable[[str], None]) -> list
                                f"hydra.run.dir={args.quote(run_dir)}")
 
 
+def trusted(argv: list[str]) -> bool:
+    """Whether the command says ``trust=true``: run the code the resumed run's config names
+    though this user did not sign it (:mod:`trainer_run.trust`)."""
+    return str(args.value(argv, "trust")).lower() == "true"
+
+
+CHOICE = re.compile(r"[A-Za-z0-9_.\-]+")
+GROUP = re.compile(r"[A-Za-z_]\w*(/\w+)*")
+
+
+def _checked_choices(choices: dict, found: Path) -> dict:
+    """The checkpoint's group choices, each a group name and an option name: they become
+    arguments of the command, so anything else (an override in disguise) is refused."""
+    for group, choice in choices.items():
+        if not (isinstance(group, str) and GROUP.fullmatch(group) and not group.startswith("hydra")
+                and (choice is None or isinstance(choice, str) and CHOICE.fullmatch(choice))):
+            raise ConfigError(f"checkpoint {found} is damaged: its choices hold {group!r}: "
+                              f"{choice!r}, which is not a config group and option")
+    return {g: c for g, c in choices.items() if c is not None}
+
+
 def saved_choices(resume: str | None) -> dict | None:
     """The group choices saved with the checkpoint ``resume`` names (as :func:`prepare` would
     find it), or None when there is none to read (:func:`prepare` then says why)."""
@@ -64,7 +88,7 @@ def saved_choices(resume: str | None) -> dict | None:
         return None
     try:
         found = checkpoint.find(Path(resume).expanduser(), require=CHOICES)
-        return checkpoint.load_tree(found, CHOICES)["choices"]
+        return _checked_choices(checkpoint.load_tree(found, CHOICES)["choices"], found)
     except (ConfigError, OSError, ValueError):
         return None
 

@@ -9,7 +9,7 @@ import numpy
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from trainer_run import checkpoint
+from trainer_run import checkpoint, trust
 from trainer_run.autograd import as_data, no_grad
 from trainer_run.backend import get_backend
 from trainer_run.data import Data, normalization
@@ -53,13 +53,15 @@ class Trained:
             return numpy.asarray(as_data(forward(x)))
 
 
-def load_model(run_dir, checkpoint_dir=None) -> Trained:
+def load_model(run_dir, checkpoint_dir=None, trust: bool = False) -> Trained:
     """The model of the run in ``run_dir``, rebuilt from its saved config (a user's model by
     its ``_target_``, which must be importable), with the parameters of its ``model.npz``
     (or of the checkpoint directory ``checkpoint_dir``), on NumPy, in evaluation mode.
-    Raises :class:`~trainer_run.errors.ConfigError` naming what is missing."""
+    A model outside trainer-run is built only from a run this user signed, or with ``trust``
+    (:mod:`trainer_run.trust`). Raises :class:`~trainer_run.errors.ConfigError` naming what
+    is missing or untrusted."""
     run = Path(run_dir)
-    config = _config(run)
+    config = _config(run, trust)
     if not (run / data_record.FILES[0]).is_file():
         raise ConfigError(f"{run} has no {data_record.FILES[0]}: it is not the directory of a "
                           "finished run of this version")
@@ -74,13 +76,20 @@ def load_model(run_dir, checkpoint_dir=None) -> Trained:
     return Trained(model, record)
 
 
-def _config(run: Path) -> dict:
+def _config(run: Path, trusted: bool) -> dict:
+    """The sections of the run's config that build its model, once :mod:`trainer_run.trust`
+    allows it (nothing in them is imported before)."""
     path = run / ".hydra" / "config.yaml"
     if not path.is_file():
         raise ConfigError(f"{run} is not a run directory: it has no .hydra/config.yaml")
     try:
-        config = OmegaConf.load(path)
-        return {key: OmegaConf.to_container(config[key], resolve=True)
-                for key in ("model", "precision")}
-    except (OmegaConfBaseException, KeyError) as e:
+        data = path.read_bytes()
+        config = OmegaConf.create(data.decode())
+        sections = {key: OmegaConf.to_container(config[key], resolve=True)
+                    for key in ("model", "precision")}
+    except (OmegaConfBaseException, KeyError, UnicodeDecodeError) as e:
         raise ConfigError(f"{path} cannot be read as a run's config: {e}") from None
+    signature = path.with_name(trust.RECORD_SIGNATURE)
+    signed = signature.read_text().strip() if signature.is_file() else None
+    trust.check(sections, data, signed, f"run {run}", trusted)
+    return sections
