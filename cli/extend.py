@@ -1,11 +1,12 @@
 """The training loop's extensions from the config: evaluation, the objective, early stopping,
-the log, console output, checkpoints and the summary."""
+the log, console output, checkpoints and the summary, then the user's ``callbacks``."""
 
 from __future__ import annotations
 
 from trainer_run import module, schedulers
 from trainer_run.errors import check_number
-from trainer_run.training import AnyOf, IntervalTrigger, Trainer, loggers
+from trainer_run.targets import instantiate
+from trainer_run.training import AnyOf, IntervalTrigger, Trainer, extension, loggers
 from trainer_run.training.extensions import (
     EarlyStopping,
     Evaluator,
@@ -26,7 +27,9 @@ def extend(trainer: Trainer, run, config: dict, extra: dict | None) -> None:
     """The extensions of ``trainer`` for the built ``run``. Every rank evaluates and follows the
     objective (a plateau schedule and early stopping decide the same way everywhere); rank 0
     alone logs (to the loggers of ``config["logger"]``, built on every rank so that a missing
-    one stops them all), shows progress, checkpoints and writes the summary."""
+    one stops them all), shows progress, checkpoints and writes the summary. The user's
+    ``callbacks`` come last, on every rank (one that stops the run must decide the same way on
+    each), by name: their state is kept in checkpoints under that name."""
     t, updater, optimizer = config["trainer"], trainer.updater, run.optimizer
     eval_trigger = _every(t, "eval_interval", run.stop)
     trainer.extend(Evaluator(run.data.val, run.model, run.batch_size, run.backend),
@@ -39,11 +42,15 @@ def extend(trainer: Trainer, run, config: dict, extra: dict | None) -> None:
     stopping = t["early_stopping"]
     if stopping["patience"] is not None:
         trainer.extend(EarlyStopping(objective, stopping["patience"], stopping["min_delta"]))
-    sinks = loggers.build(config.get("logger", loggers.BEFORE_THE_GROUP),
-                          loggers.RunInfo(config, objective))
-    if updater.rank != 0:
-        return
-    _extend_rank_0(trainer, run, t, objective, extra or {}, sinks)
+    info = loggers.RunInfo(config, objective)
+    sinks = loggers.build(config.get("logger", loggers.BEFORE_THE_GROUP), info)
+    callbacks = {name: instantiate(f"callbacks.{name}", dict(section or {}), {"run": info},
+                                   kind=extension.KIND)
+                 for name, section in (config.get("callbacks") or {}).items()}
+    if updater.rank == 0:
+        _extend_rank_0(trainer, run, t, objective, extra or {}, sinks)
+    for name, callback in callbacks.items():
+        trainer.extend(callback, name=name)
 
 
 def _extend_rank_0(trainer: Trainer, run, t: dict, objective: Objective, extra: dict,

@@ -189,6 +189,7 @@ def prepare(argv: list[str]) -> list[str]:
     if args.value(argv, "hparams_search") is not None and not multirun:
         raise ConfigError("hparams_search runs a sweep: add -m (trainer-run -m hparams_search=...)")
     check_choices(argv)
+    override_keys.check_additions(argv)
     argv = user_targets.rewrite(argv)
     if multirun:  # a single run's keys are checked if Hydra refuses them
         override_keys.check_overrides(argv)

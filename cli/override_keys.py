@@ -18,7 +18,7 @@ from trainer_run.errors import ConfigError
 from . import argv as args
 from . import resume as resumes
 from . import user_targets
-from .options import CONFIGS, GROUPS, OPTIONS, default_choice, option_section
+from .options import CONFIGS, GROUPS, OPTIONS, default_choice, option_section, top_level
 
 NOT_CHECKED = ("seed", "resume")
 """Top-level keys of the command line that are always valid (their values are checked later)."""
@@ -46,6 +46,26 @@ def check_overrides(argv: list[str]) -> None:
         if key in keys_ or (parent in lists and last.isdigit()):
             continue
         raise ConfigError(_unknown(key, keys_, selections[0]))
+
+
+def check_additions(argv: list[str]) -> None:
+    """Refuses ``+key=value`` (or ``++``) whose first component is no top-level key, config
+    group or ``hydra``: Hydra would add it, and nothing would ever read it."""
+    if args.composes_other_config(argv):
+        return
+    theirs = [p.name for d in args.config_dirs(argv) if d.is_dir() for p in d.iterdir() if p.is_dir()]
+    groups = {*GROUPS, *theirs}
+    known = {*top_level(), *groups, "hydra"}
+    for argument in argv:
+        name = args.key(argument)
+        if not (name.startswith("+") and "=" in argument and args.is_override(argument)):
+            continue
+        first = name.lstrip("+").split(".")[0].split("/")[0].split("@")[0]
+        if first not in known:
+            close = difflib.get_close_matches(first, sorted(known), n=1)
+            hint = f"; did you mean {close[0]}?" if close else ""
+            raise ConfigError(f"{name.lstrip('+')} is not a config key: the config's top-level "
+                              f"keys are {', '.join(sorted(known - {'hydra'}))}{hint}")
 
 
 def _override_key(argument: str) -> str | None:

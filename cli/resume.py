@@ -112,6 +112,7 @@ def config(saved: dict, cfg: DictConfig, overrides: list[str], choices: dict) ->
     values as Hydra composed them in ``cfg``); group choices are already the run's."""
     node = OmegaConf.create(saved)
     _add_new_keys(node, cfg)
+    _name_logger_targets(node)
     for override in overrides:
         name = args.key(override).lstrip("+~")
         if name == "resume" or name.startswith("hydra.") or name in choices:
@@ -138,6 +139,15 @@ def _add_new_keys(node: DictConfig, cfg: DictConfig) -> None:
             if group in node and OmegaConf.is_dict(node[group]) and key not in node[group] \
                     and key in cfg.get(group, {}):
                 OmegaConf.update(node, f"{group}.{key}", cfg[group][key], force_add=True)
+
+
+def _name_logger_targets(node: DictConfig) -> None:
+    """Gives each logger of a run saved before loggers named their ``_target_`` (``logger:
+    {csv: {delimiter: ","}}``) the target of our option of that name."""
+    for name, section in (node.get("logger") or {}).items():
+        if name in options.OPTIONS.get("logger", ()) and "_target_" not in (section or {}):
+            target = options.option_section("logger", name)[name]["_target_"]
+            OmegaConf.update(node, f"logger.{name}._target_", target, force_add=True)
 
 
 def _check_changeable(name: str, old, new) -> None:

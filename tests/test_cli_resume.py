@@ -12,6 +12,7 @@ import pytest
 from conftest import load_npz, read_jsonl, run_cli, run_files
 
 QUIET = "trainer.progress=false"
+JSONL = "trainer_run.training.loggers.jsonl.JsonLines"
 SGD = ("optimizer=sgd", "optimizer.learning_rate=0.05", "trainer.log_interval=10",
        "trainer.checkpoint_interval=10", "trainer.keep_checkpoints=null")
 
@@ -199,6 +200,21 @@ def test_a_checkpoint_from_before_a_new_key_resumes_with_its_default():
     saved = {"seed": 3, "trainer": {"max_iterations": 20},
              "dataset": {"_target_": "my_data.load", "batch_size": 10}}
     node = OmegaConf.to_container(resumes.config(saved, cfg, [], {}))
-    assert node == {"seed": 3, "logger": {"jsonl": {}},
+    assert node == {"seed": 3, "logger": {"jsonl": {"_target_": JSONL}},
                     "trainer": {"max_iterations": 20, "profile": False},
                     "dataset": {"_target_": "my_data.load", "batch_size": 10, "overfit_batches": None}}
+
+
+def test_loggers_saved_before_they_named_a_target_resume_with_ours(tmp_path, base_run):
+    """``logger: {jsonl: {}, csv: {delimiter: ","}}`` (a run saved before loggers had
+    ``_target_``): each gets our option's target, and the log goes on without a gap."""
+    from trainer_run import checkpoint
+
+    run = _copy(base_run, tmp_path)
+    found = checkpoint.find(run / "checkpoints" / "iter_00000010")
+    state = checkpoint.load(found)
+    state["config"]["logger"] = {"jsonl": {}, "csv": {"delimiter": ","}}
+    checkpoint.save(state, found.parent, 10)
+    _resume(found, "trainer.max_iterations=30")
+    assert [row["iteration"] for row in read_jsonl(run / "metrics.jsonl")] == [10, 20, 30]
+    assert (run / "metrics.csv").read_text().count("\n") == 4  # the header and three rows

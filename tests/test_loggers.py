@@ -199,7 +199,8 @@ def test_no_logger_writes_no_metrics_file(tmp_path):
 
 @pytest.mark.parametrize("sections, files", [
     (None, {"metrics.jsonl"}),  # a config from before the logger group: metrics.jsonl, as then
-    ({"csv": {"delimiter": ";"}}, {"metrics.csv"}),
+    ({"csv": {"_target_": "trainer_run.training.loggers.csv.CsvTable", "delimiter": ";"}},
+     {"metrics.csv"}),
 ])
 def test_the_config_s_logger_section_chooses_the_files(tmp_path, sections, files):
     from hydra import compose, initialize_config_dir

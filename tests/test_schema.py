@@ -21,7 +21,7 @@ from trainer_run.cli.options import PRESETS
 from trainer_run.errors import ConfigError
 
 ALL_OPTIONS = [(group, option) for group in schema.GROUPS if group not in PRESETS
-               for option in schema.OPTIONS[group]]
+               for option in schema.OPTIONS[group] if schema.option_section(group, option)]
 
 
 @functools.lru_cache(maxsize=None)
@@ -175,7 +175,7 @@ def test_every_field_of_every_option_is_type_checked(group, option):
     config = _config([f"{group}={option}"])
     keys = list(_leaves(schema.option_section(group, option), f"{group}."))
     if group == "trainer":
-        keys += ["seed", "resume"]
+        keys += ["seed", "resume", "trust"]
     assert keys
     for key in keys:
         message = _refused(schema.check_types, _config([f"{group}={option}"], {key: {1, 2}}))

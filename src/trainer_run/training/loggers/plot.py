@@ -6,11 +6,15 @@ import math
 import numbers
 from pathlib import Path
 
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
-
 from ... import files
+from ...errors import ConfigError
 from .base import NOT_METRICS, Logger, RunInfo
+
+try:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+except ImportError:
+    raise ConfigError('logger=plot needs matplotlib: pip install "trainer-run[plot]"') from None
 
 FILE = "plot.png"
 WIDTH, PANEL_HEIGHT = 8.0, 2.5

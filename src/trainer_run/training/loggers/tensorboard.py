@@ -9,10 +9,15 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-from tensorboardX import SummaryWriter
-from tensorboardX.summary import hparams
-
+from ...errors import ConfigError
 from .base import NOT_METRICS, Logger
+
+try:
+    from tensorboardX import SummaryWriter
+    from tensorboardX.summary import hparams
+except ImportError:
+    raise ConfigError('logger=tensorboard needs tensorboardX: pip install "trainer-run[tensorboard]"'
+                      ) from None
 
 FOLDER = "tensorboard"
 HIDDEN = ("hydra", "resume")
