@@ -46,7 +46,8 @@ def extend(trainer: Trainer, run, config: dict, extra: dict | None) -> None:
     sinks = loggers.build(config.get("logger", loggers.BEFORE_THE_GROUP), info)
     callbacks = {name: instantiate(f"callbacks.{name}", dict(section or {}), {"run": info},
                                    kind=extension.KIND)
-                 for name, section in (config.get("callbacks") or {}).items()}
+                 for name, section in (config.get("callbacks") or {}).items()
+                 if section is not None}  # null: removed (~callbacks.<name>)
     if updater.rank == 0:
         _extend_rank_0(trainer, run, t, objective, extra or {}, sinks)
     for name, callback in callbacks.items():

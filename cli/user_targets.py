@@ -30,13 +30,21 @@ def _keys(overrides: list[str]) -> set[str]:
     return {args.key(o).lstrip("+~") for o in overrides if "=" in o}
 
 
+OPEN = ("callbacks",)
+"""Sections whose entries are the user's own (``callbacks.<name>.<argument>``): any key under
+them is added or replaced, as a resumed run's saved entries are not in our config, and
+``~callbacks.<name>`` becomes ``callbacks.<name>=null``, which removes the entry."""
+
+
 def rewrite(argv: list[str]) -> list[str]:
-    """``argv`` with every key of a replaced group written ``++group.key=value`` (Hydra adds
-    the key or replaces its value, whichever applies)."""
-    groups = replaced(argv)
+    """``argv`` with every key of a replaced group, or of an :data:`OPEN` section, written
+    ``++group.key=value`` (Hydra adds the key or replaces its value, whichever applies)."""
+    groups = [*replaced(argv), *OPEN]
     out = []
     for argument in argv:
         name = args.key(argument)
+        if name.startswith("~") and name[1:].split(".")[0] in OPEN and "=" not in argument:
+            argument = f"++{name[1:]}=null"  # removed: also an entry only a resumed run has
         bare = name.lstrip("+")
         if "=" in argument and not name.startswith("~") and bare.split(".")[0] in groups and "." in bare:
             argument = f"++{bare}={argument.split('=', 1)[1]}"

@@ -13,6 +13,10 @@ target with
 - the standard arguments the runner supplies (``in_size``, ``backend``, ``rng``,
   ``lr_scheduler``, ``run``, ...), each only when the callable takes it.
 
+With ``_partial_: true`` (Hydra's convention) the target is not called: the object is the
+target with those arguments bound (:func:`functools.partial`), e.g. a plain function that a
+callback runs with the trainer.
+
 Where the caller knows the kind of object (a :class:`Kind`), the target is checked before it
 is called: something that is not callable, or a class that is not of that kind, is a
 :class:`~trainer_run.errors.ConfigError` naming the key, and nothing is called. What comes
@@ -23,6 +27,7 @@ back is checked again. Whether a config read from a run directory may name a tar
 from __future__ import annotations
 
 import difflib
+import functools
 import importlib
 import inspect
 import re
@@ -32,6 +37,7 @@ from typing import Callable
 from .errors import ConfigError
 
 TARGET = "_target_"
+PARTIAL = "_partial_"
 
 
 @dataclass(frozen=True)
@@ -84,8 +90,14 @@ def instantiate(key: str, section: dict, standard: dict | None = None, *, runner
     """``section["_target_"](...)`` as the module docstring says; ``key`` names the section
     (``model``, ``logger.csv``); ``runner``: keys of the section the runner reads itself
     (never passed); ``shared``: the group's shared keys with their defaults."""
+    section = dict(section)
+    partial = section.pop(PARTIAL, False)
     factory, kwargs, fixed = arguments(key, section, standard, runner=runner, shared=shared,
                                        kind=kind)
+    if partial is True:
+        return functools.partial(factory, **kwargs)
+    if partial is not False:
+        raise ConfigError(f"{key}.{PARTIAL} must be true or false, got {partial!r}")
     return call(key, factory, kwargs, kind=kind, target=section.get(TARGET), **fixed)
 
 

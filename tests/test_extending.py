@@ -1,0 +1,131 @@
+"""A user's logger and callback, from a fresh folder with its own module, as docs/extending.md
+shows them: the logger sees every row exactly once across an interrupted and resumed run; the
+callback stops the run where it chooses and its state survives a resume."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import read_jsonl
+
+MY_EXTENSIONS = '''
+import json
+import os
+import signal
+from pathlib import Path
+
+
+class Recorder:
+    """A logger in the shape of a W&B or MLflow client: every row to one file of its own."""
+
+    def __init__(self, name="mine.jsonl", run=None):
+        self.name = name
+        self.metric = run.objective.metric if run is not None else None
+
+    def start(self, out, rows):
+        self.path = Path(out) / self.name
+        self.path.write_text("".join(json.dumps(row) + "\\n" for row in rows))
+
+    def write(self, row):
+        with self.path.open("a") as f:
+            f.write(json.dumps(row) + "\\n")
+
+    def close(self):
+        with self.path.open("a") as f:
+            f.write(json.dumps({"closed": self.metric}) + "\\n")
+
+
+class StopAt:
+    """Ends the run after `iteration`; counts its calls (kept in checkpoints)."""
+
+    def __init__(self, iteration):
+        self.iteration = iteration
+        self.calls = 0
+
+    def __call__(self, trainer):
+        self.calls += 1
+        if trainer.updater.iteration >= self.iteration:
+            trainer.request_stop(f"stopped by StopAt at {trainer.updater.iteration}")
+
+    def state_dict(self):
+        return {"calls": self.calls}
+
+    def load_state_dict(self, state):
+        self.calls = state["calls"]
+
+
+def interrupt(trainer):
+    """A plain function: Ctrl-C at iteration 15."""
+    if trainer.updater.iteration == 15:
+        os.kill(os.getpid(), signal.SIGINT)
+'''
+QUICK = ("trainer.log_interval=5", "trainer.eval_interval=10", "trainer.checkpoint_interval=10",
+         "trainer.progress=false", "dataset.size=400")
+
+
+def user(folder: Path, *arguments, code=0) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["XDG_CONFIG_HOME"] = str(folder / "keys")
+    done = subprocess.run([sys.executable, "-m", "trainer_run.cli", *map(str, arguments)],
+                          cwd=folder, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == code, done.stdout + done.stderr
+    return done
+
+
+@pytest.fixture()
+def folder(tmp_path):
+    (tmp_path / "my_extensions.py").write_text(MY_EXTENSIONS)
+    (tmp_path / "conf" / "logger").mkdir(parents=True)
+    (tmp_path / "conf" / "logger" / "mine.yaml").write_text(
+        "mine:\n  _target_: my_extensions.Recorder\n  name: mine.jsonl\n")
+    return tmp_path
+
+
+def test_a_user_logger_sees_every_row_once_across_an_interrupted_and_resumed_run(folder):
+    run = folder / "run"
+    user(folder, "--config-dir", "conf", "logger=[jsonl,mine]", *QUICK, "trainer.max_iterations=30",
+         "+callbacks.ctrl_c._target_=my_extensions.interrupt", "+callbacks.ctrl_c._partial_=true", f"hydra.run.dir={run}", code=130)
+    assert [json.loads(line) for line in (run / "mine.jsonl").read_text().splitlines()][-1] == \
+        {"closed": "val/loss"}
+    user(folder, f"resume={run}", "~callbacks.ctrl_c")
+    mine = [json.loads(line) for line in (run / "mine.jsonl").read_text().splitlines()]
+    assert mine[-1] == {"closed": "val/loss"}
+    rows = read_jsonl(run / "metrics.jsonl")
+    assert [r["iteration"] for r in rows] == [5, 10, 15, 20, 25, 30]
+    assert mine[:-1] == json.loads(json.dumps(rows))  # the same rows, each once
+
+
+def test_a_user_callback_stops_the_run_where_it_chooses_and_resumes_with_its_state(folder):
+    run = folder / "run"
+    done = user(folder, *QUICK, "+callbacks.stop._target_=my_extensions.StopAt",
+                "+callbacks.stop.iteration=17", f"hydra.run.dir={run}")
+    summary = json.loads((run / "summary.json").read_text())
+    assert (summary["iteration"], summary["status"], summary["stop_reason"]) == \
+        (17, "completed", "stopped by StopAt at 17")
+    assert (run / "checkpoints" / "latest").read_text().strip() == "iter_00000017"
+    assert "interrupted" not in done.stdout
+    # the user's own run resumes with no prompt; the callback goes on counting from 17 calls
+    user(folder, f"resume={run}", "callbacks.stop.iteration=23")
+    summary = json.loads((run / "summary.json").read_text())
+    assert (summary["iteration"], summary["stop_reason"]) == (23, "stopped by StopAt at 23")
+    from trainer_run import checkpoint
+
+    state = checkpoint.load(checkpoint.find(run))
+    assert state["trainer"]["extensions"]["stop"] == {"calls": 23}
+
+
+def test_two_plain_function_callbacks_run_side_by_side(folder):
+    (folder / "two.py").write_text(
+        "from pathlib import Path\n\n"
+        "def first(trainer):\n    Path(trainer.out, 'first').write_text(str(trainer.updater.iteration))\n\n"
+        "def second(trainer):\n    Path(trainer.out, 'second').write_text(str(trainer.updater.iteration))\n")
+    run = folder / "run"
+    user(folder, *QUICK, "trainer.max_iterations=7", "+callbacks.a._target_=two.first",
+         "+callbacks.a._partial_=true", "+callbacks.b._target_=two.second",
+         "+callbacks.b._partial_=true", f"hydra.run.dir={run}")
+    assert (run / "first").read_text() == (run / "second").read_text() == "7"
