@@ -154,3 +154,45 @@ def test_extensions_share_one_base_and_plain_callables_are_wrapped(tmp_path):
     assert state["Counting"] == {"calls": 2} and "silent" not in state and "early" not in state
     with pytest.raises(TypeError, match="must be callable"):
         trainer.extend(42, name="number")
+
+
+def _recorder(calls: list, tag: str):
+    """A function named ``f`` that records ``(tag, iteration)``: each call makes another one."""
+    def f(trainer):
+        calls.append((tag, trainer.updater.iteration))
+    return f
+
+
+class _Ticks:
+    """A callable object without ``__name__``, with a state."""
+
+    def __init__(self):
+        self.ticks = 0
+
+    def __call__(self, trainer):
+        self.ticks += 1
+
+    def state_dict(self):
+        return {"ticks": self.ticks}
+
+
+def test_extension_names_follow_chainer_a_repeated_name_gets_a_suffix(tmp_path):
+    """A function is named by its ``__name__``, a callable object without one by its class;
+    a name already taken (given or not) gets ``_1``, ``_2``, ... in registration order, and
+    each extension's state is kept under its own name."""
+    calls = []
+    first, second = _recorder(calls, "first"), _recorder(calls, "second")
+    trainer = _trainer(tmp_path, max_iterations=2)
+    assert trainer.extend(first) == "f"
+    assert trainer.extend(second) == "f_1"
+    assert trainer.extend(_Ticks()) == "_Ticks"
+    assert trainer.extend(_Ticks(), name="f") == "f_2"
+    assert trainer.extend(lambda t: None) == "<lambda>"
+    assert trainer.extend(Evaluator([], None, 1)) == "evaluator_1"  # the class's own name
+    trainer.get_extension("evaluator_1").evaluate = lambda: {}
+    trainer.run()
+    assert calls == [("first", 1), ("second", 1), ("first", 2), ("second", 2)]
+    assert trainer.get_extension("f").function is first
+    assert trainer.get_extension("f_1").function is second
+    state = trainer.state_dict()["extensions"]
+    assert state["_Ticks"] == {"ticks": 2} and state["f_2"] == {"ticks": 2}

@@ -47,11 +47,13 @@ class Extension:
 
 class _Callable(Extension):
     """A plain callable as an :class:`Extension`: called as it is, with its own ``trigger``,
-    ``priority``, ``name`` and hooks where it has them."""
+    ``priority``, ``name`` and hooks where it has them. Without a ``name`` it is named by its
+    ``__name__`` (a function's, Chainer's rule; ``<lambda>`` for a lambda), and a callable
+    object without one by its class name."""
 
     def __init__(self, function):
         self.function = function
-        self.name = type(function).__name__
+        self.name = getattr(function, "__name__", None) or type(function).__name__
         for attribute in ("trigger", "priority", "name"):
             if hasattr(function, attribute):
                 setattr(self, attribute, getattr(function, attribute))

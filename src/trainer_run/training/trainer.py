@@ -111,18 +111,28 @@ class Trainer:
         running = 0.0 if self._start is None else time.perf_counter() - self._start
         return self._elapsed_before + running
 
-    def extend(self, extension, name: str | None = None, trigger=None, priority: int | None = None):
+    def extend(self, extension, name: str | None = None, trigger=None,
+               priority: int | None = None) -> str:
         """Registers ``extension`` (an :class:`Extension`, or a callable wrapped as one); the
-        arguments given override its own; trigger may be a trigger or ``(period, unit)``."""
+        arguments given override its own; trigger may be a trigger or ``(period, unit)``.
+
+        Its name is ``name``, else the extension's own ``name``, else its class name (a plain
+        function's is its ``__name__``, see :func:`~.extension.as_extension`). As in Chainer,
+        a name already registered gets the suffix ``_1``, then ``_2``, ...: two functions ``f``
+        are ``f`` and ``f_1``, in the order they were registered (the names key their states in
+        a checkpoint). Returns the name it was registered under."""
         extension = as_extension(extension)
-        name = name or extension.name or type(extension).__name__
+        base = name or extension.name or type(extension).__name__
         trigger = trigger if trigger is not None else extension.trigger
         if isinstance(trigger, tuple):
             trigger = IntervalTrigger(*trigger)
         priority = priority if priority is not None else extension.priority
-        if name in self._entries:
-            raise KeyError(f"an extension named {name!r} is already registered")
+        name, ordinal = base, 0
+        while name in self._entries:
+            ordinal += 1
+            name = f"{base}_{ordinal}"
         self._entries[name] = _Entry(extension, name, trigger, priority, len(self._entries))
+        return name
 
     def get_extension(self, name: str):
         return self._entries[name].extension
