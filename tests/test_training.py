@@ -196,3 +196,33 @@ def test_extension_names_follow_chainer_a_repeated_name_gets_a_suffix(tmp_path):
     assert trainer.get_extension("f_1").function is second
     state = trainer.state_dict()["extensions"]
     assert state["_Ticks"] == {"ticks": 2} and state["f_2"] == {"ticks": 2}
+
+
+def test_extensions_read_the_trainer_s_observation_not_the_updater_s(tmp_path):
+    """The updater's report only starts each iteration's observation: what a writer puts there
+    is what the objective and the log read (here the iteration as the ``loss``)."""
+    from trainer_run.training import PRIORITY_WRITER
+    from trainer_run.training.extensions import Objective
+
+    def iteration_as_loss(trainer):
+        trainer.observation["loss"] = float(trainer.updater.iteration)
+
+    trainer = _trainer(tmp_path, max_iterations=20)
+    trainer.extend(iteration_as_loss, priority=PRIORITY_WRITER)
+    objective = Objective("train/loss", "max", IntervalTrigger(10))
+    trainer.extend(objective)
+    trainer.run()
+    assert (objective.best, objective.best_iteration, objective.final) == (15.5, 20, 15.5)
+    rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [row["train/loss"] for row in rows] == [5.5, 15.5]
+    assert trainer.updater.observation["loss"] != 20.0
+
+
+def test_an_observation_s_keys_tell_the_training_step_s_from_a_writer_s():
+    from trainer_run.training.trainer import from_update, metric_name
+
+    assert from_update("loss") and not from_update("val/loss")
+    assert [metric_name(k) for k in ("loss", "val/loss", "test/accuracy")] == [
+        "train/loss", "val/loss", "test/accuracy"]
+    with pytest.raises(ValueError, match="prefix must end in '/'"):
+        Evaluator([], None, 1, prefix="val")

@@ -14,6 +14,7 @@ import math
 
 from ...errors import ConfigError, check, check_number
 from ..extension import PRIORITY_EDITOR, Extension
+from ..trainer import metric_name
 
 MODES = ("min", "max")
 # After the evaluator (PRIORITY_WRITER) and a plateau step of the same iteration, before the
@@ -23,8 +24,9 @@ PRIORITY = PRIORITY_EDITOR + 40
 
 class Objective(Extension):
     """Follows ``metric`` (``val/<name>``: the evaluator's value; ``train/<name>``: the mean
-    of the updater's ``<name>`` over the iterations since the previous evaluation) at each
-    iteration where ``at(trainer)`` holds (the evaluator's trigger).
+    of the training step's ``<name>`` in the trainer's observation over the iterations since
+    the previous evaluation) at each iteration where ``at(trainer)`` holds (the evaluator's
+    trigger). It reads ``trainer.observation`` only.
 
     ``mode`` ``min`` or ``max`` says which way is better. :attr:`best` and
     :attr:`best_iteration` are the best finite value and its iteration (None before one),
@@ -63,13 +65,14 @@ class Objective(Extension):
         return than is None or (value < than if self.mode == "min" else value > than)
 
     def __call__(self, trainer) -> None:
+        observation = trainer.observation
         name = self.metric.split("/", 1)[1]
-        if self.metric.startswith("train/") and name in trainer.updater.observation:
-            self._sum += float(trainer.updater.observation[name])
+        if self.metric.startswith("train/") and name in observation:  # the training step's
+            self._sum += float(observation[name])
             self._count += 1
         if not self.at(trainer):
             return
-        value = self._value(trainer.observation)
+        value = self._value(observation)
         iteration = trainer.updater.iteration
         self.final, self.evaluated_at = value, iteration
         if self.better(value, self.best):
@@ -92,7 +95,7 @@ class Objective(Extension):
         return float(observation[self.metric])
 
     def _missing(self, observation: dict) -> str:
-        names = sorted(key if "/" in key else f"train/{key}" for key in observation)
+        names = sorted(metric_name(key) for key in observation)
         return (f"objective.metric={self.metric} is not among the metrics of this run "
                 f"({', '.join(names)}); set objective.metric to one of them")
 
