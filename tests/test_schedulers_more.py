@@ -26,7 +26,7 @@ from trainer_run.schedulers import (
 )
 from trainer_run.training import AnyOf, IntervalTrigger, StopTrigger, Trainer
 from trainer_run.training.extensions.plateau import PlateauStep
-from trainer_run.training.trainer import PRIORITY_READER, PRIORITY_WRITER
+from trainer_run.training.trainer import PRIORITY_EDITOR, PRIORITY_READER, PRIORITY_WRITER
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs" / "scheduler"
 
@@ -747,7 +747,7 @@ class FakeTrainer:
 def test_plateau_step_feeds_the_monitored_value():
     sched = ReduceOnPlateauScheduler(base_lr=1.0, factor=0.5, patience=0)
     ext = PlateauStep(sched)
-    assert PRIORITY_READER < ext.priority < PRIORITY_WRITER
+    assert ext.priority == PRIORITY_EDITOR
     assert ext.name == "plateau_step"
     for loss in (2.0, 2.0, 1.0, 1.5):
         ext(FakeTrainer({"loss": 0.3, "val/loss": np.float64(loss), "val/accuracy": 0.5}))

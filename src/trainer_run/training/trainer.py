@@ -2,7 +2,8 @@
 
 ``run()`` calls ``updater.update()`` until the stop trigger fires. After each iteration
 every extension whose trigger fires is called, in order of decreasing ``priority`` (then
-registration order). The loop knows nothing about models: the updater owns the iteration.
+registration order; the rule is in :mod:`~.extension`). The loop knows nothing about
+models: the updater owns the iteration.
 
 Observation: the Trainer owns :attr:`Trainer.observation`, what the current iteration
 reported, and it is the only one extensions read (never the updater's). Each iteration it

@@ -27,6 +27,9 @@ class LogReport(Extension):
     when it was written. The rows logged so far, that value and the running sums are part of
     the state, so a resumed run's loggers rewrite their files from the checkpoint's rows
     (:meth:`~..loggers.Logger.start`) and continue them identically.
+
+    A reader: the writers and editors of the iteration (the evaluator, the plateau step's
+    learning rate, early stopping's request) come before it.
     """
 
     priority = PRIORITY_READER

@@ -17,9 +17,6 @@ from ..extension import PRIORITY_EDITOR, Extension
 from ..trainer import metric_name
 
 MODES = ("min", "max")
-# After the evaluator (PRIORITY_WRITER) and a plateau step of the same iteration, before the
-# readers (the log) and the snapshot, which keeps the checkpoints this ranks.
-PRIORITY = PRIORITY_EDITOR + 40
 
 
 class Objective(Extension):
@@ -34,9 +31,13 @@ class Objective(Extension):
     evaluations as ``[value, iteration]``, best first; :attr:`entered_at` is the iteration of
     the latest evaluation that entered it. A metric missing from an evaluation raises
     :class:`~trainer_run.errors.ConfigError` naming the metrics there are.
+
+    An editor: it reads the evaluator's metrics (a writer) of the same iteration; register it
+    before :class:`EarlyStopping`, which reads its verdict, and it runs before the readers
+    (the console shows its values, the snapshot keeps the checkpoints it ranks).
     """
 
-    priority = PRIORITY
+    priority = PRIORITY_EDITOR
     name = "objective"
 
     def __init__(self, metric: str, mode: str, at, keep: int = 1):
@@ -129,9 +130,13 @@ class EarlyStopping(Extension):
     over the reference, the last value that improved by that much (Lightning's rule). A NaN
     value is no improvement. The count and the reference are saved with the run, so an
     early-stopped run resumed with a larger budget trains to its next evaluation and stops
-    there unless the objective improves (or ``patience`` was raised)."""
+    there unless the objective improves (or ``patience`` was raised).
 
-    priority = PRIORITY - 1
+    An editor registered after its :class:`Objective` (it reads the objective's evaluation of
+    the same iteration); its stop request comes before the readers, whose triggers (the log's,
+    the evaluator's) fire at the iteration the run stops."""
+
+    priority = PRIORITY_EDITOR
     name = "early_stopping"
 
     def __init__(self, objective: Objective, patience: int, min_delta: float = 0.0):

@@ -6,10 +6,6 @@ from ...errors import ConfigError
 from ..extension import PRIORITY_EDITOR, Extension
 from ..trainer import from_update
 
-# After the evaluator (PRIORITY_WRITER, 300) of the same iteration has written its metrics,
-# before the readers (PRIORITY_READER, 100) such as LogReport log the learning rate.
-PRIORITY = PRIORITY_EDITOR + 50
-
 
 class PlateauStep(Extension):
     """Calls ``scheduler.step(trainer.observation[scheduler.monitor])`` when the metric is there.
@@ -20,6 +16,9 @@ class PlateauStep(Extension):
 
         trainer.extend(PlateauStep(optimizer.lr_scheduler), trigger=evaluator_trigger)
 
+    An editor: it runs after the evaluator (a writer) of the same iteration has written its
+    metrics, and before the readers (the log shows the learning rate it set).
+
     On an iteration where the monitored key is missing it does nothing, unless a writer (an
     evaluator) reported metrics in that iteration (the observation holds a key that is not the
     training step's, :func:`~..trainer.from_update`): then the key is misspelt or not
@@ -28,7 +27,7 @@ class PlateauStep(Extension):
     scheduler's state is saved with the optimizer.
     """
 
-    priority = PRIORITY
+    priority = PRIORITY_EDITOR
     name = "plateau_step"
 
     def __init__(self, scheduler):
