@@ -9,7 +9,9 @@ other processes stop at once), ``finalize()`` at the end; ``state_dict`` /
 :attr:`~trainer_run.training.Trainer.observation`, which is what extensions read: no
 extension reads the updater's. Extensions read ``iteration``, ``epoch_detail``, ``status()``
 (values to show beside the metrics: the loss scale, skipped steps) and ``params_finite()``
-(whether every trained parameter is finite, checked before a checkpoint).
+(whether every trained parameter is finite, checked before a checkpoint). ``state_dict``
+keeps the main model's parameters where :func:`~trainer_run.updaters.main_params` finds
+them in a run's checkpoint (:mod:`.saved`).
 :class:`~trainer_run.updaters.StandardUpdater` and its subclasses implement it.
 """
 
