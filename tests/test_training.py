@@ -164,7 +164,9 @@ def _recorder(calls: list, tag: str):
 
 
 class _Ticks:
-    """A callable object without ``__name__``, with a state."""
+    """A callable object without ``__name__`` (nor a ``name``), with a state."""
+
+    name = None
 
     def __init__(self):
         self.ticks = 0

@@ -73,7 +73,7 @@ class _Callable(Extension):
         self.function = function
         self.name = getattr(function, "__name__", None) or type(function).__name__
         for attribute in ("trigger", "priority", "name"):
-            if hasattr(function, attribute):
+            if getattr(function, attribute, None) is not None:  # None: the default
                 setattr(self, attribute, getattr(function, attribute))
         for hook in HOOKS:
             if hasattr(function, hook):
