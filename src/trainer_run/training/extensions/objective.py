@@ -133,8 +133,8 @@ class EarlyStopping(Extension):
     there unless the objective improves (or ``patience`` was raised).
 
     An editor registered after its :class:`Objective` (it reads the objective's evaluation of
-    the same iteration); its stop request comes before the readers, whose triggers (the log's,
-    the evaluator's) fire at the iteration the run stops."""
+    the same iteration); its stop request comes before the readers, so that their triggers
+    (the log's) fire at the iteration the run stops."""
 
     priority = PRIORITY_EDITOR
     name = "early_stopping"
