@@ -9,7 +9,7 @@ import numpy
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from trainer_run import checkpoint, trust
+from trainer_run import checkpoint, trust, updaters
 from trainer_run.autograd import as_data, no_grad
 from trainer_run.backend import get_backend
 from trainer_run.data import Data, normalization
@@ -70,8 +70,10 @@ def load_model(run_dir, checkpoint_dir=None, trust: bool = False) -> Trained:
     backend = get_backend("numpy", seed=0, dtype=dtype)
     data = Data(None, None, tuple(record["in_shape"]), record["out_size"], record["task"])
     model = build_model(config["model"], data, backend)
-    source = Path(checkpoint_dir) if checkpoint_dir is not None else run / "model.npz"
-    checkpoint.load_params(model, source)
+    if checkpoint_dir is not None:
+        updaters.load_main_params(model, Path(checkpoint_dir))
+    else:
+        checkpoint.load_params(model, run / "model.npz")
     set_mode(model, False)
     return Trained(model, record)
 

@@ -69,18 +69,24 @@ def test_saving_the_same_iteration_again_replaces_it_cleanly(tmp_path):
 
 
 def test_load_params_from_a_model_file_or_a_checkpoint(tmp_path):
+    """A model file loads with checkpoint.load_params, a checkpoint directory (whose layout
+    this module does not know) with the updaters' load_main_params."""
     from trainer_run.backend import get_backend
     from trainer_run.models import MLP
+    from trainer_run.updaters import load_main_params
 
     source = MLP(3, 2, get_backend("numpy", seed=1), hidden_sizes=[4])
     saved = {k: p.data.copy() for k, p in source.params().items()}
     np.savez(tmp_path / "model.npz", **saved)
     checkpoint.save({"trainer": {"updater": {"models": {"main": saved}}}}, tmp_path / "ck", 7)
-    for path in (tmp_path / "model.npz", tmp_path / "ck" / "iter_00000007"):
+    for path, load in ((tmp_path / "model.npz", checkpoint.load_params),
+                       (tmp_path / "ck" / "iter_00000007", load_main_params)):
         target = MLP(3, 2, get_backend("numpy", seed=2), hidden_sizes=[4])
-        checkpoint.load_params(target, path)
+        load(target, path)
         for k, p in target.params().items():
             np.testing.assert_array_equal(p.data, saved[k])
+    with pytest.raises(checkpoint.CheckpointError, match="is a directory; .*load_main_params"):
+        checkpoint.load_params(target, tmp_path / "ck" / "iter_00000007")
     wider = MLP(3, 2, get_backend("numpy"), hidden_sizes=[5])
     with pytest.raises(ValueError, match=r"l1/W has shape \(4, 3\), the model has \(5, 3\)"):
         checkpoint.load_params(wider, tmp_path / "model.npz")

@@ -208,9 +208,11 @@ def test_load_params_refuses_a_npy_file_and_an_npz_with_other_members(tmp_path):
 
 
 def test_load_params_from_a_checkpoint_without_model_parameters_names_it(tmp_path):
+    from trainer_run.updaters import load_main_params
+
     ck = checkpoint.save({"trainer": {"updater": {"iteration": 3}}}, tmp_path, 3)
     with pytest.raises(checkpoint.CheckpointError) as caught:
-        checkpoint.load_params(_model(), ck)
+        load_main_params(_model(), ck)
     assert str(caught.value) == (f"checkpoint {ck} holds no model parameters "
                                  "(no trainer/updater/models/main)")
 

@@ -12,9 +12,10 @@ from trainer_run.training.extensions import EarlyStopping, Objective
 
 
 class _Updater:
+    """The iteration alone: extensions read the trainer's observation, never the updater's."""
+
     def __init__(self):
         self.iteration = 0
-        self.observation = {}
 
 
 class _Trainer:
@@ -77,12 +78,14 @@ def test_an_evaluation_entering_the_top_k_is_flagged_for_a_checkpoint():
 
 
 def test_train_metric_is_the_mean_since_the_previous_evaluation():
+    """``train/loss`` is the training step's ``loss`` in the trainer's observation (a bare name),
+    not the evaluator's ``val/loss`` beside it."""
     objective = Objective("train/loss", "min", _every(4))
     trainer = _Trainer()
     losses = [4.0, 2.0, 3.0, 1.0, 0.5, 0.5, 0.5, 2.5]
     for loss in losses:
         trainer.updater.iteration += 1
-        trainer.updater.observation = {"loss": loss}
+        trainer.observation = {"loss": loss, "val/loss": 100.0}
         objective(trainer)
     assert objective.best == pytest.approx(1.0) and objective.best_iteration == 8
     assert objective.final == pytest.approx(1.0)  # (0.5 + 0.5 + 0.5 + 2.5) / 4

@@ -20,6 +20,7 @@ from conftest import load_npz, read_jsonl
 
 from trainer_run import checkpoint
 from trainer_run.errors import ConfigError
+from trainer_run.updaters import main_params
 
 QUIET = "trainer.progress=false"
 
@@ -241,7 +242,7 @@ def test_a_stop_signal_checkpoints_the_iteration_it_ends_at_and_resumes(tmp_path
     assert checkpoint.find(out) == out / "checkpoints" / name
     state = checkpoint.load(out / "checkpoints" / name)
     assert state["trainer"]["updater"]["iteration"] == n
-    params = state["trainer"]["updater"]["models"]["main"]
+    params = main_params(state)
     model = load_npz(out / "model.npz")
     assert sorted(model) == sorted(params)
     for key in model:

@@ -21,6 +21,7 @@ from conftest import load_npz, read_jsonl, run_cli, run_files
 
 from trainer_run import checkpoint, optimizers
 from trainer_run.errors import ConfigError
+from trainer_run.updaters import main_params
 
 QUIET = "trainer.progress=false"
 
@@ -357,7 +358,7 @@ def test_a_diverged_run_stops_with_one_line_naming_the_last_good_checkpoint(tmp_
     checkpoint.verify(named)
     state = checkpoint.load(named)
     assert state["trainer"]["updater"]["iteration"] == good_iteration
-    params = state["trainer"]["updater"]["models"]["main"]
+    params = main_params(state)
     assert sorted(params) == ["l1/W", "l1/b", "l2/W", "l2/b", "l3/W", "l3/b"]
     assert all(np.isfinite(a).all() for a in _arrays_of(state))
     assert checkpoint.list_checkpoints(run / "checkpoints")[-1] == named
@@ -381,7 +382,7 @@ def test_nan_policy_skip_completes_and_counts_the_skipped_steps(tmp_path):
     checkpoint.verify(last)
     state = checkpoint.load(last)
     assert state["trainer"]["updater"]["skipped_steps"] == skipped[1]
-    assert all(np.isfinite(a).all() for a in state["trainer"]["updater"]["models"]["main"].values())
+    assert all(np.isfinite(a).all() for a in main_params(state).values())
 
 
 def test_an_unknown_nan_policy_is_refused(tmp_path):

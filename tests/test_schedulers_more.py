@@ -26,7 +26,7 @@ from trainer_run.schedulers import (
 )
 from trainer_run.training import AnyOf, IntervalTrigger, StopTrigger, Trainer
 from trainer_run.training.extensions.plateau import PlateauStep
-from trainer_run.training.trainer import PRIORITY_READER, PRIORITY_WRITER
+from trainer_run.training.trainer import PRIORITY_EDITOR, PRIORITY_READER, PRIORITY_WRITER
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs" / "scheduler"
 
@@ -732,25 +732,25 @@ def test_plateau_state_through_the_optimizer():
 # -- PlateauStep -----------------------------------------------------------------------------------
 
 class FakeUpdater:
-    def __init__(self, observation=None):
-        self.observation = dict(observation or {})
+    """The iteration alone: PlateauStep reads the trainer's observation, never the updater's."""
+
+    def __init__(self):
         self.iteration = 0
 
 
 class FakeTrainer:
-    def __init__(self, observation, from_updater=None):
-        self.updater = FakeUpdater(from_updater)
+    def __init__(self, observation):
+        self.updater = FakeUpdater()
         self.observation = dict(observation)
 
 
 def test_plateau_step_feeds_the_monitored_value():
     sched = ReduceOnPlateauScheduler(base_lr=1.0, factor=0.5, patience=0)
     ext = PlateauStep(sched)
-    assert PRIORITY_READER < ext.priority < PRIORITY_WRITER
+    assert ext.priority == PRIORITY_EDITOR
     assert ext.name == "plateau_step"
     for loss in (2.0, 2.0, 1.0, 1.5):
-        ext(FakeTrainer({"loss": 0.3, "val/loss": np.float64(loss), "val/accuracy": 0.5},
-                        from_updater={"loss": 0.3}))
+        ext(FakeTrainer({"loss": 0.3, "val/loss": np.float64(loss), "val/accuracy": 0.5}))
     assert sched.last_epoch == 4 and sched.best == 1.0 and sched(0) == 0.25
 
 
@@ -759,25 +759,25 @@ def test_plateau_step_other_monitor_and_train_metric():
     PlateauStep(sched)(FakeTrainer({"val/loss": 1.0, "val/accuracy": 0.75}))
     assert sched.best == 0.75
     train = ReduceOnPlateauScheduler(base_lr=1.0, monitor="loss")
-    PlateauStep(train)(FakeTrainer({"loss": 0.5}, from_updater={"loss": 0.5}))
+    PlateauStep(train)(FakeTrainer({"loss": 0.5}))
     assert train.best == 0.5
 
 
 def test_plateau_step_skips_iterations_without_evaluation():
+    """An observation of the training step's keys alone (bare names) is no evaluation."""
     sched = ReduceOnPlateauScheduler(base_lr=1.0)
     ext = PlateauStep(sched)
-    ext(FakeTrainer({"loss": 0.3, "accuracy": 0.9}, from_updater={"loss": 0.3, "accuracy": 0.9}))
+    ext(FakeTrainer({"loss": 0.3, "accuracy": 0.9}))
     ext(FakeTrainer({}))
     assert sched.last_epoch == 0 and sched.best is None
 
 
 def test_plateau_step_missing_key_after_evaluation_is_a_config_error():
     ext = PlateauStep(ReduceOnPlateauScheduler(monitor="val/los"))
-    trainer = FakeTrainer({"loss": 0.3, "val/loss": 1.0, "val/accuracy": 0.5},
-                          from_updater={"loss": 0.3})
+    trainer = FakeTrainer({"loss": 0.3, "val/loss": 1.0, "val/accuracy": 0.5})
     with pytest.raises(ConfigError, match=r"^scheduler\.monitor='val/los' .*val/accuracy, val/loss"):
         ext(trainer)
-    # without an updater to tell train metrics apart, any observation counts as evaluated
+    # a trainer with the observation alone: its keys tell what an evaluator wrote
     with pytest.raises(ConfigError, match="val/los"):
         ext(type("T", (), {"observation": {"val/loss": 1.0}})())
 

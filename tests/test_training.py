@@ -154,3 +154,77 @@ def test_extensions_share_one_base_and_plain_callables_are_wrapped(tmp_path):
     assert state["Counting"] == {"calls": 2} and "silent" not in state and "early" not in state
     with pytest.raises(TypeError, match="must be callable"):
         trainer.extend(42, name="number")
+
+
+def _recorder(calls: list, tag: str):
+    """A function named ``f`` that records ``(tag, iteration)``: each call makes another one."""
+    def f(trainer):
+        calls.append((tag, trainer.updater.iteration))
+    return f
+
+
+class _Ticks:
+    """A callable object without ``__name__`` (nor a ``name``), with a state."""
+
+    name = None
+
+    def __init__(self):
+        self.ticks = 0
+
+    def __call__(self, trainer):
+        self.ticks += 1
+
+    def state_dict(self):
+        return {"ticks": self.ticks}
+
+
+def test_extension_names_follow_chainer_a_repeated_name_gets_a_suffix(tmp_path):
+    """A function is named by its ``__name__``, a callable object without one by its class;
+    a name already taken (given or not) gets ``_1``, ``_2``, ... in registration order, and
+    each extension's state is kept under its own name."""
+    calls = []
+    first, second = _recorder(calls, "first"), _recorder(calls, "second")
+    trainer = _trainer(tmp_path, max_iterations=2)
+    assert trainer.extend(first) == "f"
+    assert trainer.extend(second) == "f_1"
+    assert trainer.extend(_Ticks()) == "_Ticks"
+    assert trainer.extend(_Ticks(), name="f") == "f_2"
+    assert trainer.extend(lambda t: None) == "<lambda>"
+    assert trainer.extend(Evaluator([], None, 1)) == "evaluator_1"  # the class's own name
+    trainer.get_extension("evaluator_1").evaluate = lambda: {}
+    trainer.run()
+    assert calls == [("first", 1), ("second", 1), ("first", 2), ("second", 2)]
+    assert trainer.get_extension("f").function is first
+    assert trainer.get_extension("f_1").function is second
+    state = trainer.state_dict()["extensions"]
+    assert state["_Ticks"] == {"ticks": 2} and state["f_2"] == {"ticks": 2}
+
+
+def test_extensions_read_the_trainer_s_observation_not_the_updater_s(tmp_path):
+    """The updater's report only starts each iteration's observation: what a writer puts there
+    is what the objective and the log read (here the iteration as the ``loss``)."""
+    from trainer_run.training import PRIORITY_WRITER
+    from trainer_run.training.extensions import Objective
+
+    def iteration_as_loss(trainer):
+        trainer.observation["loss"] = float(trainer.updater.iteration)
+
+    trainer = _trainer(tmp_path, max_iterations=20)
+    trainer.extend(iteration_as_loss, priority=PRIORITY_WRITER)
+    objective = Objective("train/loss", "max", IntervalTrigger(10))
+    trainer.extend(objective)
+    trainer.run()
+    assert (objective.best, objective.best_iteration, objective.final) == (15.5, 20, 15.5)
+    rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [row["train/loss"] for row in rows] == [5.5, 15.5]
+    assert trainer.updater.observation["loss"] != 20.0
+
+
+def test_an_observation_s_keys_tell_the_training_step_s_from_a_writer_s():
+    from trainer_run.training.trainer import from_update, metric_name
+
+    assert from_update("loss") and not from_update("val/loss")
+    assert [metric_name(k) for k in ("loss", "val/loss", "test/accuracy")] == [
+        "train/loss", "val/loss", "test/accuracy"]
+    with pytest.raises(ValueError, match="prefix must end in '/'"):
+        Evaluator([], None, 1, prefix="val")

@@ -46,8 +46,6 @@ import shutil
 from pathlib import Path
 from typing import Callable, Collection, Mapping
 
-import numpy
-
 from . import checkpoint_schema as schema
 from . import checksums, files, npz
 from .checkpoint_schema import FORMAT, CheckpointError, NewerFormatError
@@ -185,34 +183,24 @@ def verify(path: Path) -> None:
 
 
 def load_params(model, path: Path) -> None:
-    """Loads saved parameters (and persistent values, see
-    :class:`~trainer_run.params.Persistent`) into ``model`` (anything with ``params()``) in place: from a
-    ``model.npz`` written at the end of a run, or from the main model of a checkpoint
-    directory. Raises :class:`CheckpointError` for an unreadable file (one that is not an
-    ``.npz`` of ``.npy`` arrays) or a checkpoint without model parameters, and ValueError /
-    KeyError naming the first parameter that is missing or has another shape."""
-    from .module import persistents_of
-    from .params import copy_params
+    """Loads the parameters (and persistent values, see
+    :class:`~trainer_run.params.Persistent`) of the model file ``path`` (a ``model.npz``
+    written at the end of a run: arrays by path) into ``model`` (anything with ``params()``)
+    in place. Raises :class:`CheckpointError` for an unreadable file (one that is not an
+    ``.npz`` of ``.npy`` arrays, or a directory), and ValueError / KeyError naming the first
+    parameter that is missing or has another shape. This module knows no state's layout: a
+    checkpoint directory's parameters load with :func:`trainer_run.updaters.load_main_params`."""
+    from .module import load_arrays
 
     path = Path(path)
     if path.is_dir():
-        arrays = _main_params(load(path), path)
-    else:
-        try:
-            arrays = npz.load(path)
-        except (OSError, ValueError) as e:
-            raise CheckpointError(f"model file {path} cannot be read ({e})") from None
-    copy_params({**model.params(), **persistents_of(model)}, arrays)
-
-
-def _main_params(state: dict, path: Path) -> dict:
-    node = state
-    for key in ("trainer", "updater", "models", "main"):
-        node = node.get(key) if isinstance(node, dict) else None
-    if not isinstance(node, dict) or not all(isinstance(v, numpy.ndarray) for v in node.values()):
-        raise CheckpointError(f"checkpoint {path} holds no model parameters "
-                              "(no trainer/updater/models/main)")
-    return node
+        raise CheckpointError(f"model file {path} is a directory; a checkpoint's parameters load "
+                              "with trainer_run.updaters.load_main_params")
+    try:
+        arrays = npz.load(path)
+    except (OSError, ValueError) as e:
+        raise CheckpointError(f"model file {path} cannot be read ({e})") from None
+    load_arrays(model, arrays)
 
 
 def is_complete(path: Path) -> bool:

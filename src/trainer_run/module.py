@@ -1,5 +1,6 @@
 """The model tree: :class:`Module` (parameters, persistent state and sub-modules as attributes,
-found by path), the training and evaluation modes, and the size of a model.
+found by path), the training and evaluation modes, saved arrays loaded into a model
+(:func:`load_arrays`), and the size of a model.
 
 The model protocol (what the training loop needs from any model) is in
 :mod:`trainer_run.models`.
@@ -8,8 +9,9 @@ The model protocol (what the training loop needs from any model) is in
 from __future__ import annotations
 
 import contextlib
+from typing import Mapping
 
-from .params import Parameter, Persistent
+from .params import Parameter, Persistent, copy_params
 
 
 class Module:
@@ -77,6 +79,14 @@ def persistents_of(model) -> dict[str, Persistent]:
     method)."""
     method = getattr(model, "persistents", None)
     return dict(method()) if callable(method) else {}
+
+
+def load_arrays(model, arrays: Mapping) -> None:
+    """Copies saved ``arrays`` (path -> array: a ``model.npz``'s, a checkpoint's main model)
+    into ``model``'s parameters and persistent values in place, after checking that each is
+    there with its shape: KeyError / ValueError name the first that is not, and nothing is
+    copied then."""
+    copy_params({**model.params(), **persistents_of(model)}, arrays)
 
 
 def summary(model) -> dict:

@@ -1,12 +1,30 @@
-"""The base of the training loop's extensions (Chainer's ``Extension``).
+"""The base of the training loop's extensions (Chainer's ``Extension``) and their order.
 
-An extension is called with the trainer when its ``trigger`` fires, after each iteration, in
-order of decreasing ``priority`` (then registration order): writers of observations first
-(:data:`PRIORITY_WRITER`, the evaluator), then editors (:data:`PRIORITY_EDITOR`), then
-readers (:data:`PRIORITY_READER`, logging). ``initialize`` runs before the first iteration,
-``finalize`` when training ends however it ends. ``state_dict`` returns what a checkpoint
-keeps of it, or None when it keeps nothing; ``load_state_dict`` takes it back. Every hook of
-the base does nothing.
+An extension is called with the trainer when its ``trigger`` fires, after each iteration.
+``initialize`` runs before the first iteration, ``finalize`` when training ends however it
+ends. ``state_dict`` returns what a checkpoint keeps of it, or None when it keeps nothing;
+``load_state_dict`` takes it back. Every hook of the base does nothing.
+
+Order (Chainer's rule): extensions are called, initialized and finalized in order of
+decreasing ``priority``, and extensions of one priority in the order they were registered
+(:meth:`~.trainer.Trainer.extend`). There are three priorities, and no others:
+
+- :data:`PRIORITY_WRITER`: adds to the trainer's observation (the evaluator; the held-out
+  evaluator, which writes at the end);
+- :data:`PRIORITY_EDITOR`: reads what the writers wrote and changes the run's course before
+  anything reports it (the plateau step's learning rate, the objective's ranking, early
+  stopping's request);
+- :data:`PRIORITY_READER` (the default): reports and keeps (the log, the console, the
+  checkpoints, the summary, the profile).
+
+Every other dependency is registration order, and ``cli/extend.py`` registers the built-in
+extensions in the order they need: among editors the plateau step, the objective, then early
+stopping (it reads the objective's verdict of the same iteration); among readers the log,
+the progress (it shows the row just logged), the metrics table (printed after the progress
+bar stops), the snapshot (its checkpoint holds the log up to its iteration), the summary (it
+finalizes after the last checkpoint is written, so its status counts a failed write) and the
+profile report last (every other finalize is in it). An extension registered later with the
+same priority runs after these.
 
 A plain callable (a function, a lambda, or an object with ``__call__`` and some of these
 attributes, as Chainer allows) becomes an extension through :func:`as_extension`.
@@ -61,13 +79,15 @@ class Extension:
 
 class _Callable(Extension):
     """A plain callable as an :class:`Extension`: called as it is, with its own ``trigger``,
-    ``priority``, ``name`` and hooks where it has them."""
+    ``priority``, ``name`` and hooks where it has them. Without a ``name`` it is named by its
+    ``__name__`` (a function's, Chainer's rule; ``<lambda>`` for a lambda), and a callable
+    object without one by its class name."""
 
     def __init__(self, function):
         self.function = function
-        self.name = type(function).__name__
+        self.name = getattr(function, "__name__", None) or type(function).__name__
         for attribute in ("trigger", "priority", "name"):
-            if hasattr(function, attribute):
+            if getattr(function, attribute, None) is not None:  # None: the default
                 setattr(self, attribute, getattr(function, attribute))
         for hook in HOOKS:
             if hasattr(function, hook):

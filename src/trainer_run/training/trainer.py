@@ -2,9 +2,16 @@
 
 ``run()`` calls ``updater.update()`` until the stop trigger fires. After each iteration
 every extension whose trigger fires is called, in order of decreasing ``priority`` (then
-registration order). The loop knows nothing about models: the updater owns the iteration.
-``observation`` holds what the current iteration reported (train metrics from the updater,
-validation metrics from the evaluator) for extensions that read it.
+registration order; the rule is in :mod:`~.extension`). The loop knows nothing about
+models: the updater owns the iteration.
+
+Observation: the Trainer owns :attr:`Trainer.observation`, what the current iteration
+reported, and it is the only one extensions read (never the updater's). Each iteration it
+starts as a copy of the updater's report (its ``observation``: the training step's metrics by
+bare name, ``loss``, ``accuracy``); writers (:data:`~.extension.PRIORITY_WRITER`, the
+evaluator) add theirs under a prefix ending in ``/`` (``val/loss``); editors and readers then
+read it. So a key tells who reported it: :func:`from_update` (no ``/``: the training step),
+and :func:`metric_name` is how logs and the config name it (``train/loss``, ``val/loss``).
 
 Extensions are :class:`~trainer_run.training.extension.Extension` objects (a plain callable
 is wrapped as one). ``elapsed_time`` carries over a resume. With a
@@ -46,7 +53,20 @@ from .extension import PRIORITY_EDITOR, PRIORITY_READER, PRIORITY_WRITER, Extens
 from .profile import EXTENSION, NullProfiler
 from .triggers import IntervalTrigger
 
-__all__ = ["PRIORITY_EDITOR", "PRIORITY_READER", "PRIORITY_WRITER", "Trainer"]
+__all__ = ["PRIORITY_EDITOR", "PRIORITY_READER", "PRIORITY_WRITER", "Trainer", "from_update",
+           "metric_name"]
+
+
+def from_update(key: str) -> bool:
+    """Whether ``key`` of :attr:`Trainer.observation` is the training step's (a bare name such
+    as ``loss``) rather than a writer's (``val/loss``); see the module docstring."""
+    return "/" not in key
+
+
+def metric_name(key: str) -> str:
+    """``key`` of :attr:`Trainer.observation` as logs and the config name it: ``train/<key>``
+    for the training step's, the key itself for a writer's."""
+    return f"train/{key}" if from_update(key) else key
 
 
 @dataclass
@@ -78,6 +98,8 @@ class Trainer:
         self.stop_trigger = stop_trigger
         self.out = out
         self.observation: dict = {}
+        """What this iteration reported: the updater's metrics, then the writers' (see the
+        module docstring)."""
         self.status = "created"
         self._entries: dict[str, _Entry] = {}
         self._elapsed_before = 0.0
@@ -111,18 +133,28 @@ class Trainer:
         running = 0.0 if self._start is None else time.perf_counter() - self._start
         return self._elapsed_before + running
 
-    def extend(self, extension, name: str | None = None, trigger=None, priority: int | None = None):
+    def extend(self, extension, name: str | None = None, trigger=None,
+               priority: int | None = None) -> str:
         """Registers ``extension`` (an :class:`Extension`, or a callable wrapped as one); the
-        arguments given override its own; trigger may be a trigger or ``(period, unit)``."""
+        arguments given override its own; trigger may be a trigger or ``(period, unit)``.
+
+        Its name is ``name``, else the extension's own ``name``, else its class name (a plain
+        function's is its ``__name__``, see :func:`~.extension.as_extension`). As in Chainer,
+        a name already registered gets the suffix ``_1``, then ``_2``, ...: two functions ``f``
+        are ``f`` and ``f_1``, in the order they were registered (the names key their states in
+        a checkpoint). Returns the name it was registered under."""
         extension = as_extension(extension)
-        name = name or extension.name or type(extension).__name__
+        base = name or extension.name or type(extension).__name__
         trigger = trigger if trigger is not None else extension.trigger
         if isinstance(trigger, tuple):
             trigger = IntervalTrigger(*trigger)
         priority = priority if priority is not None else extension.priority
-        if name in self._entries:
-            raise KeyError(f"an extension named {name!r} is already registered")
+        name, ordinal = base, 0
+        while name in self._entries:
+            ordinal += 1
+            name = f"{base}_{ordinal}"
         self._entries[name] = _Entry(extension, name, trigger, priority, len(self._entries))
+        return name
 
     def get_extension(self, name: str):
         return self._entries[name].extension

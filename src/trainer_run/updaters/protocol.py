@@ -4,11 +4,15 @@ The :class:`~trainer_run.training.Trainer` calls ``update()`` each iteration, an
 each ``agree_to_stop(signum)`` (whether a stop signal ends the run there: the processes of
 one run decide together); ``abort(reason)`` when the run ends with an exception (so that the
 other processes stop at once), ``finalize()`` at the end; ``state_dict`` /
-``load_state_dict`` checkpoint it. Extensions read ``iteration``, ``epoch_detail``,
-``observation`` (the last update's metrics), ``status()`` (values to show beside them: the
-loss scale, skipped steps) and ``params_finite()`` (whether every trained parameter is
-finite, checked before a checkpoint). :class:`~trainer_run.updaters.StandardUpdater` and its
-subclasses implement it.
+``load_state_dict`` checkpoint it. After each ``update()`` the Trainer copies
+``observation`` (the update's metrics, by bare name: ``loss``) into its own
+:attr:`~trainer_run.training.Trainer.observation`, which is what extensions read: no
+extension reads the updater's. Extensions read ``iteration``, ``epoch_detail``, ``status()``
+(values to show beside the metrics: the loss scale, skipped steps) and ``params_finite()``
+(whether every trained parameter is finite, checked before a checkpoint). ``state_dict``
+keeps the main model's parameters where :func:`~trainer_run.updaters.main_params` finds
+them in a run's checkpoint (:mod:`.saved`).
+:class:`~trainer_run.updaters.StandardUpdater` and its subclasses implement it.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ class Updater(Protocol):
 
     iteration: int
     observation: dict
+    """The last update's metrics by bare name (``loss``); read by the Trainer alone."""
 
     @property
     def epoch_detail(self) -> float: ...

@@ -17,7 +17,8 @@ class Evaluator(Extension):
     Each metric the model returns (``loss``, ``accuracy``, ...) is averaged over all
     examples (batches weighted by their size). The model runs in evaluation mode (its mode is
     restored after), no graph is recorded and no parameter or random state changes, so
-    evaluating never alters training.
+    evaluating never alters training. ``prefix`` must end in ``/``: the keys of a writer
+    are told from the training step's by it (:func:`~..trainer.from_update`).
     """
 
     priority = PRIORITY_WRITER
@@ -29,6 +30,8 @@ class Evaluator(Extension):
         self.model = model
         self.batch_size = batch_size
         self.backend = backend
+        if not prefix.endswith("/"):
+            raise ValueError(f"an evaluator's prefix must end in '/' (e.g. 'val/'), got {prefix!r}")
         self.prefix = prefix
         self.converter = converter
 

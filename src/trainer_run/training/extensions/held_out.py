@@ -12,6 +12,9 @@ class HeldOutEvaluator(Extension):
     It never runs during training, so validation and every training decision stay blind to
     the test split; a run that is interrupted, diverges or fails is not tested (its resumed
     session is, once it completes).
+
+    A writer: it finalizes before the readers that show its metrics (the summary, the
+    metrics table).
     """
 
     priority = PRIORITY_WRITER

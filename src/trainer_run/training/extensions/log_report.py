@@ -9,6 +9,7 @@ from .. import clock
 from ..extension import PRIORITY_READER, Extension
 from ..loggers import Logger
 from ..loggers.jsonl import JsonLines
+from ..trainer import metric_name
 
 
 class LogReport(Extension):
@@ -16,8 +17,9 @@ class LogReport(Extension):
     makes one row: ``iteration``, ``epoch`` (epoch_detail), ``time`` (the wall clock, ISO 8601
     with the UTC offset), ``elapsed_s``, ``lr``, the updater's current ``status()`` values as
     they are (``loss_scale``, ``skipped_steps`` under dynamic loss scaling), and the mean of
-    each observed metric since the previous log point (``train/<name>`` for the updater's,
-    validation keys as the evaluator reported them). Each of ``loggers`` (default:
+    each observed metric since the previous log point (named by
+    :func:`~..trainer.metric_name`: ``train/<name>`` for the training step's, validation keys
+    as the evaluator reported them). Each of ``loggers`` (default:
     ``metrics.jsonl`` alone) receives the row.
 
     ``elapsed_s`` counts from the job's start, start-up included (:mod:`..clock`), and, as
@@ -25,6 +27,9 @@ class LogReport(Extension):
     when it was written. The rows logged so far, that value and the running sums are part of
     the state, so a resumed run's loggers rewrite their files from the checkpoint's rows
     (:meth:`~..loggers.Logger.start`) and continue them identically.
+
+    A reader: the writers and editors of the iteration (the evaluator, the plateau step's
+    learning rate, early stopping's request) come before it.
     """
 
     priority = PRIORITY_READER
@@ -52,7 +57,7 @@ class LogReport(Extension):
 
     def __call__(self, trainer) -> None:
         for key, value in trainer.observation.items():
-            name = key if "/" in key else f"train/{key}"
+            name = metric_name(key)
             self._sums[name] = self._sums.get(name, 0.0) + value
             self._counts[name] = self._counts.get(name, 0) + 1
         if self.log_trigger(trainer):

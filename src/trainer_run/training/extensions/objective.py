@@ -14,17 +14,16 @@ import math
 
 from ...errors import ConfigError, check, check_number
 from ..extension import PRIORITY_EDITOR, Extension
+from ..trainer import metric_name
 
 MODES = ("min", "max")
-# After the evaluator (PRIORITY_WRITER) and a plateau step of the same iteration, before the
-# readers (the log) and the snapshot, which keeps the checkpoints this ranks.
-PRIORITY = PRIORITY_EDITOR + 40
 
 
 class Objective(Extension):
     """Follows ``metric`` (``val/<name>``: the evaluator's value; ``train/<name>``: the mean
-    of the updater's ``<name>`` over the iterations since the previous evaluation) at each
-    iteration where ``at(trainer)`` holds (the evaluator's trigger).
+    of the training step's ``<name>`` in the trainer's observation over the iterations since
+    the previous evaluation) at each iteration where ``at(trainer)`` holds (the evaluator's
+    trigger). It reads ``trainer.observation`` only.
 
     ``mode`` ``min`` or ``max`` says which way is better. :attr:`best` and
     :attr:`best_iteration` are the best finite value and its iteration (None before one),
@@ -32,9 +31,13 @@ class Objective(Extension):
     evaluations as ``[value, iteration]``, best first; :attr:`entered_at` is the iteration of
     the latest evaluation that entered it. A metric missing from an evaluation raises
     :class:`~trainer_run.errors.ConfigError` naming the metrics there are.
+
+    An editor: it reads the evaluator's metrics (a writer) of the same iteration; register it
+    before :class:`EarlyStopping`, which reads its verdict, and it runs before the readers
+    (the console shows its values, the snapshot keeps the checkpoints it ranks).
     """
 
-    priority = PRIORITY
+    priority = PRIORITY_EDITOR
     name = "objective"
 
     def __init__(self, metric: str, mode: str, at, keep: int = 1):
@@ -63,13 +66,14 @@ class Objective(Extension):
         return than is None or (value < than if self.mode == "min" else value > than)
 
     def __call__(self, trainer) -> None:
+        observation = trainer.observation
         name = self.metric.split("/", 1)[1]
-        if self.metric.startswith("train/") and name in trainer.updater.observation:
-            self._sum += float(trainer.updater.observation[name])
+        if self.metric.startswith("train/") and name in observation:  # the training step's
+            self._sum += float(observation[name])
             self._count += 1
         if not self.at(trainer):
             return
-        value = self._value(trainer.observation)
+        value = self._value(observation)
         iteration = trainer.updater.iteration
         self.final, self.evaluated_at = value, iteration
         if self.better(value, self.best):
@@ -92,7 +96,7 @@ class Objective(Extension):
         return float(observation[self.metric])
 
     def _missing(self, observation: dict) -> str:
-        names = sorted(key if "/" in key else f"train/{key}" for key in observation)
+        names = sorted(metric_name(key) for key in observation)
         return (f"objective.metric={self.metric} is not among the metrics of this run "
                 f"({', '.join(names)}); set objective.metric to one of them")
 
@@ -126,9 +130,13 @@ class EarlyStopping(Extension):
     over the reference, the last value that improved by that much (Lightning's rule). A NaN
     value is no improvement. The count and the reference are saved with the run, so an
     early-stopped run resumed with a larger budget trains to its next evaluation and stops
-    there unless the objective improves (or ``patience`` was raised)."""
+    there unless the objective improves (or ``patience`` was raised).
 
-    priority = PRIORITY - 1
+    An editor registered after its :class:`Objective` (it reads the objective's evaluation of
+    the same iteration); its stop request comes before the readers, so that their triggers
+    (the log's) fire at the iteration the run stops."""
+
+    priority = PRIORITY_EDITOR
     name = "early_stopping"
 
     def __init__(self, objective: Objective, patience: int, min_delta: float = 0.0):

@@ -4,10 +4,7 @@ from __future__ import annotations
 
 from ...errors import ConfigError
 from ..extension import PRIORITY_EDITOR, Extension
-
-# After the evaluator (PRIORITY_WRITER, 300) of the same iteration has written its metrics,
-# before the readers (PRIORITY_READER, 100) such as LogReport log the learning rate.
-PRIORITY = PRIORITY_EDITOR + 50
+from ..trainer import from_update
 
 
 class PlateauStep(Extension):
@@ -19,14 +16,18 @@ class PlateauStep(Extension):
 
         trainer.extend(PlateauStep(optimizer.lr_scheduler), trigger=evaluator_trigger)
 
-    On an iteration where the monitored key is missing it does nothing, unless something
-    other than the updater (an evaluator) wrote metrics in that iteration: then the key is
-    misspelt or not reported, and it raises :class:`~trainer_run.errors.ConfigError` naming
-    the key and the metrics that are there. It holds no state: the scheduler's state is
-    saved with the optimizer.
+    An editor: it runs after the evaluator (a writer) of the same iteration has written its
+    metrics, and before the readers (the log shows the learning rate it set).
+
+    On an iteration where the monitored key is missing it does nothing, unless a writer (an
+    evaluator) reported metrics in that iteration (the observation holds a key that is not the
+    training step's, :func:`~..trainer.from_update`): then the key is misspelt or not
+    reported, and it raises :class:`~trainer_run.errors.ConfigError` naming the key and the
+    metrics that are there. It reads ``trainer.observation`` only and holds no state: the
+    scheduler's state is saved with the optimizer.
     """
 
-    priority = PRIORITY
+    priority = PRIORITY_EDITOR
     name = "plateau_step"
 
     def __init__(self, scheduler):
@@ -41,8 +42,7 @@ class PlateauStep(Extension):
         if key in observation:
             self.scheduler.step(observation[key])
             return
-        from_updater = getattr(getattr(trainer, "updater", None), "observation", None) or {}
-        if any(k not in from_updater for k in observation):
+        if not all(from_update(k) for k in observation):
             raise ConfigError(
                 f"scheduler.monitor={key!r} is not among the metrics of this evaluation "
                 f"({', '.join(sorted(observation))}); set it to one of them"

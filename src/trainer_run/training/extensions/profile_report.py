@@ -9,12 +9,8 @@ from rich.console import Console
 from rich.table import Table
 
 from ... import files, strict_json
-from ..extension import Extension
+from ..extension import PRIORITY_READER, Extension
 from ..profile import OTHER, STARTUP
-
-PRIORITY = -300
-"""Finalized after every other extension (the summary's priority is -200), so their
-finalizing is in the report."""
 
 
 class ProfileReport(Extension):
@@ -33,9 +29,12 @@ class ProfileReport(Extension):
     Args:
         profiler: the run's :class:`~..profile.Profiler`.
         notes: stage -> a word on why it takes no time in this run (e.g. no kvstore).
+
+    A reader registered last: it finalizes after every other extension, so their finalizing
+    is in the report.
     """
 
-    priority = PRIORITY
+    priority = PRIORITY_READER
     name = "profile"
 
     def __init__(self, profiler, notes: dict | None = None, console: Console | None = None):

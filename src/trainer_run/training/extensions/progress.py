@@ -19,8 +19,6 @@ from rich.text import Text
 
 from ..extension import PRIORITY_READER, Extension
 
-PRIORITY = PRIORITY_READER - 1  # after the log row and the objective of the same iteration
-
 
 class Readout:
     """The numbers of the run so far, as labelled text. ``log_report`` gives the training loss
@@ -86,9 +84,11 @@ class Progress(Extension):
     """Shows the :class:`Readout` as a live bar when ``live`` and the console is a terminal
     (refreshed every ``update_interval`` iterations and, for the clock, 4 times a second), and
     otherwise as one plain line each time the log writes a row (no control characters,
-    flushed at once)."""
+    flushed at once). A reader registered after the :class:`~.log_report.LogReport` (it shows
+    the row logged in the same iteration) and before the :class:`MetricsTable` (its bar stops
+    before the table is printed)."""
 
-    priority = PRIORITY
+    priority = PRIORITY_READER
     name = "progress"
 
     def __init__(self, readout: Readout, live: bool = True, update_interval: int = 10,
@@ -138,9 +138,10 @@ class MetricsTable(Extension):
     (one with ``val/`` values) and the last, and when there are more than ``max_rows`` rows,
     the training-only rows thinned to evenly spaced ones (the caption says how many are shown);
     the test split's metrics below it when ``held_out`` (a :class:`~.held_out.HeldOutEvaluator`)
-    has them."""
+    has them. A reader registered after the :class:`Progress` (the table comes after the bar
+    stops)."""
 
-    priority = PRIORITY_READER - 2
+    priority = PRIORITY_READER
     name = "metrics_table"
 
     def __init__(self, log_report, max_rows: int = 20, console: Console | None = None,

@@ -9,9 +9,7 @@ import numpy
 from ... import checkpoint, files
 from ...background_write import BackgroundWrite, frozen
 from ...errors import Diverged
-from ..extension import Extension
-
-PRIORITY = -100
+from ..extension import PRIORITY_READER, Extension
 
 
 class Snapshot(Extension):
@@ -29,9 +27,13 @@ class Snapshot(Extension):
     that enters the objective's best ``keep``, and retention never deletes those checkpoints;
     when the saved one is the best so far, ``checkpoints/best`` names it and ``model_best.npz``
     (written like ``model.npz``, from ``params()``: arrays by name) holds its parameters. Its
-    trigger must then include ``objective.entered``."""
+    trigger must then include ``objective.entered``.
 
-    priority = PRIORITY
+    A reader registered after the :class:`~.log_report.LogReport` (a checkpoint holds the log
+    up to its own iteration) and before the :class:`~.summary.Summary` (whose status counts a
+    failed last write); the objective, an editor, has ranked the iteration before it."""
+
+    priority = PRIORITY_READER
     name = "snapshot"
 
     def __init__(self, keep: int | None = None, extra: dict | None = None, objective=None,

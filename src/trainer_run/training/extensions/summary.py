@@ -7,9 +7,7 @@ from pathlib import Path
 import numpy
 
 from ... import files, strict_json
-from ..extension import Extension
-
-PRIORITY = -200
+from ..extension import PRIORITY_READER, Extension
 
 
 class Summary(Extension):
@@ -27,9 +25,13 @@ class Summary(Extension):
     ``summary.json`` is strict JSON: a NaN or infinite value is written as ``null``. Both
     files are replaced atomically; a refused write raises
     :class:`~trainer_run.errors.StorageError` naming the file and leaves the old one.
+
+    A reader registered after the :class:`~.snapshot.Snapshot`: it finalizes after the last
+    checkpoint is written, so ``status`` says ``failed`` when that write failed; the held-out
+    evaluator (a writer) has tested before it.
     """
 
-    priority = PRIORITY
+    priority = PRIORITY_READER
     name = "summary"
 
     def __init__(self, log_report, samples_per_update: int, store, to_numpy=numpy.asarray,
