@@ -70,8 +70,8 @@ def run(options: argparse.Namespace) -> int:
 
     from trainer_run.errors import ConfigError, StorageError
 
-    from . import comparison_plot as plot
-    from . import results
+    from trainer_run import results
+    from trainer_run.results import plot
     from .report import fail
 
     folders = options.folders
@@ -111,7 +111,7 @@ def _check_writable(path: Path | None) -> None:
 
 
 def _plot(curves, name, mode, target: Path, console) -> None:
-    from . import comparison_plot as plot
+    from trainer_run.results import plot
     from .report import warn
 
     if not any(curve.values for curve in curves):

@@ -14,11 +14,10 @@ from pathlib import Path
 from omegaconf import OmegaConf
 from rich.console import Console
 
-from trainer_run import run_directory
+from trainer_run import results, run_directory
 from trainer_run.errors import ConfigError
 
 from . import argv as args
-from . import results
 from .report import warn
 
 SWEEP_FILES = ("multirun.yaml", "optimization_results.yaml", "results.csv")

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from trainer_run.cli import results
+from trainer_run import results
 from trainer_run.errors import ConfigError
 
 
@@ -237,5 +237,5 @@ def test_show_prints_the_seed_table(tmp_path):
 
 
 def test_duration_format():
-    from trainer_run.cli.results_table import duration
+    from trainer_run.results.table import duration
     assert [duration(s) for s in (12.34, 245, 3720, None)] == ["12.3s", "4m05s", "1h02m", ""]

@@ -13,7 +13,9 @@ from pathlib import Path
 import pytest
 from conftest import read_jsonl, run_cli
 
-from trainer_run.cli import comparison_plot, report_command, results
+from trainer_run import results
+from trainer_run.cli import report_command
+from trainer_run.results import plot as comparison_plot
 
 QUICK = ("trainer.max_iterations=40", "trainer.eval_interval=10", "trainer.log_interval=10",
          "trainer.progress=false")

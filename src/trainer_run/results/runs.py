@@ -19,15 +19,14 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from omegaconf import OmegaConf
+import yaml
 from rich.console import Console
 from rich.markup import escape
 
-from trainer_run import run_directory
-from trainer_run.errors import ConfigError
-from trainer_run.files import write_atomic
-
-from . import results_table as render
+from .. import run_directory
+from ..errors import ConfigError
+from ..files import write_atomic
+from . import table as render
 
 NOT_A_RUN = "is not a run folder (it has no summary.json, checkpoints or .hydra) nor a sweep folder of runs"
 PREFIXES = ("train/", "val/", "test/")
@@ -139,8 +138,11 @@ def _hydra_overrides(folder: Path) -> list[str]:
     if not path.is_file():
         return []
     try:
-        return [str(o) for o in OmegaConf.to_container(OmegaConf.load(path))]
-    except Exception as e:  # any YAML or OmegaConf error: the file is unusable
+        overrides = yaml.safe_load(path.read_text())
+        if not isinstance(overrides, list):
+            raise ValueError("not a list")
+        return [str(o) for o in overrides]
+    except Exception as e:  # any YAML error: the file is unusable
         raise ConfigError(f"{path} is not a YAML list of overrides: {e}") from None
 
 

@@ -16,13 +16,12 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from omegaconf import OmegaConf
+import yaml
 
-from trainer_run.errors import ConfigError
-from trainer_run.files import write_atomic
-from trainer_run.training.loggers import jsonl
-
-from . import results
+from ..errors import ConfigError
+from ..files import write_atomic
+from ..training.loggers import jsonl
+from . import runs as results
 
 SIZE = (9.0, 5.0)  # inches, at DPI: a 900 x 500 PNG
 DPI = 100
@@ -49,7 +48,7 @@ def objective(row: results.Row) -> tuple[str | None, str]:
         return row.metric, row.mode or "min"
     config = row.path / ".hydra" / "config.yaml"
     try:
-        found = OmegaConf.select(OmegaConf.load(config), "objective", default=None) or {}
+        found = yaml.safe_load(config.read_text()).get("objective") or {}
         return found.get("metric"), found.get("mode") or "min"
     except Exception:  # no config, or not one of ours: nothing to plot by
         return None, "min"

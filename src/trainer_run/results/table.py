@@ -1,7 +1,7 @@
 """Rendering for the results table: cells as CSV text, a GitHub Markdown table, a rich Table.
 
 The functions here know nothing of runs: they take a header and rows of cells (numbers,
-strings or None) built by :mod:`trainer_run.cli.results`. An empty cell stands for a missing
+strings or None) built by :mod:`trainer_run.results`. An empty cell stands for a missing
 or null value everywhere.
 """
 
