@@ -1,6 +1,6 @@
 """Config validation before any work starts: the keys given on the command line
 (:func:`check_overrides`, from :mod:`.override_keys`), then the type of every field of the
-composed config and the ranges no constructor checks.
+composed config and the one rule between two sections (a schedule FTML or FTRL divides by).
 
 :func:`check_types` runs on the resolved config (plain dicts) before anything is built.
 A field's type is that of its default in the YAML of the selected option (found by the
@@ -9,7 +9,7 @@ keys only): a bool must stay a bool, an int an int, a float any real number
 (finite), a string a string, a list a list. Fields whose default is null or an
 interpolation take their type from :data:`TYPES`. Keys added with ``+`` (arguments of a
 user ``_target_``) are in no YAML and are left to their constructor. Ranges belong to the
-constructors (``check_number``); :data:`RANGES` covers the fields none of them checks.
+constructors (``check_number``), which check them before anything is written.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import fnmatch
 import math
 from dataclasses import dataclass
 
-from trainer_run.errors import ConfigError, check, check_number
+from trainer_run.errors import ConfigError, check
 
 from .options import (
     CONFIGS,  # noqa: F401  (re-exported: the files the schema reads)
@@ -82,16 +82,7 @@ TYPES = {
 """Fields whose type the YAML default does not tell: null or interpolated defaults, and
 fields that take null or a list besides their default's type (``*`` matches any key below)."""
 
-RANGES = {
-    "dataset.noise": dict(low=0),
-    "dataset.spread": dict(low=0),
-    "dataset.turns": dict(low=0, low_open=True),
-    "dataset.n_features": dict(low=1, integer=True),
-    "dataset.n_classes": dict(low=2, integer=True),
-    "dataset.n_targets": dict(low=1, integer=True),
-    "dataset.prefetch": dict(low=0, integer=True),
-}
-"""Ranges of the numeric fields no constructor checks (the synthetic datasets' options)."""
+
 
 
 DIVIDE_BY_LR = {"trainer_run.optimizers.FTML": "ftml", "trainer_run.optimizers.Ftrl": "ftrl"}
@@ -115,17 +106,13 @@ def _candidates(group: str, section: dict) -> list[dict]:
 # -- types and ranges ---------------------------------------------------------------------------
 def check_types(config: dict) -> None:
     """Refuses a field of the resolved ``config`` whose value has the wrong type or lies out
-    of the ranges checked here; see the module docstring."""
+    breaks the rule between sections; see the module docstring."""
     top = top_level()
     for key, value in config.items():
         if key in GROUPS and isinstance(value, dict):
             _check_section(key, value, _candidates(key, value))
         elif key in top:
             _check_field(key, value, [top[key]])
-    for key, limits in RANGES.items():
-        value = _get(config, key)
-        if value is not None:
-            check_number(key, value, **limits)
     _check_kvstore(config)
     _check_schedule(config)
 

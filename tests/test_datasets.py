@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 from trainer_run.converter import concat_examples
-from trainer_run.data import GENERATORS, ArrayDataset, SubDataset, make_synthetic, split_random
+from trainer_run import data as datasets
+from trainer_run.data import ArrayDataset, SubDataset, declared_classes, prepare, split_random
 from trainer_run.errors import ConfigError
 
 
@@ -110,7 +111,16 @@ def test_split_random_rejects_bad_sizes(size):
         split_random(ArrayDataset(*_arrays(10)), size, np.random.default_rng(0))
 
 
-# -------------------------------------------------------------- make_synthetic
+# -------------------------------------------------------------- synthetic sets
+
+GENERATORS = ("blobs", "mnist_like", "regression", "spirals")
+
+
+def make_synthetic(name, size, val_fraction, rng, **options):
+    """The synthetic set ``name`` as a run prepares it (``dataset=<name>``)."""
+    generator = getattr(datasets, name)
+    return prepare(generator(size, rng, **options), rng, val_fraction,
+                   n_classes=declared_classes(generator, options))
 
 
 def _all(dataset):
@@ -133,6 +143,10 @@ EXPECTED = {  # name -> (in_size, out_size, task)
 
 def test_every_generator_is_covered():
     assert set(GENERATORS) == set(EXPECTED)
+    from trainer_run.cli.options import OPTIONS, option_section
+
+    targets = {option_section("dataset", o)["_target_"] for o in OPTIONS["dataset"]}
+    assert {f"trainer_run.data.{name}" for name in GENERATORS} <= targets
 
 
 @pytest.mark.parametrize("name", sorted(GENERATORS))
@@ -194,11 +208,11 @@ def test_make_synthetic_train_val_disjoint():
     assert not set(data.train.order.tolist()) & set(data.val.order.tolist())
 
 
-def test_make_synthetic_rejects_unknown_name_and_bad_option():
-    with pytest.raises(ConfigError):
-        make_synthetic("cifar", 10, 0.2, np.random.default_rng(0))
-    with pytest.raises(ConfigError):
-        make_synthetic("spirals", 10, 0.2, np.random.default_rng(0), colour="red")
+def test_a_generator_checks_its_own_options():
+    with pytest.raises(ConfigError, match="^noise must be >= 0, got -1$"):
+        datasets.spirals(10, np.random.default_rng(0), noise=-1)
+    with pytest.raises(ConfigError, match="^n_classes must be >= 2, got 1$"):
+        datasets.blobs(10, np.random.default_rng(0), n_classes=1)
 
 
 # ------------------------------------------------------------------- converter

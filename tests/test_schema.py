@@ -271,9 +271,13 @@ def test_other_values_of_a_fields_type_pass(overrides, key, value):
     ("regression", "noise", -1, "dataset.noise must be >= 0, got -1"),
     ("mnist_like", "n_classes", 0, "dataset.n_classes must be >= 2, got 0"),
 ])
-def test_dataset_options_are_range_checked(option, field, value, message):
-    config = _config([f"dataset={option}"], {f"dataset.{field}": value})
-    assert _refused(schema.check_types, config) == message
+def test_dataset_options_are_range_checked_by_their_generator(option, field, value, message):
+    import numpy
+
+    from trainer_run.cli.build import build_data
+
+    section = _config([f"dataset={option}"], {f"dataset.{field}": value})["dataset"]
+    assert _refused(build_data, section, numpy.random.default_rng(0)) == message
 
 
 @pytest.mark.parametrize("overrides, values, message", [

@@ -9,9 +9,9 @@ from .iterators import SerialIterator
 from .mapped import MappedArray, open_npy
 from .prefetch import Prefetcher
 from .prepare import declared_classes, prepare
-from .synthetic import GENERATORS, blobs, make_synthetic, mnist_like, regression, spirals
+from .synthetic import blobs, mnist_like, regression, spirals
 
-__all__ = ["ArrayDataset", "Data", "GENERATORS", "MappedArray", "Prefetcher", "SerialIterator",
+__all__ = ["ArrayDataset", "Data", "MappedArray", "Prefetcher", "SerialIterator",
            "Splits", "SubDataset", "open_npy",
-           "blobs", "declared_classes", "make_synthetic", "mnist_like", "prepare", "regression",
+           "blobs", "declared_classes", "mnist_like", "prepare", "regression",
            "spirals", "split_random", "stratified_positions"]

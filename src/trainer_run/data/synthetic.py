@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import numpy
 
-from ..errors import ConfigError, check_number
-from .prepare import declared_classes, prepare
+from ..errors import check_number
 
 
 def spirals(size: int, rng, noise: float = 0.2, turns: float = 1.5):
     """Two interleaved spirals: ``size`` points in 2-D with labels 0 and 1."""
     n = check_number("size", size, low=2, integer=True)
+    noise = check_number("noise", noise, low=0)
+    turns = check_number("turns", turns, low=0, low_open=True)
     half = n // 2
     r = numpy.sqrt(rng.random(n)) * turns * 2 * numpy.pi
     labels = numpy.arange(n) >= half
@@ -33,6 +34,9 @@ def spirals(size: int, rng, noise: float = 0.2, turns: float = 1.5):
 def blobs(size: int, rng, n_features: int = 2, n_classes: int = 3, spread: float = 1.0):
     """Gaussian clusters around random centres, ``n_classes`` classes."""
     n = check_number("size", size, low=2, integer=True)
+    n_features = check_number("n_features", n_features, low=1, integer=True)
+    n_classes = check_number("n_classes", n_classes, low=2, integer=True)
+    spread = check_number("spread", spread, low=0)
     centres = rng.normal(0, 4.0, size=(n_classes, n_features))
     labels = rng.integers(0, n_classes, size=n)
     x = centres[labels] + rng.normal(0, spread, size=(n, n_features))
@@ -42,6 +46,9 @@ def blobs(size: int, rng, n_features: int = 2, n_classes: int = 3, spread: float
 def regression(size: int, rng, n_features: int = 8, n_targets: int = 1, noise: float = 0.1):
     """``y = x @ w + noise`` with standard normal inputs and a random ``w``."""
     n = check_number("size", size, low=2, integer=True)
+    n_features = check_number("n_features", n_features, low=1, integer=True)
+    n_targets = check_number("n_targets", n_targets, low=1, integer=True)
+    noise = check_number("noise", noise, low=0)
     w = rng.normal(0, 1, size=(n_features, n_targets))
     x = rng.normal(0, 1, size=(n, n_features))
     y = x @ w + rng.normal(0, noise, size=(n, n_targets))
@@ -51,27 +58,12 @@ def regression(size: int, rng, n_features: int = 8, n_targets: int = 1, noise: f
 def mnist_like(size: int, rng, n_features: int = 784, n_classes: int = 10, noise: float = 0.3):
     """MNIST-shaped data: noisy copies of random class prototypes, values in [0, 1]."""
     n = check_number("size", size, low=2, integer=True)
+    n_features = check_number("n_features", n_features, low=1, integer=True)
+    n_classes = check_number("n_classes", n_classes, low=2, integer=True)
+    noise = check_number("noise", noise, low=0)
     prototypes = rng.random((n_classes, n_features)) < 0.2
     labels = rng.integers(0, n_classes, size=n)
     x = prototypes[labels].astype(numpy.float32)
     x += rng.normal(0, noise, size=x.shape).astype(numpy.float32)
     numpy.clip(x, 0, 1, out=x)
     return x, labels.astype(numpy.int32)
-
-
-GENERATORS = {"spirals": spirals, "blobs": blobs, "regression": regression, "mnist_like": mnist_like}
-
-
-def make_synthetic(name: str, size: int, val_fraction: float, rng, **options):
-    """The synthetic set ``name`` with ``size`` examples, as the run's
-    :class:`~trainer_run.data.datasets.Data` (``val_fraction`` held out, see
-    :func:`~trainer_run.data.prepare.prepare`)."""
-    if name not in GENERATORS:
-        raise ConfigError(f"name={name!r} is unknown; choose one of {', '.join(GENERATORS)}")
-    generator = GENERATORS[name]
-    try:
-        arrays = generator(size, rng, **options)
-    except TypeError as e:
-        raise ConfigError(f"name={name}: {e}") from None
-    return prepare(arrays, rng, val_fraction, n_classes=declared_classes(generator, options),
-                   origin=f"the {name} generator")
