@@ -62,10 +62,10 @@ def on_rank_0(comm, action):
         try:
             outcome = ("ok", action())
         except ConfigError as e:
-            outcome = ("error", str(e))
+            outcome = ("error", (type(e), str(e)))
     kind, value = comm.bcast(outcome, root=0)
     if kind == "error":
-        raise ConfigError(value)
+        raise value[0](value[1])
     return value
 
 
@@ -155,6 +155,8 @@ def _start(cfg: DictConfig, out: Path, fresh: bool):
     directory gets Hydra's record and the data's (:mod:`trainer_run.data.record`)."""
     try:
         role, built = build(cfg, out)
+    except trust.UntrustedRun as e:  # a sweep records nothing in a run it may not load
+        raise JobFailed(e, record=False) from None
     except ConfigError as e:
         raise JobFailed(e) from None
     stop_if_signalled()
