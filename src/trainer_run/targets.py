@@ -66,6 +66,14 @@ class Kind:
         return self.fits is None or self.fits(obj)
 
 
+def instances_callable(obj) -> bool:
+    """Whether ``obj`` is callable, or for a class, whether its instances are (a class that
+    defines ``__call__``)."""
+    if isinstance(obj, type):
+        return any("__call__" in vars(k) for k in obj.__mro__[:-1])
+    return callable(obj)
+
+
 def locate(path, key: str, kind: Kind | None = None):
     """The callable the dotted ``path`` names (``my_models.TwoLayer``); with ``kind``, one
     that can build that kind (see :class:`Kind`)."""

@@ -32,7 +32,7 @@ attributes, as Chainer allows) becomes an extension through :func:`as_extension`
 
 from __future__ import annotations
 
-from ..targets import Kind
+from ..targets import Kind, instances_callable
 
 PRIORITY_WRITER = 300
 PRIORITY_EDITOR = 200
@@ -41,15 +41,8 @@ PRIORITY_READER = 100
 HOOKS = ("initialize", "finalize", "state_dict", "load_state_dict")
 
 
-def _calls(obj) -> bool:
-    """Whether ``obj`` is callable, or for a class, whether its instances are."""
-    if isinstance(obj, type):
-        return any("__call__" in vars(k) for k in obj.__mro__[:-1])
-    return callable(obj)
-
-
 KIND = Kind("an extension: an object called with the trainer, __call__(trainer) (see "
-            "trainer_run.training.Extension)", fits=_calls)
+            "trainer_run.training.Extension)", fits=instances_callable)
 """What a ``callbacks.<name>._target_`` must build."""
 
 
