@@ -6,10 +6,10 @@ composed config and the ranges no constructor checks.
 A field's type is that of its default in the YAML of the selected option (found by the
 section's ``_target_``; a user's ``_target_`` is typed by the group's shared keys only): a
 bool must stay a bool, an int an int, a float any real number (finite), a string a string, a
-list a list. Fields whose default is null or an
-interpolation take their type from :data:`TYPES`. Keys added with ``+`` (arguments of a
-user ``_target_``) are in no YAML and are left to their constructor. Ranges belong to the
-constructors (``check_number``); :data:`RANGES` covers the fields none of them checks.
+list a list. Fields whose default is null or an interpolation take their type from
+:data:`TYPES`. Keys added with ``+`` (arguments of a user ``_target_``) are in no YAML and
+are left to their constructor. Ranges belong to the constructors (``check_number``);
+:data:`RANGES` covers the fields none of them checks.
 """
 
 from __future__ import annotations
