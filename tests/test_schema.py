@@ -163,11 +163,15 @@ def test_every_default_config_of_every_option_passes(group, option):
 
 @pytest.mark.parametrize("overrides", [
     ["precision=fp16", "updater=parallel", "kvstore=local"],
+    ["precision=fp32"],  # presets: no section of their own, they set backend.dtype
+    ["precision=fp16"],
     ["optimizer=ftml", "scheduler=cosine", "scheduler.final_lr=1e-5"],
     ["~scheduler"],
 ], ids=lambda v: " ".join(v))
 def test_combined_defaults_pass(overrides):
     schema.check_types(_config(overrides))
+    dtype = "float16" if "precision=fp16" in overrides else "float32"
+    assert _config(overrides)["backend"]["dtype"] == dtype
 
 
 @pytest.mark.parametrize("group, option", ALL_OPTIONS, ids=lambda v: v)
