@@ -15,28 +15,20 @@ from pathlib import Path
 import numpy
 
 from trainer_run import data as datasets
-from trainer_run import kvstore as kvstores
 from trainer_run import optimizers, schedulers
-from trainer_run.backend import NAMES as BACKENDS
-from trainer_run.backend import get_backend
 from trainer_run.callbacks import HOOKS, Callbacks
 from trainer_run.errors import ConfigError, check, check_number
-from trainer_run.kvstore import compression as compressions
-from trainer_run.kvstore import trainer_rules
-from trainer_run.loss_scaling import DynamicLossScaler, LossScaler
 from trainer_run.own_gradients import has_own_gradients
 from trainer_run.training import StopTrigger, Trainer
 from trainer_run.training.profile import Profiler, synchronizer
 from trainer_run.training.server import ParameterServer
-from trainer_run.updaters import ParallelUpdater, StandardUpdater
+from trainer_run.updaters import ParallelUpdater
 
 from .arguments import accepted, arguments, call, instantiate, locate, prefixed
 from .extend import extend
 
 DATA_KEYS = ("batch_size", "val_fraction", "task", "normalize", "prefetch", "overfit_batches")
 """Keys of the dataset section the runner reads itself."""
-PRECISIONS = {"fp32": "float32", "fp16": "float16"}
-LOSS_SCALERS = {"none": None, "static": LossScaler, "dynamic": DynamicLossScaler}
 
 
 @dataclass
@@ -76,12 +68,11 @@ def build_run(config: dict) -> Run:
     kvstore, iterator, stop trigger and optimizer."""
     seed = check_number("seed", config["seed"], low=0, integer=True)
     data_seed, model_seed, shuffle_seed = numpy.random.SeedSequence(seed).spawn(3)
-    dtype = build_precision(config["precision"])
-    backend = build_backend(config["backend"], model_seed, dtype)
+    backend = build_backend(config["backend"], model_seed)
     data, batch_size = build_data(config["dataset"], numpy.random.default_rng(data_seed))
     model = build_model(config["model"], data, backend)
     u, t = config["updater"], config["trainer"]
-    kvstore, decision = build_kvstore(config["kvstore"], u, dtype)
+    kvstore, decision = build_kvstore(config["kvstore"], u, str(backend.dtype))
     workers = kvstore.num_workers if kvstore is not None else 1
     # every worker draws the same global batch of workers * batch_size and takes its shard
     overfit = config["dataset"].get("overfit_batches")
@@ -128,33 +119,29 @@ def trainer_of(run: Run, config: dict, out: Path, extra: dict | None = None) -> 
     return trainer
 
 
-def build_precision(section: dict) -> str:
-    """The compute dtype of ``precision=<name>``."""
-    name = section["name"]
-    check(name in PRECISIONS, f"precision={name!r} is unknown; choose one of {', '.join(PRECISIONS)}")
-    return PRECISIONS[name]
-
-
-def build_backend(section: dict, seed, dtype: str = "float32") -> object:
-    name = section["name"]
-    check(name in BACKENDS, f"backend={name!r} is unknown; choose one of {', '.join(BACKENDS)}")
-    device = check_number("backend.device", section["device"], low=0, integer=True)
-    return prefixed("backend", get_backend, name, device=device, seed=seed, dtype=dtype)
+def build_backend(section: dict, seed) -> object:
+    """The backend of ``backend._target_`` (``trainer_run.backend.get_backend``: the array
+    module ``name``, ``device`` and the compute ``dtype``, which the precision group sets),
+    its generator seeded by ``seed``."""
+    return instantiate("backend", section, {"seed": seed})
 
 
 def build_kvstore(section: dict, updater: dict, dtype: str = "float32"):
-    """The kvstore of ``kvstore=<name>`` and the rules' decision it comes from (MXNet's rules,
-    :func:`trainer_run.kvstore.trainer_rules.decide`, whose ``asynchronous`` the updater
-    follows): no store (None) for one replica in one process, ``local`` or ``device`` for the
-    parallel updater's replicas, a dist store across processes. The parallel updater refuses
-    ``kvstore=none``. With ``kvstore.compression.type`` set, the store compresses its pushes
-    (on every worker; the ``dist_async`` server learns the threshold from them); a run with no
-    store to sum anything, or with gradients that are not float32 (``dtype``), refuses it."""
-    check(updater["name"] != "parallel" or section["name"] != "none", "updater=parallel sums "
+    """The kvstore of ``kvstore._target_`` and the rules' decision it comes from. The target
+    (:class:`trainer_run.kvstore.request.KVStoreRequest`) takes the section's ``type``,
+    ``update_on_kvstore``, ``compression`` and ``timeout``; MXNet's rules
+    (:func:`trainer_run.kvstore.trainer_rules.decide`, whose ``asynchronous`` the updater
+    follows) then give no store (None) for one replica in one process, ``local`` or ``device``
+    for the parallel updater's replicas, a dist store across processes. The parallel updater
+    refuses ``kvstore=none``. With ``kvstore.compression.type`` set, the store compresses its
+    pushes (on every worker; the ``dist_async`` server learns the threshold from them); a run
+    with no store to sum anything, or with gradients that are not float32 (``dtype``), refuses
+    it."""
+    request = instantiate("kvstore", section)
+    check(not _is_parallel(updater) or request.type is not None, "updater=parallel sums "
           "gradients through a kvstore; kvstore=none cannot, choose kvstore=local or kvstore=device")
-    compression = build_compression(section)
-    decision = trainer_rules.decide(section["name"], section.get("update_on_kvstore"),
-                                    num_devices=max(_replicas(updater), 1))  # its errors name the keys
+    decision = request.decide(num_devices=max(_replicas(updater), 1))  # its errors name the keys
+    compression = request.compression
     if decision.kvstore is None:
         if compression is not None:
             raise ConfigError(f"kvstore.compression.type={compression['type']} compresses the "
@@ -163,40 +150,24 @@ def build_kvstore(section: dict, updater: dict, dtype: str = "float32"):
                               f"updater.devices >= 2 and kvstore=device, a dist kvstore under "
                               f"mpiexec, or kvstore.compression.type=null")
         return None, decision
-    options = {}
-    if decision.kvstore.startswith("dist"):
-        options["timeout"] = check_number("kvstore.timeout", section.get("timeout", 60), low=0,
-                                          low_open=True)
     if compression is not None:
         check(dtype == "float32", f"kvstore.compression works on float32 gradients only (MXNet's "
               f"2-bit kernels read float32); this run computes in {dtype}: choose precision=fp32 "
               f"or kvstore.compression.type=null")
-    kvstore = kvstores.create(decision.kvstore, **options)
-    if compression is not None and not getattr(kvstore, "is_server", False):
-        kvstore.set_gradient_compression(compression)
-    return kvstore, decision
+    return request.create(decision), decision
 
 
-def build_compression(section: dict) -> dict | None:
-    """``kvstore.compression`` as MXNet's ``compression_params``, or None when its type is null."""
-    settings = section.get("compression") or {}
-    unknown = sorted(set(settings) - {"type", "threshold"})
-    if unknown:
-        raise ConfigError(f"kvstore.compression.{unknown[0]} is not a setting of gradient "
-                          f"compression; they are type and threshold")
-    kind = settings.get("type")
-    if kind is None:
-        return None
-    check(kind in compressions.TYPES, f"kvstore.compression.type={kind!r} is unknown; choose "
-          f"{', '.join(compressions.TYPES)} (MXNet 1.9's 2-bit gradient compression) or null (none)")
-    params = {"type": kind, "threshold": settings.get("threshold", compressions.DEFAULT_THRESHOLD)}
-    return prefixed("kvstore.compression", compressions.GradientCompression, params).params
+def _is_parallel(updater: dict) -> bool:
+    """Whether ``updater._target_`` is a :class:`ParallelUpdater`: replicas in one process."""
+    klass = locate(updater.get("_target_"), "updater._target_")
+    return isinstance(klass, type) and issubclass(klass, ParallelUpdater)
 
 
 def _replicas(updater: dict) -> int:
-    """Model replicas per process: ``updater.devices`` for the parallel updater, else 1 (0 for a
-    ``devices`` value that is neither a count nor a list; the updater refuses it by name)."""
-    if updater["name"] != "parallel":
+    """Model replicas per process: ``updater.devices`` for a :class:`ParallelUpdater`, else 1
+    (0 for a ``devices`` value that is neither a count nor a list; the updater refuses it by
+    name)."""
+    if not _is_parallel(updater):
         return 1
     devices = updater.get("devices")
     return devices if isinstance(devices, int) else len(devices) if isinstance(devices, list) else 0
@@ -205,39 +176,40 @@ def _replicas(updater: dict) -> int:
 def build_updater(section: dict, kvstore, asynchronous: bool, loss_scale: dict, iterator, optimizer,
                   model, backend, batch_size: int, nan: dict | None = None, prefetch: int = 0,
                   profiler=None):
-    """The updater of ``updater=standard|parallel`` with its loss scaler, callbacks and
-    ``kvstore`` (and ``asynchronous``: from :func:`build_kvstore` and its decision);
-    ``nan``: ``nan_policy`` and ``max_skipped_in_a_row`` from the trainer section;
+    """The updater of ``updater._target_`` (``StandardUpdater``, ``ParallelUpdater``) with the
+    section's arguments (``accum_grad``, ``callbacks``, ``devices``), the loss scaler of
+    ``loss_scale`` and ``kvstore`` (and ``asynchronous``: from :func:`build_kvstore` and its
+    decision); ``nan``: ``nan_policy`` and ``max_skipped_in_a_row`` from the trainer section;
     ``prefetch``: ``dataset.prefetch``; ``profiler``: ``trainer.profile``'s (None: off)."""
-    kwargs = {k: v for k, v in section.items() if k != "name"}
-    kwargs["callbacks"] = build_callbacks(kwargs.get("callbacks") or {})
-    kwargs["loss_scaler"] = build_loss_scaler(loss_scale)
+    section = {**section, "callbacks": build_callbacks(section.get("callbacks") or {})}
+    scaler = build_loss_scaler(loss_scale)
     step = type(optimizer).update
-    check(kwargs["loss_scaler"] is None or "rescale_grad" in accepted(step),
-          f"loss_scale={loss_scale['name']} gives the optimizer's step its gradient factor; "
-          f"{type(optimizer).__name__}.update must take it: update(index, weight, grad, state, "
-          "rescale_grad=None) (see trainer_run.optimizers.Optimizer.update)")
-    name = section["name"]
-    klass = {"standard": StandardUpdater, "parallel": ParallelUpdater}.get(name)
-    check(klass is not None, f"updater={name!r} is unknown; choose one of standard, parallel")
-    if klass is ParallelUpdater:
+    check(scaler is None or "rescale_grad" in accepted(step),
+          f"loss_scale._target_={loss_scale.get('_target_')} gives the optimizer's step its "
+          f"gradient factor; {type(optimizer).__name__}.update must take it: update(index, weight, "
+          "grad, state, rescale_grad=None) (see trainer_run.optimizers.Optimizer.update)")
+    if _is_parallel(section):
         replicas = _replicas(section)
         check(replicas <= batch_size, f"updater.devices={section.get('devices')} needs a batch of "
               f"at least {replicas} examples; dataset.batch_size is {batch_size}")
+    factory, kwargs, _ = arguments("updater", section)
     owners = {**{k: "trainer" for k in nan or {}}, "prefetch": "dataset"}
-    return call("updater", klass, kwargs, owners=owners,
+    return call("updater", factory, kwargs, owners=owners, loss_scaler=scaler,
                 iterator=iterator, optimizer=optimizer, model=model, backend=backend, kvstore=kvstore,
                 asynchronous=asynchronous, prefetch=prefetch, profiler=profiler, **(nan or {}))
 
 
 def build_loss_scaler(section: dict):
-    name = section["name"]
-    check(name in LOSS_SCALERS,
-          f"loss_scale={name!r} is unknown; choose one of {', '.join(LOSS_SCALERS)}")
-    klass = LOSS_SCALERS[name]
-    if klass is None:
-        return None
-    return call("loss_scale", klass, {k: v for k, v in section.items() if k != "name"})
+    """The loss scaler of ``loss_scale._target_`` with the section's arguments
+    (``LossScaler``: ``scale``; ``DynamicLossScaler``: also ``scaling_factor``, ``interval``,
+    ``on_overflow``, ``max_retries``), or None for a null ``_target_``: ``loss_scale=none``
+    builds no scaler, and its section holds nothing else."""
+    if section.get("_target_") is not None:
+        return instantiate("loss_scale", section)
+    extra = sorted(k for k in section if k != "_target_")
+    check(not extra, f"loss_scale.{extra[0] if extra else ''} is set, and loss_scale._target_ is "
+          "null (no loss scaling); choose loss_scale=static or loss_scale=dynamic to scale")
+    return None
 
 
 def build_callbacks(section: dict) -> Callbacks:

@@ -99,7 +99,8 @@ def overview(console: Console, folders: list[Path]) -> None:
 
 def _choose(group: str) -> str:
     if group in PRESETS:
-        return f"a preset (none by default) setting other groups: trainer-run {group}=<option> --help"
+        default = default_choice(group) or "none"
+        return f"a preset ({default} by default) setting other groups: trainer-run {group}=<option> --help"
     return f"{group}=<option>; its fields: trainer-run {group}=<option> --help"
 
 

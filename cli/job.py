@@ -286,7 +286,7 @@ def build(cfg: DictConfig, out: Path) -> tuple[Trainer | ParameterServer, Run]:
         warn("gradient compression residuals are not in checkpoints (nor in MXNet's): they restart "
              "from zero, so this resumed run is not bit-identical to an uninterrupted one")
     built = build_run(resolved)
-    _warn_single_process(resolved["kvstore"]["name"])
+    _warn_single_process(getattr(built.kvstore, "type", None) or "")
     if built.serves:  # the server's state comes from worker 0 when training starts
         return build_server(built), built
     given = state.get("overrides", []) if state is not None else []

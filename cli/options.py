@@ -3,7 +3,8 @@
 ``configs/<group>/<option>.yaml`` is an option of a group; ``configs/_<group>.yaml`` holds the
 keys every option of the group shares (each option lists it in its defaults as
 ``/_<group>@_here_``). A *preset* group (:data:`PRESETS`) has no section of its own: its
-options are ``# @package _global_`` files that set other groups' keys or Hydra's.
+options are ``# @package _global_`` files that set other groups' keys or Hydra's (``precision``
+sets ``backend.dtype`` and, for fp16, the optimizer's master weights and the loss scaling).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from .yaml_files import read
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 GROUPS = tuple(sorted(p.name for p in CONFIGS.iterdir() if p.is_dir() and any(p.glob("*.yaml"))))
 OPTIONS = {group: tuple(sorted(p.stem for p in (CONFIGS / group).glob("*.yaml"))) for group in GROUPS}
-PRESETS = ("debug", "experiment", "hparams_search")
+PRESETS = ("debug", "experiment", "hparams_search", "precision")
 
 
 @functools.lru_cache(maxsize=None)

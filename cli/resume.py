@@ -11,7 +11,7 @@ would mean something else (it would be another run; start a new one):
 
 - a config group (``optimizer=sgd``),
 - :data:`FIXED`: ``seed``, ``model.*``, ``dataset.*`` other than ``dataset.batch_size``,
-  ``optimizer.multi_precision``.
+  ``optimizer.multi_precision``, ``backend.dtype`` (the ``precision`` group's).
 
 Where it writes: into the run that owns the checkpoint (``<run>`` for
 ``<run>/checkpoints/iter_<N>``). A checkpoint kept anywhere else belongs to no run and
@@ -32,8 +32,9 @@ from trainer_run.errors import ConfigError
 
 from . import argv as args
 from . import options
+from .config_upgrade import upgrade
 
-FIXED = ("seed", "model", "dataset", "optimizer.multi_precision")
+FIXED = ("seed", "model", "dataset", "optimizer.multi_precision", "backend.dtype")
 """Keys (and the keys below them) a resume refuses to change."""
 ANY_TIME = ("dataset.batch_size",)
 """Exceptions to :data:`FIXED`."""
@@ -108,9 +109,10 @@ def _run_dir(found: Path, given: str | None) -> Path:
 
 
 def config(saved: dict, cfg: DictConfig, overrides: list[str], choices: dict) -> DictConfig:
-    """The checkpoint's config ``saved`` with the command's ``overrides`` applied (their
-    values as Hydra composed them in ``cfg``); group choices are already the run's."""
-    node = OmegaConf.create(saved)
+    """The checkpoint's config ``saved`` (in today's form: :func:`.config_upgrade.upgrade`)
+    with the command's ``overrides`` applied (their values as Hydra composed them in ``cfg``);
+    group choices are already the run's."""
+    node = OmegaConf.create(upgrade(saved))
     _add_new_keys(node, cfg)
     _name_logger_targets(node)
     for override in overrides:

@@ -4,12 +4,12 @@ composed config and the one rule between two sections (a schedule FTML or FTRL d
 
 :func:`check_types` runs on the resolved config (plain dicts) before anything is built.
 A field's type is that of its default in the YAML of the selected option (found by the
-section's ``_target_`` or ``name``; a user's ``_target_`` is typed by the group's shared
-keys only): a bool must stay a bool, an int an int, a float any real number
-(finite), a string a string, a list a list. Fields whose default is null or an
-interpolation take their type from :data:`TYPES`. Keys added with ``+`` (arguments of a
-user ``_target_``) are in no YAML and are left to their constructor. Ranges belong to the
-constructors (``check_number``), which check them before anything is written.
+section's ``_target_``; a user's ``_target_`` is typed by the group's shared keys only): a
+bool must stay a bool, an int an int, a float any real number (finite), a string a string, a
+list a list. Fields whose default is null or an interpolation take their type from
+:data:`TYPES`. Keys added with ``+`` (arguments of a user ``_target_``) are in no YAML and
+are left to their constructor. Ranges belong to the constructors (``check_number``), which
+check them before anything is written.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import fnmatch
 import math
 from dataclasses import dataclass
 
+from trainer_run import kvstore as kvstores
 from trainer_run.errors import ConfigError, check
 
 from .options import (
@@ -67,6 +68,8 @@ TYPES = {
     "scheduler.base_lr": _type("float"),
     "updater.devices": _type("int", "list", description="an integer or a list of device ids"),
     "updater.callbacks.*": CALLBACK,
+    "loss_scale._target_": _type("str", "none", description="a dotted path or null (no loss "
+                                 "scaling)"),
     "kvstore.update_on_kvstore": _type("bool", "none"),
     "kvstore.compression.type": _type("str", "none", description="a compression type (2bit) or null"),
     "dataset.*path": _type("str", "none", description="a file name"),
@@ -91,15 +94,14 @@ DIVIDE_BY_LR = {"trainer_run.optimizers.FTML": "ftml", "trainer_run.optimizers.F
 
 
 def _candidates(group: str, section: dict) -> list[dict]:
-    """The option sections ``section`` comes from: the one(s) building the same ``_target_``
-    (for a user's, the group's shared keys: ``configs/_<group>.yaml``), else the one(s)
-    with the same ``name``, else all of the group's options."""
+    """The option sections ``section`` comes from: the one(s) with the same ``_target_`` (a
+    null one, or none at all as in ``trainer`` and ``logger``, included); else for a user's
+    ``_target_`` the group's shared keys (``configs/_<group>.yaml``), and for a ``_target_``
+    that is no string all of the group's options (their ``_target_`` then refuses it)."""
     sections = [option_section(group, o) for o in OPTIONS[group]]
     target = section.get("_target_")
-    if isinstance(target, str):
-        return [s for s in sections if s.get("_target_") == target] or [shared_section(group)]
-    name = str(section.get("name", "")).lower()
-    return [s for s in sections if str(s.get("name", "")).lower() == name] or sections
+    same = [s for s in sections if s.get("_target_") == target]
+    return same or ([shared_section(group)] if isinstance(target, str) else sections)
 
 
 
@@ -186,11 +188,12 @@ def _get(config: dict, key: str):
 
 
 def _check_kvstore(config: dict) -> None:
-    """``kvstore.name`` must name one of our kvstore options (the rules read it for every run)."""
-    name = _get(config, "kvstore.name")
-    names = [str(option_section("kvstore", o).get("name")) for o in OPTIONS.get("kvstore", ())]
-    check(name is None or name in names,
-          f"kvstore.name={name!r} is unknown; choose one of {', '.join(names)}")
+    """``kvstore.type`` must be one of the kvstore types (:data:`trainer_run.kvstore.TYPES`) or
+    ``none``: the rules read it for every run, after the data is loaded."""
+    kind = _get(config, "kvstore.type")
+    names = sorted([kvstores.NONE, *kvstores.TYPES])
+    check(kind is None or str(kind).lower() in names,
+          f"kvstore.type={kind!r} is unknown; choose one of {', '.join(names)}")
 
 
 def _check_schedule(config: dict) -> None:

@@ -18,7 +18,8 @@ from trainer_run.data.prepare import with_channel_axis
 from trainer_run.errors import ConfigError
 from trainer_run.module import evaluating, set_mode
 
-from .build import build_model, build_precision
+from .build import build_model
+from .config_upgrade import upgrade
 
 
 class Trained:
@@ -66,7 +67,7 @@ def load_model(run_dir, checkpoint_dir=None, trust: bool = False) -> Trained:
         raise ConfigError(f"{run} has no {data_record.FILES[0]}: it is not the directory of a "
                           "finished run of this version")
     record = data_record.read(run)
-    dtype = build_precision(config["precision"])
+    dtype = upgrade(config)["backend"]["dtype"]
     backend = get_backend("numpy", seed=0, dtype=dtype)
     data = Data(None, None, tuple(record["in_shape"]), record["out_size"], record["task"])
     model = build_model(config["model"], data, backend)
@@ -88,7 +89,7 @@ def _config(run: Path, trusted: bool) -> dict:
         data = path.read_bytes()
         config = OmegaConf.create(data.decode())
         sections = {key: OmegaConf.to_container(config[key], resolve=True)
-                    for key in ("model", "precision")}
+                    for key in ("model", "backend", "precision") if key != "precision" or key in config}
     except (OmegaConfBaseException, KeyError, UnicodeDecodeError) as e:
         raise ConfigError(f"{path} cannot be read as a run's config: {e}") from None
     signature = path.with_name(trust.RECORD_SIGNATURE)

@@ -17,7 +17,9 @@ from . import argv as args
 from .options import shared_section
 
 GROUPS = ("model", "dataset", "optimizer", "scheduler")
-"""Groups whose options name their callable with ``_target_``."""
+"""Groups whose chosen option a user's ``+<group>._target_`` replaces, its own keys dropped
+(every group names its callable with ``_target_``; the runner's own, ``backend``, ``updater``,
+``loss_scale`` and ``kvstore``, build the runner's machinery and are not offered here)."""
 
 
 def replaced(overrides: list[str]) -> list[str]:

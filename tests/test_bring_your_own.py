@@ -187,6 +187,6 @@ def test_a_users_optimizer_trains_like_the_builtin_it_copies(folder):
                    "hydra.run.dir=scaled", *SHORT)
     assert scaled.returncode == 2
     assert scaled.stderr.strip() == (
-        "error: loss_scale=static gives the optimizer's step its gradient factor; Plain.update "
-        "must take it: update(index, weight, grad, state, rescale_grad=None) (see "
-        "trainer_run.optimizers.Optimizer.update)")
+        "error: loss_scale._target_=trainer_run.loss_scaling.LossScaler gives the optimizer's "
+        "step its gradient factor; Plain.update must take it: update(index, weight, grad, state, "
+        "rescale_grad=None) (see trainer_run.optimizers.Optimizer.update)")

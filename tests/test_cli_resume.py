@@ -115,6 +115,7 @@ def test_a_new_batch_size_is_allowed_and_used(tmp_path, base_run):
     ("model.hidden_sizes=[8]", "model.hidden_sizes=[64, 64]; model.hidden_sizes=[8]"),
     ("dataset.size=200", "dataset.size=2000; dataset.size=200"),
     ("optimizer.multi_precision=true", "optimizer.multi_precision=False; optimizer.multi_precision=True"),
+    ("backend.dtype=float16", "backend.dtype=float32; backend.dtype=float16"),
 ])
 def test_an_override_that_would_make_another_run_is_refused_and_nothing_changes(tmp_path, base_run,
                                                                               override, shown):

@@ -150,8 +150,8 @@ def test_precision_fp16_alone_selects_dynamic_scaling_and_multi_precision(tmp_pa
     assert rows[-1]["skipped_steps"] == 0 and rows[-1]["loss_scale"] == 8.0
     config = yaml.safe_load((out / ".hydra" / "config.yaml").read_text())
     assert config["optimizer"]["multi_precision"] is True
-    assert config["loss_scale"]["name"] == "dynamic"
-    assert config["precision"]["name"] == "fp16"
+    assert config["loss_scale"]["_target_"] == "trainer_run.loss_scaling.DynamicLossScaler"
+    assert config["backend"]["dtype"] == "float16" and "precision" not in config
     assert all(v.dtype == numpy.float16 for v in load_npz(out / "model.npz").values())
 
 
@@ -161,7 +161,7 @@ def test_precision_fp16_keeps_a_static_scale_when_asked(tmp_path):
     rows = read_jsonl(out / "metrics.jsonl")
     assert all(row["loss_scale"] == 1024.0 and "skipped_steps" not in row for row in rows)
     config = yaml.safe_load((out / ".hydra" / "config.yaml").read_text())
-    assert config["loss_scale"] == {"name": "static", "scale": 1024.0}
+    assert config["loss_scale"] == {"_target_": "trainer_run.loss_scaling.LossScaler", "scale": 1024.0}
     assert config["optimizer"]["multi_precision"] is True
     assert all(v.dtype == numpy.float16 for v in load_npz(out / "model.npz").values())
 
@@ -194,7 +194,8 @@ def test_parallel_updater_matches_the_standard_one(tmp_path, sgd_run, kvstore):
     assert rows[-1]["epoch"] == baseline[-1]["epoch"]
     assert rows[-1]["train/loss"] == pytest.approx(baseline[-1]["train/loss"], rel=1e-4)
     config = yaml.safe_load((out / ".hydra" / "config.yaml").read_text())
-    assert config["updater"]["name"] == "parallel" and config["updater"]["devices"] == 2
+    assert config["updater"]["_target_"] == "trainer_run.updaters.ParallelUpdater"
+    assert config["updater"]["devices"] == 2
 
 
 def test_parallel_updater_needs_a_kvstore(tmp_path):
@@ -214,8 +215,9 @@ def test_parallel_updater_needs_a_kvstore(tmp_path):
     (["updater.callbacks.update_on_finish=no.such.module.fn"], "updater.callbacks.update_on_finish"),
     (["updater=parallel", "updater.devices=2.5"], "updater.devices"),
     (["updater=parallel", "updater.devices=60"], "updater.devices"),
+    (["+loss_scale.scale=8"], "loss_scale.scale"),
 ], ids=["accum_grad", "on_overflow", "scaling_factor", "devices-0", "devices-repeated", "callback",
-        "devices-float", "devices-over-batch"])
+        "devices-float", "devices-over-batch", "scale-without-scaler"])
 def test_bad_updater_values_give_one_clear_message(tmp_path, arguments, key):
     result = run_cli(f"hydra.run.dir={tmp_path / 'run'}", "trainer.progress=false",
                      "trainer.max_iterations=20", *arguments)

@@ -156,6 +156,18 @@ def test_a_preset_shows_what_it_chooses_and_sets():
     assert re.search(rf"^  optimizer.learning_rate +{tree.optimizer.learning_rate}$", out, re.M)
 
 
+def test_the_runners_own_groups_show_their_target_and_precision_what_it_sets():
+    flat = _squeezed(run_cli("--help").stdout)
+    assert "precision a preset (fp32 by default) setting other groups" in flat
+    out = run_cli("updater=parallel", "precision=fp16", "loss_scale=none", "--help").stdout
+    flat = _squeezed(out)
+    assert re.search(r"^  _target_ +trainer_run\.updaters\.", out, re.M)  # the class, folded
+    assert " devices 2 number of replicas" in flat and " accum_grad 1 " in flat
+    assert "chooses loss_scale=dynamic" in out
+    assert " backend.dtype float16 " in flat and " optimizer.multi_precision true " in flat
+    assert " _target_ null null builds no scaler" in flat
+
+
 def test_unknown_option_help_is_one_line_error():
     result = run_cli("optimizer=nosuch", "--help")
     assert result.returncode == 2 and result.stdout == ""

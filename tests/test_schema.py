@@ -163,11 +163,15 @@ def test_every_default_config_of_every_option_passes(group, option):
 
 @pytest.mark.parametrize("overrides", [
     ["precision=fp16", "updater=parallel", "kvstore=local"],
+    ["precision=fp32"],  # presets: no section of their own, they set backend.dtype
+    ["precision=fp16"],
     ["optimizer=ftml", "scheduler=cosine", "scheduler.final_lr=1e-5"],
     ["~scheduler"],
 ], ids=lambda v: " ".join(v))
 def test_combined_defaults_pass(overrides):
     schema.check_types(_config(overrides))
+    dtype = "float16" if "precision=fp16" in overrides else "float32"
+    assert _config(overrides)["backend"]["dtype"] == dtype
 
 
 @pytest.mark.parametrize("group, option", ALL_OPTIONS, ids=lambda v: v)
@@ -204,8 +208,11 @@ def test_every_field_of_every_option_is_type_checked(group, option):
     ((), "dataset.val_fraction", "0.2", "dataset.val_fraction must be a number, got '0.2'"),
     ((), "backend.device", "0", "backend.device must be an integer, got '0'"),
     ((), "backend.name", None, "backend.name must be a string, got None"),
-    ((), "kvstore.name", 3, "kvstore.name must be a string, got 3"),
-    ((), "precision.name", None, "precision.name must be a string, got None"),
+    ((), "kvstore.type", 3, "kvstore.type must be a string, got 3"),
+    ((), "backend.dtype", None, "backend.dtype must be a string, got None"),
+    ((), "loss_scale._target_", 3, "loss_scale._target_ must be a dotted path or null (no loss "
+                                   "scaling), got 3"),
+    ((), "updater._target_", None, "updater._target_ must be a string, got None"),
     ((), "seed", 1.5, "seed must be an integer, got 1.5"),
     ((), "resume", 3, "resume must be a run or checkpoint directory, got 3"),
     ((), "scheduler.base_lr", "x", "scheduler.base_lr must be a number, got 'x'"),
@@ -311,9 +318,9 @@ def test_schedules_that_stay_positive_pass(overrides, values):
     schema.check_types(_config(overrides, values))
 
 
-def test_an_unknown_kvstore_name_is_refused():
-    assert _refused(schema.check_types, _config((), {"kvstore.name": "nccl"})) == (
-        "kvstore.name='nccl' is unknown; choose one of device, dist_async, dist_device_sync, dist_sync, "
+def test_an_unknown_kvstore_type_is_refused():
+    assert _refused(schema.check_types, _config((), {"kvstore.type": "nccl"})) == (
+        "kvstore.type='nccl' is unknown; choose one of device, dist_async, dist_device_sync, dist_sync, "
         "local, none")
 
 
@@ -344,8 +351,10 @@ def _validate(config, out):
     (("loss_scale=dynamic",), "loss_scale.scaling_factor", 1.0,
      "loss_scale.scaling_factor must be > 1"),
     (("loss_scale=dynamic",), "loss_scale.max_retries", -1, "loss_scale.max_retries must be >= 0"),
-    ((), "kvstore.name", "nccl", "kvstore.name='nccl' is unknown"),
-    ((), "precision.name", "bf16", "precision='bf16' is unknown"),
+    ((), "kvstore.type", "nccl", "kvstore.type='nccl' is unknown"),
+    ((), "backend.dtype", "bfloat16", "backend.dtype='bfloat16' is not a compute dtype"),
+    ((), "backend.name", "tpu", "backend.name='tpu' is not a backend; choose one of numpy, cupy, auto"),
+    (("kvstore=dist_sync",), "kvstore.timeout", 0, "kvstore.timeout must be > 0, got 0"),
     ((), "trainer.max_iterations", 0, "trainer.max_iterations must be >= 1, got 0"),
     ((), "trainer.max_epochs", 0, "trainer.max_epochs must be > 0, got 0"),
     ((), "trainer.log_interval", 0, "trainer.log_interval must be >= 1, got 0"),

@@ -17,9 +17,10 @@ import importlib.util
 
 import numpy
 
-from .errors import ConfigError
+from .errors import ConfigError, check_number
 
 NAMES = ("numpy", "cupy", "auto")
+"""The array modules :func:`get_backend` chooses from (``auto``: CuPy when a GPU is usable)."""
 DTYPES = ("float16", "float32", "float64")
 
 
@@ -28,7 +29,7 @@ class Backend:
 
     Args:
         name: ``"numpy"`` or ``"cupy"``.
-        device: device id for CuPy; ignored by NumPy (always the host).
+        device: device id (>= 0) for CuPy; ignored by NumPy (always the host).
         seed: seed of the backend's generator (``numpy.random.Generator``, PCG64).
         dtype: the floating dtype models compute in (``float32``, or ``float16`` for mixed
             precision); the converter casts floating inputs to it.
@@ -39,6 +40,7 @@ class Backend:
             raise ConfigError(f"name={name!r} is not a backend; choose one of {', '.join(NAMES)}")
         if str(dtype) not in DTYPES:
             raise ConfigError(f"dtype={dtype!r} is not a compute dtype; choose one of {', '.join(DTYPES)}")
+        device = check_number("device", device, low=0, integer=True)
         self.dtype = numpy.dtype(str(dtype))
         self.name = name
         self.device = device if name == "cupy" else None
@@ -86,7 +88,10 @@ def array_module(a):
 
 
 def get_backend(name: str = "auto", device: int = 0, seed: int = 0, dtype="float32") -> Backend:
-    """Builds the backend ``name``; ``"auto"`` picks CuPy when a GPU is usable, else NumPy."""
+    """Builds the backend ``name`` (one of :data:`NAMES`; ``"auto"`` picks CuPy when a GPU is
+    usable, else NumPy) on ``device`` with a generator seeded by ``seed``, computing in
+    ``dtype`` (see :class:`Backend`). The config's ``backend`` options name it with
+    ``_target_``."""
     if name == "auto":
         name = "cupy" if _cupy_usable() else "numpy"
     return Backend(name, device=device, seed=seed, dtype=dtype)

@@ -43,11 +43,12 @@ it uncompressed), nor is a pull.
 
 from __future__ import annotations
 
+from . import DIST_TYPES
 from .sync import DistDeviceSyncKVStore, DistSyncKVStore
 from .worker import DistAsyncKVStore
 
 __all__ = ["DistAsyncKVStore", "DistDeviceSyncKVStore", "DistSyncKVStore", "TYPES"]
 
-TYPES = {"dist_sync": DistSyncKVStore, "dist_device_sync": DistDeviceSyncKVStore,
-         "dist_async": DistAsyncKVStore}
-"""The MPI kvstore types, by name."""
+_STORES = {store.type: store for store in (DistSyncKVStore, DistDeviceSyncKVStore, DistAsyncKVStore)}
+TYPES = {name: _STORES[name] for name in DIST_TYPES}
+"""The MPI kvstore classes by type, for each of :data:`trainer_run.kvstore.DIST_TYPES`."""

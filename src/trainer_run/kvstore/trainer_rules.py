@@ -52,11 +52,9 @@ import os
 from typing import Mapping, NamedTuple
 
 from ..errors import ConfigError
+from . import NONE, TYPES
 
 __all__ = ["BIG_ARRAY", "Decision", "TYPES", "decide"]
-
-TYPES = ("local", "device", "dist_sync", "dist_device_sync", "dist_async")
-"""The kvstore types of the config (besides ``none``)."""
 
 BIG_ARRAY = 1024 * 1024 * 16
 """Elements above which a ``local`` store defaults to updating per replica (MXNet's limit)."""
@@ -86,7 +84,8 @@ def decide(kvstore: str | None, update_on_kvstore: bool | None = None, *, num_de
     """The trainer's kvstore and ``update_on_kvstore`` for dense training (module docstring).
 
     Args:
-        kvstore: ``none`` / None or one of :data:`TYPES` (config ``kvstore``).
+        kvstore: ``none`` / None or one of :data:`trainer_run.kvstore.TYPES` (config
+            ``kvstore.type``).
         update_on_kvstore: config ``kvstore.update_on_kvstore``; None lets the rules choose.
         num_devices: replicas in this process (MXNet's number of contexts).
         max_param_size: elements of the largest parameter.
@@ -100,10 +99,10 @@ def decide(kvstore: str | None, update_on_kvstore: bool | None = None, *, num_de
         raise ConfigError(f"the number of devices must be an integer >= 1, got {num_devices!r}")
     if kvstore is not None and not isinstance(kvstore, str):
         raise ConfigError(f"kvstore must be KVStore, str or None, got {kvstore!r}; choose "
-                          f"none or one of {', '.join(TYPES)}")
-    name = None if kvstore is None or kvstore.lower() == "none" else kvstore.lower()
+                          f"{NONE} or one of {', '.join(TYPES)}")
+    name = None if kvstore is None or kvstore.lower() == NONE else kvstore.lower()
     if name is not None and name not in TYPES:
-        raise ConfigError(f"kvstore={kvstore!r} is unknown; choose none or one of {', '.join(TYPES)}")
+        raise ConfigError(f"kvstore={kvstore!r} is unknown; choose {NONE} or one of {', '.join(TYPES)}")
     # model._create_kvstore
     if name is None or (num_devices == 1 and "dist" not in name):
         return Decision(None, False)  # no store for one device on one machine

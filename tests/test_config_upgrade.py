@@ -1,0 +1,138 @@
+"""Runs saved before the runner's groups named their callable with ``_target_``
+(cli/config_upgrade.py): their configs are upgraded, they resume bit for bit and their model
+loads in the dtype they trained in."""
+
+from __future__ import annotations
+
+import copy
+import json
+import shutil
+
+import numpy
+import pytest
+import yaml
+from conftest import load_npz, read_jsonl, run_cli
+
+from trainer_run import checkpoint, load_model
+from trainer_run.cli.config_upgrade import DTYPES, TARGETS, upgrade
+from trainer_run.cli.options import CONFIGS, option_section
+from trainer_run.errors import ConfigError
+
+CALLBACKS = {hook: None for hook in ("forward_on_start", "forward_on_finish", "backward_on_start",
+                                     "backward_on_finish", "comm_on_start", "comm_on_finish",
+                                     "update_on_start", "update_on_finish")}
+OLD = {
+    "backend": {"name": "numpy", "device": 0},
+    "updater": {"name": "parallel", "accum_grad": 1, "callbacks": CALLBACKS, "devices": 2},
+    "loss_scale": {"name": "dynamic", "scale": 1e30, "scaling_factor": 2.0, "interval": 2000,
+                   "on_overflow": "skip", "max_retries": 100},
+    "precision": {"name": "fp16"},
+    "kvstore": {"name": "local", "update_on_kvstore": None},
+}
+"""The sections a run of ``precision=fp16 updater=parallel kvstore=local loss_scale.scale=1e30``
+saved before (as trainer-run wrote them)."""
+NEW = {
+    "backend": {"_target_": "trainer_run.backend.get_backend", "name": "numpy", "device": 0,
+                "dtype": "float16"},
+    "updater": {"_target_": "trainer_run.updaters.ParallelUpdater", "accum_grad": 1,
+                "callbacks": CALLBACKS, "devices": 2},
+    "loss_scale": {"_target_": "trainer_run.loss_scaling.DynamicLossScaler", "scale": 1e30,
+                   "scaling_factor": 2.0, "interval": 2000, "on_overflow": "skip",
+                   "max_retries": 100},
+    "kvstore": {"_target_": "trainer_run.kvstore.request.KVStoreRequest", "type": "local",
+                "update_on_kvstore": None},
+}
+
+
+# -- the function -------------------------------------------------------------------------------
+def test_old_sections_get_their_target_and_precision_becomes_the_backends_dtype():
+    saved = {**copy.deepcopy(OLD), "seed": 3, "model": {"_target_": "trainer_run.models.MLP"}}
+    assert upgrade(saved) == {**NEW, "seed": 3, "model": {"_target_": "trainer_run.models.MLP"}}
+    assert saved["precision"] == {"name": "fp16"}  # the argument is left as it was
+
+
+@pytest.mark.parametrize("section, expected", [
+    ({"name": "none"}, {"_target_": None}),
+    ({"name": "static", "scale": 1024.0},
+     {"_target_": "trainer_run.loss_scaling.LossScaler", "scale": 1024.0}),
+])
+def test_loss_scale_none_becomes_a_null_target(section, expected):
+    assert upgrade({"loss_scale": section}) == {"loss_scale": expected}
+
+
+def test_an_old_kvstore_keeps_its_compression_and_timeout():
+    old = {"name": "dist_sync", "update_on_kvstore": True, "timeout": 5.0,
+           "compression": {"type": "2bit", "threshold": 0.1}}
+    assert upgrade({"kvstore": old})["kvstore"] == {
+        "_target_": "trainer_run.kvstore.request.KVStoreRequest", "type": "dist_sync",
+        "update_on_kvstore": True, "timeout": 5.0, "compression": {"type": "2bit", "threshold": 0.1}}
+
+
+def test_a_config_of_the_new_form_is_unchanged():
+    assert upgrade(copy.deepcopy(NEW)) == NEW
+    assert upgrade({}) == {}
+
+
+def test_an_old_name_no_run_could_have_had_is_refused():
+    with pytest.raises(ConfigError, match=r"^the saved config's updater.name='fancy' is none"):
+        upgrade({"updater": {"name": "fancy"}})
+    with pytest.raises(ConfigError, match=r"^the saved config's precision.name='bf16' is none"):
+        upgrade({"precision": {"name": "bf16"}})
+
+
+@pytest.mark.parametrize("group, name", [(g, n) for g, table in TARGETS.items() for n in table])
+def test_each_old_name_upgrades_to_the_target_of_the_option_of_that_name(group, name):
+    assert TARGETS[group][name] == option_section(group, name)["_target_"]
+
+
+@pytest.mark.parametrize("name", DTYPES)
+def test_each_old_precision_upgrades_to_the_dtype_its_preset_sets(name):
+    preset = yaml.safe_load((CONFIGS / "precision" / f"{name}.yaml").read_text())
+    assert DTYPES[name] == preset["backend"]["dtype"]
+
+
+# -- a run saved before -------------------------------------------------------------------------
+COMMON = ("precision=fp16", "updater=parallel", "updater.devices=2", "kvstore=local",
+          "loss_scale.scale=1e30", "optimizer=sgd", "trainer.checkpoint_interval=10",
+          "trainer.log_interval=5", "trainer.progress=false")
+
+
+def _train(out, *args):
+    result = run_cli(f"hydra.run.dir={out}", *COMMON, *args)
+    assert result.returncode == 0, result.stderr
+
+
+def _make_old(run):
+    """Rewrites the run's checkpoint and ``.hydra/config.yaml`` into the old form."""
+    found = checkpoint.find(run)
+    state = checkpoint.load(found)
+    assert {k: state["config"][k] for k in NEW} == NEW  # what the old form stands for
+    state["config"] = {**{k: v for k, v in state["config"].items() if k not in NEW}, **OLD}
+    shutil.rmtree(found)
+    checkpoint.save(state, found.parent, int(found.name.removeprefix(checkpoint.PREFIX)))
+    record = run / ".hydra" / "config.yaml"
+    config = yaml.safe_load(record.read_text())
+    record.write_text(yaml.safe_dump({**{k: v for k, v in config.items() if k not in NEW}, **OLD}))
+
+
+def test_a_run_saved_in_the_old_form_resumes_bit_for_bit(tmp_path):
+    _train(tmp_path / "straight", "trainer.max_iterations=20")
+    _train(tmp_path / "split", "trainer.max_iterations=10")
+    _make_old(tmp_path / "split")
+    saved = json.loads((checkpoint.find(tmp_path / "split") / "state.json").read_text())["config"]
+    assert saved["precision"] == {"name": "fp16"}
+    result = run_cli(f"resume={tmp_path / 'split'}", "trainer.max_iterations=20", "trainer.progress=false")
+    assert result.returncode == 0, result.stderr
+    straight, split = (load_npz(tmp_path / name / "model.npz") for name in ("straight", "split"))
+    assert sorted(straight) == sorted(split)
+    for key in straight:
+        assert split[key].dtype == straight[key].dtype == numpy.float16
+        numpy.testing.assert_array_equal(split[key], straight[key], err_msg=key)
+    rows = [(r["iteration"], r["loss_scale"], r["skipped_steps"])
+            for r in read_jsonl(tmp_path / "split" / "metrics.jsonl")]
+    assert rows == [(r["iteration"], r["loss_scale"], r["skipped_steps"])
+                    for r in read_jsonl(tmp_path / "straight" / "metrics.jsonl")]
+    resaved = checkpoint.load_tree(checkpoint.find(tmp_path / "split"))["config"]
+    assert {k: resaved[k] for k in NEW} == NEW and "precision" not in resaved  # saved anew
+    trained = load_model(tmp_path / "split")  # its .hydra/config.yaml is still the old form
+    assert all(p.data.dtype == numpy.float16 for p in trained.model.params().values())
