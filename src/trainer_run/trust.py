@@ -110,7 +110,7 @@ def builtin_targets() -> frozenset:
     """The ``_target_`` values of trainer-run's own config files (read as text: nothing is
     imported to know them)."""
     found = set()
-    pattern = re.compile(r"^\s*_target_:\s*(trainer_run\.[\w.]+)\s*$", re.MULTILINE)
+    pattern = re.compile(r"^\s*_target_:\s*(trainer_run\.[\w.]+)\s*(?:#.*)?$", re.MULTILINE)
     folder = resources.files("trainer_run.configs")
     for path in _yaml_files(folder):
         found.update(pattern.findall(path.read_text()))
@@ -129,8 +129,8 @@ def _yaml_files(folder) -> list:
 
 def named_code(config) -> list[str]:
     """``key=value`` for each place ``config`` names code that is not built in: a
-    ``_target_`` outside :func:`builtin_targets` anywhere in the tree, and every hook under
-    ``updater.callbacks``."""
+    ``_target_`` outside :func:`builtin_targets` anywhere in the tree (null names nothing),
+    and every hook under ``updater.callbacks``."""
     found: list[str] = []
     _walk(config, "", found)
     return found
@@ -140,7 +140,7 @@ def _walk(node, key: str, found: list[str]) -> None:
     if isinstance(node, dict):
         for name, value in node.items():
             child = f"{key}.{name}" if key else str(name)
-            if name == TARGET and value not in builtin_targets():
+            if name == TARGET and value is not None and value not in builtin_targets():
                 found.append(f"{child}={value}")
             elif child.startswith(f"{HOOKS}.") and isinstance(value, str):
                 found.append(f"{child}={value}")
