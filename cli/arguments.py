@@ -1,4 +1,4 @@
-"""The command's side of :mod:`trainer_run.targets`: a group's section is called with the
+"""The command's side of :mod:`trainer_run.targets`: every group's section is called with the
 keys the group shares (``configs/_<group>.yaml``) known, so that a shared key the callable
 does not take is left out rather than refused."""
 

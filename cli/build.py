@@ -16,19 +16,36 @@ import numpy
 
 from trainer_run import data as datasets
 from trainer_run import optimizers, schedulers
+from trainer_run.backend import Backend
 from trainer_run.callbacks import HOOKS, Callbacks
 from trainer_run.errors import ConfigError, check, check_number
-from trainer_run.own_gradients import has_own_gradients
+from trainer_run.kvstore.request import KVStoreRequest
+from trainer_run.loss_scaling import LossScaler
+from trainer_run.models import build_model
+from trainer_run.targets import Kind, instances_callable
 from trainer_run.training import StopTrigger, Trainer
 from trainer_run.training.profile import Profiler, synchronizer
 from trainer_run.training.server import ParameterServer
-from trainer_run.updaters import ParallelUpdater
+from trainer_run.updaters import ParallelUpdater, StandardUpdater
+from trainer_run.updaters.weighting import batches_per_update
 
 from .arguments import accepted, arguments, call, instantiate, locate, prefixed
 from .extend import extend
 
 DATA_KEYS = ("batch_size", "val_fraction", "task", "normalize", "prefetch", "overfit_batches")
 """Keys of the dataset section the runner reads itself."""
+KINDS = {
+    "backend": Kind("an array backend (trainer_run.backend.Backend)", base=Backend),
+    "kvstore": Kind("a kvstore request (trainer_run.kvstore.request.KVStoreRequest)",
+                    base=KVStoreRequest),
+    "loss_scale": Kind("a loss scaler (subclass trainer_run.loss_scaling.LossScaler)", base=LossScaler),
+    "updater": Kind("an updater (subclass trainer_run.updaters.StandardUpdater)", base=StandardUpdater),
+    "optimizer": Kind("a trainer_run.optimizers.Optimizer (subclass it)", base=optimizers.Optimizer),
+    "scheduler": Kind("a trainer_run.schedulers.LRScheduler (subclass it)",
+                      base=schedulers.LRScheduler),
+    "hook": Kind("a callable called with the iteration", fits=instances_callable),
+}
+"""What each group's ``_target_`` must build, checked before it is called."""
 
 
 @dataclass
@@ -80,7 +97,7 @@ def build_run(config: dict) -> Run:
         data = overfit_data(data, overfit, batch_size * workers)
     iterator = datasets.SerialIterator(data.train, batch_size * workers, shuffle=overfit is None,
                                        rng=numpy.random.default_rng(shuffle_seed))
-    accum_grad = check_number("updater.accum_grad", u["accum_grad"], low=1, integer=True)
+    accum_grad = prefixed("updater", batches_per_update, u["accum_grad"])
     samples = batch_size * workers * accum_grad
     limit = t["max_iterations"]
     if limit is None and t["max_epochs"] is None:
@@ -123,7 +140,7 @@ def build_backend(section: dict, seed) -> object:
     """The backend of ``backend._target_`` (``trainer_run.backend.get_backend``: the array
     module ``name``, ``device`` and the compute ``dtype``, which the precision group sets),
     its generator seeded by ``seed``."""
-    return instantiate("backend", section, {"seed": seed})
+    return instantiate("backend", section, {"seed": seed}, kind=KINDS["backend"])
 
 
 def build_kvstore(section: dict, updater: dict, dtype: str = "float32"):
@@ -137,7 +154,7 @@ def build_kvstore(section: dict, updater: dict, dtype: str = "float32"):
     pushes (on every worker; the ``dist_async`` server learns the threshold from them); a run
     with no store to sum anything, or with gradients that are not float32 (``dtype``), refuses
     it."""
-    request = instantiate("kvstore", section)
+    request = instantiate("kvstore", section, kind=KINDS["kvstore"])
     check(not _is_parallel(updater) or request.type is not None, "updater=parallel sums "
           "gradients through a kvstore; kvstore=none cannot, choose kvstore=local or kvstore=device")
     decision = request.decide(num_devices=max(_replicas(updater), 1))  # its errors name the keys
@@ -159,7 +176,7 @@ def build_kvstore(section: dict, updater: dict, dtype: str = "float32"):
 
 def _is_parallel(updater: dict) -> bool:
     """Whether ``updater._target_`` is a :class:`ParallelUpdater`: replicas in one process."""
-    klass = locate(updater.get("_target_"), "updater._target_")
+    klass = locate(updater.get("_target_"), "updater._target_", KINDS["updater"])
     return isinstance(klass, type) and issubclass(klass, ParallelUpdater)
 
 
@@ -192,9 +209,9 @@ def build_updater(section: dict, kvstore, asynchronous: bool, loss_scale: dict, 
         replicas = _replicas(section)
         check(replicas <= batch_size, f"updater.devices={section.get('devices')} needs a batch of "
               f"at least {replicas} examples; dataset.batch_size is {batch_size}")
-    factory, kwargs, _ = arguments("updater", section)
+    factory, kwargs, _ = arguments("updater", section, kind=KINDS["updater"])
     owners = {**{k: "trainer" for k in nan or {}}, "prefetch": "dataset"}
-    return call("updater", factory, kwargs, owners=owners, loss_scaler=scaler,
+    return call("updater", factory, kwargs, owners=owners, kind=KINDS["updater"], loss_scaler=scaler,
                 iterator=iterator, optimizer=optimizer, model=model, backend=backend, kvstore=kvstore,
                 asynchronous=asynchronous, prefetch=prefetch, profiler=profiler, **(nan or {}))
 
@@ -205,7 +222,7 @@ def build_loss_scaler(section: dict):
     ``on_overflow``, ``max_retries``), or None for a null ``_target_``: ``loss_scale=none``
     builds no scaler, and its section holds nothing else."""
     if section.get("_target_") is not None:
-        return instantiate("loss_scale", section)
+        return instantiate("loss_scale", section, kind=KINDS["loss_scale"])
     extra = sorted(k for k in section if k != "_target_")
     check(not extra, f"loss_scale.{extra[0] if extra else ''} is set, and loss_scale._target_ is "
           "null (no loss scaling); choose loss_scale=static or loss_scale=dynamic to scale")
@@ -213,7 +230,8 @@ def build_loss_scaler(section: dict):
 
 
 def build_callbacks(section: dict) -> Callbacks:
-    """Each hook's callables: dotted names are imported, ``_target_`` dicts instantiated."""
+    """Each hook's callables (nnabla's per-stage hooks): a dotted name is the callable itself,
+    a ``_target_`` mapping builds one."""
     hooks = {}
     for hook, value in section.items():
         key = f"updater.callbacks.{hook}"
@@ -227,16 +245,8 @@ def _callback(item, key: str):
     if isinstance(item, dict):
         if "_target_" not in item:
             raise ConfigError(f"{key} must be a dotted name or a dict with _target_, got {item!r}")
-        factory = locate(item["_target_"], f"{key}._target_")
-        options = {k: v for k, v in item.items() if k != "_target_"}
-        try:
-            fn = factory(**options)
-        except TypeError as e:
-            raise ConfigError(f"{key}: {item['_target_']}(...) failed: {e}") from None
-    else:
-        fn = locate(item, key)
-    check(callable(fn), f"{key}: {item!r} is not callable; a callback is called with the iteration")
-    return fn
+        return instantiate(key, item, kind=KINDS["hook"])
+    return locate(item, key, KINDS["hook"])
 
 
 def build_data(section: dict, rng) -> tuple[datasets.Data, int]:
@@ -264,26 +274,6 @@ def overfit_data(data: datasets.Data, batches: int, batch: int) -> datasets.Data
     return data.overfit(batches * batch)
 
 
-def build_model(section: dict, data: datasets.Data, backend):
-    """The model of ``model._target_``, with its parameters in the backend's compute dtype
-    (``precision``); a model that takes ``task`` is told the dataset's and may refuse it."""
-    check("dtype" not in section, "model.dtype is set by the precision group: choose "
-          "precision=fp32 or precision=fp16 instead")
-    dtype = str(backend.dtype)
-    standard = {"in_size": data.in_size, "in_shape": data.in_shape, "out_size": data.out_size,
-                "backend": backend, "dtype": dtype, "task": data.task}
-    factory, kwargs, fixed = arguments("model", section, standard)
-    check(dtype == "float32" or "dtype" in fixed,
-          f"precision needs a model that takes a dtype argument; {section['_target_']} does not")
-    model = call("model", factory, kwargs, **fixed)
-    _check_built("model", section, callable(getattr(model, "params", None))
-                 and (callable(model) or has_own_gradients(model)),
-                 "a model: an object with params() that is called with a batch (subclass "
-                 "trainer_run.models.Model or Module) or has loss_and_grads(*batch) "
-                 "(trainer_run.own_gradients)")
-    return model
-
-
 def build_optimizer(section: dict, scheduler_section: dict | None, total_iterations: int):
     """The optimizer of ``optimizer._target_`` with the schedule of ``scheduler`` (None: none)."""
     check_number("optimizer.learning_rate", section.get("learning_rate", 0.0), low=0)
@@ -294,10 +284,7 @@ def build_optimizer(section: dict, scheduler_section: dict | None, total_iterati
         # MXNet's optimizer writes its learning_rate into the schedule's base_lr; the schedule's
         # own (optimizer.learning_rate unless set) is the rate both start from
         section["learning_rate"] = scheduler.base_lr
-    optimizer = instantiate("optimizer", section, {"lr_scheduler": scheduler})
-    _check_built("optimizer", section, isinstance(optimizer, optimizers.Optimizer),
-                 "a trainer_run.optimizers.Optimizer (subclass it)")
-    return optimizer
+    return instantiate("optimizer", section, {"lr_scheduler": scheduler}, kind=KINDS["optimizer"])
 
 
 def build_scheduler(section: dict, total_iterations: int):
@@ -305,11 +292,4 @@ def build_scheduler(section: dict, total_iterations: int):
     section = dict(section)
     if "max_update" in section and section["max_update"] is None:
         section["max_update"] = total_iterations
-    scheduler = instantiate("scheduler", section)
-    _check_built("scheduler", section, isinstance(scheduler, schedulers.LRScheduler),
-                 "a trainer_run.schedulers.LRScheduler (subclass it)")
-    return scheduler
-
-
-def _check_built(group: str, section: dict, fits: bool, wanted: str) -> None:
-    check(fits, f"{group}._target_={section['_target_']} must build {wanted}")
+    return instantiate("scheduler", section, kind=KINDS["scheduler"])

@@ -37,7 +37,7 @@ from .options import (
     option_section,
     top_level,
 )
-from .yaml_files import read
+from trainer_run.yaml_files import read
 
 WIDTH = 100
 NO_DESCRIPTION = "(no description)"

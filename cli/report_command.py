@@ -68,10 +68,10 @@ def run(options: argparse.Namespace) -> int:
     """Reads the folders, prints the table, writes the plot (and CSV); the exit status."""
     from rich.console import Console
 
-    from trainer_run.errors import ConfigError, StorageError
-
     from trainer_run import results
+    from trainer_run.errors import ConfigError, StorageError
     from trainer_run.results import plot
+
     from .report import fail
 
     folders = options.folders
@@ -112,6 +112,7 @@ def _check_writable(path: Path | None) -> None:
 
 def _plot(curves, name, mode, target: Path, console) -> None:
     from trainer_run.results import plot
+
     from .report import warn
 
     if not any(curve.values for curve in curves):

@@ -32,7 +32,7 @@ from trainer_run.errors import ConfigError
 
 from . import argv as args
 from . import options
-from .config_upgrade import upgrade
+from trainer_run.config_upgrade import upgrade
 
 FIXED = ("seed", "model", "dataset", "optimizer.multi_precision", "backend.dtype")
 """Keys (and the keys below them) a resume refuses to change."""
@@ -109,7 +109,7 @@ def _run_dir(found: Path, given: str | None) -> Path:
 
 
 def config(saved: dict, cfg: DictConfig, overrides: list[str], choices: dict) -> DictConfig:
-    """The checkpoint's config ``saved`` (in today's form: :func:`.config_upgrade.upgrade`)
+    """The checkpoint's config ``saved`` (in today's form: :func:`trainer_run.config_upgrade.upgrade`)
     with the command's ``overrides`` applied (their values as Hydra composed them in ``cfg``);
     group choices are already the run's."""
     node = OmegaConf.create(upgrade(saved))

@@ -1,5 +1,5 @@
 """Runs saved before the runner's groups named their callable with ``_target_``
-(cli/config_upgrade.py): their configs are upgraded, they resume bit for bit and their model
+(trainer_run/config_upgrade.py): their configs are upgraded, they resume bit for bit and their model
 loads in the dtype they trained in."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import yaml
 from conftest import load_npz, read_jsonl, run_cli
 
 from trainer_run import checkpoint, load_model
-from trainer_run.cli.config_upgrade import DTYPES, TARGETS, upgrade
+from trainer_run.config_upgrade import DTYPES, TARGETS, upgrade
 from trainer_run.cli.options import CONFIGS, option_section
 from trainer_run.errors import ConfigError
 

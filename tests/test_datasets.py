@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from trainer_run.converter import concat_examples
 from trainer_run import data as datasets
+from trainer_run.converter import concat_examples
 from trainer_run.data import ArrayDataset, SubDataset, declared_classes, prepare, split_random
 from trainer_run.errors import ConfigError
 

@@ -89,7 +89,8 @@ def folder(tmp_path):
 def test_a_user_logger_sees_every_row_once_across_an_interrupted_and_resumed_run(folder):
     run = folder / "run"
     user(folder, "--config-dir", "conf", "logger=[jsonl,mine]", *QUICK, "trainer.max_iterations=30",
-         "+callbacks.ctrl_c._target_=my_extensions.interrupt", "+callbacks.ctrl_c._partial_=true", f"hydra.run.dir={run}", code=130)
+         "+callbacks.ctrl_c._target_=my_extensions.interrupt", "+callbacks.ctrl_c._partial_=true",
+         f"hydra.run.dir={run}", code=130)
     assert [json.loads(line) for line in (run / "mine.jsonl").read_text().splitlines()][-1] == \
         {"closed": "val/loss"}
     user(folder, f"resume={run}", "~callbacks.ctrl_c")

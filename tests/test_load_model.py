@@ -75,3 +75,50 @@ def test_a_checkpoint_loads_its_own_parameters(tmp_path, monkeypatch):
 def test_a_folder_that_is_not_a_run_is_refused(tmp_path):
     with pytest.raises(ConfigError, match="is not a run directory: it has no .hydra/config.yaml"):
         trainer_run.load_model(tmp_path)
+
+
+def test_load_model_stands_alone_without_hydra_omegaconf_or_the_command(tmp_path):
+    """The library reads a run as data: with Hydra, OmegaConf and the command layer made
+    unimportable, a run's model loads from model.npz and from a checkpoint, and predicts the
+    same outputs either way (the checkpoint is the last iteration's)."""
+    import subprocess
+    import sys
+
+    run = tmp_path / "run"
+    result = run_cli(f"hydra.run.dir={run}", "trainer.max_iterations=6",
+                     "trainer.checkpoint_interval=6", "trainer.progress=false", "dataset.size=200")
+    assert result.returncode == 0, result.stderr
+    code = f"""
+import sys
+for name in ("omegaconf", "hydra", "trainer_run.cli"):
+    sys.modules[name] = None
+import numpy, trainer_run
+x = numpy.random.default_rng(0).normal(size=(5, 2)).astype(numpy.float32)
+final = trainer_run.load_model({str(run)!r}).predict(x)
+saved = trainer_run.load_model({str(run)!r}, {str(run / 'checkpoints' / 'iter_00000006')!r}).predict(x)
+assert final.shape == (5, 2) and (final == saved).all(), (final, saved)
+print("loaded", sorted(m for m in sys.modules if m.startswith(("omegaconf", "hydra"))
+                       and sys.modules[m] is not None))
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "loaded []"
+
+
+def test_a_saved_config_with_an_interpolation_between_its_keys_loads(tmp_path):
+    import yaml
+
+    run = tmp_path / "run"
+    result = run_cli(f"hydra.run.dir={run}", "trainer.max_iterations=3", "trainer.progress=false",
+                     "dataset.size=200")
+    assert result.returncode == 0, result.stderr
+    path = run / ".hydra" / "config.yaml"
+    config = yaml.safe_load(path.read_text())
+    config["model"]["hidden_sizes"] = "${width}"
+    config["width"] = [64, 64]
+    path.write_text(yaml.safe_dump(config))
+    assert trainer_run.load_model(run).model.params()["l1/W"].data.shape == (64, 2)
+    config["model"]["hidden_sizes"] = "${oc.env:HOME}"
+    path.write_text(yaml.safe_dump(config))
+    with pytest.raises(ConfigError, match="cannot be resolved without the command"):
+        trainer_run.load_model(run)

@@ -5,7 +5,7 @@ import yaml
 from omegaconf import OmegaConf
 
 from trainer_run.cli.options import CONFIGS
-from trainer_run.cli.yaml_files import read
+from trainer_run.yaml_files import read
 
 SCALARS = "a: 1e-8\nb: 2020-01-01\nc: 1_000.5\nd: .inf\ne: 0x10\nf: yes\ng: ${x.y}\nh: null\ni: '3'\n"
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ..errors import check
 from ..own_gradients import has_own_gradients
-from ..targets import Kind, TARGET, arguments, call, instances_callable
+from ..targets import TARGET, Kind, arguments, call, instances_callable
 
 
 def is_model(obj) -> bool:

@@ -49,7 +49,7 @@ import numpy
 
 from ..callbacks import Callbacks
 from ..converter import concat_examples
-from ..errors import check, check_number
+from ..errors import check
 from ..module import persistents_of, set_mode
 from ..optimizers import Optimizer, get_updater
 from ..own_gradients import outputs
@@ -60,7 +60,7 @@ from .divergence import NAN_POLICIES, NanPolicy
 from .gradient_sync import GradientSync
 from .server_sync import ServerSync
 from .sync import Sync
-from .weighting import add_weighted, backward_seeded, examples_in
+from .weighting import add_weighted, backward_seeded, batches_per_update, examples_in
 
 __all__ = ["NAN_POLICIES", "StandardUpdater"]
 
@@ -121,7 +121,7 @@ class StandardUpdater:
         self.converter = converter
         self.backend = backend
         self.loss_func = loss_func
-        self.accum_grad = check_number("accum_grad", accum_grad, low=1, integer=True)
+        self.accum_grad = batches_per_update(accum_grad)
         self.loss_scaler = loss_scaler
         self.callbacks = callbacks if isinstance(callbacks, Callbacks) else Callbacks(callbacks)
         self.iteration = 0

@@ -5,6 +5,12 @@ from __future__ import annotations
 
 from ..autograd import as_data, backward
 from ..backend import array_module
+from ..errors import check_number
+
+
+def batches_per_update(accum_grad) -> int:
+    """``accum_grad``, the batches whose gradients make one update: an integer >= 1."""
+    return check_number("accum_grad", accum_grad, low=1, integer=True)
 
 
 def examples_in(in_arrays) -> int:

@@ -4,7 +4,8 @@
 resolve=False)`` gives: YAML 1.1 with OmegaConf's scalar rules (``1e-8`` and ``1_000.5`` are
 floats, dates stay strings) and a duplicate key refused, interpolations kept as written. The
 command reads its own config files with it (their sections, descriptions and defaults),
-many times in one start, where OmegaConf's pure-Python parser costs a large share of it.
+many times in one start, where OmegaConf's pure-Python parser costs a large share of it; the
+library reads a run's saved files with it, without OmegaConf.
 """
 
 from __future__ import annotations

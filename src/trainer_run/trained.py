@@ -1,25 +1,37 @@
 """A trained model back from its run directory (:func:`load_model`, also
-``trainer_run.load_model``), for prediction outside the run."""
+``trainer_run.load_model``), for prediction outside the run, without Hydra or the command.
+
+The run's ``.hydra/config.yaml`` is read as data (:mod:`trainer_run.yaml_files`); its
+``model`` and ``backend`` sections (upgraded from an older form by
+:mod:`trainer_run.config_upgrade`) are checked by :mod:`trainer_run.trust` before anything they
+name is imported, then the model is built as the run built it
+(:func:`trainer_run.models.build_model`). Interpolations ``${a.b}`` between keys of the file are
+resolved; a resolver (``${oc.env:X}``) is not, and is refused in one line.
+"""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy
-from omegaconf import OmegaConf
-from omegaconf.errors import OmegaConfBaseException
+import yaml
 
-from trainer_run import checkpoint, trust, updaters
-from trainer_run.autograd import as_data, no_grad
-from trainer_run.backend import get_backend
-from trainer_run.data import Data, normalization
-from trainer_run.data import record as data_record
-from trainer_run.data.prepare import with_channel_axis
-from trainer_run.errors import ConfigError
-from trainer_run.module import evaluating, set_mode
-
-from .build import build_model
+from . import checkpoint, trust, updaters
+from .autograd import as_data, no_grad
+from .backend import get_backend
 from .config_upgrade import upgrade
+from .data import Data, normalization
+from .data import record as data_record
+from .data.prepare import with_channel_axis
+from .errors import ConfigError
+from .models import build_model
+from .module import evaluating, set_mode
+from .yaml_files import Loader
+
+SECTIONS = ("model", "backend", "precision")
+"""The sections of a run's config that build its model (``precision``: an older run's dtype)."""
+REFERENCE = re.compile(r"\$\{([^}]*)\}")
 
 
 class Trained:
@@ -67,7 +79,7 @@ def load_model(run_dir, checkpoint_dir=None, trust: bool = False) -> Trained:
         raise ConfigError(f"{run} has no {data_record.FILES[0]}: it is not the directory of a "
                           "finished run of this version")
     record = data_record.read(run)
-    dtype = upgrade(config)["backend"]["dtype"]
+    dtype = upgrade(config).get("backend", {}).get("dtype", "float32")
     backend = get_backend("numpy", seed=0, dtype=dtype)
     data = Data(None, None, tuple(record["in_shape"]), record["out_size"], record["task"])
     model = build_model(config["model"], data, backend)
@@ -87,12 +99,37 @@ def _config(run: Path, trusted: bool) -> dict:
         raise ConfigError(f"{run} is not a run directory: it has no .hydra/config.yaml")
     try:
         data = path.read_bytes()
-        config = OmegaConf.create(data.decode())
-        sections = {key: OmegaConf.to_container(config[key], resolve=True)
-                    for key in ("model", "backend", "precision") if key != "precision" or key in config}
-    except (OmegaConfBaseException, KeyError, UnicodeDecodeError) as e:
+        config = yaml.load(data.decode(), Loader=Loader)
+        sections = {key: _resolved(config[key], config, path) for key in SECTIONS
+                    if key in config or key == "model"}
+    except (yaml.YAMLError, KeyError, TypeError, UnicodeDecodeError) as e:
         raise ConfigError(f"{path} cannot be read as a run's config: {e}") from None
     signature = path.with_name(trust.RECORD_SIGNATURE)
     signed = signature.read_text().strip() if signature.is_file() else None
     trust.check(sections, data, signed, f"run {run}", trusted)
     return sections
+
+
+def _resolved(node, root: dict, path: Path):
+    """``node`` with each ``${a.b}`` replaced by the value of key ``a.b`` of ``root``."""
+    if isinstance(node, dict):
+        return {k: _resolved(v, root, path) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_resolved(v, root, path) for v in node]
+    if not isinstance(node, str) or "${" not in node:
+        return node
+    whole = REFERENCE.fullmatch(node)
+    if whole:
+        return _resolved(_lookup(whole.group(1), root, path), root, path)
+    return REFERENCE.sub(lambda m: str(_resolved(_lookup(m.group(1), root, path), root, path)), node)
+
+
+def _lookup(key: str, root: dict, path: Path):
+    value = root
+    for part in key.split("."):
+        if ":" in key or not isinstance(value, dict) or part not in value:
+            raise ConfigError(f"{path}: ${{{key}}} cannot be resolved without the command (it "
+                              "names no key of the file); load the run with the trainer-run "
+                              "that wrote it")
+        value = value[part]
+    return value

@@ -10,15 +10,15 @@ groups by ``name`` (in ``state.json``'s ``config`` and ``.hydra/config.yaml``)::
     kvstore:    {name: device, update_on_kvstore: null, compression: {...}}
 
 :func:`upgrade` turns such a config into the form the config files compose today. It is the
-only place that knows the old names; a resume (:func:`.resume.config`) and
-:func:`.trained.load_model` read a saved config through it.
+only place that knows the old names; a resume (``trainer_run.cli.resume.config``) and
+:func:`trainer_run.load_model` read a saved config through it.
 """
 
 from __future__ import annotations
 
 import copy
 
-from trainer_run.errors import ConfigError
+from .errors import ConfigError
 
 BACKEND = "trainer_run.backend.get_backend"
 KVSTORE = "trainer_run.kvstore.request.KVStoreRequest"
