@@ -19,6 +19,16 @@ def run_cli(*args, cwd=None, timeout=300) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=timeout)
 
 
+def make_synthetic(name: str, size: int, val_fraction: float, rng, **options):
+    """The synthetic set ``name`` (``trainer_run.data.<name>``) as a run prepares it, with
+    ``val_fraction`` held out."""
+    from trainer_run import data
+
+    generator = getattr(data, name)
+    return data.prepare(generator(size, rng, **options), rng, val_fraction,
+                        n_classes=data.declared_classes(generator, options))
+
+
 def read_jsonl(path: Path) -> list[dict]:
     return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
 

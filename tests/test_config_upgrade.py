@@ -14,8 +14,8 @@ import yaml
 from conftest import load_npz, read_jsonl, run_cli
 
 from trainer_run import checkpoint, load_model
-from trainer_run.config_upgrade import DTYPES, TARGETS, upgrade
 from trainer_run.cli.options import CONFIGS, option_section
+from trainer_run.config_upgrade import DTYPES, TARGETS, upgrade
 from trainer_run.errors import ConfigError
 
 CALLBACKS = {hook: None for hook in ("forward_on_start", "forward_on_finish", "backward_on_start",

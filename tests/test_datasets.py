@@ -2,10 +2,11 @@
 
 import numpy as np
 import pytest
+from conftest import make_synthetic
 
 from trainer_run import data as datasets
 from trainer_run.converter import concat_examples
-from trainer_run.data import ArrayDataset, SubDataset, declared_classes, prepare, split_random
+from trainer_run.data import ArrayDataset, SubDataset, split_random
 from trainer_run.errors import ConfigError
 
 
@@ -114,13 +115,6 @@ def test_split_random_rejects_bad_sizes(size):
 # -------------------------------------------------------------- synthetic sets
 
 GENERATORS = ("blobs", "mnist_like", "regression", "spirals")
-
-
-def make_synthetic(name, size, val_fraction, rng, **options):
-    """The synthetic set ``name`` as a run prepares it (``dataset=<name>``)."""
-    generator = getattr(datasets, name)
-    return prepare(generator(size, rng, **options), rng, val_fraction,
-                   n_classes=declared_classes(generator, options))
 
 
 def _all(dataset):

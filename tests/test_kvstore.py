@@ -8,7 +8,7 @@ from trainer_run.errors import ConfigError
 from trainer_run.kvstore import trainer_rules
 
 
-@pytest.fixture(params=["local", "device"])
+@pytest.fixture(params=list(kvstore.LOCAL_TYPES))
 def kv(request):
     return kvstore.create(request.param)
 
@@ -24,7 +24,7 @@ def pulled(kv, key, like):
 
 
 def test_create(kv):
-    assert kv.type in ("local", "device")
+    assert kv.type in kvstore.LOCAL_TYPES
     assert (kv.rank, kv.num_workers) == (0, 1)
     assert kvstore.create("Device").type == "device"
     assert kvstore.create().type == "local"

@@ -4,10 +4,11 @@ import json
 
 import numpy as np
 import pytest
+from conftest import make_synthetic
 
 from trainer_run import checkpoint, optimizers
 from trainer_run.backend import get_backend
-from trainer_run.data import SerialIterator, make_synthetic
+from trainer_run.data import SerialIterator
 from trainer_run.models import MLP
 from trainer_run.training import AnyOf, IntervalTrigger, StopTrigger, Trainer
 from trainer_run.training.extensions import Evaluator, LogReport, Snapshot, Summary

@@ -3,13 +3,13 @@ standard update they must equal; overflow handling; callbacks; fp16 master weigh
 
 import numpy as np
 import pytest
-from conftest import load_npz, read_jsonl, run_cli
+from conftest import load_npz, make_synthetic, read_jsonl, run_cli
 
 from trainer_run import kvstore as kvstores
 from trainer_run import optimizers
 from trainer_run.backend import get_backend
 from trainer_run.callbacks import HOOKS
-from trainer_run.data import SerialIterator, make_synthetic
+from trainer_run.data import SerialIterator
 from trainer_run.loss_scaling import DynamicLossScaler, LossScaler
 from trainer_run.models import MLP
 from trainer_run.updaters import ParallelUpdater, StandardUpdater
