@@ -140,12 +140,14 @@ def test_our_class_named_as_a_user_target_trains_the_same_run(folder):
     (("+dataset._target_=my_data.load", "dataset.bach_size=32"),
      "dataset.bach_size is not a config key; did you mean dataset.batch_size?"),
     (("optimizer._target_=my_data.load",),
-     "optimizer._target_=my_data.load must build a trainer_run.optimizers.Optimizer (subclass it)"),
+     "optimizer._target_=my_data.load must build a trainer_run.optimizers.Optimizer (subclass it); "
+     "it built a tuple"),
     (("scheduler._target_=my_data.load",),
-     "scheduler._target_=my_data.load must build a trainer_run.schedulers.LRScheduler (subclass it)"),
-    (("scheduler._target_=my_models.TwoLayer",),
-     "scheduler.in_size is missing: TwoLayer(in_size, out_size, backend, hidden) needs it; add "
-     "+scheduler.in_size=<value>"),
+     "scheduler._target_=my_data.load must build a trainer_run.schedulers.LRScheduler (subclass it); "
+     "it built a tuple"),
+    (("scheduler._target_=my_models.TwoLayer",),  # a class of another kind: never called
+     "scheduler._target_=my_models.TwoLayer must build a trainer_run.schedulers.LRScheduler "
+     "(subclass it)"),
 ])
 def test_a_mistake_in_a_user_target_is_one_line_and_leaves_nothing(folder, arguments, message):
     result = _user(folder, *arguments, "hydra.run.dir=run", *SHORT)

@@ -312,4 +312,5 @@ def test_a_callback_target_with_wrong_arguments_is_a_config_error(tmp_path):
                   "trainer.max_iterations=3",
                   "updater.callbacks.update_on_start={_target_: hooks.Recorder, nosuch: 1}",
                   env={"PYTHONPATH": str(tmp_path)})
-    _assert_one_line_error(result, "updater.callbacks.update_on_start", "hooks.Recorder")
+    _assert_one_line_error(result, "updater.callbacks.update_on_start.nosuch is not an argument of "
+                                   "Recorder(path, hook)")

@@ -184,8 +184,9 @@ def test_a_run_signed_by_another_key_is_refused_until_trusted(folder, tmp_path):
 
 # -- load_model --------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("section", ["model", "precision"])
-def test_load_model_never_runs_a_planted_target(folder, tmp_path, monkeypatch, section):
+def test_load_model_never_runs_a_planted_target(folder, tmp_path, monkeypatch):
+    """A payload in any section of .hydra/config.yaml: load_model refuses the sections it
+    builds from (model, backend; precision in older runs) and never reads the others; no payload runs either way."""
     keys = tmp_path / "keys"
     run = folder / "run"
     command(folder, keys, *QUICK, f"hydra.run.dir={run}", check_code=0)
@@ -193,13 +194,18 @@ def test_load_model_never_runs_a_planted_target(folder, tmp_path, monkeypatch, s
     monkeypatch.syspath_prepend(str(folder))
     marker = tmp_path / "PWNED"
     path = run / ".hydra" / "config.yaml"
-    for payload in payloads(marker):
-        config = yaml.safe_load(path.read_text())
-        config[section] = payload
+    original = path.read_text()
+    for index, section in enumerate([*SECTIONS, "precision"]):
+        payload = payloads(marker)[index % 3]
+        config = yaml.safe_load(original)
+        plant(config, section, payload)
         path.write_text(yaml.safe_dump(config))
-        with pytest.raises(ConfigError, match=f"{section}._target_={payload['_target_']}"):
-            load_model(run)
-        assert not marker.exists()
+        if section in ("model", "backend", "precision"):
+            with pytest.raises(ConfigError, match=f"{section}._target_={payload['_target_']}"):
+                load_model(run)
+        else:
+            assert type(load_model(run).model).__name__ == "MLP"
+        assert not marker.exists(), section
 
 
 def test_load_model_of_another_users_run_needs_trust(folder, tmp_path, monkeypatch):
