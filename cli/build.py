@@ -276,7 +276,8 @@ def overfit_data(data: datasets.Data, batches: int, batch: int) -> datasets.Data
 
 def build_optimizer(section: dict, scheduler_section: dict | None, total_iterations: int):
     """The optimizer of ``optimizer._target_`` with the schedule of ``scheduler`` (None: none)."""
-    check_number("optimizer.learning_rate", section.get("learning_rate", 0.0), low=0)
+    # the schedule's base_lr interpolates it: its error must name the key the user set
+    prefixed("optimizer", optimizers.learning_rate_of, section.get("learning_rate", 0.0))
     scheduler = None
     section = dict(section)
     if scheduler_section is not None:

@@ -25,6 +25,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from trainer_run.yaml_files import read
+
 from . import argv as args
 from .options import (
     CONFIGS,
@@ -37,7 +39,6 @@ from .options import (
     option_section,
     top_level,
 )
-from trainer_run.yaml_files import read
 
 WIDTH = 100
 NO_DESCRIPTION = "(no description)"

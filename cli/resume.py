@@ -28,11 +28,11 @@ from typing import Callable
 from omegaconf import DictConfig, OmegaConf
 
 from trainer_run import checkpoint, run_directory, trust
+from trainer_run.config_upgrade import upgrade
 from trainer_run.errors import ConfigError
 
 from . import argv as args
 from . import options
-from trainer_run.config_upgrade import upgrade
 
 FIXED = ("seed", "model", "dataset", "optimizer.multi_precision", "backend.dtype")
 """Keys (and the keys below them) a resume refuses to change."""

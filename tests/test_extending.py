@@ -59,6 +59,25 @@ class StopAt:
         self.calls = state["calls"]
 
 
+class Every4:
+    """A callback with a trigger and the hooks around the run, each recorded."""
+
+    trigger = (4, "iteration")
+
+    def __init__(self):
+        self.seen = []
+
+    def initialize(self, trainer):
+        self.seen.append("initialize")
+
+    def __call__(self, trainer):
+        self.seen.append(trainer.updater.iteration)
+
+    def finalize(self, trainer):
+        self.seen.append("finalize")
+        Path(trainer.out, "every4.json").write_text(json.dumps(self.seen))
+
+
 def interrupt(trainer):
     """A plain function: Ctrl-C at iteration 15."""
     if trainer.updater.iteration == 15:
@@ -130,3 +149,10 @@ def test_two_plain_function_callbacks_run_side_by_side(folder):
          "+callbacks.a._partial_=true", "+callbacks.b._target_=two.second",
          "+callbacks.b._partial_=true", f"hydra.run.dir={run}")
     assert (run / "first").read_text() == (run / "second").read_text() == "7"
+
+
+def test_a_callbacks_trigger_and_hooks_are_honoured(folder):
+    run = folder / "run"
+    user(folder, *QUICK, "trainer.max_iterations=12", "+callbacks.every4._target_=my_extensions.Every4",
+         f"hydra.run.dir={run}")
+    assert json.loads((run / "every4.json").read_text()) == ["initialize", 4, 8, 12, "finalize"]

@@ -186,7 +186,8 @@ def test_a_run_signed_by_another_key_is_refused_until_trusted(folder, tmp_path):
 
 def test_load_model_never_runs_a_planted_target(folder, tmp_path, monkeypatch):
     """A payload in any section of .hydra/config.yaml: load_model refuses the sections it
-    builds from (model, backend; precision in older runs) and never reads the others; no payload runs either way."""
+    builds from (model, backend; precision in older runs) and never reads the others; no
+    payload runs either way."""
     keys = tmp_path / "keys"
     run = folder / "run"
     command(folder, keys, *QUICK, f"hydra.run.dir={run}", check_code=0)

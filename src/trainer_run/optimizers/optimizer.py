@@ -50,6 +50,12 @@ def register(klass: type) -> type:
     return registry.register(REGISTRY, "optimizer", klass)
 
 
+def learning_rate_of(value) -> float:
+    """``value`` as a learning rate: a number >= 0 (the rule of :class:`Optimizer` and of
+    :meth:`Optimizer.set_learning_rate`)."""
+    return check_number("learning_rate", value, low=0)
+
+
 def create(name: str, **kwargs) -> "Optimizer":
     """Instantiates the optimizer registered as ``name`` (case-insensitive) with ``kwargs``."""
     return registry.create(REGISTRY, "optimizer", name, **kwargs)
@@ -62,7 +68,7 @@ class Optimizer:
                  learning_rate=0.01, lr_scheduler=None, begin_num_update=0,
                  multi_precision=False, param_dict=None):
         self.rescale_grad = check_number("rescale_grad", rescale_grad)
-        self.lr = check_number("learning_rate", learning_rate, low=0)
+        self.lr = learning_rate_of(learning_rate)
         self.wd = check_number("wd", wd, low=0)
         if clip_gradient is not None:
             clip_gradient = check_number("clip_gradient", clip_gradient)
@@ -101,7 +107,7 @@ class Optimizer:
                 "set_learning_rate can mutate the value of the learning rate of the optimizer "
                 "only when the LRScheduler of the optimizer is undefined."
             )
-        self.lr = check_number("learning_rate", lr, low=0)
+        self.lr = learning_rate_of(lr)
 
     def set_lr_mult(self, args_lr_mult: dict) -> None:
         """Sets learning-rate multipliers by index or by name (replacing earlier ones)."""
