@@ -4,7 +4,7 @@ the log, console output, checkpoints and the summary, then the user's ``callback
 from __future__ import annotations
 
 from trainer_run import module, schedulers
-from trainer_run.errors import check_number
+from trainer_run.errors import ConfigError, check_number
 from trainer_run.targets import instantiate
 from trainer_run.training import AnyOf, IntervalTrigger, Trainer, extension, loggers
 from trainer_run.training.extensions import (
@@ -27,10 +27,16 @@ def extend(trainer: Trainer, run, config: dict, extra: dict | None) -> None:
     """The extensions of ``trainer`` for the built ``run``. Every rank evaluates and follows the
     objective (a plateau schedule and early stopping decide the same way everywhere); rank 0
     alone logs (to the loggers of ``config["logger"]``, built on every rank so that a missing
-    one stops them all), shows progress, checkpoints and writes the summary. The user's
-    ``callbacks`` come last, on every rank (one that stops the run must decide the same way on
-    each), by name: their state is kept in checkpoints under that name."""
+    one stops them all), shows progress, checkpoints and writes the summary.
+
+    The user's ``callbacks`` are registered first, on every rank (one that stops the run must
+    decide the same way on each), by name (their state is kept in checkpoints under it): at
+    equal priority they run before ours, so a stop they request at an iteration is that
+    iteration's for the log, the checkpoint and the summary (and, for a callback of
+    ``PRIORITY_WRITER``, for the evaluation too)."""
     t, updater, optimizer = config["trainer"], trainer.updater, run.optimizer
+    for name, callback in _callbacks(config, loggers.RunInfo(config)).items():
+        trainer.extend(callback, name=name)
     eval_trigger = _every(t, "eval_interval", run.stop)
     trainer.extend(Evaluator(run.data.val, run.model, run.batch_size, run.backend),
                    trigger=eval_trigger)
@@ -42,16 +48,27 @@ def extend(trainer: Trainer, run, config: dict, extra: dict | None) -> None:
     stopping = t["early_stopping"]
     if stopping["patience"] is not None:
         trainer.extend(EarlyStopping(objective, stopping["patience"], stopping["min_delta"]))
-    info = loggers.RunInfo(config, objective)
-    sinks = loggers.build(config.get("logger", loggers.BEFORE_THE_GROUP), info)
-    callbacks = {name: instantiate(f"callbacks.{name}", dict(section or {}), {"run": info},
-                                   kind=extension.KIND)
-                 for name, section in (config.get("callbacks") or {}).items()
-                 if section is not None}  # null: removed (~callbacks.<name>)
+    sinks = loggers.build(config.get("logger", loggers.BEFORE_THE_GROUP),
+                          loggers.RunInfo(config, objective))
     if updater.rank == 0:
         _extend_rank_0(trainer, run, t, objective, extra or {}, sinks)
-    for name, callback in callbacks.items():
-        trainer.extend(callback, name=name)
+
+
+OURS = tuple(klass.name for klass in (Evaluator, PlateauStep, Objective, EarlyStopping,
+                                      HeldOutEvaluator, LogReport, Progress, MetricsTable, Snapshot,
+                                      Summary, ProfileReport))
+"""The names of our extensions, which a callback may not take."""
+
+
+def _callbacks(config: dict, info: loggers.RunInfo) -> dict:
+    """The user's callbacks by name, built (an entry set to null is removed)."""
+    sections = {name: s for name, s in (config.get("callbacks") or {}).items() if s is not None}
+    taken = sorted(set(sections) & set(OURS))
+    if taken:
+        raise ConfigError(f"callbacks.{taken[0]}: {taken[0]} is the name of one of trainer-run's "
+                          f"own extensions ({', '.join(OURS)}); name your callback otherwise")
+    return {name: instantiate(f"callbacks.{name}", dict(section), {"run": info},
+                              kind=extension.KIND) for name, section in sections.items()}
 
 
 def _extend_rank_0(trainer: Trainer, run, t: dict, objective: Objective, extra: dict,

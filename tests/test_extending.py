@@ -128,6 +128,7 @@ def test_a_user_callback_stops_the_run_where_it_chooses_and_resumes_with_its_sta
     assert (summary["iteration"], summary["status"], summary["stop_reason"]) == \
         (17, "completed", "stopped by StopAt at 17")
     assert (run / "checkpoints" / "latest").read_text().strip() == "iter_00000017"
+    assert read_jsonl(run / "metrics.jsonl")[-1]["iteration"] == 17  # the log's last row too
     assert "interrupted" not in done.stdout
     # the user's own run resumes with no prompt; the callback goes on counting from 17 calls
     user(folder, f"resume={run}", "callbacks.stop.iteration=23")
@@ -156,3 +157,11 @@ def test_a_callbacks_trigger_and_hooks_are_honoured(folder):
     user(folder, *QUICK, "trainer.max_iterations=12", "+callbacks.every4._target_=my_extensions.Every4",
          f"hydra.run.dir={run}")
     assert json.loads((run / "every4.json").read_text()) == ["initialize", 4, 8, 12, "finalize"]
+
+
+def test_a_callback_may_not_take_the_name_of_one_of_ours(folder):
+    done = user(folder, *QUICK, "+callbacks.objective._target_=my_extensions.Every4",
+                "hydra.run.dir=run", code=2)
+    assert done.stderr.strip().startswith("error: callbacks.objective: objective is the name of one "
+                                          "of trainer-run's own extensions")
+    assert not (folder / "run").exists()
