@@ -133,8 +133,8 @@ def test_our_class_named_as_a_user_target_trains_the_same_run(folder):
      "model.hiden is not an argument of TwoLayer(in_size, out_size, backend, hidden); the config "
      "may set hidden"),
     (("+model._target_=my_models.TwoLayr",),
-     "model._target_=my_models.TwoLayr: cannot import it (module 'my_models' has no attribute "
-     "'TwoLayr'); a module of your own must be importable from the folder you run trainer-run in"),
+     "model._target_=my_models.TwoLayr: my_models has no 'TwoLayr'; did you mean "
+     "my_models.TwoLayer?"),
     (("+dataset._target_=my_data.load", "+dataset.path=x.npz"),
      "dataset.path is not an argument of load(); the config may set none of them"),
     (("+dataset._target_=my_data.load", "dataset.bach_size=32"),

@@ -81,10 +81,15 @@ def locate(path, key: str, kind: Kind | None = None):
         raise ConfigError(f"{key} must be a dotted path like 'my_package.module.Name', got {path!r}")
     module_name, _, attribute = path.rpartition(".")
     try:
-        found = getattr(importlib.import_module(module_name), attribute)
-    except (ImportError, AttributeError) as e:
+        module = importlib.import_module(module_name)
+    except ImportError as e:
         raise ConfigError(f"{key}={path}: cannot import it ({e}); a module of your own must be "
                           "importable from the folder you run trainer-run in") from None
+    if not hasattr(module, attribute):
+        close = difflib.get_close_matches(attribute, [n for n in dir(module) if n[:1] != "_"], n=1)
+        hint = f"did you mean {module_name}.{close[0]}?" if close else "check the name"
+        raise ConfigError(f"{key}={path}: {module_name} has no {attribute!r}; {hint}")
+    found = getattr(module, attribute)
     if not callable(found):
         raise ConfigError(f"{key}={path} is not callable (it is a {type(found).__name__}); name "
                           "a class or a function that builds the object")

@@ -162,10 +162,9 @@ def check(config: dict, data: bytes, signature, source: str, trusted: bool = Fal
     if not code or trusted or signed_by_me(data, signature):
         return
     shown = ", ".join(code[:3]) + (f" and {len(code) - 3} more" if len(code) > 3 else "")
-    raise UntrustedRun(f"{source} names code outside trainer-run ({shown}) and was not written "
-                       "by you (it is not signed with your key), so loading it would run that "
-                       "code; if you know and trust this run, add trust=true to the command "
-                       "(or call load_model(run, trust=True))")
+    raise UntrustedRun(f"{source} names code outside trainer-run ({shown}) and is not signed "
+                       "with your key, so loading it would run code you did not write; if you "
+                       "trust this run, add trust=true (in Python: load_model(run, trust=True))")
 
 
 def checkpoint_data(state: dict) -> bytes:
