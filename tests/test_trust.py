@@ -46,10 +46,13 @@ def payloads(marker: Path) -> list[dict]:
             {"_target_": "payload.plant", "path": str(marker)}]
 
 
-def command(folder: Path, key_home: Path, *arguments, check_code=None):
+def command(folder: Path, key_home: Path, *arguments, check_code=None, home=False):
     """``trainer-run <arguments>`` in ``folder`` with ``key_home`` as XDG_CONFIG_HOME (whose
-    trainer-run/key is that user's key)."""
+    trainer-run/key is that user's key), or with ``home`` as HOME (the key then in
+    ``~/.config/trainer-run/``)."""
     env = {**os.environ, "XDG_CONFIG_HOME": str(key_home)}
+    if home:
+        env["HOME"] = str(env.pop("XDG_CONFIG_HOME"))
     env.pop("PYTHONPATH", None)
     done = subprocess.run([sys.executable, "-m", "trainer_run.cli", *map(str, arguments)],
                           cwd=folder, env=env, capture_output=True, text=True, timeout=300)
@@ -168,17 +171,21 @@ def test_a_planted_hook_never_runs_and_a_forged_choice_is_refused(folder, tmp_pa
 
 
 def test_a_run_signed_by_another_key_is_refused_until_trusted(folder, tmp_path):
+    """Two users, each with a HOME of their own (the key in ~/.config/trainer-run/key)."""
     alice, bob = tmp_path / "alice", tmp_path / "bob"
     run = folder / "run"
     mine = ("+model._target_=my_models.Tiny", "+model.hidden=8")
-    command(folder, alice, *QUICK, *mine, f"hydra.run.dir={run}", check_code=0)
+    command(folder, alice, *QUICK, *mine, f"hydra.run.dir={run}", check_code=0, home=True)
+    assert (alice / ".config" / "trainer-run" / "key").is_file()
     # alice's own runs resume with no ceremony
-    command(folder, alice, f"resume={run}", "trainer.max_iterations=9", check_code=0)
+    command(folder, alice, f"resume={run}", "trainer.max_iterations=9", check_code=0, home=True)
     before = tree_bytes(run)
-    done = command(folder, bob, f"resume={run}", "trainer.max_iterations=12", check_code=2)
+    done = command(folder, bob, f"resume={run}", "trainer.max_iterations=12", check_code=2,
+                   home=True)
     assert "model._target_=my_models.Tiny" in done.stderr and "trust=true" in done.stderr
     assert tree_bytes(run) == before
-    command(folder, bob, f"resume={run}", "trainer.max_iterations=12", "trust=true", check_code=0)
+    command(folder, bob, f"resume={run}", "trainer.max_iterations=12", "trust=true", check_code=0,
+            home=True)
     assert checkpoint.find(run).name == checkpoint.name_of(12)
 
 
@@ -262,3 +269,16 @@ def test_every_rank_refuses_a_tampered_checkpoint(folder, tmp_path, mpiexec):  #
     assert "model._target_=payload.plant" in done.stderr
     assert not marker.exists()
     assert tree_bytes(run) == before
+
+
+def test_processes_making_the_key_at_once_all_sign_with_the_same_one(tmp_path):
+    """Eight processes start on a machine without a key: one key is made, whole, and every
+    process's signature of the same data is the same."""
+    code = ("from trainer_run import trust; import sys; "
+            "sys.stdout.write(trust.sign(b'data') or 'none')")
+    env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "cfg")}
+    started = [subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE,
+                                text=True) for _ in range(8)]
+    signatures = {p.communicate(timeout=60)[0] for p in started}
+    assert len(signatures) == 1 and signatures.pop().startswith("hmac-sha256:")
+    assert [p.name for p in (tmp_path / "cfg" / "trainer-run").iterdir()] == ["key"]

@@ -58,27 +58,40 @@ def key_file() -> Path:
 
 def _key(create: bool) -> bytes | None:
     """This user's key; made (mode 0600, in a folder of mode 0700) when ``create`` and it does
-    not exist yet. None when there is none and it is not made, or the folder is not writable."""
+    not exist yet. None when there is none and it is not made, the folder is not writable, or
+    the file holds no key of :data:`KEY_BYTES` bytes."""
     path = key_file()
     try:
-        return bytes.fromhex(path.read_text().strip())
+        key = bytes.fromhex(path.read_text().strip())
+        return key if len(key) == KEY_BYTES else None
     except FileNotFoundError:
         if not create:
             return None
     except (OSError, ValueError):
         return None
     try:
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:  # another process made it first
-        return _key(create=False)
+        _make_key(path)
     except OSError:
         return None
-    with os.fdopen(fd, "w") as f:
-        f.write(secrets.token_hex(KEY_BYTES) + "\n")
-        f.flush()
-        os.fsync(f.fileno())
     return _key(create=False)
+
+
+def _make_key(path: Path) -> None:
+    """Writes a new key beside ``path`` and links it into place, so that a process reading
+    ``path`` sees a whole key or none; one that another process made first is kept."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    tmp = path.with_name(f".key-{os.getpid()}-{secrets.token_hex(4)}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(secrets.token_hex(KEY_BYTES) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.link(tmp, path)
+    except FileExistsError:
+        pass
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def canonical(config: dict) -> bytes:
