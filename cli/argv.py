@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import shlex
 from pathlib import Path
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -16,11 +18,20 @@ OTHER_CONFIG_FLAGS = ("-cp", "--config-path", "-cn", "--config-name", "--experim
 CONFIG_DIR_FLAGS = ("-cd", "--config-dir")
 """Hydra's flag adding a folder of the user's config files to ours."""
 HELP_FLAGS = ("--help", "-h")
+VALUED_FLAGS = ("--cfg", "-c", "--package", "-p", "--config-path", "-cp", "--config-name", "-cn",
+                "--config-dir", "-cd", "--experimental-rerun")
+"""Hydra flags followed by a value (``--config-dir DIR``)."""
+INFO_FLAGS, INFO_VALUES = ("--info", "-i"), ("all", "config", "defaults", "defaults-tree",
+                                              "plugins", "searchpath")
+"""Hydra's ``--info``, whose value is optional."""
+UNQUOTED = re.compile(r"[\w./:\-+@]*", re.ASCII)
+"""The characters Hydra's grammar takes in a value without quotes (ASCII letters and digits)."""
 
 
 def check_grammar(argv: list[str]) -> None:
     """Refuses (ConfigError, one line) the first override Hydra's grammar cannot parse,
-    e.g. ``'optimizer.learning_rate=[1,'``. Flags (``-m``, ``--cfg job``) are Hydra's own."""
+    e.g. ``'optimizer.learning_rate=[1,'``, or a number Python will not convert (more than
+    4300 digits), with the quoting that works. Flags (``-m``, ``--cfg job``) are Hydra's own."""
     parser = OverridesParser.create()
     for argument in argv:
         if not is_override(argument):
@@ -29,9 +40,23 @@ def check_grammar(argv: list[str]) -> None:
             parser.parse_overrides([argument])
         except OverrideParseException as e:
             reason = e.message.splitlines()[0].strip()
-            raise ConfigError(f"cannot parse {argument!r}: {reason}; write overrides as key=value "
-                              "(quote lists and strings with spaces for the shell, see "
-                              "https://hydra.cc/docs/advanced/override_grammar/basic)") from None
+            raise ConfigError(f"cannot parse {argument!r}: {reason}; {_how_to_write(argument)}"
+                              ) from None
+        except ValueError as e:  # int() of a number too long to convert
+            raise ConfigError(f"cannot parse {argument[:60]!r}...: {str(e).split(';')[0]}; give "
+                              "the value in fewer digits (1e300, not 1000...0)") from None
+
+
+def _how_to_write(argument: str) -> str:
+    """How to write ``argument`` so that Hydra parses it: a value with spaces or characters
+    beyond ASCII letters needs Hydra's quotes, inside the shell's."""
+    name, _, given = argument.partition("=")
+    if given and given[0] not in "'\"[{(" and not UNQUOTED.fullmatch(given):
+        hydra_quoted = '"' + given.replace("\\", "\\\\").replace('"', '\\"') + '"'
+        return ("quote the value for Hydra, inside quotes for the shell: "
+                + shlex.quote(f"{name}={hydra_quoted}"))
+    return ("write overrides as key=value (quote lists and strings with spaces for the shell, "
+            "see https://hydra.cc/docs/advanced/override_grammar/basic)")
 
 
 def key(argument: str) -> str:
@@ -55,6 +80,22 @@ def with_overrides(argv: list[str], *overrides: str) -> list[str]:
     by a flag (``optimizer=sgd --cfg job`` stays one run)."""
     first = next((i for i, a in enumerate(argv) if is_override(a)), len(argv))
     return [*argv[:first], *overrides, *argv[first:]]
+
+
+def flags_first(argv: list[str]) -> list[str]:
+    """``argv`` with Hydra's flags (and their values) before every override, in their order:
+    Hydra reads the overrides as one run of arguments at the end, so ``a=1 --config-dir d b=2``
+    is ``--config-dir d a=1 b=2``."""
+    flags, overrides, rest = [], [], list(argv)
+    while rest:
+        argument = rest.pop(0)
+        takes = argument in VALUED_FLAGS or (argument in INFO_FLAGS and rest[:1]
+                                            and rest[0] in INFO_VALUES)
+        if argument.startswith("-"):
+            flags += [argument, rest.pop(0)] if takes and rest else [argument]
+        else:
+            overrides.append(argument)
+    return [*flags, *overrides]
 
 
 def is_override(argument: str) -> bool:

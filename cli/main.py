@@ -51,7 +51,7 @@ COMPLETION_FLAGS = ("-sc", "--shell-completion")
 
 def main(argv: list[str] | None = None) -> None:
     """Runs the command (the console script enters through :mod:`.entry`)."""
-    argv = list(sys.argv[1:] if argv is None else argv)
+    argv = args.flags_first(list(sys.argv[1:] if argv is None else argv))
     typed = list(argv)
     if args.asks_help(argv):
         _help(argv)
@@ -66,6 +66,9 @@ def main(argv: list[str] | None = None) -> None:
         argv = prepare(argv) if comm is None else prepare_on_rank_0(comm, argv)
     except ConfigError as e:
         fail(e)
+    except OSError as e:  # a path the arguments name that the system refuses to look at
+        fail(f"cannot use {e.filename}: {e.strerror or e}"
+             + ("; a folder name has at most 255 bytes" if e.errno == errno.ENAMETOOLONG else ""))
     stop_if_signalled()
     subdir = args.value(argv, "hydra.output_subdir")
     given = args.value(argv, "hydra.run.dir")
@@ -82,6 +85,8 @@ def main(argv: list[str] | None = None) -> None:
         fail(_explained(typed, e))
     except YAMLError as e:  # a config file of the user's that is not YAML
         fail(f"a config file does not parse: {describe(e)}")
+    except UnicodeDecodeError:
+        fail(_not_text(argv))
     except OSError as e:
         fail(cannot_write(e), 4)
     except SystemExit as e:
@@ -113,6 +118,20 @@ def _help(argv: list[str]) -> None:
         helps.show(argv)
     except (ConfigError, OmegaConfBaseException, YAMLError) as e:
         fail(describe(e))
+    except UnicodeDecodeError:
+        fail(_not_text(argv))
+
+
+def _not_text(argv: list[str]) -> str:
+    """One line naming the config file of a ``--config-dir`` that is not UTF-8 text."""
+    for folder in args.config_dirs(argv):
+        for path in sorted(folder.rglob("*.yaml")):
+            try:
+                path.read_text(encoding="utf-8")
+            except UnicodeDecodeError as e:
+                return (f"config file {path} is not UTF-8 text (byte {e.start}); save it as "
+                        "UTF-8")
+    return "a config file is not UTF-8 text; save the config files as UTF-8"
 
 
 def _world(argv: list[str]):

@@ -1,0 +1,63 @@
+"""Command lines a user types by mistake or in an unusual order: one line, exit 2, nothing
+written, and where the line gives advice, the advice works."""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+import sys
+
+from conftest import run_cli
+
+QUICK = ("trainer.max_iterations=2", "trainer.progress=false", "dataset.size=200")
+
+
+def one_error(result) -> str:
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.returncode == 2 and len(lines) == 1, result.stderr
+    assert lines[0].startswith("error: ")
+    return lines[0]
+
+
+def test_a_number_of_5000_digits_is_one_line(tmp_path):
+    line = one_error(run_cli(f"optimizer.learning_rate={'1' * 5000}", f"hydra.run.dir={tmp_path / 'r'}"))
+    assert "5000 digits" in line and "fewer digits" in line
+    assert not (tmp_path / "r").exists()
+
+
+def test_a_config_file_that_is_not_utf8_is_named(tmp_path):
+    (tmp_path / "conf" / "model").mkdir(parents=True)
+    bad = tmp_path / "conf" / "model" / "bad.yaml"
+    bad.write_bytes(b"_target_: trainer_run.models.MLP\n# \xff\xfe\nhidden_sizes: [8]\n")
+    for extra in ((f"hydra.run.dir={tmp_path / 'r'}",), ("--help",)):
+        line = one_error(run_cli("--config-dir", tmp_path / "conf", "model=bad", *extra))
+        assert line == f"error: config file {bad} is not UTF-8 text (byte 35); save it as UTF-8"
+    assert not (tmp_path / "r").exists()
+
+
+def test_a_folder_name_too_long_for_the_system_is_one_line(tmp_path):
+    line = one_error(run_cli(f"hydra.run.dir={tmp_path / ('x' * 300)}"))
+    assert "File name too long" in line and "at most 255 bytes" in line
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_quoting_advised_for_a_value_beyond_ascii_works(tmp_path):
+    target = tmp_path / "ünï dir"
+    line = one_error(run_cli(f"hydra.run.dir={target}", *QUICK))
+    advised = line.split("inside quotes for the shell: ", 1)[1]
+    assert advised == shlex.quote(f'hydra.run.dir="{target}"')
+    command = f"{shlex.quote(sys.executable)} -m trainer_run.cli {advised} {' '.join(QUICK)}"
+    done = subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert (target / "summary.json").is_file()
+
+
+def test_flags_may_come_between_overrides(tmp_path):
+    (tmp_path / "conf" / "model").mkdir(parents=True)
+    (tmp_path / "conf" / "model" / "tiny.yaml").write_text(
+        "_target_: trainer_run.models.MLP\nhidden_sizes: [4]\n")
+    result = run_cli("trainer.max_iterations=2", "--config-dir", tmp_path / "conf", "model=tiny",
+                     "trainer.progress=false", "dataset.size=200", f"hydra.run.dir={tmp_path / 'r'}")
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "r" / "summary.json").is_file()
+    assert "hidden_sizes:\n  - 4" in (tmp_path / "r" / ".hydra" / "config.yaml").read_text()
