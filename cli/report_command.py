@@ -92,7 +92,7 @@ def run(options: argparse.Namespace) -> int:
 
             write_atomic(options.csv, results.csv_text(rows))
             console.print(f"csv: {options.csv}", highlight=False, soft_wrap=True)
-        _plot(curves, name, mode, target, console)
+        _plot(curves, name, mode, target, console, asked=options.plot is not None)
     except StorageError as e:
         fail(e, e.exit_code)
     return 0
@@ -110,7 +110,10 @@ def _check_writable(path: Path | None) -> None:
         raise ConfigError(f"cannot write {path}: the folder {path.absolute().parent} does not exist")
 
 
-def _plot(curves, name, mode, target: Path, console) -> None:
+def _plot(curves, name, mode, target: Path, console, asked: bool) -> None:
+    """Draws the curves into ``target``. When the file was not ``asked`` for (the default
+    place, in the folder read) and the disk refuses it, the table stands: a warning says so."""
+    from trainer_run.errors import StorageError
     from trainer_run.results import plot
 
     from .report import warn
@@ -122,6 +125,11 @@ def _plot(curves, name, mode, target: Path, console) -> None:
         plot.draw(curves, name, mode, target)
     except ImportError:
         warn(f"no plot: the comparison plot needs matplotlib ({EXTRA})")
+        return
+    except StorageError as e:
+        if asked:
+            raise
+        warn(f"no plot: {e}; choose where it goes with --plot FILE")
         return
     console.print(f"plot: {target}", highlight=False, soft_wrap=True)
 

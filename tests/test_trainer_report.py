@@ -196,3 +196,34 @@ def test_ctrl_c_exits_130_with_one_line(monkeypatch, capsys, tmp_path):
         report_command.main([str(tmp_path)])
     assert caught.value.code == 130
     assert capsys.readouterr().err == "error: stopped by SIGINT (Ctrl-C)\n"
+
+
+@pytest.fixture()
+def read_only(tmp_path):
+    """A folder where no file can be created, even by root (the immutable attribute); skipped
+    where the file system has none."""
+    import shutil
+
+    folder = tmp_path / "sealed"
+    folder.mkdir()
+    made = subprocess.run(["chattr", "+i", str(folder)], capture_output=True)
+    if shutil.which("chattr") is None or made.returncode != 0:
+        pytest.skip("no immutable attribute on this file system")
+    yield folder
+    subprocess.run(["chattr", "-i", str(folder)], check=True)
+
+
+def test_a_folder_the_picture_cannot_go_into_still_gets_its_table(sweeps, tmp_path, read_only):
+    import shutil
+
+    subprocess.run(["chattr", "-i", str(read_only)], check=True)
+    shutil.copytree(sweeps / "sweep", read_only, dirs_exist_ok=True)
+    subprocess.run(["chattr", "+i", str(read_only)], check=True)
+    result = report(read_only)
+    assert result.returncode == 0, result.stderr
+    assert len(_table_jobs(result.stdout)) == 3
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("warning: no plot: ")
+    assert f"{read_only / 'comparison.png'}" in lines[0] and lines[0].endswith("--plot FILE")
+    asked = report(read_only, "--plot", read_only / "mine.png")  # asked for there: an error
+    assert asked.returncode == 4 and asked.stderr.startswith("error: ")
