@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import shlex
 import shutil
+import signal
 import sys
 import traceback
 from dataclasses import dataclass
@@ -30,7 +31,7 @@ from trainer_run import checkpoint, files, module, run_directory, trust
 from trainer_run.data import record as data_record
 from trainer_run.errors import ConfigError, Diverged, RunStopped, StorageError
 from trainer_run.kvstore import mpi_job
-from trainer_run.training import Trainer
+from trainer_run.training import Trainer, stop_signals
 from trainer_run.training.server import ParameterServer
 
 from . import resume as resumes
@@ -230,8 +231,19 @@ def _play(role: Trainer | ParameterServer, out: Path) -> None:
         raise JobFailed(cannot_write(e) + ", then resume", 4) from None
     if _is_rank_0():
         _closing(role, out)
+        late_signal(role)
     if role.status == "interrupted":
         sys.exit(128 + (role.stop_signal or 2))
+
+
+def late_signal(role) -> None:
+    """Says so when a stop signal came after the last iteration, while the run wrote its last
+    files: the run completed them (a second signal would have aborted it), so it is complete
+    and the command ends as it does for a complete run."""
+    signum = stop_signals.requested()
+    if role.status == "completed" and signum is not None:
+        warn(f"{signal.Signals(signum).name} came while the run was writing its last files; "
+             "they are complete and so is the run, nothing was cut short")
 
 
 def _closing(role: Trainer | ParameterServer, out: Path) -> None:

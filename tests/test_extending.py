@@ -165,3 +165,21 @@ def test_a_callback_may_not_take_the_name_of_one_of_ours(folder):
     assert done.stderr.strip().startswith("error: callbacks.objective: objective is the name of one "
                                           "of trainer-run's own extensions")
     assert not (folder / "run").exists()
+
+
+def test_a_signal_during_the_last_writes_is_said_and_the_run_is_complete(folder):
+    """A callback's finalize (the first of the run's end) sends SIGINT: the other extensions
+    still write the checkpoint and the summary, the command says the signal came late and
+    exits 0 as for a complete run."""
+    (folder / "late.py").write_text(
+        "import os, signal\n\nclass Late:\n    def __call__(self, trainer):\n        pass\n\n"
+        "    def finalize(self, trainer):\n        os.kill(os.getpid(), signal.SIGINT)\n")
+    run = folder / "run"
+    done = user(folder, *QUICK, "trainer.max_iterations=10", "+callbacks.late._target_=late.Late",
+                f"hydra.run.dir={run}")
+    assert done.stderr.splitlines() == [
+        "warning: SIGINT came while the run was writing its last files; they are complete and so "
+        "is the run, nothing was cut short"]
+    summary = json.loads((run / "summary.json").read_text())
+    assert (summary["status"], summary["iteration"]) == ("completed", 10)
+    assert (run / "checkpoints" / "latest").read_text().strip() == "iter_00000010"
