@@ -160,6 +160,8 @@ def _start(cfg: DictConfig, out: Path, fresh: bool):
         raise JobFailed(e, record=False) from None
     except ConfigError as e:
         raise JobFailed(e) from None
+    except RunStopped as e:  # a stop signal during a download, before training
+        raise JobFailed(e, e.exit_code) from None
     stop_if_signalled()
     if _is_rank_0():
         say(f"run directory: {out}")

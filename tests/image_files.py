@@ -29,13 +29,15 @@ class FileServer:
     """Serves ``routes`` (URL path: bytes) on 127.0.0.1 from a thread and records each request
     as ``(path, Range header)``. ``cut[path] = n``: the next ``n`` answers for ``path`` send half
     their body, then drop the connection. ``ranges``: whether Range requests are honoured
-    (206), else answered with the whole body (200). ``delay``: seconds between 4 KiB blocks."""
+    (206), else answered with the whole body (200). ``delay``: seconds between blocks of
+    ``block`` bytes (4 KiB)."""
 
     def __init__(self):
         self.routes: dict[str, bytes] = {}
         self.cut: dict[str, int] = {}
         self.ranges = True
         self.delay = 0.0
+        self.block = 4096
         self.requests: list[tuple[str, str | None]] = []
         self.lock = threading.Lock()
         self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
@@ -87,8 +89,8 @@ def _handler(server: FileServer):
             return start if start < size else None
 
         def _send(self, payload: bytes) -> None:
-            for at in range(0, len(payload), 4096):
-                self.wfile.write(payload[at:at + 4096])
+            for at in range(0, len(payload), server.block):
+                self.wfile.write(payload[at:at + server.block])
                 if server.delay:
                     self.wfile.flush()
                     time.sleep(server.delay)

@@ -236,3 +236,54 @@ def test_concurrent_fetches_download_each_file_once(server, tmp_path):
     assert [json.loads(out) for out, _ in results] == [expected, expected]
     assert server.gets("/a.bin") == 1 and server.gets("/b.bin") == 1
     assert (tmp_path / "a.bin").read_bytes() == A and (tmp_path / "b.bin").read_bytes() == B
+
+
+STOPPABLE_FETCH = """
+import json, sys
+from trainer_run.data.download import fetch
+from trainer_run.errors import Interrupted
+from trainer_run.training import stop_signals
+stop_signals.handle()  # as the command does from its first line
+try:
+    fetch(sys.argv[1], json.loads(sys.argv[2]), [sys.argv[3]], timeout=10)
+except Interrupted as e:
+    print(e)
+    sys.exit(e.exit_code)
+"""
+
+
+def test_a_signal_stops_a_download_that_trickles_within_a_second(server, tmp_path):
+    """The server sends one byte every 2 s (each read well within the 10 s timeout): SIGINT
+    under the command's handlers ends the download within a second, keeping the part."""
+    big = _content(10_000, 4)
+    server.routes = {"/big.bin": big}
+    server.block, server.delay = 1, 2.0
+    argv = [sys.executable, "-c", STOPPABLE_FETCH, str(tmp_path), json.dumps({"big.bin": md5(big)}),
+            server.url()]
+    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    part = tmp_path / "big.bin.part"
+    while not (part.is_file() and part.stat().st_size) and process.poll() is None:
+        time.sleep(0.01)
+    signalled = time.perf_counter()
+    process.send_signal(signal.SIGINT)
+    out, _ = process.communicate(timeout=30)
+    assert time.perf_counter() - signalled < 1.5
+    assert process.returncode == 130
+    assert out.startswith("stopped by SIGINT while downloading big.bin; nothing was trained")
+    assert part.read_bytes() == big[:part.stat().st_size] and not (tmp_path / "big.bin").exists()
+
+
+def test_a_mirror_that_does_not_finish_in_time_passes_the_turn(server, tmp_path):
+    """The first mirror keeps sending (a 4 KiB block every 0.2 s: never a read timeout) but
+    would need 2.6 s for the file; with a time limit of 1 s the second mirror gives the rest."""
+    server.routes = {"/a.bin": A}
+    server.delay = 0.2
+    with FileServer() as fast:
+        fast.routes = {"/a.bin": A}
+        start = time.perf_counter()
+        fetch(tmp_path, {"a.bin": md5(A)}, [server.url(), fast.url()], timeout=5, time_limit=1.0)
+        took = time.perf_counter() - start
+    assert (tmp_path / "a.bin").read_bytes() == A
+    assert 1.0 <= took < 2.5
+    assert [p for p, _ in server.requests] == ["/a.bin"]
+    assert fast.requests[0][1] is not None  # it resumed what the slow one gave

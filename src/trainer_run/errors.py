@@ -33,6 +33,15 @@ class StorageError(RunStopped):
     exit_code = 4
 
 
+class Interrupted(RunStopped):
+    """A stop signal (SIGINT, SIGTERM) ended work before training, e.g. a download; the exit
+    status is 128 + the signal's number."""
+
+    def __init__(self, message: str, signum: int):
+        super().__init__(message)
+        self.exit_code = 128 + signum
+
+
 def check(condition: bool, message: str) -> None:
     """Raises :class:`ConfigError` with ``message`` unless ``condition`` holds."""
     if not condition:

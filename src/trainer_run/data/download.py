@@ -14,6 +14,10 @@ md5) in the folder ``root``:
   file under its final name is always complete. A download cut off (a dropped connection,
   Ctrl-C) leaves its ``.part``; the next attempt asks for the rest (an HTTP ``Range``
   request) and appends it if the server answers 206, else starts again from zero.
+- A stop signal (Ctrl-C, SIGTERM) ends a download within :data:`POLL` seconds, however
+  slowly the server sends, keeping its ``.part``: :class:`~trainer_run.errors.Interrupted`.
+  A mirror that has not given the whole file within ``time_limit`` seconds (while it keeps
+  sending, slower than ``timeout`` between reads) passes the turn to the next mirror.
 - Downloads happen under an exclusive lock on ``root/.fetch.lock`` (``fcntl.flock``): of two
   runs that start together (a sweep's jobs), one downloads, the other waits and then finds
   the files there and verified.
@@ -31,7 +35,11 @@ import fcntl
 import hashlib
 import http.client
 import os
+import queue
 import re
+import signal
+import threading
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -40,12 +48,17 @@ from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 
 from .. import files as run_files
-from ..errors import ConfigError, check_number
+from ..errors import ConfigError, Interrupted, check_number
+from ..training import stop_signals
 
 LOCK = ".fetch.lock"
 USER_AGENT = "trainer-run"  # some hosts refuse urllib's default one
 CHUNK = 1 << 16
 MD5 = re.compile(r"[0-9a-f]{32}")
+POLL = 0.25
+"""Seconds between looks at stop signals and the time limit while a download waits for data."""
+TIME_LIMIT = 3600.0
+"""Seconds one mirror may take to give one whole file."""
 
 
 class Failed(Exception):
@@ -57,10 +70,12 @@ class Failed(Exception):
         self.reason, self.unreachable, self.url = reason, unreachable, ""
 
 
-def fetch(root, files: dict, mirrors, timeout: float = 30.0) -> dict[str, Path]:
+def fetch(root, files: dict, mirrors, timeout: float = 30.0,
+          time_limit: float = TIME_LIMIT) -> dict[str, Path]:
     """The path of each file of ``files`` (name: md5 hex digest) in the folder ``root``,
     downloaded from ``mirrors`` (base URLs, tried in order) when missing; see the module's
-    docstring. ``timeout``: seconds a mirror may take to connect or to send more data."""
+    docstring. ``timeout``: seconds a mirror may take to connect or to send more data;
+    ``time_limit``: seconds it may take to give a whole file."""
     root = Path(root).expanduser()
     files, mirrors, timeout = checked(files, mirrors, timeout)
     if all(_verified(root / name, digest) for name, digest in files.items()):
@@ -69,7 +84,8 @@ def fetch(root, files: dict, mirrors, timeout: float = 30.0) -> dict[str, Path]:
         missing = [n for n, digest in files.items() if not _verified(root / n, digest)]
         failures, dead = [], set()
         for name in missing:
-            _fetch_one(root, name, files[name], mirrors, timeout, bar, failures, dead)
+            _fetch_one(root, name, files[name], mirrors, (timeout, time_limit), bar, failures,
+                       dead)
     left = [n for n in missing if not (root / n).is_file()]
     if left:
         raise ConfigError(_missing_message(root, left, mirrors, failures))
@@ -132,7 +148,7 @@ def locked(root: Path):
         os.close(fd)
 
 
-def _fetch_one(root: Path, name: str, digest: str, mirrors: list, timeout: float, bar,
+def _fetch_one(root: Path, name: str, digest: str, mirrors: list, limits: tuple, bar,
                failures: list, dead: set) -> None:
     """Downloads ``name`` into ``root`` from the first mirror that gives it with the right md5;
     each failure is appended to ``failures`` (a :class:`Failed`), unreachable mirrors to
@@ -146,7 +162,7 @@ def _fetch_one(root: Path, name: str, digest: str, mirrors: list, timeout: float
         url = mirror if mirror.endswith("/") else mirror + "/"
         url += name
         try:
-            _download(url, part, timeout, bar, name)
+            _download(url, part, limits, bar, name)
             found = md5(part)
             if found == digest:
                 return _finish(part, root / name)
@@ -167,21 +183,23 @@ def _finish(part: Path, path: Path) -> None:
         raise run_files.storage_error(path, e) from None
 
 
-def _download(url: str, part: Path, timeout: float, bar, name: str) -> None:
+def _download(url: str, part: Path, limits: tuple, bar, name: str) -> None:
     """Writes the body of ``url`` to ``part``, resuming what it holds when the server answers
-    a Range request; raises :class:`Failed` when no whole body came."""
+    a Range request; raises :class:`Failed` when no whole body came. ``limits``: the timeout
+    of a read and the time limit of the whole file."""
+    timeout, time_limit = limits
+    deadline = time.monotonic() + time_limit
     offset = part.stat().st_size if part.is_file() else 0
     response = _open(url, offset, timeout)
     if offset and response.status == 416:  # the part is not a prefix of the file: start again
         response.close()
         part.unlink()
-        return _download(url, part, timeout, bar, name)
-    with response:
-        if response.status != 206 or not _starts_at(response, offset):
-            offset = 0
-        length = response.headers.get("Content-Length")
-        total = offset + int(length) if length and length.isdigit() else None
-        received = _receive(response, part, offset, bar.task(name, total, offset))
+        return _download(url, part, limits, bar, name)
+    if response.status != 206 or not _starts_at(response, offset):
+        offset = 0
+    length = response.headers.get("Content-Length")
+    total = offset + int(length) if length and length.isdigit() else None
+    received = _receive(response, part, offset, bar.task(name, total, offset), deadline)
     if total is not None and received < total:
         raise Failed(f"cut off after {received} of {total} bytes (kept as {part.name}; run again "
                      "to resume)")
@@ -208,27 +226,64 @@ def _starts_at(response, offset: int) -> bool:
     return bool(match) and int(match.group(1)) == offset
 
 
-def _receive(response, part: Path, offset: int, advance) -> int:
+def _receive(response, part: Path, offset: int, advance, deadline: float) -> int:
     """Appends the body to ``part`` (truncated to ``offset`` bytes first); the bytes ``part``
-    then holds. A dropped connection ends it early, keeping what came."""
+    then holds. A dropped connection ends it early, keeping what came. The body is read on a
+    thread of its own, which owns and closes ``response``, so that a stop signal or the
+    ``deadline`` (``time.monotonic``) ends the wait however long the server takes between
+    bytes; the reader then stops at its next block."""
+    blocks: queue.Queue = queue.Queue(maxsize=8)
+    abandoned = threading.Event()
+    threading.Thread(target=_pump, args=(response, blocks, abandoned), daemon=True).start()
     received = offset
     try:
         with open(part, "r+b" if offset else "wb") as f:
             f.truncate(offset)
             f.seek(offset)
-            while True:
-                try:
-                    block = response.read(CHUNK)
-                except (OSError, http.client.HTTPException):
-                    break
-                if not block:
-                    break
+            while (block := _next_block(blocks, abandoned, part, deadline)):
                 f.write(block)
+                f.flush()  # what came is in the part, should the process end now
                 received += len(block)
                 advance(received)
     except OSError as e:
+        abandoned.set()
         raise run_files.storage_error(part, e) from None
     return received
+
+
+def _pump(response, blocks: queue.Queue, abandoned: threading.Event) -> None:
+    """Puts each block of the body into ``blocks``, then ``b""`` at its end or a dropped
+    connection; stops at the next block once ``abandoned``."""
+    try:
+        with response:
+            while not abandoned.is_set() and (block := response.read1(CHUNK)):
+                while not abandoned.is_set():
+                    with contextlib.suppress(queue.Full):
+                        blocks.put(block, timeout=POLL)
+                        break
+    except (OSError, ValueError, http.client.HTTPException):  # dropped, or cut short
+        pass
+    with contextlib.suppress(queue.Full):
+        blocks.put(b"", timeout=POLL)
+
+
+def _next_block(blocks: queue.Queue, abandoned: threading.Event, part: Path,
+                deadline: float) -> bytes:
+    """The next block (``b""``: the end), waiting in :data:`POLL` steps; a stop signal raises
+    :class:`~trainer_run.errors.Interrupted`, the deadline :class:`Failed`, whether blocks
+    come or not."""
+    while True:
+        signum = stop_signals.requested()
+        if signum is not None:
+            abandoned.set()
+            raise Interrupted(f"stopped by {signal.Signals(signum).name} while downloading "
+                              f"{part.name[:-len('.part')]}; nothing was trained; what came is "
+                              f"kept in {part} and the next run resumes it", signum)
+        if time.monotonic() > deadline:
+            abandoned.set()
+            raise Failed(f"did not finish in time (kept as {part.name}; run again to resume)")
+        with contextlib.suppress(queue.Empty):
+            return blocks.get(timeout=POLL)
 
 
 def _missing_message(root: Path, left: list, mirrors: list, failures: list) -> str:
