@@ -163,6 +163,11 @@ def _files(tmp_path):
     (tmp_path / "t.csv").write_text("a,b,label\n1,2,x\n3,4,y\n5,6,x\n7,8,y\n")
     (tmp_path / "ragged.csv").write_text("a,b,label\n1,2,x\n3,4\n")
     (tmp_path / "broken.npz").write_bytes(b"PK\x03\x04 not really a zip")
+    np.savez(tmp_path / "val7.npz", x=x[:6], y=np.array([0, 7, 1, 7, 7, 2]))
+    huge = y.copy()
+    huge[5] = 3_000_000_000
+    np.savez(tmp_path / "huge.npz", x=x, y=huge)
+    (tmp_path / "huge.csv").write_text("a,b,label\n1,2,0\n3,4,1\n5,6,1000000000\n7,8,1\n")
 
 
 @pytest.mark.parametrize("args, words", [
@@ -177,6 +182,12 @@ def _files(tmp_path):
     (("dataset=npz", "dataset.path=nan.npz"),
      "nan.npz: the inputs hold NaN or infinity (first at example 7)"),
     (("dataset=npz", "dataset.path=neg.npz"), "neg.npz: label [-1]"),
+    (("dataset=npz", "dataset.path=d.npz", "dataset.val_path=val7.npz"),
+     "val7.npz: class [7] is not among the training labels (3 examples there have it)"),
+    (("dataset=npz", "dataset.path=huge.npz"),
+     "huge.npz: label [3000000000] (example [5]) is beyond the 1,000,000 classes a run takes"),
+    (("dataset=csv", "dataset.path=huge.csv"),
+     "huge.csv: label [1000000000] (example [2]) is beyond the 1,000,000 classes a run takes"),
     (("dataset=npz", "dataset.path=frac.npz", "dataset.task=classification"),
      "frac.npz: dataset.task=classification needs whole-number class ids"),
     (("dataset=npz", "dataset.path=d.npz", "dataset.task=guess"), "dataset.task='guess' is unknown"),

@@ -80,6 +80,31 @@ def test_a_class_only_in_the_test_split_is_refused():
         prepare(splits, _rng(), 0.5)
 
 
+def test_a_numeric_class_only_in_the_validation_split_is_refused_with_its_count():
+    splits = Splits((np.zeros((4, 1)), np.array([0, 1, 0, 1])),
+                    val=(np.zeros((5, 1)), np.array([0, 7, 7, 1, 7])),
+                    origin={"train": "tr.npz", "val": "va.npz"})
+    with pytest.raises(ConfigError, match=r"va.npz: class \[7\] is not among the training labels "
+                       r"\(3 examples there have it\)"):
+        prepare(splits, _rng(), 0.5)
+
+
+@pytest.mark.parametrize("huge", [3e9, 1e9, 2**62, 1_000_000])
+def test_a_class_id_beyond_the_bound_is_refused_with_its_position(huge):
+    labels = np.array([0, 1, 0, 1, huge, 0], dtype=type(huge))
+    with pytest.raises(ConfigError, match=r"d.npz: label \[.*\] \(example \[4\]\) is beyond the "
+                       "1,000,000 classes"):
+        prepare(Splits((np.zeros((6, 1), np.float32), labels), origin={"train": "d.npz"}), _rng(),
+                0.5, task="classification")
+
+
+def test_class_ids_that_skip_values_give_a_hint():
+    labels = np.array([0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 200] * 2)
+    data = prepare((np.zeros((22, 1), np.float32), labels), _rng(), 0.5)
+    assert data.out_size == 201
+    assert "\nhint: the labels run 0..200 with 11 distinct values" in data.note
+
+
 # ---------------------------------------------------------------------------------- checks
 def test_arrays_of_different_lengths_are_refused():
     with pytest.raises(ConfigError, match="x.npy and y.npy: the inputs have 10 examples and the labels 9"):

@@ -6,6 +6,12 @@ Initial values follow Chainer's defaults and are drawn from the backend's genera
 run's model stream): LeCun normal weights (std ``1/sqrt(fan_in)``) and zero biases for
 ``Linear`` and ``Conv2D``, standard normal embeddings, batch and layer normalization's scale
 1 and shift 0. Every layer runs on the backend's array module (NumPy or CuPy).
+
+Every parameter and persistent array is made by :func:`_normal` or :func:`_constant`, which
+first check its memory (:data:`BYTES_PER_VALUE` bytes a value: the float64 draw, the value,
+its gradient and its packed copy, :mod:`trainer_run.params`) against the machine's available
+memory (:func:`trainer_run.memory.check_fits`): a layer too large is refused in one line
+(``model: ...``) before anything is allocated.
 """
 
 from __future__ import annotations
@@ -18,16 +24,35 @@ from . import functions as F
 from .backend import Backend
 from .errors import check
 from .functions import linear
+from .memory import check_fits
 from .module import Module
 from .params import Parameter, Persistent
 
+BYTES_PER_VALUE = 8 + 3 * 4
+"""The memory a float32 parameter value takes while it is made and trained: its float64
+initial draw, then the value, its gradient and its packed copy."""
+
+
+def _check_fits(shape: tuple, dtype) -> None:
+    """Refuses a parameter of ``shape`` the machine's available memory cannot hold."""
+    count = math.prod(shape)
+    extra = 3 * (numpy.dtype(dtype).itemsize - 4)
+    check_fits(count * (BYTES_PER_VALUE + extra), f"model: a parameter of shape {tuple(shape)} "
+               f"({count:,} {numpy.dtype(dtype).name} values, with its gradient)",
+               "lower the model's sizes (model.hidden_sizes, model.channels)")
+
 
 def _normal(backend: Backend, shape: tuple, std: float, dtype):
+    """A parameter of normal values with standard deviation ``std``, drawn in float64 from the
+    backend's generator."""
+    _check_fits(shape, dtype)
     values = backend.rng.standard_normal(shape, dtype=numpy.float64) * std
     return Parameter(backend.asarray(values, dtype=dtype))
 
 
 def _constant(backend: Backend, shape: tuple, value: float, dtype, kind=Parameter):
+    """A parameter (or ``kind``, e.g. :class:`Persistent`) holding ``value`` everywhere."""
+    _check_fits(shape, dtype)
     return kind(backend.asarray(numpy.full(shape, value), dtype=dtype))
 
 
@@ -39,10 +64,8 @@ class Linear(Module):
     """``y = x @ W.T + b``; W is LeCun-normal (std ``1/sqrt(in_size)``), b is zero."""
 
     def __init__(self, in_size: int, out_size: int, backend: Backend, dtype="float32"):
-        scale = 1.0 / math.sqrt(in_size)
-        w = backend.rng.standard_normal((out_size, in_size), dtype=numpy.float64) * scale
-        self.W = Parameter(backend.asarray(w, dtype=dtype))
-        self.b = Parameter(backend.asarray(numpy.zeros(out_size), dtype=dtype))
+        self.W = _normal(backend, (out_size, in_size), 1.0 / math.sqrt(in_size), dtype)
+        self.b = _constant(backend, (out_size,), 0.0, dtype)
 
     def __call__(self, x):
         return linear(x, self.W, self.b)

@@ -8,9 +8,11 @@ An archive is accepted when it is a zip file whose members are all ``.npy`` arra
 (format version 1.0 or 2.0, as ``numpy.savez`` writes them) of a dtype that holds no
 Python objects, each with as many bytes of data as its header describes.
 :func:`members` checks this from the zip directory and the ``.npy`` headers alone, without
-reading array data; :func:`load` checks it and then reads the arrays with
-``numpy.load(..., allow_pickle=False)``. Both raise ValueError saying what is wrong with the
-archive (OSError when it cannot be opened at all).
+reading array data; :func:`load` checks it, then checks each array's declared size against the
+machine's available memory (:func:`trainer_run.memory.check_fits`) before allocating it, and
+decompresses exactly the declared bytes into it (never more: a member holding more or fewer
+is refused), so a compressed "bomb" is never inflated. Both raise ValueError saying what is
+wrong with the archive, naming the member (OSError when it cannot be opened at all).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from typing import BinaryIO, Mapping
 import numpy
 from numpy.lib import format as npy
 
+from .memory import check_fits
 from .ziparchive import ZipArchive
 
 # Everything a crafted zip file can make the zipfile module raise while reading it.
@@ -80,13 +83,39 @@ def members(path: Path) -> dict[str, tuple[tuple[int, ...], numpy.dtype]]:
 
 
 def load(path: Path) -> dict[str, numpy.ndarray]:
-    """The arrays of the archive ``path`` by key, after :func:`members` has checked it."""
-    members(path)
+    """The arrays of the archive ``path`` by key, after :func:`members` has checked it; each
+    is read into memory of its declared size (refused when the machine lacks it) and holds
+    exactly its declared bytes."""
+    declared = members(path)
     try:
-        with numpy.load(path, allow_pickle=False) as data:
-            return {key: data[key] for key in data.files}
-    except (ValueError, *ZIP_ERRORS) as e:
-        raise ValueError(str(e)) from None
+        with zipfile.ZipFile(path) as archive:
+            return {key: _read(archive, f"{key}.npy", shape, dtype, path)
+                    for key, (shape, dtype) in declared.items()}
+    except ZIP_ERRORS as e:
+        raise ValueError(f"its members cannot be read ({e})") from None
+
+
+def _read(archive: zipfile.ZipFile, name: str, shape: tuple, dtype: numpy.dtype, path: Path):
+    """Member ``name`` (a checked ``.npy`` array of ``shape`` and ``dtype``) read into memory,
+    decompressing no more than its declared bytes."""
+    count = math.prod(shape)
+    check_fits(count * dtype.itemsize, f"{path}: member {name!r} (shape {shape}, {dtype})",
+               "check that the file is the one meant, or load it on a machine with more memory")
+    flat = numpy.empty(count, dtype)
+    view = memoryview(flat.view(numpy.uint8))
+    with archive.open(name) as f:
+        version = npy.read_magic(f)
+        _, fortran, _ = _HEADERS[version](f)
+        done = 0
+        while done < len(view):
+            n = f.readinto(view[done:])
+            if not n:
+                break
+            done += n
+        if done < len(view) or f.read(1):
+            raise ValueError(f"member {name!r} of {path} holds {'fewer' if done < len(view) else 'more'} "
+                             f"bytes of data than its header describes ({len(view)})")
+    return flat.reshape(shape[::-1]).T if fortran else flat.reshape(shape)
 
 
 def _header(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> tuple[tuple[int, ...], numpy.dtype]:

@@ -205,9 +205,9 @@ def prefixed(key: str, factory, *args, **kwargs):
 def in_section(key: str, message: str, owners: dict | None = None) -> str:
     """``message`` (it starts with an argument's name) under the section that argument came
     from: ``owners[name]`` for an argument taken from another section, else ``key``. A
-    message about the section's choice itself (``model=cnn needs ...``) or already under a
-    section is left as it is."""
-    if message.startswith((f"{key}=", f"{key}.")):
+    message about the section's choice itself (``model=cnn needs ...``, ``model: ...``) or
+    already under a section is left as it is."""
+    if message.startswith((f"{key}=", f"{key}.", f"{key}:")):
         return message
     name = re.match(r"\w*", message).group()
     return f"{(owners or {}).get(name, key)}.{message}"

@@ -8,8 +8,8 @@ The rules:
   from the end); the last column when unset.
 - **Features:** the columns listed in ``features`` (names or indices), else every other
   column whose cells are all numbers.
-- **Types.** A column whose cells are all integers holds integers, one of numbers holds
-  floats (an empty cell is NaN), anything else holds strings. The target keeps its type, so
+- **Types.** A column whose cells are all integers within int64 holds integers, one of
+  numbers holds floats (an empty cell is NaN), anything else holds strings. The target keeps its type, so
   the run's task rule applies to it (string labels become class ids); features become float32.
 
 ``val_path`` and ``test_path`` name tables with the same columns holding a validation and a
@@ -129,11 +129,13 @@ def _arrays(names, rows, columns, value) -> tuple:
 
 
 def _typed(cells: list[str]):
-    """The cells as integers, else floats, else strings."""
+    """The cells as int64 integers, else floats (integers beyond int64 too), else strings."""
     for kind in (int, float):
         try:
-            return numpy.array([kind(c) for c in cells])
-        except ValueError:
+            values = numpy.array([kind(c) for c in cells])
+        except (ValueError, OverflowError):
             continue
+        if values.dtype.kind != "O":  # Python integers beyond int64
+            return values
     return numpy.array(cells)
 

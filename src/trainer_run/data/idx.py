@@ -7,14 +7,18 @@ dimensions, one uint32 per dimension, then the values in C order. A file may be 
 
 :func:`read_idx` returns the array in native byte order: single-byte data of a raw file is
 memory-mapped (read as batches need it), anything else is read into memory (a gzipped file
-is decompressed straight into the array). A file that is not IDX, or holds fewer or more
-values than its header declares, is refused with a :class:`~trainer_run.errors.ConfigError`
+is decompressed straight into the array, and never past the size its header declares). An
+array read into memory is first checked against the memory available
+(:func:`trainer_run.memory.check_fits`), so a header declaring more than the machine holds is
+refused before anything is allocated or inflated. A file that is not IDX, or holds fewer or
+more values than its header declares, is refused with a :class:`~trainer_run.errors.ConfigError`
 naming it. :func:`write_idx` writes one (atomically).
 """
 
 from __future__ import annotations
 
 import gzip
+import math
 import struct
 import zlib
 from pathlib import Path
@@ -23,6 +27,7 @@ import numpy
 
 from .. import files
 from ..errors import ConfigError
+from ..memory import check_fits
 
 TYPES = {0x08: numpy.uint8, 0x09: numpy.int8, 0x0B: numpy.int16, 0x0C: numpy.int32,
          0x0D: numpy.float32, 0x0E: numpy.float64}
@@ -64,6 +69,7 @@ def _header(stream, path: Path) -> tuple[numpy.dtype, tuple]:
 def _read_stream(stream, path: Path) -> numpy.ndarray:
     """The array of an IDX stream, read into memory."""
     dtype, shape = _header(stream, path)
+    _check_fits(path, dtype, shape)
     array = numpy.empty(shape, dtype)
     view = memoryview(array.reshape(-1).view(numpy.uint8))
     done = 0
@@ -83,7 +89,7 @@ def _read_raw(path: Path) -> numpy.ndarray:
     with open(path, "rb") as f:
         dtype, shape = _header(f, path)
         offset = f.tell()
-    expected = int(numpy.prod(shape, dtype=numpy.int64)) * dtype.itemsize
+    expected = math.prod(shape) * dtype.itemsize
     held = path.stat().st_size - offset
     if held < expected:
         raise _truncated(path, _describe(dtype, shape), held, data=True)
@@ -92,6 +98,7 @@ def _read_raw(path: Path) -> numpy.ndarray:
                           f"({_describe(dtype, shape)}); it is not a valid IDX file")
     if dtype.itemsize == 1 and expected > 0:
         return numpy.memmap(path, dtype.newbyteorder("="), "r", offset, shape)
+    _check_fits(path, dtype, shape)
     values = numpy.fromfile(path, dtype, count=expected // dtype.itemsize, offset=offset)
     return _native(values.reshape(shape))
 
@@ -102,8 +109,15 @@ def _native(array: numpy.ndarray) -> numpy.ndarray:
     return array if native == array.dtype else array.byteswap(inplace=True).view(native)
 
 
+def _check_fits(path: Path, dtype: numpy.dtype, shape: tuple) -> None:
+    """Refuses an array the machine's available memory cannot hold, before reading it."""
+    check_fits(math.prod(shape) * dtype.itemsize, f"{path} (its header declares "
+               f"{_describe(dtype, shape)})", "check that the file is the one meant, or train on "
+               "a machine with more memory")
+
+
 def _describe(dtype: numpy.dtype, shape: tuple) -> str:
-    size = int(numpy.prod(shape, dtype=numpy.int64)) * dtype.itemsize
+    size = math.prod(shape) * dtype.itemsize
     return f"{'x'.join(map(str, shape)) or 'a scalar'} {dtype.name}, {size} bytes of data"
 
 

@@ -12,8 +12,10 @@ The rules, in order:
    floats get a hint to set ``dataset.task=classification``). ``classification`` takes whole
    numbers of any type; ``regression`` takes numbers.
 3. **Labels.** Class names (strings) become ids in sorted order (``Data.classes``); ids must
-   be whole and at least 0 (and below the declared class count, if any); there are as many
-   classes as the largest id + 1. Regression targets become float32 columns.
+   be whole, at least 0 and below :data:`MAX_CLASSES` (and the declared class count, if
+   any); there are as many classes as the largest id + 1 (with a hint line when the ids skip
+   values). Every class of the validation and test splits needs training examples.
+   Regression targets become float32 columns.
 4. **Checks.** Arrays of one split have one row per example; float inputs hold no NaN or
    infinity. Each failure is a :class:`~trainer_run.errors.ConfigError` naming the file.
 5. **Validation.** Without a validation split, ``val_fraction`` of the training examples are
@@ -34,6 +36,9 @@ from .datasets import ArrayDataset, Data, Splits, SubDataset, stratified_positio
 
 TASKS = ("auto", "classification", "regression")
 CHUNK_BYTES = 1 << 26
+MAX_CLASSES = 1_000_000
+"""The most classes a run takes: a class id must be below it (a larger id is a mistake, and
+would make an output layer of that many units)."""
 
 
 def prepare(result, rng, val_fraction: float = 0.2, task: str = "auto", normalize: str = "none",
@@ -171,8 +176,10 @@ def _decide(splits: Splits, task: str, n_classes: int | None):
         hint = whole_number_hint(raw["train"]) if task == "auto" else None
         return labels, None, out_size, kind, note + (f"\nhint: {hint}" if hint else "")
     labels, names = _class_ids(raw, splits, task)
+    _check_seen(labels, names, splits)
     out_size = int(max(int(y.max()) for y in labels.values())) + 1
     names = names if names is not None else splits.classes
+    gaps = gap_hint(labels["train"], out_size) if names is None and n_classes is None else None
     if names is not None:
         n_classes = n_classes or len(names)
     if n_classes is not None:
@@ -181,7 +188,38 @@ def _decide(splits: Splits, task: str, n_classes: int | None):
                   f"range for {n_classes} classes (ids 0 to {n_classes - 1}); fix the labels or the "
                   "class count")
         out_size = n_classes
-    return labels, names, out_size, kind, f"classification into {out_size} classes ({reason})"
+    note = f"classification into {out_size} classes ({reason})"
+    return labels, names, out_size, kind, note + (f"\nhint: {gaps}" if gaps else "")
+
+
+def gap_hint(ids, out_size: int) -> str | None:
+    """The hint for class ids that skip values (fewer distinct ids than ``out_size``, the
+    largest + 1), else None."""
+    distinct = len(numpy.unique(ids))
+    if distinct >= out_size:
+        return None
+    return (f"the labels run 0..{out_size - 1} with {distinct} distinct values, so the model "
+            f"gets {out_size} outputs; renumber the classes 0..{distinct - 1} if the gaps are "
+            "not classes")
+
+
+def _check_seen(labels: dict, names, splits: Splits) -> None:
+    """Refuses a class of the validation or test split that no training example has, naming
+    the file, the class and how many examples have it."""
+    seen = numpy.unique(labels["train"])
+    for split in ("val", "test"):
+        y = labels.get(split)
+        if y is None:
+            continue
+        unseen = y[~numpy.isin(y, seen)]
+        if unseen.size:
+            c = int(unseen[0])
+            value = names[c] if names is not None else c
+            count = int((y == c).sum())
+            raise ConfigError(f"{splits.source(split)}: class {[value]} is not among the training "
+                              f"labels ({count} example{'s' * (count != 1)} there have it); every "
+                              f"class needs training examples: move some to "
+                              f"{splits.source('train')} or drop them")
 
 
 def _task(y, task: str) -> tuple[str, str]:
@@ -217,13 +255,11 @@ def _class_ids(raw: dict, splits: Splits, task: str):
     """Class ids by split (int32) and the class names (None for numeric labels)."""
     if raw["train"].dtype.kind in "USO":
         names = sorted(set(raw["train"].astype(str).tolist()))
+        for y in raw.values():  # unseen names after the training ones: _check_seen refuses them
+            names += sorted(set(y.astype(str).tolist()) - set(names))
         index = {name: i for i, name in enumerate(names)}
-        ids = {}
-        for split, y in raw.items():
-            unknown = sorted(set(y.astype(str).tolist()) - set(index))
-            check(not unknown, f"{splits.source(split)}: class {unknown[:1]} is not among the "
-                  f"training labels {names[:5]}; every class needs training examples")
-            ids[split] = numpy.array([index[v] for v in y.astype(str).tolist()], numpy.int32)
+        ids = {split: numpy.array([index[v] for v in y.astype(str).tolist()], numpy.int32)
+               for split, y in raw.items()}
         return ids, names
     ids = {}
     for split, y in raw.items():
@@ -241,6 +277,10 @@ def _class_ids(raw: dict, splits: Splits, task: str):
         check(negative.size == 0, f"{source}: label {y[negative[:1]].tolist()} (example "
               f"{negative[:1].tolist()}) is negative; class ids run from 0 to the number of "
               "classes - 1")
+        big = numpy.flatnonzero(y >= MAX_CLASSES)
+        check(big.size == 0, f"{source}: label {y[big[:1]].tolist()} (example {big[:1].tolist()}) "
+              f"is beyond the {MAX_CLASSES:,} classes a run takes (ids 0 to {MAX_CLASSES - 1:,}); "
+              "renumber the classes from 0, or choose dataset.task=regression for numbers")
         ids[split] = y.astype(numpy.int32)
     return ids, None
 

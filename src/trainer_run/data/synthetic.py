@@ -7,7 +7,10 @@
 - ``mnist_like``: MNIST-shaped classification (784 features in [0, 1], 10 classes), made
   of noisy class prototypes; for benchmarks with realistic shapes.
 
-Each takes ``size`` (examples in all) and the data's generator ``rng`` and returns ``(x, t)``.
+Each takes ``size`` (examples in all) and the data's generator ``rng`` and returns ``(x, t)``;
+a ``size`` whose arrays (estimated at :data:`BYTES_PER_VALUE` per value while they are drawn)
+exceed the machine's available memory is refused before anything is drawn
+(:func:`trainer_run.memory.check_fits`).
 """
 
 from __future__ import annotations
@@ -15,6 +18,18 @@ from __future__ import annotations
 import numpy
 
 from ..errors import check_number
+from ..memory import check_fits
+
+BYTES_PER_VALUE = 32
+"""The memory one value of an example takes while a set is drawn: float64 draws, their
+temporaries and the float32 result."""
+
+
+def _check_fits(n: int, values: int) -> None:
+    """Refuses ``n`` examples of ``values`` values each (the label included) that the
+    machine's available memory cannot hold."""
+    check_fits(n * values * BYTES_PER_VALUE, f"size={n} ({n} examples of {values} values)",
+               "lower dataset.size")
 
 
 def spirals(size: int, rng, noise: float = 0.2, turns: float = 1.5):
@@ -22,6 +37,7 @@ def spirals(size: int, rng, noise: float = 0.2, turns: float = 1.5):
     n = check_number("size", size, low=2, integer=True)
     noise = check_number("noise", noise, low=0)
     turns = check_number("turns", turns, low=0, low_open=True)
+    _check_fits(n, 3)
     half = n // 2
     r = numpy.sqrt(rng.random(n)) * turns * 2 * numpy.pi
     labels = numpy.arange(n) >= half
@@ -37,6 +53,7 @@ def blobs(size: int, rng, n_features: int = 2, n_classes: int = 3, spread: float
     n_features = check_number("n_features", n_features, low=1, integer=True)
     n_classes = check_number("n_classes", n_classes, low=2, integer=True)
     spread = check_number("spread", spread, low=0)
+    _check_fits(n, n_features + 1)
     centres = rng.normal(0, 4.0, size=(n_classes, n_features))
     labels = rng.integers(0, n_classes, size=n)
     x = centres[labels] + rng.normal(0, spread, size=(n, n_features))
@@ -49,6 +66,7 @@ def regression(size: int, rng, n_features: int = 8, n_targets: int = 1, noise: f
     n_features = check_number("n_features", n_features, low=1, integer=True)
     n_targets = check_number("n_targets", n_targets, low=1, integer=True)
     noise = check_number("noise", noise, low=0)
+    _check_fits(n, n_features + n_targets)
     w = rng.normal(0, 1, size=(n_features, n_targets))
     x = rng.normal(0, 1, size=(n, n_features))
     y = x @ w + rng.normal(0, noise, size=(n, n_targets))
@@ -61,6 +79,7 @@ def mnist_like(size: int, rng, n_features: int = 784, n_classes: int = 10, noise
     n_features = check_number("n_features", n_features, low=1, integer=True)
     n_classes = check_number("n_classes", n_classes, low=2, integer=True)
     noise = check_number("noise", noise, low=0)
+    _check_fits(n, n_features + 1)
     prototypes = rng.random((n_classes, n_features)) < 0.2
     labels = rng.integers(0, n_classes, size=n)
     x = prototypes[labels].astype(numpy.float32)

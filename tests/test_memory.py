@@ -1,0 +1,109 @@
+"""The memory rule (trainer_run.memory): allocations whose size is known in advance (an IDX
+header, a synthetic set's size, a model's parameters, a checkpoint's arrays) are refused in
+one line before they are made when the machine's available memory cannot hold them. Headers
+claim large sizes in small files; nothing large is allocated."""
+
+import gzip
+import struct
+import zipfile
+
+import numpy as np
+import pytest
+from conftest import run_cli
+
+from trainer_run import memory, npz
+from trainer_run.data import synthetic
+from trainer_run.data.idx import read_idx
+from trainer_run.errors import ConfigError
+from trainer_run.layers import Linear
+
+
+def test_available_bytes_reads_memavailable_and_check_fits_refuses_beyond_it(monkeypatch):
+    available = memory.available_bytes()
+    assert available is None or available > 0
+    monkeypatch.setattr(memory, "available_bytes", lambda: 3 << 30)
+    memory.check_fits(3 << 30, "x", "fix")
+    with pytest.raises(ConfigError, match=r"^x needs 3.5 GiB of memory and the machine has 3.0 GiB "
+                       r"available; fix$"):
+        memory.check_fits((3 << 30) + (1 << 29), "x", "fix")
+    monkeypatch.setattr(memory, "available_bytes", lambda: None)
+    memory.check_fits(1 << 60, "x", "fix")  # unknown: no check
+
+
+def _idx_header(code, *dims):
+    return bytes([0, 0, code, len(dims)]) + struct.pack(f">{len(dims)}I", *dims)
+
+
+@pytest.mark.parametrize("gzipped", [True, False])
+def test_an_idx_header_claiming_more_than_memory_is_refused_before_reading(tmp_path, gzipped):
+    path = tmp_path / "images.idx"
+    content = _idx_header(0x0C, 2**31, 28, 28) + bytes(1000)  # int32: read into memory
+    path.write_bytes(gzip.compress(content) if gzipped else content)
+    words = "needs" if gzipped else "is truncated"  # a raw file must hold what it declares
+    with pytest.raises(ConfigError, match=words):
+        read_idx(path)
+    if gzipped:
+        with pytest.raises(ConfigError, match=r"images.idx \(its header declares 2147483648x28x28 "
+                           r"int32.*\) needs 6.1 TiB of memory"):
+            read_idx(path)
+
+
+def test_a_gzip_bomb_is_refused_by_its_declared_size_before_inflating(tmp_path, monkeypatch):
+    monkeypatch.setattr(memory, "available_bytes", lambda: 1 << 20)
+    path = tmp_path / "bomb.gz"
+    path.write_bytes(gzip.compress(_idx_header(0x08, 4096, 1024) + bytes(4 << 20)))
+    with pytest.raises(ConfigError, match="bomb.gz .*4.0 MiB of memory and the machine has 1.0 MiB"):
+        read_idx(path)
+
+
+def test_a_synthetic_size_beyond_memory_is_refused(monkeypatch):
+    with pytest.raises(ConfigError, match=r"^size=100000000000 \(100000000000 examples of 3 values\) "
+                       r"needs .* TiB of memory.*; lower dataset.size$"):
+        synthetic.spirals(10**11, np.random.default_rng(0))
+    monkeypatch.setattr(memory, "available_bytes", lambda: 1 << 20)
+    for make in (synthetic.blobs, synthetic.regression, synthetic.mnist_like):
+        with pytest.raises(ConfigError, match="lower dataset.size"):
+            make(1_000_000, np.random.default_rng(0))
+
+
+class _NoDraws:
+    """A backend that fails the test if a parameter is drawn."""
+
+    class rng:
+        @staticmethod
+        def standard_normal(*args, **kwargs):
+            raise AssertionError("the parameter was allocated")
+
+
+def test_a_layer_too_large_for_memory_is_refused_before_its_parameters_are_drawn(monkeypatch):
+    monkeypatch.setattr(memory, "available_bytes", lambda: 1 << 30)
+    with pytest.raises(ConfigError, match=r"^model: a parameter of shape \(100000000, 2\) "
+                       r"\(200,000,000 float32 values, with its gradient\) needs 3.7 GiB of memory.*"
+                       r"lower the model's sizes \(model.hidden_sizes"):
+        Linear(2, 100_000_000, _NoDraws())
+
+
+def test_an_npz_member_beyond_memory_is_refused_before_it_is_inflated(tmp_path, monkeypatch):
+    path = tmp_path / "arrays.npz"
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:  # 4 MiB of zeros, compressed
+        with archive.open("w.npy", "w") as f:
+            np.save(f, np.zeros(1 << 20, np.float32))
+    assert path.stat().st_size < 100_000
+    np.testing.assert_array_equal(npz.load(path)["w"], np.zeros(1 << 20, np.float32))
+    monkeypatch.setattr(memory, "available_bytes", lambda: 1 << 20)
+    monkeypatch.setattr(np, "load", None)  # nothing may read it another way
+    with pytest.raises(ConfigError, match=r"arrays.npz: member 'w.npy' \(shape \(1048576,\), float32\) "
+                       r"needs 4.0 MiB of memory"):
+        npz.load(path)
+
+
+@pytest.mark.parametrize("args, words", [
+    (("dataset.size=100000000000",), "error: dataset.size=100000000000 (100000000000 examples"),
+    (("model.hidden_sizes=[100000000000]",), "error: model: a parameter of shape (100000000000, 2)"),
+])
+def test_the_command_refuses_in_one_line_naming_the_key(tmp_path, args, words):
+    result = run_cli(*args, "trainer.max_iterations=2", "hydra.run.dir=run", cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith(words), result.stderr
+    assert not (tmp_path / "run").exists()
