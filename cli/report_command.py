@@ -77,7 +77,7 @@ def run(options: argparse.Namespace) -> int:
     folders = options.folders
     target = options.plot or (folders[0] if len(folders) == 1 else Path()) / PLOT_NAME
     try:
-        rows = results.rank(results.collect(folders))
+        rows = results.rank(results.collect(folders, warn))
         for path in (target, options.csv):
             _check_writable(path)
         name, mode = plot.metric(rows)

@@ -201,7 +201,7 @@ def test_without_matplotlib_the_table_is_printed_and_one_line_says_how_to_plot(s
 
 
 def test_ctrl_c_exits_130_with_one_line(monkeypatch, capsys, tmp_path):
-    def interrupted(folders):
+    def interrupted(folders, *_):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(results, "collect", interrupted)
