@@ -72,16 +72,16 @@ def run(options: argparse.Namespace) -> int:
     from trainer_run.errors import ConfigError, StorageError
     from trainer_run.results import plot
 
-    from .report import fail
+    from .report import fail, warn
 
     folders = options.folders
     target = options.plot or (folders[0] if len(folders) == 1 else Path()) / PLOT_NAME
     try:
-        rows = results.rank(results.collect(folders))
+        rows = results.rank(results.collect(folders, warn))
         for path in (target, options.csv):
             _check_writable(path)
         name, mode = plot.metric(rows)
-        curves = plot.curves(rows, name, mode) if name else []
+        curves = plot.curves(rows, name, mode, warn) if name else []
     except ConfigError as e:
         fail(e)
     console = Console()

@@ -32,12 +32,16 @@ from omegaconf import DictConfig, OmegaConf
 
 from trainer_run import checkpoint, files, run_directory, strict_json
 from trainer_run.data import record as data_record
-from trainer_run.errors import ConfigError
+from trainer_run.errors import ConfigError, Diverged
 from trainer_run.training import Trainer
 
 from .report import fail_line, inform, warn
 
 FINISHED = ("completed", "diverged")
+FAILED: list[int] = []
+"""The numbers of this process's jobs that failed, whether or not their folder could record it
+(a folder in use by another process, or holding a run of other overrides): the end of the
+sweep exits 1 when there is any (:func:`.sweeps.report`)."""
 RUN_FILES = (*run_directory.MARKERS, *data_record.FILES, "model.npz", "model_best.npz")
 
 
@@ -73,6 +77,8 @@ def value(role) -> float | None:
 def failed(out: Path, cfg: DictConfig, overrides: list[str], error: JobFailed | str) -> float:
     """Prints and records a failed job (see the module docstring); returns the worst value."""
     message = str(error)
+    if getattr(error, "exit_code", None) != Diverged.exit_code:  # a diverged job is a result
+        FAILED.append(HydraConfig.get().job.num)
     fail_line(f"job {HydraConfig.get().job.num} ({' '.join(overrides) or 'no overrides'}): "
               f"{message}")
     mode = OmegaConf.select(cfg, "objective.mode", default="min")

@@ -2,7 +2,8 @@
 
 :func:`report` shows the ranked table of the sweep folder's jobs and writes it beside them
 (``results.csv``, ``results.md``; :mod:`.results`), then returns the command's exit status:
-1 when a job failed, else 0. A sweep cut short (Ctrl-C) also gets the command that continues
+1 when a job failed (in this process, :data:`.sweep_job.FAILED`, or as its folder records it)
+or did not finish, else 0. A sweep cut short (Ctrl-C) also gets the command that continues
 it in the same folder (:mod:`.sweep_job` says what continuing does).
 """
 
@@ -18,6 +19,7 @@ from trainer_run import results, run_directory
 from trainer_run.errors import ConfigError
 
 from . import argv as args
+from . import sweep_job
 from .report import warn
 
 SWEEP_FILES = ("multirun.yaml", "optimization_results.yaml", "results.csv")
@@ -53,10 +55,11 @@ def check_same_overrides(folder: Path, argv: list[str]) -> None:
 
 def report(folder: Path, argv: list[str], stopped: bool = False) -> int:
     """Shows and writes the ranked results of the sweep in ``folder`` (run by ``argv``, the
-    command's arguments); returns the exit status (1 when a job failed)."""
+    command's arguments); returns the exit status: 1 when a job failed or did not finish
+    (completed or diverged), else 0."""
     console = Console()  # the sweep's answer is its output, as a run's table is
     try:
-        rows = results.rank(results.collect([folder]))
+        rows = results.rank(results.collect([folder], warn))
     except ConfigError:
         return 1  # no job got as far as its folder; each one said why
     results.show(rows, console)
@@ -67,4 +70,4 @@ def report(folder: Path, argv: list[str], stopped: bool = False) -> int:
         command = ["trainer-run", *args.without(argv, "hydra.sweep.dir"),
                    f"hydra.sweep.dir={folder}"]
         warn(f"the sweep stopped before its end; continue it with: {shlex.join(command)}")
-    return 1 if any(row.status == "failed" for row in rows) else 0
+    return 1 if sweep_job.FAILED or not all(row.ranked for row in rows) else 0

@@ -109,7 +109,7 @@ def test_a_job_folder_of_other_overrides_is_left_alone(tmp_path):
     before = (tmp_path / "0" / "summary.json").read_text()
     (tmp_path / "multirun.yaml").unlink()
     result = run_cli("-m", "optimizer.learning_rate=0.5", f"hydra.sweep.dir={tmp_path}", *QUICK)
-    assert result.returncode == 0  # the job is the old row; the refusal is its error line
+    assert result.returncode == 1  # the job is the old row; the refusal is its error line
     assert "holds a run of other overrides" in result.stderr
     assert (tmp_path / "0" / "summary.json").read_text() == before
 
@@ -182,3 +182,29 @@ def test_submitit_local_launcher_runs_the_jobs_and_ranks_them(tmp_path):
     assert result.returncode == 0, result.stderr
     bests = {j: _summary(tmp_path / j)["objective"]["best"] for j in ("0", "1")}
     assert [row["job"] for row in _results(tmp_path)] == sorted(bests, key=bests.get)
+
+
+def _finished(folder, best, status="completed", overrides=()):
+    folder.mkdir(parents=True)
+    summary = {"status": status, "stop_reason": status, "iteration": 60, "elapsed_s": 1.0,
+               "overrides": list(overrides),
+               "objective": {"metric": "val/loss", "mode": "min", "best": best,
+                             "best_iteration": 60, "final": best}}
+    (folder / "summary.json").write_text(json.dumps(summary))
+
+
+@pytest.mark.parametrize("case", ["completed", "diverged", "interrupted", "failed here"])
+def test_the_sweep_exits_1_when_a_job_failed_or_did_not_finish(tmp_path, monkeypatch, case):
+    from trainer_run.cli import sweep_job, sweeps
+
+    _finished(tmp_path / "0", 0.5, overrides=["seed=0"])
+    status = "completed" if case == "failed here" else case
+    _finished(tmp_path / "1", 0.1, status=status, overrides=["seed=1"])
+    monkeypatch.setattr(sweep_job, "FAILED", [2] if case == "failed here" else [])
+    expected = 0 if case in ("completed", "diverged") else 1
+    assert sweeps.report(tmp_path, ["-m", "seed=0,1"]) == expected
+    ranked = _results(tmp_path)
+    if case == "interrupted":  # below the finished runs, out of the seed statistics
+        assert [row["job"] for row in ranked] == ["0", "1"]
+        by_seed = list(csv.DictReader(open(tmp_path / "results_by_seed.csv")))
+        assert by_seed[0]["n"] == "1" and float(by_seed[0]["mean"]) == 0.5

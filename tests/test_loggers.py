@@ -221,3 +221,28 @@ def test_the_config_s_logger_section_chooses_the_files(tmp_path, sections, files
     assert logged == files
     if sections is not None:
         assert (tmp_path / "metrics.csv").read_text().splitlines()[0].startswith("iteration;epoch;time;")
+
+
+def test_tensorboard_on_a_full_disk_is_one_error_naming_the_event_file(tmp_path, monkeypatch, capfd):
+    import errno
+
+    from trainer_run.errors import StorageError
+    from trainer_run.training.loggers.tensorboard import TensorBoard
+
+    logger = TensorBoard()
+    logger.start(tmp_path, [{"iteration": 1, "train/loss": 0.5}])
+    before = logger.path.read_bytes()
+    real = os.fsync
+
+    def fsync(fd):
+        if "tfevents" in os.readlink(f"/proc/self/fd/{fd}"):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    with pytest.raises(StorageError) as caught:
+        logger.write({"iteration": 2, "train/loss": 0.4})
+    assert str(caught.value) == f"cannot write {logger.path}: No space left on device"
+    assert logger.path.read_bytes() == before  # the row's events whole or not at all
+    logger.close()
+    assert "Traceback" not in capfd.readouterr().err

@@ -239,3 +239,39 @@ def test_show_prints_the_seed_table(tmp_path):
 def test_duration_format():
     from trainer_run.results.table import duration
     assert [duration(s) for s in (12.34, 245, 3720, None)] == ["12.3s", "4m05s", "1h02m", ""]
+
+
+def test_runs_that_did_not_finish_are_listed_below_and_left_out_of_the_seed_statistics(tmp_path):
+    sweep = _sweep(tmp_path, [_summary(0.5, overrides=["seed=0"]),
+                              _summary(0.1, overrides=["seed=1"], status="interrupted",
+                                       stop_reason="interrupted"),
+                              _summary(0.3, overrides=["seed=2"], status="diverged",
+                                       stop_reason="diverged")])
+    rows = results.rank(results.collect([sweep]))
+    assert [(row.job, row.status) for row in rows] == [("2", "diverged"), ("0", "max_iterations"),
+                                                       ("1", "interrupted")]
+    group, = results.by_seed(rows)
+    assert (group.n, group.mean, group.seeds) == (2, 0.4, ["0", "1", "2"])
+
+
+@pytest.mark.parametrize("best", ["0.2", [0.2], True, {"value": 0.2}])
+def test_a_best_of_the_wrong_type_is_named_in_a_warning(tmp_path, best):
+    summary = _summary(0.2)
+    summary["objective"]["best"] = best
+    sweep = _sweep(tmp_path, [summary, _summary(0.4)])
+    told = []
+    rows = results.collect([sweep], told.append)
+    assert rows[0].best is None and rows[1].best == 0.4
+    assert told == [f"{sweep / '0' / 'summary.json'} holds objective.best {json.dumps(best)}, not a "
+                    "number; the run is shown without it"]
+
+
+def test_an_objective_that_is_not_an_object_is_named_in_a_warning(tmp_path):
+    summary = _summary(0.2)
+    summary["objective"] = [0.2]
+    sweep = _sweep(tmp_path, [summary])
+    told = []
+    row, = results.collect([sweep], told.append)
+    assert row.best is None and row.metric is None
+    assert told == [f"{sweep / '0' / 'summary.json'} holds objective [0.2], not an object; the run "
+                    "is shown without its objective"]

@@ -212,3 +212,41 @@ def test_saved_kvstore_optimizer_states_are_written_whole(tmp_path, monkeypatch)
     assert target.read_bytes() == before and _temporaries(tmp_path) == []
     monkeypatch.undo()
     kv.load_optimizer_states(target)          # the previous states, still whole
+
+
+# -- appending: a row whole or not at all --------------------------------------------------------
+def _disk_fills_after(monkeypatch, written: int) -> None:
+    """Makes os.write write at most ``written`` bytes, then refuse with ENOSPC (a disk that
+    fills in the middle of an append)."""
+    real, left = os.write, [written]
+
+    def write(fd, data):
+        if left[0] <= 0:
+            raise OSError(errno.ENOSPC, FULL)
+        count = real(fd, bytes(data[:left[0]]))
+        left[0] -= count
+        return count
+
+    monkeypatch.setattr(os, "write", write)
+
+
+@pytest.mark.parametrize("logger", ["jsonl", "csv"])
+@pytest.mark.parametrize("fails_at", ["write", "fsync"])
+def test_a_row_the_disk_refuses_part_way_is_not_left_torn(tmp_path, monkeypatch, logger, fails_at):
+    from trainer_run.training.loggers.csv import CsvTable
+    from trainer_run.training.loggers.jsonl import JsonLines
+
+    made = JsonLines() if logger == "jsonl" else CsvTable()
+    made.start(tmp_path, [{"iteration": 1, "loss": 1.0}])
+    before = made.path.read_bytes()
+    if fails_at == "write":
+        _disk_fills_after(monkeypatch, 5)
+    else:
+        _disk_full_for(monkeypatch, made.path.name)
+    with pytest.raises(StorageError) as caught:
+        made.write({"iteration": 2, "loss": 0.5})
+    assert str(caught.value) == f"cannot write {made.path}: {FULL}"
+    assert made.path.read_bytes() == before
+    monkeypatch.undo()
+    made.write({"iteration": 3, "loss": 0.25})
+    assert made.path.read_bytes().endswith(b"3,0.25\n" if logger == "csv" else b'"loss": 0.25}\n')

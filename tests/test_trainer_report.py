@@ -138,6 +138,19 @@ def test_a_cut_last_line_is_skipped_and_a_null_is_nan(tmp_path):
     assert rows == [{"iteration": 10, "val/loss": 0.5}, {"iteration": 20, "val/loss": None}]
 
 
+def test_a_row_torn_by_a_full_disk_is_left_out_with_a_warning(sweeps, tmp_path):
+    sweep = tmp_path / "sweep"
+    shutil.copytree(sweeps / "sweep", sweep)
+    log = sweep / "1" / "metrics.jsonl"
+    rows = len(read_jsonl(log))
+    log.write_text(log.read_text() + '{"iteration": 50, "val/lo')
+    result = report(sweep)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.splitlines() == [f"warning: {log} line {rows + 1} was cut short while "
+                                          "being written; left out"]
+    assert (sweep / "comparison.png").exists()
+
+
 def test_labels_name_the_varying_overrides_and_tell_equal_ones_apart():
     rows = [results.Row("0", Path("a"), ["optimizer=adam", "seed=1"]),
             results.Row("1", Path("b"), ["optimizer=sgd", "seed=1"]),
@@ -188,7 +201,7 @@ def test_without_matplotlib_the_table_is_printed_and_one_line_says_how_to_plot(s
 
 
 def test_ctrl_c_exits_130_with_one_line(monkeypatch, capsys, tmp_path):
-    def interrupted(folders):
+    def interrupted(folders, *_):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(results, "collect", interrupted)

@@ -4,9 +4,11 @@
 sibling ``.<name>.tmp-<pid>``, flushes and fsyncs it, renames it over the file with
 :func:`os.replace` and fsyncs the directory, so that after a crash or power loss the file
 holds either its previous content or the complete new one. :func:`append` adds to a file
-(a log). When the disk refuses (full, read-only, no permission), the temporary file is
-removed and :class:`~trainer_run.errors.StorageError` (exit status 4) says
-``cannot write <path>: <reason>``, naming the file the caller asked for.
+(a log) whole or not at all: an append the disk refuses part-way (a full disk) is cut back
+to the file's previous length, so a log never ends in a torn row. When the disk refuses
+(full, read-only, no permission), the temporary file is removed and
+:class:`~trainer_run.errors.StorageError` (exit status 4) says ``cannot write <path>:
+<reason>``, naming the file the caller asked for.
 """
 
 from __future__ import annotations
@@ -51,14 +53,39 @@ def write_synced(path: Path, content: Content, shown_as: Path | None = None) -> 
         raise storage_error(shown_as or path, e) from None
 
 
-def append(path: Path, text: str) -> None:
-    """Appends ``text`` to ``path`` (created if missing); raises StorageError naming it if
-    the disk refuses."""
+def append(path: Path, text: str | bytes) -> None:
+    """Appends ``text`` (str as UTF-8, or bytes) to ``path`` (created if missing), flushed
+    and fsynced; raises StorageError naming it if the disk refuses. A refused append is
+    undone: the file is truncated back to the length it had, so it ends where it ended."""
+    data = text.encode() if isinstance(text, str) else text
     try:
-        with open(path, "a") as f:
-            f.write(text)
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
     except OSError as e:
         raise storage_error(path, e) from None
+    try:
+        size = os.fstat(fd).st_size
+        _write_all(fd, data)
+        os.fsync(fd)
+    except OSError as e:
+        _truncate(fd, size)
+        raise storage_error(path, e) from None
+    finally:
+        os.close(fd)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """Writes all of ``data`` to ``fd`` (``os.write`` may write less than it is given)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _truncate(fd: int, size: int) -> None:
+    """Cuts the file ``fd`` back to ``size`` bytes, as far as the disk lets it."""
+    try:
+        os.ftruncate(fd, size)
+    except OSError:
+        pass  # the readers skip a torn last line, with a warning
 
 
 def storage_error(path: Path, error: OSError) -> StorageError:

@@ -1,6 +1,6 @@
 """Runs compared: the ranked results of a sweep's jobs or of any run folders.
 
-:mod:`.runs` reads run and sweep folders into rows, ranks them by each run's objective and
+:mod:`.folders` reads run and sweep folders into rows; :mod:`.runs` ranks them by each run's objective and
 groups runs that differ only by seed; :mod:`.table` renders the rows as a rich table, CSV
 and Markdown; :mod:`.plot` draws each run's objective curve into one PNG (matplotlib). The
 end of a sweep and ``trainer-report`` use them; so can a notebook::

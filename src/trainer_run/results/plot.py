@@ -15,6 +15,7 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 import yaml
 
@@ -61,14 +62,16 @@ def metric(rows: list[results.Row]) -> tuple[str | None, str]:
     return max(found, key=found.count) if found else (None, "min")
 
 
-def curves(rows: list[results.Row], name: str, mode: str) -> list[Curve]:
+def curves(rows: list[results.Row], name: str, mode: str,
+           report: Callable[[str], None] = lambda message: None) -> list[Curve]:
     """Each run's curve of metric ``name`` (better in ``mode``), labelled by
     :func:`results.labels`, in the rows' order; a run that never logged it has no points.
-    Raises ConfigError naming a ``metrics.jsonl`` that cannot be read or parsed."""
+    Raises ConfigError naming a ``metrics.jsonl`` that cannot be read or parsed; a torn last
+    line is left out and told to ``report`` (:func:`read_log`)."""
     made = []
     for row, label in zip(rows, results.labels(rows)):
         curve = Curve(label)
-        for line in read_log(row.path / jsonl.FILE):
+        for line in read_log(row.path / jsonl.FILE, report):
             if name in line:
                 value = line[name]
                 curve.iterations.append(line.get("iteration"))
@@ -78,10 +81,11 @@ def curves(rows: list[results.Row], name: str, mode: str) -> list[Curve]:
     return made
 
 
-def read_log(path: Path) -> list[dict]:
-    """The rows of a ``metrics.jsonl`` ([] when there is none). An unterminated last line (a
-    run killed while writing it) is left out; any other line that is not a JSON object with
-    a numeric ``iteration`` raises ConfigError naming the file and the line."""
+def read_log(path: Path, report: Callable[[str], None] = lambda message: None) -> list[dict]:
+    """The rows of a ``metrics.jsonl`` ([] when there is none). An unterminated last line
+    that does not parse (a run killed, or a disk that filled, while writing it) is left out
+    and told to ``report``; any other line that is not a JSON object with a numeric
+    ``iteration`` raises ConfigError naming the file and the line."""
     try:
         text = path.read_text() if path.exists() else ""
     except (OSError, UnicodeDecodeError) as e:
@@ -95,6 +99,7 @@ def read_log(path: Path) -> list[dict]:
             row = json.loads(line)
         except json.JSONDecodeError as e:
             if number == len(lines):  # no newline after it: cut short, not corrupt
+                report(f"{path} line {number} was cut short while being written; left out")
                 break
             raise ConfigError(f"{path} is not valid JSON lines: line {number} column {e.colno}: "
                               f"{e.msg}") from None

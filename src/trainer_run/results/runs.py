@@ -1,9 +1,8 @@
 """One ranked results table from finished run folders (the end of a sweep, ``trainer-report``).
 
-A *run folder* holds a ``summary.json``, or (an *unfinished* run, killed or still running) one
-of ``checkpoints/``, ``metrics.jsonl``, ``.hydra/``. A *sweep folder* holds run folders as its
-immediate subfolders (``0``, ``1``, ... sorted numerically). :func:`collect` reads folders into
-:class:`Row` s, :func:`rank` orders them by each run's objective, :func:`varying` names the
+:func:`collect` reads run and sweep folders into :class:`Row` s (:mod:`.folders`),
+:func:`rank` orders the runs that finished (completed or diverged) by each run's objective
+and lists the others (failed, interrupted, unfinished) below them, :func:`varying` names the
 override keys that differ between them, :func:`by_seed` groups runs that differ only in
 ``seed=``, and :func:`write` / :func:`show` render the table (``results.csv``, ``results.md``,
 ``results_by_seed.csv``; a rich table). Nothing here depends on Hydra's runtime.
@@ -11,51 +10,28 @@ override keys that differ between them, :func:`by_seed` groups runs that differ 
 
 from __future__ import annotations
 
-import json
-import math
-import numbers
 import statistics
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
 from rich.console import Console
 from rich.markup import escape
 
-from .. import run_directory
-from ..errors import ConfigError
 from ..files import write_atomic
 from . import table as render
+from .folders import NOT_A_RUN, Row, collect, is_run, read_run
 
-NOT_A_RUN = "is not a run folder (it has no summary.json, checkpoints or .hydra) nor a sweep folder of runs"
+__all__ = ["NOT_A_RUN", "Row", "SeedGroup", "by_seed", "captions", "collect", "common", "csv_text",
+           "is_run", "labels", "override_key", "rank", "read_run", "show", "varying", "write"]
 PREFIXES = ("train/", "val/", "test/")
-
-
-@dataclass
-class Row:
-    """One job: its objective's best and final values, its final metrics and how it ended.
-    ``status`` is the summary's stop_reason (else its status), ``unfinished`` without one."""
-
-    job: str
-    path: Path
-    overrides: list[str] = field(default_factory=list)
-    metric: str | None = None
-    mode: str | None = None
-    best: float | None = None
-    best_iteration: int | None = None
-    final: float | None = None
-    metrics: dict = field(default_factory=dict)
-    status: str = "unfinished"
-    error: str | None = None
-    elapsed_s: float | None = None
-    iteration: int | None = None
 
 
 @dataclass
 class SeedGroup:
     """The runs that differ only in their ``seed=`` override: the mean and sample standard
-    deviation of their ``best`` over the ``n`` runs that have one (``std`` None when n < 2)."""
+    deviation of their ``best`` over the ``n`` runs that finished with one (completed or
+    diverged; a failed or interrupted run is left out), ``std`` None when n < 2."""
 
     overrides: list[str]
     n: int
@@ -66,103 +42,15 @@ class SeedGroup:
     mode: str | None
 
 
-# -- reading -------------------------------------------------------------------------------
-
-def collect(folders: list[Path]) -> list[Row]:
-    """The rows of the given run folders and sweep folders (each expanded to its runs, sorted
-    numerically by name), in that order. Raises ConfigError naming a folder that is neither,
-    or a summary.json that cannot be read or parsed."""
-    rows = []
-    for folder in folders:
-        folder = Path(folder)
-        if is_run(folder):
-            rows.append(read_run(folder, str(folder)))
-            continue
-        runs = _sweep_runs(folder)
-        rows += [read_run(run, run.name) for run in runs]
-    return rows
-
-
-def is_run(folder: Path) -> bool:
-    """Whether ``folder`` holds a run (:func:`trainer_run.run_directory.holds_run`)."""
-    return folder.is_dir() and run_directory.holds_run(folder)
-
-
-def _sweep_runs(folder: Path) -> list[Path]:
-    if not folder.exists():
-        raise ConfigError(f"{folder} does not exist; expected a run folder or a sweep folder of runs")
-    if not folder.is_dir():
-        raise ConfigError(f"{folder} is a file; expected a run folder or a sweep folder of runs")
-    try:
-        runs = [child for child in folder.iterdir() if is_run(child)]
-    except OSError as e:
-        raise ConfigError(f"cannot read {folder}: {e.strerror or e}") from None
-    if not runs:
-        raise ConfigError(f"{folder} {NOT_A_RUN}")
-    return sorted(runs, key=lambda run: (0, int(run.name), "") if run.name.isdigit() else (1, 0, run.name))
-
-
-def read_run(folder: Path, job: str) -> Row:
-    """The row of one run folder, labelled ``job``; ``unfinished`` when it has no summary."""
-    summary_file = folder / "summary.json"
-    if not summary_file.exists():
-        return Row(job=job, path=folder, overrides=_hydra_overrides(folder))
-    summary = _read_summary(summary_file)
-    objective = summary.get("objective") or {}
-    overrides = summary.get("overrides")
-    return Row(
-        job=job, path=folder,
-        overrides=[str(o) for o in overrides] if isinstance(overrides, list) else _hydra_overrides(folder),
-        metric=objective.get("metric"), mode=objective.get("mode"),
-        best=_number(objective.get("best")), best_iteration=objective.get("best_iteration"),
-        final=_number(objective.get("final")),
-        metrics={key: _number(value) for key, value in summary.items() if _is_metric(key, value)},
-        status=summary.get("stop_reason") or summary.get("status") or "unknown",
-        error=summary.get("error"), elapsed_s=summary.get("elapsed_s"), iteration=summary.get("iteration"))
-
-
-def _read_summary(path: Path) -> dict:
-    try:
-        summary = json.loads(path.read_text())
-    except OSError as e:
-        raise ConfigError(f"cannot read {path}: {e.strerror or e}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ConfigError(f"{path} is not valid JSON: {e}") from None
-    if not isinstance(summary, dict):
-        raise ConfigError(f"{path} is not a run summary (expected a JSON object)")
-    return summary
-
-
-def _hydra_overrides(folder: Path) -> list[str]:
-    path = folder / ".hydra" / "overrides.yaml"
-    if not path.is_file():
-        return []
-    try:
-        overrides = yaml.safe_load(path.read_text())
-        if not isinstance(overrides, list):
-            raise ValueError("not a list")
-        return [str(o) for o in overrides]
-    except Exception as e:  # any YAML error: the file is unusable
-        raise ConfigError(f"{path} is not a YAML list of overrides: {e}") from None
-
-
-def _is_metric(key: str, value) -> bool:
-    wanted = key == "train/loss" or key.startswith(("val/", "test/"))
-    return wanted and (value is None or _number(value) is not None)
-
-
-def _number(value):
-    """``value`` when it is a finite number (not a bool), else None."""
-    ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
-    return value if ok else None
-
-
 # -- ordering and grouping -----------------------------------------------------------------
 
 def rank(rows: list[Row]) -> list[Row]:
-    """Rows with a ``best`` first, better first by their own mode (``min`` ascending, ``max``
-    descending; ties in the given order), then rows without one in the given order."""
-    return _ranked(rows, lambda row: row.best)
+    """The runs that finished (completed or diverged, :attr:`Row.ranked`) with a ``best``
+    first, better first by their own mode (``min`` ascending, ``max`` descending; ties in the
+    given order), then those without one, then the runs that did not finish (failed,
+    interrupted, unfinished), each in the given order."""
+    finished = [row for row in rows if row.ranked]
+    return _ranked(finished, lambda row: row.best) + [row for row in rows if not row.ranked]
 
 
 def _ranked(items: list, value) -> list:
@@ -226,8 +114,8 @@ def _seeds(rows: list[Row]) -> list[str]:
 
 
 def _group(rows: list[Row]) -> SeedGroup:
-    values = [row.best for row in rows if row.best is not None]
-    scored = [row for row in rows if row.best is not None] or rows
+    values = [row.best for row in rows if row.best is not None and row.ranked]
+    scored = [row for row in rows if row.best is not None and row.ranked] or rows
     return SeedGroup(
         overrides=[o for o in rows[0].overrides if override_key(o) != "seed"], n=len(values),
         mean=statistics.mean(values) if values else None,
