@@ -54,9 +54,10 @@ def write_synced(path: Path, content: Content, shown_as: Path | None = None) -> 
 
 
 def append(path: Path, text: str | bytes) -> None:
-    """Appends ``text`` (str as UTF-8, or bytes) to ``path`` (created if missing), flushed
-    and fsynced; raises StorageError naming it if the disk refuses. A refused append is
-    undone: the file is truncated back to the length it had, so it ends where it ended."""
+    """Appends ``text`` (str as UTF-8, or bytes) to ``path`` (created if missing); raises
+    StorageError naming it if the disk refuses. A refused append is undone: the file is
+    truncated back to the length it had, so it ends where it ended. It is not fsynced: a log
+    row is appended every few iterations, and the checkpoints, which are, keep the rows."""
     data = text.encode() if isinstance(text, str) else text
     try:
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
@@ -65,7 +66,6 @@ def append(path: Path, text: str | bytes) -> None:
     try:
         size = os.fstat(fd).st_size
         _write_all(fd, data)
-        os.fsync(fd)
     except OSError as e:
         _truncate(fd, size)
         raise storage_error(path, e) from None
