@@ -232,14 +232,14 @@ def test_tensorboard_on_a_full_disk_is_one_error_naming_the_event_file(tmp_path,
     logger = TensorBoard()
     logger.start(tmp_path, [{"iteration": 1, "train/loss": 0.5}])
     before = logger.path.read_bytes()
-    real = os.fsync
+    real = os.write
 
-    def fsync(fd):
+    def write(fd, data):
         if "tfevents" in os.readlink(f"/proc/self/fd/{fd}"):
             raise OSError(errno.ENOSPC, "No space left on device")
-        real(fd)
+        return real(fd, data)
 
-    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "write", write)
     with pytest.raises(StorageError) as caught:
         logger.write({"iteration": 2, "train/loss": 0.4})
     assert str(caught.value) == f"cannot write {logger.path}: No space left on device"
