@@ -1,14 +1,18 @@
 """Run directories: which folder a run may write into, and one process at a time in it.
 
-A folder *holds a run* when it has any of :data:`MARKERS` (a run's checkpoints, metrics,
-summary or config record). A new run starts only in a folder that does not exist or is
-empty (:func:`check_unused`): one holding a run is refused with a pointer to ``resume=``,
-and one holding anything else (a user's ``model.npz``, notes, another tool's output) is
-refused too, so nothing already written is overwritten.
+A folder *is a run* (:func:`is_run`) only when it holds our record of one: ``.hydra/`` with
+the ``config.sig`` trainer-run signs its config with, or, for a run no key could sign, with a
+``config.yaml`` of trainer-run's config (its top-level ``resume`` and ``trust``). Checkpoints,
+a ``summary.json`` or a ``model.npz`` alone do not make one: anyone can copy those into a
+folder of theirs. A folder *holds a run's files* when it has any of :data:`MARKERS`
+(:func:`holds_run`). A new run starts only in a folder that does not exist or is empty
+(:func:`check_unused`): a run is refused with a pointer to ``resume=``, and a folder holding
+anything else (a user's ``model.npz``, notes, another tool's output) is refused too, so
+nothing already written is overwritten.
 
-A checkpoint ``<run>/checkpoints/iter_<N>`` belongs to ``<run>`` (:func:`owner`); a
-checkpoint anywhere else belongs to no run, and a resume from it must name a new run
-directory.
+A checkpoint ``<run>/checkpoints/iter_<N>`` belongs to ``<run>`` when ``<run>`` is a run
+(:func:`owner`); a checkpoint anywhere else, or in a folder that is not a run, belongs to no
+run, and a resume from it must name a new run directory.
 
 :class:`RunLock` holds an exclusive lock on ``<run>/.lock`` (which also records the
 holder's process id) for as long as a process works in the run. The operating system
@@ -23,17 +27,37 @@ import fcntl
 import os
 from pathlib import Path
 
-from . import files
+import yaml
+
+from . import files, trust, yaml_files
 from .errors import ConfigError
 
 LOCK = ".lock"
 CHECKPOINTS = "checkpoints"
-MARKERS = (CHECKPOINTS, "metrics.jsonl", "summary.json", ".hydra")
+RECORD = ".hydra"
+"""The folder of a run's record: Hydra's files and the config's signature."""
+RECORD_KEYS = ("resume", "trust")
+"""Top-level keys of trainer-run's config that a recorded ``config.yaml`` of ours has."""
+MARKERS = (CHECKPOINTS, "metrics.jsonl", "summary.json", RECORD)
 
 
 def holds_run(directory: Path) -> bool:
-    """Whether ``directory`` holds a run (any of :data:`MARKERS`)."""
+    """Whether ``directory`` holds any of a run's files (:data:`MARKERS`)."""
     return any((Path(directory) / marker).exists() for marker in MARKERS)
+
+
+def is_run(directory: Path) -> bool:
+    """Whether ``directory`` is a run: it holds our record, ``.hydra/config.sig`` (only
+    trainer-run writes it) or, for a run left unsigned, a ``.hydra/config.yaml`` mapping with
+    trainer-run's top-level keys (:data:`RECORD_KEYS`)."""
+    record = Path(directory) / RECORD
+    if (record / trust.RECORD_SIGNATURE).is_file():
+        return True
+    try:
+        config = yaml_files.read(record / "config.yaml")
+    except (OSError, ValueError, yaml.YAMLError):
+        return False
+    return isinstance(config, dict) and all(key in config for key in RECORD_KEYS)
 
 
 def _contents(directory: Path) -> list[str]:
@@ -60,7 +84,7 @@ def check_empty(directory: Path, key: str = "hydra.run.dir") -> None:
     names = _contents(directory)
     if not names:
         return
-    if key == "hydra.run.dir" and holds_run(directory):
+    if key == "hydra.run.dir" and is_run(directory):
         raise ConfigError(f"{directory} already holds a run; continue it with resume={directory} "
                           f"or choose another {key}")
     shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
@@ -91,11 +115,17 @@ def _in_use(directory: Path, holder: str) -> str:
 
 def owner(checkpoint: Path) -> Path | None:
     """The run directory that owns ``checkpoint`` (``<run>`` for
-    ``<run>/checkpoints/iter_<N>``), or None for a checkpoint kept anywhere else."""
+    ``<run>/checkpoints/iter_<N>`` when ``<run>`` is a run, :func:`is_run`), or None for a
+    checkpoint kept anywhere else or in a folder that is not a run."""
+    folder = checkpoints_folder_of(checkpoint)
+    return folder if folder is not None and is_run(folder) else None
+
+
+def checkpoints_folder_of(checkpoint: Path) -> Path | None:
+    """``<folder>`` for a checkpoint ``<folder>/checkpoints/iter_<N>`` (resolved), whether or
+    not ``<folder>`` is a run; None for a checkpoint kept anywhere else."""
     checkpoint = Path(checkpoint).resolve()
-    if checkpoint.parent.name != CHECKPOINTS:
-        return None
-    return checkpoint.parent.parent
+    return checkpoint.parent.parent if checkpoint.parent.name == CHECKPOINTS else None
 
 
 class RunDirectoryInUse(ConfigError):
