@@ -34,7 +34,7 @@ from trainer_run.training import Trainer
 from trainer_run.training.server import ParameterServer
 
 from . import resume as resumes
-from . import schema, sweep_job, user_targets
+from . import schema, sweep_job, sweep_record, user_targets
 from .build import Run, build_run, build_server, trainer_of
 from .report import cannot_write, describe, fail, inform, say, show_model, stop_if_signalled, warn
 from .sweep_job import JobFailed
@@ -81,6 +81,8 @@ def run(cfg: DictConfig) -> float | None:
         except JobFailed as e:
             fail(e, e.exit_code)
     try:
+        if _is_rank_0():
+            sweep_record.mark(Path(HydraConfig.get().sweep.dir))
         return _run(cfg, out)
     except JobFailed as e:
         return sweep_job.failed(out, cfg, overrides(), e)

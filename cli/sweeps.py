@@ -14,22 +14,11 @@ from pathlib import Path
 from omegaconf import OmegaConf
 from rich.console import Console
 
-from trainer_run import results, run_directory
+from trainer_run import results
 from trainer_run.errors import ConfigError
 
 from . import argv as args
 from .report import warn
-
-SWEEP_FILES = ("multirun.yaml", "optimization_results.yaml", "results.csv")
-
-
-def holds_sweep(folder: Path) -> bool:
-    """Whether ``folder`` holds a sweep: Hydra's or our record of one, or a job folder."""
-    folder = Path(folder)
-    if not folder.is_dir():
-        return False
-    return (any((folder / name).exists() for name in SWEEP_FILES)
-            or any(run_directory.holds_run(child) for child in folder.iterdir() if child.is_dir()))
 
 
 def check_same_overrides(folder: Path, argv: list[str]) -> None:

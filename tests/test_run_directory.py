@@ -134,6 +134,37 @@ def test_a_sweep_of_other_overrides_writes_nothing_into_the_old_jobs(tmp_path):
     assert jobs() == before and (sweep / "multirun.yaml").read_text() == record
 
 
+def test_a_folder_that_is_not_a_sweep_of_ours_is_refused_for_a_sweep_and_kept(tmp_path):
+    """The probe: hydra.sweep.dir=<a folder with notes.txt and one run in a subfolder> was taken
+    for a sweep to continue; its jobs, multirun.yaml and results landed beside the user's files
+    and the foreign run was ranked. Only a folder whose multirun.yaml a sweep of ours marked
+    (multirun.sig) continues; a copy of one without the mark is any other folder too."""
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("my notes")
+    assert run_cli(f"hydra.run.dir={folder / 'r'}", "trainer.max_iterations=5", QUIET).returncode == 0
+
+    def tree():
+        return {p.relative_to(folder): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+    sweep = tmp_path / "sweep"
+    assert run_cli("-m", "optimizer.learning_rate=0.1", f"hydra.sweep.dir={sweep}",
+                   "trainer.max_iterations=5", QUIET).returncode == 0
+    assert (sweep / "multirun.sig").read_text().startswith("hmac-sha256:")
+    for copied in (False, True):
+        if copied:  # Hydra's record of a sweep, without our mark
+            (folder / "multirun.yaml").write_bytes((sweep / "multirun.yaml").read_bytes())
+        before = tree()
+        result = run_cli("-m", "optimizer.learning_rate=0.1", f"hydra.sweep.dir={folder}",
+                         "trainer.max_iterations=5", QUIET)
+        assert result.returncode == 2, result.stderr
+        held = "multirun.yaml, notes.txt, r" if copied else "notes.txt, r"
+        assert _one_error(result) == (f"error: hydra.sweep.dir={folder} is not empty (it holds {held}); "
+                                      "a new sweep starts only in a new or empty directory, so choose "
+                                      "another hydra.sweep.dir")
+        assert tree() == before
+
+
 def test_check_empty_names_the_key():
     with pytest.raises(ConfigError, match="a new sweep starts only in a new or empty directory"):
         run_directory.check_empty(os.path.dirname(__file__), "hydra.sweep.dir")
