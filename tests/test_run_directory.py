@@ -71,6 +71,30 @@ def test_a_second_lock_is_refused_naming_the_holder_and_released_with_it(tmp_pat
         pass
 
 
+def test_a_refusal_names_the_live_holder_not_the_dead_process_the_lock_file_records(tmp_path):
+    """The probe: .lock names the last holder's pid, so a lock a child inherited from a holder
+    that has since ended was refused naming the dead process. Now the live holder is named."""
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import os, sys, time; from trainer_run import run_directory as r\n"
+        "r.RunLock(sys.argv[1]).acquire()\n"
+        "child = os.fork()\n"
+        "if child == 0:\n    time.sleep(60); os._exit(0)\n"
+        "print(child, flush=True); os._exit(0)\n"), str(tmp_path / "run")],
+        stdout=subprocess.PIPE, text=True)
+    child = int(holder.stdout.readline())
+    holder.wait()
+    try:
+        recorded = (tmp_path / "run" / ".lock").read_text().strip()
+        assert recorded == str(holder.pid)                # the dead parent's
+        with pytest.raises(run_directory.RunDirectoryInUse) as refused:
+            run_directory.check_free(tmp_path / "run")
+        assert f"in use by process {child};" in str(refused.value)
+        with pytest.raises(run_directory.RunDirectoryInUse, match=f"in use by process {child};"):
+            run_directory.RunLock(tmp_path / "run").acquire()
+    finally:
+        os.kill(child, signal.SIGKILL)
+
+
 def test_two_processes_never_share_a_run_directory(tmp_path):
     """The probe: two fresh runs with one hydra.run.dir both started and mixed their metrics.
     Now the second is refused at once, whether it is a new run or a resume, and the first's

@@ -18,7 +18,9 @@ run, and a resume from it must name a new run directory.
 holder's process id) for as long as a process works in the run. The operating system
 releases it when the process ends, however it ends, so a killed run can be resumed at
 once, while a second process is refused with the holder's id instead of mixing its
-output into the first one's.
+output into the first one's. The id named is a live holder's: the recorded one when that
+process is alive and has the lock open, else a live process that has it open (a child that
+inherited the lock), else none.
 """
 
 from __future__ import annotations
@@ -103,13 +105,14 @@ def check_free(directory: Path) -> None:
     try:
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
     except BlockingIOError:
-        raise RunDirectoryInUse(_in_use(directory, _read_pid(fd))) from None
+        raise RunDirectoryInUse(_in_use(directory, _holder(fd))) from None
     finally:
         os.close(fd)
 
 
-def _in_use(directory: Path, holder: str) -> str:
-    return (f"run directory {directory} is in use by process {holder}; wait for it to end (or "
+def _in_use(directory: Path, holder: int | None) -> str:
+    who = f"process {holder}" if holder is not None else "another process"
+    return (f"run directory {directory} is in use by {who}; wait for it to end (or "
             "stop it), or choose another hydra.run.dir")
 
 
@@ -153,7 +156,7 @@ class RunLock:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
-                holder = _read_pid(fd)
+                holder = _holder(fd)
                 os.close(fd)
                 raise RunDirectoryInUse(_in_use(self.directory, holder)) from None
             if _same_file(fd, self.path):
@@ -185,9 +188,37 @@ class RunLock:
         self.release()
 
 
-def _read_pid(fd: int) -> str:
+def _holder(fd: int) -> int | None:
+    """The live process that holds the lock file open as ``fd`` names it: the one the file
+    records when it is alive and has the file open, else any other live process of this
+    user that has it open (a child that inherited the lock from a holder since gone); None
+    when none is found (the message then names no process)."""
     text = os.pread(fd, 32, 0).decode(errors="replace").strip()
-    return text if text.isdigit() else "(unknown)"
+    recorded = int(text) if text.isdigit() else None
+    inode = _identity(os.fstat(fd))
+    if recorded is not None and _has_open(recorded, inode):
+        return recorded
+    others = (int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit())
+    return next((pid for pid in others if pid != os.getpid() and _has_open(pid, inode)), None)
+
+
+def _identity(stat: os.stat_result) -> tuple[int, int]:
+    return stat.st_dev, stat.st_ino
+
+
+def _has_open(pid: int, inode: tuple[int, int]) -> bool:
+    """Whether process ``pid`` is alive and has the file ``inode`` (device, inode) open."""
+    try:
+        descriptors = list(Path(f"/proc/{pid}/fd").iterdir())
+    except OSError:  # gone, or another user's
+        return False
+    for descriptor in descriptors:
+        try:
+            if _identity(os.stat(descriptor)) == inode:
+                return True
+        except OSError:
+            continue
+    return False
 
 
 def _same_file(fd: int, path: Path) -> bool:
