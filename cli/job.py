@@ -15,7 +15,6 @@ skipped when it finished or resumed when it did not.
 
 from __future__ import annotations
 
-import shlex
 import shutil
 import sys
 import traceback
@@ -33,6 +32,7 @@ from trainer_run.kvstore import mpi_job
 from trainer_run.training import Trainer
 from trainer_run.training.server import ParameterServer
 
+from . import argv as args
 from . import resume as resumes
 from . import schema, sweep_job, sweep_record, user_targets
 from .build import Run, build_run, build_server, trainer_of
@@ -248,7 +248,7 @@ def _closing(role: Trainer | ParameterServer, out: Path) -> None:
         return
     launcher = f"mpiexec -n {launch.comm.size} " if launch.comm is not None else ""
     say(f"interrupted at iteration {role.updater.iteration}; checkpoint {found}")
-    say(f"resume with: {launcher}trainer-run resume={shlex.quote(str(out))}")
+    say(f"resume with: {launcher}trainer-run {args.pasteable('resume', out)}")
 
 
 def _nothing_to_do(trainer) -> None:

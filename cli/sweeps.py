@@ -53,7 +53,7 @@ def report(folder: Path, argv: list[str], stopped: bool = False) -> int:
     console.print(f"results: {folder / 'results.csv'} (and results.md)", highlight=False,
                   soft_wrap=True)
     if stopped:
-        command = ["trainer-run", *args.without(argv, "hydra.sweep.dir"),
-                   f"hydra.sweep.dir={folder}"]
-        warn(f"the sweep stopped before its end; continue it with: {shlex.join(command)}")
+        command = shlex.join(["trainer-run", *args.without(argv, "hydra.sweep.dir")])
+        warn(f"the sweep stopped before its end; continue it with: {command} "
+             f"{args.pasteable('hydra.sweep.dir', folder)}")
     return 1 if any(row.status == "failed" for row in rows) else 0
