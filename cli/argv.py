@@ -64,9 +64,23 @@ def key(argument: str) -> str:
 
 
 def value(argv: list[str], name: str):
-    """The value of the last ``name=value`` argument, unquoted (None if absent)."""
+    """The value of the last ``name=value`` argument, unquoted as Hydra reads a quoted string
+    (None if absent)."""
     values = [a.split("=", 1)[1] for a in argv if "=" in a and key(a).lstrip("+~") == name]
-    return values[-1].strip("'\"") if values else None
+    return unquote(values[-1]) if values else None
+
+
+def unquote(text: str) -> str:
+    """``text``, a value of an override, without Hydra's quotes and escapes when it is one
+    quoted string (``'a\\'b'`` is ``a'b``); otherwise with any quotes at its ends stripped."""
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
+        try:
+            parsed = OverridesParser.create().parse_overrides([f"k={text}"])[0].value()
+        except OverrideParseException:
+            parsed = None
+        if isinstance(parsed, str):
+            return parsed
+    return text.strip("'\"")
 
 
 def without(argv: list[str], *names: str) -> list[str]:
@@ -133,6 +147,26 @@ def is_null(text) -> bool:
     return text in (None, "null", "")
 
 
-def quote(path: Path) -> str:
-    """``path`` as a quoted override value (any character allowed)."""
-    return "'" + str(path).replace("\\", "\\\\").replace("'", "\\'") + "'"
+PLAIN = re.compile(r"[A-Za-z0-9_\-./+@%:]+")
+DOUBLE = '"'
+"""Characters a value may hold unquoted, for Hydra's grammar and the shell alike."""
+
+
+def quote(text, mark: str = "'") -> str:
+    """``text`` (a path, any characters) as one quoted string of Hydra's override grammar,
+    within ``mark`` quotes: the quote is escaped with a backslash, and so is each backslash of
+    a run that comes before a quote or the closing one (Hydra reads other backslashes as
+    they are)."""
+    escaped = re.sub(r"(\\*)(" + mark + r"|$)",
+                     lambda m: m.group(1) * 2 + ("\\" + m.group(2) if m.group(2) else ""),
+                     str(text))
+    return mark + escaped + mark
+
+
+def pasteable(name: str, text) -> str:
+    """The argument ``name=<text>`` as a shell command line must hold it for Hydra to read
+    ``text`` back exactly: as it is when plain (:data:`PLAIN`), else Hydra-quoted inside shell
+    quotes (``resume='"/tmp/my runs/x"'``)."""
+    if PLAIN.fullmatch(str(text)):
+        return f"{name}={text}"
+    return f"{name}={shlex.quote(quote(text, mark=DOUBLE))}"

@@ -15,7 +15,6 @@ skipped when it finished or resumed when it did not.
 
 from __future__ import annotations
 
-import shlex
 import shutil
 import signal
 import sys
@@ -34,8 +33,9 @@ from trainer_run.kvstore import mpi_job
 from trainer_run.training import Trainer, stop_signals
 from trainer_run.training.server import ParameterServer
 
+from . import argv as args
 from . import resume as resumes
-from . import schema, sweep_job, user_targets
+from . import schema, sweep_job, sweep_record, user_targets
 from .build import Run, build_run, build_server, trainer_of
 from .report import cannot_write, describe, fail, inform, say, show_model, stop_if_signalled, warn
 from .sweep_job import JobFailed
@@ -82,6 +82,8 @@ def run(cfg: DictConfig) -> float | None:
         except JobFailed as e:
             fail(e, e.exit_code)
     try:
+        if _is_rank_0():
+            sweep_record.mark(Path(HydraConfig.get().sweep.dir))
         return _run(cfg, out)
     except JobFailed as e:
         return sweep_job.failed(out, cfg, overrides(), e)
@@ -260,7 +262,7 @@ def _closing(role: Trainer | ParameterServer, out: Path) -> None:
         return
     launcher = f"mpiexec -n {launch.comm.size} " if launch.comm is not None else ""
     say(f"interrupted at iteration {role.updater.iteration}; checkpoint {found}")
-    say(f"resume with: {launcher}trainer-run resume={shlex.quote(str(out))}")
+    say(f"resume with: {launcher}trainer-run {args.pasteable('resume', out)}")
 
 
 def _nothing_to_do(trainer) -> None:

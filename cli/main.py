@@ -16,8 +16,9 @@ A sweep (``-m``) runs in a folder the command names before Hydra starts (``hydra
 by default ``runs/multirun/<date>/<time>``) and ends, however it ends, with the jobs ranked
 by their objective (:mod:`.results`: a table, ``results.csv`` and ``results.md`` in the
 folder). A job that fails does not stop the sweep (:mod:`.sweep_job`); the command then exits
-with status 1. Naming the folder of an earlier sweep continues it: finished jobs are skipped,
-the others resumed.
+with status 1. Naming the folder of an earlier sweep of ours (:mod:`.sweep_record`) continues
+it: finished jobs are skipped, the others resumed; any other folder that is not empty is
+refused.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from trainer_run.errors import ConfigError
 from trainer_run.kvstore import mpi_job
 
 from . import argv as args
-from . import job, override_keys, sweeps, user_targets
+from . import job, override_keys, sweep_record, sweeps, user_targets
 from . import resume as resumes
 from .job import on_rank_0
 from .options import OPTIONS, root_config
@@ -222,7 +223,7 @@ def prepare(argv: list[str]) -> list[str]:
         return argv
     key = "hydra.sweep.dir" if multirun else "hydra.run.dir"
     given = args.value(argv, key)
-    if multirun and given and sweeps.holds_sweep(Path(given)):
+    if multirun and given and sweep_record.is_ours(Path(given)):
         sweeps.check_same_overrides(Path(given), argv)
         warn(f"continuing the sweep in {given}: finished jobs are skipped, the others resumed")
     elif given:

@@ -14,9 +14,11 @@ would mean something else (it would be another run; start a new one):
   ``optimizer.multi_precision``, ``backend.dtype`` (the ``precision`` group's).
 
 Where it writes: into the run that owns the checkpoint (``<run>`` for
-``<run>/checkpoints/iter_<N>``). A checkpoint kept anywhere else belongs to no run and
-needs ``hydra.run.dir=<new dir>``; naming a new ``hydra.run.dir`` also continues any
-checkpoint there as a new run, leaving the old one untouched.
+``<run>/checkpoints/iter_<N>``, when ``<run>`` holds a run's record:
+:func:`trainer_run.run_directory.is_run`). A checkpoint kept anywhere else, or copied into a
+folder that is not a run, belongs to no run and needs ``hydra.run.dir=<new dir>``; naming a
+new ``hydra.run.dir`` also continues any checkpoint there as a new run, leaving the old one
+untouched.
 """
 
 from __future__ import annotations
@@ -102,10 +104,19 @@ def _run_dir(found: Path, given: str | None) -> Path:
             run_directory.check_unused(target)  # a new run continuing from the checkpoint
         return target
     if owner is None:
-        raise ConfigError(f"checkpoint {found} is not in a run's checkpoints folder, so it belongs "
-                          "to no run; continue it as a new run with hydra.run.dir=<new directory>")
+        raise ConfigError(f"checkpoint {found} {_not_in_a_run(found)}, so it belongs to no run; "
+                          "continue it as a new run with hydra.run.dir=<new directory>")
     run_directory.check_free(owner)
     return owner
+
+
+def _not_in_a_run(found: Path) -> str:
+    """Why the checkpoint ``found`` has no run (:func:`trainer_run.run_directory.owner`)."""
+    folder = run_directory.checkpoints_folder_of(found)
+    if folder is None:
+        return "is not in a run's checkpoints folder"
+    return (f"is in {folder}, which is not a run (it has no {run_directory.RECORD}/ record of "
+            "trainer-run's)")
 
 
 def config(saved: dict, cfg: DictConfig, overrides: list[str], choices: dict) -> DictConfig:

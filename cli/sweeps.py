@@ -15,23 +15,12 @@ from pathlib import Path
 from omegaconf import OmegaConf
 from rich.console import Console
 
-from trainer_run import results, run_directory
+from trainer_run import results
 from trainer_run.errors import ConfigError
 
 from . import argv as args
 from . import sweep_job
 from .report import warn
-
-SWEEP_FILES = ("multirun.yaml", "optimization_results.yaml", "results.csv")
-
-
-def holds_sweep(folder: Path) -> bool:
-    """Whether ``folder`` holds a sweep: Hydra's or our record of one, or a job folder."""
-    folder = Path(folder)
-    if not folder.is_dir():
-        return False
-    return (any((folder / name).exists() for name in SWEEP_FILES)
-            or any(run_directory.holds_run(child) for child in folder.iterdir() if child.is_dir()))
 
 
 def check_same_overrides(folder: Path, argv: list[str]) -> None:
@@ -67,7 +56,7 @@ def report(folder: Path, argv: list[str], stopped: bool = False) -> int:
     console.print(f"results: {folder / 'results.csv'} (and results.md)", highlight=False,
                   soft_wrap=True)
     if stopped:
-        command = ["trainer-run", *args.without(argv, "hydra.sweep.dir"),
-                   f"hydra.sweep.dir={folder}"]
-        warn(f"the sweep stopped before its end; continue it with: {shlex.join(command)}")
+        command = shlex.join(["trainer-run", *args.without(argv, "hydra.sweep.dir")])
+        warn(f"the sweep stopped before its end; continue it with: {command} "
+             f"{args.pasteable('hydra.sweep.dir', folder)}")
     return 1 if sweep_job.FAILED or not all(row.ranked for row in rows) else 0

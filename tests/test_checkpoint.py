@@ -46,6 +46,9 @@ def test_find_prefers_latest_and_falls_back_to_the_newest_complete(tmp_path):
     (run / "checkpoints" / "latest").unlink()
     assert checkpoint.find(run / "checkpoints").name == "iter_00000002"
     assert checkpoint.find(run / "checkpoints" / "iter_00000001").name == "iter_00000001"
+    assert run_directory.owner(checkpoint.find(run)) is None  # no record: not a run
+    (run / ".hydra").mkdir()
+    (run / ".hydra" / "config.sig").write_text("hmac-sha256:0\n")
     assert run_directory.owner(checkpoint.find(run)) == run.resolve()
 
 

@@ -176,3 +176,20 @@ def test_a_config_file_of_yours_that_is_not_yaml_is_one_line(tmp_path):
     assert result.stderr.startswith("error: a config file does not parse: while parsing a flow node")
     assert f'in "{tmp_path}/optimizer/bad.yaml", line 2' in result.stderr
     assert "Traceback" not in result.stderr and not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("path", ["/tmp/my runs/x", "/tmp/über/x", "/tmp/a'b", '/tmp/a"b\\', "/tmp/a,b=c",
+                                  "/tmp/plain-x_1.0/y"])
+def test_a_printed_argument_reads_back_exactly_through_the_shell_and_hydra(path):
+    """``resume with: ...`` and a sweep's continue command print ``key=<path>`` with
+    cli.argv.pasteable: the shell, then Hydra's override grammar, give the path back."""
+    import subprocess
+
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from trainer_run.cli import argv as args
+
+    line = args.pasteable("hydra.sweep.dir", path)
+    given = subprocess.run(["bash", "-c", f"printf '%s' {line}"], capture_output=True, text=True).stdout
+    assert OverridesParser.create().parse_overrides([given])[0].value() == path
+    assert args.value([given], "hydra.sweep.dir") == path

@@ -163,6 +163,34 @@ def test_a_checkpoint_outside_a_runs_folder_never_writes_into_its_grandparent(tm
     assert (fork / ".hydra" / "config.yaml").exists()
 
 
+def _tree(folder):
+    return {p.relative_to(folder): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+def test_a_checkpoint_copied_into_a_folder_that_is_not_a_run_never_writes_into_it(tmp_path, base_run):
+    """The probe: a checkpoint copied into <folder>/checkpoints/ of a folder holding the user's
+    own model.npz and summary.json; resume=<folder>/checkpoints/iter_N overwrote both. A folder
+    is a run only with our record (.hydra/), so the resume is refused, the folder untouched."""
+    import shutil
+
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    (folder / "model.npz").write_bytes(b"the user's own model")
+    (folder / "summary.json").write_text('{"mine": true}')
+    shutil.copytree(base_run / "checkpoints" / "iter_00000010", folder / "checkpoints" / "iter_00000010")
+    before = _tree(folder)
+    for target in (folder / "checkpoints" / "iter_00000010", folder):
+        result = run_cli(f"resume={target}", "trainer.max_iterations=30", QUIET)
+        assert _one_error(result) == (
+            f"error: checkpoint {folder / 'checkpoints' / 'iter_00000010'} is in {folder}, which is "
+            "not a run (it has no .hydra/ record of trainer-run's), so it belongs to no run; "
+            "continue it as a new run with hydra.run.dir=<new directory>")
+        assert _tree(folder) == before
+    fork = tmp_path / "fork"
+    _resume(folder / "checkpoints" / "iter_00000010", f"hydra.run.dir={fork}", "trainer.max_iterations=20")
+    assert _tree(folder) == before and (fork / "model.npz").exists()
+
+
 def test_resuming_a_run_that_has_nothing_to_do_leaves_its_summary(tmp_path, base_run):
     run = _copy(base_run, tmp_path)
     before = run_files(run)

@@ -103,15 +103,22 @@ def test_an_interrupted_sweep_rerun_skips_finished_jobs_and_resumes_bit_identica
 
 
 def test_a_job_folder_of_other_overrides_is_left_alone(tmp_path):
-    """Without the sweep's record (multirun.yaml, compared up front: test_run_directory), each
-    job folder still refuses a job of other overrides."""
-    assert run_cli("-m", "optimizer.learning_rate=0.1", f"hydra.sweep.dir={tmp_path}", *QUICK).returncode == 0
-    before = (tmp_path / "0" / "summary.json").read_text()
-    (tmp_path / "multirun.yaml").unlink()
-    result = run_cli("-m", "optimizer.learning_rate=0.5", f"hydra.sweep.dir={tmp_path}", *QUICK)
-    assert result.returncode == 1  # the job is the old row; the refusal is its error line
+    """Past the sweep's record (multirun.yaml, compared up front: test_run_directory; a folder
+    without it is no sweep to continue), each job folder still refuses a job of other
+    overrides: here job 0's folder holds another sweep's job."""
+    import shutil
+
+    other = tmp_path / "other"
+    assert run_cli("-m", "optimizer.learning_rate=0.5", f"hydra.sweep.dir={other}", *QUICK).returncode == 0
+    sweep = tmp_path / "sweep"
+    assert run_cli("-m", "optimizer.learning_rate=0.1", f"hydra.sweep.dir={sweep}", *QUICK).returncode == 0
+    shutil.rmtree(sweep / "0")
+    shutil.copytree(other / "0", sweep / "0")
+    before = (sweep / "0" / "summary.json").read_text()
+    result = run_cli("-m", "optimizer.learning_rate=0.1", f"hydra.sweep.dir={sweep}", *QUICK)
+    assert result.returncode == 1  # the job is the old row; its refusal is an error line
     assert "holds a run of other overrides" in result.stderr
-    assert (tmp_path / "0" / "summary.json").read_text() == before
+    assert (sweep / "0" / "summary.json").read_text() == before
 
 
 def test_seeds_are_grouped_with_mean_and_standard_deviation(tmp_path):

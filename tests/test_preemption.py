@@ -256,6 +256,30 @@ def test_a_stop_signal_checkpoints_the_iteration_it_ends_at_and_resumes(tmp_path
     assert read_jsonl(out / "metrics.jsonl")[-1]["iteration"] == n + 20
 
 
+def test_the_printed_resume_line_works_when_pasted_for_a_directory_with_a_space_and_an_umlaut(tmp_path):
+    """The probe: after Ctrl-C in a run whose directory has a space and a non-ASCII letter,
+    the printed ``resume with: ...`` failed to parse in Hydra. Now the line, run through the
+    shell, resumes the run and completes it."""
+    import shlex
+
+    out = tmp_path / "my runs" / "über"
+    run = Run(tmp_path / "run.log", f'hydra.run.dir="{out}"', "trainer.max_iterations=200000",
+              "trainer.checkpoint_interval=100000")
+    assert wait_for(lambda: rows_written(out) >= 2, run), run.output()
+    run.signal(signal.SIGINT)
+    assert run.wait(30) == 130, run.output()
+    line = run.output().strip().splitlines()[-1]
+    assert line.startswith("resume with: trainer-run resume="), line
+    n = summary_of(out)["iteration"]
+    command = line[len("resume with: trainer-run "):]
+    resumed = subprocess.run(["bash", "-c", f"{shlex.quote(sys.executable)} -m trainer_run.cli "
+                              f"{command} trainer.max_iterations={n + 5} {QUIET}"],
+                             capture_output=True, text=True, timeout=120)
+    assert resumed.returncode == 0, resumed.stderr
+    summary = summary_of(out)
+    assert summary["status"] == "completed" and summary["iteration"] == n + 5
+
+
 def test_interrupted_at_a_random_point_then_resumed_equals_an_uninterrupted_run(tmp_path):
     total = 2000
     common = (f"trainer.max_iterations={total}", "trainer.checkpoint_interval=500",

@@ -71,6 +71,30 @@ def test_a_second_lock_is_refused_naming_the_holder_and_released_with_it(tmp_pat
         pass
 
 
+def test_a_refusal_names_the_live_holder_not_the_dead_process_the_lock_file_records(tmp_path):
+    """The probe: .lock names the last holder's pid, so a lock a child inherited from a holder
+    that has since ended was refused naming the dead process. Now the live holder is named."""
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import os, sys, time; from trainer_run import run_directory as r\n"
+        "r.RunLock(sys.argv[1]).acquire()\n"
+        "child = os.fork()\n"
+        "if child == 0:\n    time.sleep(60); os._exit(0)\n"
+        "print(child, flush=True); os._exit(0)\n"), str(tmp_path / "run")],
+        stdout=subprocess.PIPE, text=True)
+    child = int(holder.stdout.readline())
+    holder.wait()
+    try:
+        recorded = (tmp_path / "run" / ".lock").read_text().strip()
+        assert recorded == str(holder.pid)                # the dead parent's
+        with pytest.raises(run_directory.RunDirectoryInUse) as refused:
+            run_directory.check_free(tmp_path / "run")
+        assert f"in use by process {child};" in str(refused.value)
+        with pytest.raises(run_directory.RunDirectoryInUse, match=f"in use by process {child};"):
+            run_directory.RunLock(tmp_path / "run").acquire()
+    finally:
+        os.kill(child, signal.SIGKILL)
+
+
 def test_two_processes_never_share_a_run_directory(tmp_path):
     """The probe: two fresh runs with one hydra.run.dir both started and mixed their metrics.
     Now the second is refused at once, whether it is a new run or a resume, and the first's
@@ -132,6 +156,37 @@ def test_a_sweep_of_other_overrides_writes_nothing_into_the_old_jobs(tmp_path):
         f"trainer.max_iterations=5 {QUIET}); continue it with the same ones, or give "
         "hydra.sweep.dir a new folder")
     assert jobs() == before and (sweep / "multirun.yaml").read_text() == record
+
+
+def test_a_folder_that_is_not_a_sweep_of_ours_is_refused_for_a_sweep_and_kept(tmp_path):
+    """The probe: hydra.sweep.dir=<a folder with notes.txt and one run in a subfolder> was taken
+    for a sweep to continue; its jobs, multirun.yaml and results landed beside the user's files
+    and the foreign run was ranked. Only a folder whose multirun.yaml a sweep of ours marked
+    (multirun.sig) continues; a copy of one without the mark is any other folder too."""
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("my notes")
+    assert run_cli(f"hydra.run.dir={folder / 'r'}", "trainer.max_iterations=5", QUIET).returncode == 0
+
+    def tree():
+        return {p.relative_to(folder): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+    sweep = tmp_path / "sweep"
+    assert run_cli("-m", "optimizer.learning_rate=0.1", f"hydra.sweep.dir={sweep}",
+                   "trainer.max_iterations=5", QUIET).returncode == 0
+    assert (sweep / "multirun.sig").read_text().startswith("hmac-sha256:")
+    for copied in (False, True):
+        if copied:  # Hydra's record of a sweep, without our mark
+            (folder / "multirun.yaml").write_bytes((sweep / "multirun.yaml").read_bytes())
+        before = tree()
+        result = run_cli("-m", "optimizer.learning_rate=0.1", f"hydra.sweep.dir={folder}",
+                         "trainer.max_iterations=5", QUIET)
+        assert result.returncode == 2, result.stderr
+        held = "multirun.yaml, notes.txt, r" if copied else "notes.txt, r"
+        assert _one_error(result) == (f"error: hydra.sweep.dir={folder} is not empty (it holds {held}); "
+                                      "a new sweep starts only in a new or empty directory, so choose "
+                                      "another hydra.sweep.dir")
+        assert tree() == before
 
 
 def test_check_empty_names_the_key():

@@ -1,20 +1,26 @@
 """Run directories: which folder a run may write into, and one process at a time in it.
 
-A folder *holds a run* when it has any of :data:`MARKERS` (a run's checkpoints, metrics,
-summary or config record). A new run starts only in a folder that does not exist or is
-empty (:func:`check_unused`): one holding a run is refused with a pointer to ``resume=``,
-and one holding anything else (a user's ``model.npz``, notes, another tool's output) is
-refused too, so nothing already written is overwritten.
+A folder *is a run* (:func:`is_run`) only when it holds our record of one: ``.hydra/`` with
+the ``config.sig`` trainer-run signs its config with, or, for a run no key could sign, with a
+``config.yaml`` of trainer-run's config (its top-level ``resume`` and ``trust``). Checkpoints,
+a ``summary.json`` or a ``model.npz`` alone do not make one: anyone can copy those into a
+folder of theirs. A folder *holds a run's files* when it has any of :data:`MARKERS`
+(:func:`holds_run`). A new run starts only in a folder that does not exist or is empty
+(:func:`check_unused`): a run is refused with a pointer to ``resume=``, and a folder holding
+anything else (a user's ``model.npz``, notes, another tool's output) is refused too, so
+nothing already written is overwritten.
 
-A checkpoint ``<run>/checkpoints/iter_<N>`` belongs to ``<run>`` (:func:`owner`); a
-checkpoint anywhere else belongs to no run, and a resume from it must name a new run
-directory.
+A checkpoint ``<run>/checkpoints/iter_<N>`` belongs to ``<run>`` when ``<run>`` is a run
+(:func:`owner`); a checkpoint anywhere else, or in a folder that is not a run, belongs to no
+run, and a resume from it must name a new run directory.
 
 :class:`RunLock` holds an exclusive lock on ``<run>/.lock`` (which also records the
 holder's process id) for as long as a process works in the run. The operating system
 releases it when the process ends, however it ends, so a killed run can be resumed at
 once, while a second process is refused with the holder's id instead of mixing its
-output into the first one's.
+output into the first one's. The id named is a live holder's: the recorded one when that
+process is alive and has the lock open, else a live process that has it open (a child that
+inherited the lock), else none.
 """
 
 from __future__ import annotations
@@ -23,17 +29,37 @@ import fcntl
 import os
 from pathlib import Path
 
-from . import files
+import yaml
+
+from . import files, trust, yaml_files
 from .errors import ConfigError
 
 LOCK = ".lock"
 CHECKPOINTS = "checkpoints"
-MARKERS = (CHECKPOINTS, "metrics.jsonl", "summary.json", ".hydra")
+RECORD = ".hydra"
+"""The folder of a run's record: Hydra's files and the config's signature."""
+RECORD_KEYS = ("resume", "trust")
+"""Top-level keys of trainer-run's config that a recorded ``config.yaml`` of ours has."""
+MARKERS = (CHECKPOINTS, "metrics.jsonl", "summary.json", RECORD)
 
 
 def holds_run(directory: Path) -> bool:
-    """Whether ``directory`` holds a run (any of :data:`MARKERS`)."""
+    """Whether ``directory`` holds any of a run's files (:data:`MARKERS`)."""
     return any((Path(directory) / marker).exists() for marker in MARKERS)
+
+
+def is_run(directory: Path) -> bool:
+    """Whether ``directory`` is a run: it holds our record, ``.hydra/config.sig`` (only
+    trainer-run writes it) or, for a run left unsigned, a ``.hydra/config.yaml`` mapping with
+    trainer-run's top-level keys (:data:`RECORD_KEYS`)."""
+    record = Path(directory) / RECORD
+    if (record / trust.RECORD_SIGNATURE).is_file():
+        return True
+    try:
+        config = yaml_files.read(record / "config.yaml")
+    except (OSError, ValueError, yaml.YAMLError):
+        return False
+    return isinstance(config, dict) and all(key in config for key in RECORD_KEYS)
 
 
 def _contents(directory: Path) -> list[str]:
@@ -60,7 +86,7 @@ def check_empty(directory: Path, key: str = "hydra.run.dir") -> None:
     names = _contents(directory)
     if not names:
         return
-    if key == "hydra.run.dir" and holds_run(directory):
+    if key == "hydra.run.dir" and is_run(directory):
         raise ConfigError(f"{directory} already holds a run; continue it with resume={directory} "
                           f"or choose another {key}")
     shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
@@ -79,23 +105,30 @@ def check_free(directory: Path) -> None:
     try:
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
     except BlockingIOError:
-        raise RunDirectoryInUse(_in_use(directory, _read_pid(fd))) from None
+        raise RunDirectoryInUse(_in_use(directory, _holder(fd))) from None
     finally:
         os.close(fd)
 
 
-def _in_use(directory: Path, holder: str) -> str:
-    return (f"run directory {directory} is in use by process {holder}; wait for it to end (or "
+def _in_use(directory: Path, holder: int | None) -> str:
+    who = f"process {holder}" if holder is not None else "another process"
+    return (f"run directory {directory} is in use by {who}; wait for it to end (or "
             "stop it), or choose another hydra.run.dir")
 
 
 def owner(checkpoint: Path) -> Path | None:
     """The run directory that owns ``checkpoint`` (``<run>`` for
-    ``<run>/checkpoints/iter_<N>``), or None for a checkpoint kept anywhere else."""
+    ``<run>/checkpoints/iter_<N>`` when ``<run>`` is a run, :func:`is_run`), or None for a
+    checkpoint kept anywhere else or in a folder that is not a run."""
+    folder = checkpoints_folder_of(checkpoint)
+    return folder if folder is not None and is_run(folder) else None
+
+
+def checkpoints_folder_of(checkpoint: Path) -> Path | None:
+    """``<folder>`` for a checkpoint ``<folder>/checkpoints/iter_<N>`` (resolved), whether or
+    not ``<folder>`` is a run; None for a checkpoint kept anywhere else."""
     checkpoint = Path(checkpoint).resolve()
-    if checkpoint.parent.name != CHECKPOINTS:
-        return None
-    return checkpoint.parent.parent
+    return checkpoint.parent.parent if checkpoint.parent.name == CHECKPOINTS else None
 
 
 class RunDirectoryInUse(ConfigError):
@@ -123,7 +156,7 @@ class RunLock:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
-                holder = _read_pid(fd)
+                holder = _holder(fd)
                 os.close(fd)
                 raise RunDirectoryInUse(_in_use(self.directory, holder)) from None
             if _same_file(fd, self.path):
@@ -155,9 +188,37 @@ class RunLock:
         self.release()
 
 
-def _read_pid(fd: int) -> str:
+def _holder(fd: int) -> int | None:
+    """The live process that holds the lock file open as ``fd`` names it: the one the file
+    records when it is alive and has the file open, else any other live process of this
+    user that has it open (a child that inherited the lock from a holder since gone); None
+    when none is found (the message then names no process)."""
     text = os.pread(fd, 32, 0).decode(errors="replace").strip()
-    return text if text.isdigit() else "(unknown)"
+    recorded = int(text) if text.isdigit() else None
+    inode = _identity(os.fstat(fd))
+    if recorded is not None and _has_open(recorded, inode):
+        return recorded
+    others = (int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit())
+    return next((pid for pid in others if pid != os.getpid() and _has_open(pid, inode)), None)
+
+
+def _identity(stat: os.stat_result) -> tuple[int, int]:
+    return stat.st_dev, stat.st_ino
+
+
+def _has_open(pid: int, inode: tuple[int, int]) -> bool:
+    """Whether process ``pid`` is alive and has the file ``inode`` (device, inode) open."""
+    try:
+        descriptors = list(Path(f"/proc/{pid}/fd").iterdir())
+    except OSError:  # gone, or another user's
+        return False
+    for descriptor in descriptors:
+        try:
+            if _identity(os.stat(descriptor)) == inode:
+                return True
+        except OSError:
+            continue
+    return False
 
 
 def _same_file(fd: int, path: Path) -> bool:
