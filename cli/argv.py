@@ -24,8 +24,6 @@ VALUED_FLAGS = ("--cfg", "-c", "--package", "-p", "--config-path", "-cp", "--con
 INFO_FLAGS, INFO_VALUES = ("--info", "-i"), ("all", "config", "defaults", "defaults-tree",
                                               "plugins", "searchpath")
 """Hydra's ``--info``, whose value is optional."""
-UNQUOTED = re.compile(r"[\w./:\-+@]*", re.ASCII)
-"""The characters Hydra's grammar takes in a value without quotes (ASCII letters and digits)."""
 
 
 def check_grammar(argv: list[str]) -> None:
@@ -51,10 +49,8 @@ def _how_to_write(argument: str) -> str:
     """How to write ``argument`` so that Hydra parses it: a value with spaces or characters
     beyond ASCII letters needs Hydra's quotes, inside the shell's."""
     name, _, given = argument.partition("=")
-    if given and given[0] not in "'\"[{(" and not UNQUOTED.fullmatch(given):
-        hydra_quoted = '"' + given.replace("\\", "\\\\").replace('"', '\\"') + '"'
-        return ("quote the value for Hydra, inside quotes for the shell: "
-                + shlex.quote(f"{name}={hydra_quoted}"))
+    if given and given[0] not in "'\"[{(" and not PLAIN.fullmatch(given):
+        return "quote the value for Hydra, inside quotes for the shell: " + pasteable(name, given)
     return ("write overrides as key=value (quote lists and strings with spaces for the shell, "
             "see https://hydra.cc/docs/advanced/override_grammar/basic)")
 

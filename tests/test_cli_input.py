@@ -45,7 +45,7 @@ def test_the_quoting_advised_for_a_value_beyond_ascii_works(tmp_path):
     target = tmp_path / "ünï dir"
     line = one_error(run_cli(f"hydra.run.dir={target}", *QUICK))
     advised = line.split("inside quotes for the shell: ", 1)[1]
-    assert advised == shlex.quote(f'hydra.run.dir="{target}"')
+    assert advised == f"hydra.run.dir={shlex.quote(chr(34) + str(target) + chr(34))}"
     command = f"{shlex.quote(sys.executable)} -m trainer_run.cli {advised} {' '.join(QUICK)}"
     done = subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
@@ -61,3 +61,10 @@ def test_flags_may_come_between_overrides(tmp_path):
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "r" / "summary.json").is_file()
     assert "hidden_sizes:\n  - 4" in (tmp_path / "r" / ".hydra" / "config.yaml").read_text()
+
+
+def test_a_target_that_is_not_callable_is_one_line(tmp_path):
+    line = one_error(run_cli("+model._target_=os.sep", f"hydra.run.dir={tmp_path / 'r'}"))
+    assert line == ("error: model._target_=os.sep is not callable (it is a str); name a class or "
+                    "a function that builds the object")
+    assert not (tmp_path / "r").exists()
