@@ -110,8 +110,11 @@ def _run(cfg: DictConfig, out: Path) -> float | None:
             _remove_new(out, lock)
         elif lock is not None:
             lock.release()
-        if isinstance(e, (OSError, StorageError)):
+        if isinstance(e, StorageError) or isinstance(e, OSError) and _inside(e.filename, out):
             raise JobFailed(cannot_write(e), 4) from None
+        if isinstance(e, OSError):  # a file the run reads: the user's to fix
+            raise JobFailed(f"cannot read {e.filename or 'a file the run needs'}: "
+                            f"{e.strerror or e}", 2) from None
         raise
     try:
         _play(role, out)
@@ -119,6 +122,14 @@ def _run(cfg: DictConfig, out: Path) -> float | None:
         if lock is not None:
             lock.release()
     return sweep_job.value(role)
+
+
+def _inside(filename, out: Path) -> bool:
+    """Whether ``filename`` (of an OSError) is the run directory or a file in it: a write."""
+    if filename is None:
+        return False
+    path = Path(str(filename)).absolute()
+    return path == out.absolute() or out.absolute() in path.parents
 
 
 def overrides() -> list[str]:

@@ -68,3 +68,25 @@ def test_a_target_that_is_not_callable_is_one_line(tmp_path):
     assert line == ("error: model._target_=os.sep is not callable (it is a str); name a class or "
                     "a function that builds the object")
     assert not (tmp_path / "r").exists()
+
+
+def test_a_data_file_that_cannot_be_read_is_a_read_error_not_a_full_disk(tmp_path):
+    """/proc/self/mem is a file whose reading fails (EIO): it was reported as "cannot write
+    ...; free some space" with exit 4."""
+    for arguments in (("dataset=csv", "dataset.path=/proc/self/mem"),
+                      ("dataset=idx", "dataset.train_images=/proc/self/mem",
+                       "dataset.train_labels=/proc/self/mem")):
+        line = one_error(run_cli(*arguments, f"hydra.run.dir={tmp_path / 'r'}"))
+        assert "/proc/self/mem cannot be read (Input/output error)" in line
+    assert not (tmp_path / "r").exists()
+
+
+def test_a_folder_given_for_a_file_and_a_pickled_array_are_named_as_they_are(tmp_path):
+    import numpy
+
+    line = one_error(run_cli("dataset=npz", f"dataset.path={tmp_path}", f"hydra.run.dir={tmp_path / 'r'}"))
+    assert line == f"error: dataset.path={tmp_path} is a folder; give the path of a file in it"
+    numpy.savez(tmp_path / "objects.npz", x=numpy.array([{"a": 1}], dtype=object), y=numpy.arange(1))
+    line = one_error(run_cli("dataset=npz", f"dataset.path={tmp_path / 'objects.npz'}",
+                             f"hydra.run.dir={tmp_path / 'r'}"))
+    assert "never unpickles" in line and "allow_pickle" not in line

@@ -9,6 +9,7 @@ without pickle: a file holding Python objects is refused.
 
 from __future__ import annotations
 
+import os
 import zipfile
 from pathlib import Path
 
@@ -55,13 +56,19 @@ def npy(x_path: str | None = None, y_path: str | None = None, val_x_path: str | 
 
 def existing(key: str, value) -> Path:
     """The file ``value`` that the argument ``key`` names; refused naming both when it is
-    unset or not there."""
+    unset, not there, a folder, or not a file that can be read."""
     if value is None:
         raise ConfigError(f"{key} is not set: give the file, e.g. {key}=data/train")
     path = Path(str(value)).expanduser()
-    if not path.is_file():
+    if path.is_dir():
+        raise ConfigError(f"{key}={value} is a folder; give the path of a file in it")
+    if not path.exists():
         where = "" if path.is_absolute() else f" (relative to {Path.cwd()})"
         raise ConfigError(f"{key}={value}: no such file{where}")
+    if not path.is_file():
+        raise ConfigError(f"{key}={value} is not a regular file (a pipe or a device); give a file")
+    if not os.access(path, os.R_OK):
+        raise ConfigError(f"{key}={value} cannot be read: permission denied; make it readable")
     return path
 
 
@@ -104,4 +111,9 @@ def _npy(key: str, value, mapped: bool):
 
 
 def _reason(error: Exception) -> str:
-    return str(error).splitlines()[0] if str(error) else type(error).__name__
+    """Why NumPy refused an array, in our words where NumPy's advice would be to unpickle."""
+    text = str(error).splitlines()[0] if str(error) else type(error).__name__
+    if "allow_pickle" in text:
+        return ("it holds Python objects, which only unpickling could read, and trainer-run "
+                "never unpickles a file; save numeric arrays")
+    return text

@@ -56,6 +56,8 @@ def _read(key: str, value, header, delimiter: str) -> tuple[list[str] | None, li
             rows = [row for row in csv_module.reader(f, delimiter=delimiter) if row]
     except (UnicodeDecodeError, csv_module.Error) as e:
         raise ConfigError(f"{key}={value} cannot be read as a CSV table ({e})") from None
+    except OSError as e:  # the file is there, and reading it fails
+        raise ConfigError(f"{key}={value} cannot be read ({e.strerror or e})") from None
     if header == "auto":
         header = len(rows) > 1 and _looks_like_header(rows[0], rows[1])
     names, rows = (rows[0], rows[1:]) if header else (None, rows)

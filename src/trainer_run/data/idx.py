@@ -50,6 +50,8 @@ def read_idx(path) -> numpy.ndarray:
     except (EOFError, gzip.BadGzipFile, zlib.error) as e:
         raise ConfigError(f"{path} is truncated or damaged (gzip: {e or type(e).__name__}); "
                           "download or copy it again") from None
+    except OSError as e:  # there, and reading it fails
+        raise ConfigError(f"{path} cannot be read ({e.strerror or e})") from None
 
 
 def _header(stream, path: Path) -> tuple[numpy.dtype, tuple]:
