@@ -90,3 +90,45 @@ def test_a_folder_given_for_a_file_and_a_pickled_array_are_named_as_they_are(tmp
     line = one_error(run_cli("dataset=npz", f"dataset.path={tmp_path / 'objects.npz'}",
                              f"hydra.run.dir={tmp_path / 'r'}"))
     assert "never unpickles" in line and "allow_pickle" not in line
+
+
+FLOAT_LABELS = '''
+import numpy
+from trainer_run import functions as F
+from trainer_run.models import Linear, Module
+
+
+def load():
+    rng = numpy.random.default_rng(0)
+    x = rng.normal(size=(200, 4)).astype(numpy.float32)
+    return x, (x[:, 0] > 0).astype(numpy.float32)   # class ids, stored as floats
+
+
+class Classifier(Module):
+    def __init__(self, in_size, backend):
+        self.fc = Linear(in_size, 2, backend)
+
+    def __call__(self, x, t):
+        return F.softmax_cross_entropy(self.fc(x), t)
+'''
+
+
+def test_float_labels_reaching_a_classification_loss_say_which_task_to_set(tmp_path):
+    (tmp_path / "floaty.py").write_text(FLOAT_LABELS)
+    result = subprocess.run([sys.executable, "-m", "trainer_run.cli", "+dataset._target_=floaty.load",
+                             "+model._target_=floaty.Classifier", "trainer.max_iterations=2",
+                             "trainer.progress=false", "hydra.run.dir=r"],
+                            cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    last = result.stderr.strip().splitlines()[-1]  # after the data's hint line
+    assert last.startswith("error: softmax_cross_entropy takes integer class ids")
+    assert last.endswith("set dataset.task=classification, or give integer labels")
+
+
+def test_trainer_report_on_a_summary_nested_too_deeply_is_one_line(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "summary.json").write_text("[" * 100_000 + "]" * 100_000)
+    result = subprocess.run([sys.executable, "-m", "trainer_run.cli.report_command", str(run)],
+                            capture_output=True, text=True, timeout=120)
+    assert one_error(result) == f"error: {run / 'summary.json'} is nested too deeply to be a run summary"

@@ -6,12 +6,18 @@ import numpy
 
 from ..autograd import Function, Variable, as_data
 from ..backend import array_module
+from ..errors import ConfigError
 
 
 class SoftmaxCrossEntropy(Function):
-    """Mean over the batch of ``-log softmax(x)[t]``; ``t`` holds integer class ids."""
+    """Mean over the batch of ``-log softmax(x)[t]``; ``t`` holds integer class ids (float
+    labels are refused: they are a regression's, and ``dataset.task`` says which)."""
 
     def forward(self, x, t):
+        if t.dtype.kind not in "iu":
+            raise ConfigError(f"softmax_cross_entropy takes integer class ids and the labels are "
+                              f"{t.dtype}, a regression's (under dataset.task=auto, float labels "
+                              "make one); set dataset.task=classification, or give integer labels")
         xp = array_module(x)
         shifted = x - x.max(axis=1, keepdims=True)
         e = xp.exp(shifted)

@@ -140,6 +140,8 @@ def _read_summary(path: Path) -> dict:
         raise ConfigError(f"cannot read {path}: {e.strerror or e}") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise ConfigError(f"{path} is not valid JSON: {e}") from None
+    except RecursionError:
+        raise ConfigError(f"{path} is nested too deeply to be a run summary") from None
     if not isinstance(summary, dict):
         raise ConfigError(f"{path} is not a run summary (expected a JSON object)")
     return summary
