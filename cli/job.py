@@ -32,6 +32,7 @@ from trainer_run.errors import ConfigError, Diverged, RunStopped, StorageError
 from trainer_run.kvstore import mpi_job
 from trainer_run.training import Trainer, stop_signals
 from trainer_run.training.server import ParameterServer
+from trainer_run.updaters import saved as saved_state
 
 from . import argv as args
 from . import resume as resumes
@@ -50,6 +51,7 @@ class Launch:
     comm: object = None          # MPI's world communicator of a multi-process run, else None
     record: str | None = RECORD  # where in a new run directory Hydra's record goes (None: none)
     kept: Path | None = None     # the run directory, or its nearest folder, that existed before
+    resume: str | None = None    # resume= as the user gave it (a run or a checkpoint), if any
 
 
 launch = Launch()
@@ -322,8 +324,41 @@ def build(cfg: DictConfig, out: Path) -> tuple[Trainer | ParameterServer, Run]:
     extra[trust.SIGNATURE] = trust.sign(trust.checkpoint_data(extra))
     trainer = trainer_of(built, resolved, out, extra)
     if state is not None:
-        _restore(trainer, state["trainer"], cfg.resume)
+        resume = _fitting(Path(cfg.resume), built.model)
+        if resume != Path(cfg.resume):
+            state = checkpoint.load(resume, checkpoint.RUN_STATE)
+        _restore(trainer, state["trainer"], resume)
     return trainer, built
+
+
+def _fitting(resume: Path, model) -> Path:
+    """The checkpoint to restore: ``resume`` when its main model's arrays are ``model``'s
+    (each parameter present, of its shape and dtype:
+    :func:`trainer_run.updaters.saved.check_fits`, from the arrays' headers). Else, when the
+    user named a run (:attr:`Launch.resume`), the previous checkpoint that fits, with a
+    warning naming each passed over, as :func:`.resume.prepare` falls back past a damaged one;
+    a checkpoint named directly is refused in one line.
+
+    This is the check :func:`.resume.prepare` cannot make: only the built model knows the
+    shapes. It runs before anything is loaded, so the trainer receives exactly one state,
+    that of the checkpoint chosen, and the resume stays bit-identical. The run is built from
+    the config of the checkpoint ``prepare`` chose; a fallback loads an older checkpoint of
+    the same run, whose model and data a resume cannot change (:data:`.resume.FIXED`).
+    Rank 0 decides, every rank loads the checkpoint it chose."""
+    fits = saved_state.check_fits(model)
+
+    def choose() -> Path:
+        try:
+            return checkpoint.find(resume, require=checkpoint.RUN_STATE, check=fits)
+        except checkpoint.NewerFormatError:
+            raise
+        except checkpoint.CheckpointError:
+            if launch.resume is None:
+                raise
+        given = Path(launch.resume).expanduser()
+        return checkpoint.find(given, report=warn, require=checkpoint.RUN_STATE, check=fits)
+
+    return choose() if launch.comm is None else on_rank_0(launch.comm, choose)
 
 
 def _check_trust(state: dict, cfg: DictConfig) -> None:

@@ -32,6 +32,7 @@ from omegaconf import DictConfig, OmegaConf
 from trainer_run import checkpoint, run_directory, trust
 from trainer_run.config_upgrade import upgrade
 from trainer_run.errors import ConfigError
+from trainer_run.updaters import saved as saved_state
 
 from . import argv as args
 from . import options
@@ -46,8 +47,12 @@ CHOICES = {"choices": dict}
 
 def prepare(argv: list[str], resume: str, report: Callable[[str], None]) -> list[str]:
     """The arguments of the resumed run: the run's group choices pinned (another choice is
-    refused), ``resume`` naming the checkpoint and ``hydra.run.dir`` the run to write into."""
-    found = checkpoint.find(Path(resume).expanduser(), report=report, require=checkpoint.RUN_STATE)
+    refused), ``resume`` naming the checkpoint and ``hydra.run.dir`` the run to write into.
+    The checkpoint's content is checked as far as it can be without the model
+    (:func:`trainer_run.updaters.saved.check`); the shapes of its parameters are checked once
+    the run is built (:func:`.job.build`), which falls back the same way."""
+    found = checkpoint.find(Path(resume).expanduser(), report=report, require=checkpoint.RUN_STATE,
+                            check=saved_state.check)
     tree = checkpoint.load_tree(found, checkpoint.RUN_STATE)
     trust.check_checkpoint(tree, f"checkpoint {found}", trusted=trusted(argv))
     choices = _checked_choices(tree["choices"], found)

@@ -230,7 +230,8 @@ def _iteration(name: str) -> int | None:
 
 
 def find(path: Path, report: Callable[[str], None] = lambda message: None,
-         require: Mapping[str, type] | None = None) -> Path:
+         require: Mapping[str, type] | None = None,
+         check: Callable[[dict, Mapping], None] | None = None) -> Path:
     """The checkpoint to resume from, given a run directory or a checkpoint directory.
 
     A checkpoint directory is used as given (and must be valid, as :func:`load_tree` checks
@@ -239,17 +240,24 @@ def find(path: Path, report: Callable[[str], None] = lambda message: None,
     no checkpoint (empty, not text, dangling) and each bad checkpoint passed over are told
     to ``report`` with the reason. A checkpoint of a newer format is not passed over (that
     would resume older work and overwrite newer): its :class:`NewerFormatError` is raised.
+
+    ``check(tree, arrays)`` judges the content, which this module does not know: it is given
+    each candidate's tree (as :func:`load_tree` returns it) and its arrays' headers (key ->
+    (shape, dtype), :func:`trainer_run.npz.members`: no array data is read) and raises
+    :class:`CheckpointError` saying what is wrong; such a candidate is refused or passed over
+    as a damaged one is, ``checkpoint <path> is malformed: <what>``. The caller that knows the
+    layout passes it (a run's: :func:`trainer_run.updaters.saved.check`).
     """
     path = Path(path)
     if not path.exists():
         raise ConfigError(f"resume={path}: no such run or checkpoint directory")
     if path.name.startswith(PREFIX) or (path / STATE).exists() or (path / CHECKSUMS).exists():
-        load_tree(path, require)
+        _load_checked(path, require, check)
         return path
     directory = path / "checkpoints" if (path / "checkpoints").is_dir() else path
     for candidate in _candidates(directory, report):
         try:
-            load_tree(candidate, require)
+            _load_checked(candidate, require, check)
         except NewerFormatError:
             raise
         except CheckpointError as e:
@@ -257,6 +265,18 @@ def find(path: Path, report: Callable[[str], None] = lambda message: None,
             continue
         return candidate
     raise ConfigError(f"resume={path}: no complete checkpoint found under {directory}")
+
+
+def _load_checked(path: Path, require: Mapping[str, type] | None,
+                  check: Callable[[dict, Mapping], None] | None) -> None:
+    """:func:`load_tree`, then ``check`` on the tree and the arrays' headers (see :func:`find`)."""
+    tree = load_tree(path, require)
+    if check is None:
+        return
+    try:
+        check(tree, npz.members(path / ARRAYS))
+    except CheckpointError as e:
+        raise CheckpointError(f"checkpoint {path} is malformed: {e}") from None
 
 
 def _candidates(directory: Path, report: Callable[[str], None]) -> list[Path]:
