@@ -16,7 +16,6 @@ skipped when it finished or resumed when it did not.
 from __future__ import annotations
 
 import shutil
-import signal
 import sys
 import traceback
 from dataclasses import dataclass
@@ -30,7 +29,7 @@ from trainer_run import checkpoint, files, module, run_directory, trust
 from trainer_run.data import record as data_record
 from trainer_run.errors import ConfigError, Diverged, RunStopped, StorageError
 from trainer_run.kvstore import mpi_job
-from trainer_run.training import Trainer, stop_signals
+from trainer_run.training import Trainer
 from trainer_run.training.server import ParameterServer
 from trainer_run.updaters import saved as saved_state
 
@@ -38,7 +37,18 @@ from . import argv as args
 from . import resume as resumes
 from . import schema, sweep_job, sweep_record, user_targets
 from .build import Run, build_run, build_server, trainer_of
-from .report import cannot_write, describe, fail, inform, say, show_model, stop_if_signalled, warn
+from .report import (
+    cannot_write,
+    describe,
+    fail,
+    failed_file,
+    inform,
+    late_signal,
+    say,
+    show_model,
+    stop_if_signalled,
+    warn,
+)
 from .sweep_job import JobFailed
 
 RECORD = ".hydra"
@@ -112,11 +122,8 @@ def _run(cfg: DictConfig, out: Path) -> float | None:
             _remove_new(out, lock)
         elif lock is not None:
             lock.release()
-        if isinstance(e, StorageError) or isinstance(e, OSError) and _inside(e.filename, out):
-            raise JobFailed(cannot_write(e), 4) from None
-        if isinstance(e, OSError):  # a file the run reads: the user's to fix
-            raise JobFailed(f"cannot read {e.filename or 'a file the run needs'}: "
-                            f"{e.strerror or e}", 2) from None
+        if isinstance(e, (OSError, StorageError)):
+            raise JobFailed(*failed_file(e, out)) from None
         raise
     try:
         _play(role, out)
@@ -124,14 +131,6 @@ def _run(cfg: DictConfig, out: Path) -> float | None:
         if lock is not None:
             lock.release()
     return sweep_job.value(role)
-
-
-def _inside(filename, out: Path) -> bool:
-    """Whether ``filename`` (of an OSError) is the run directory or a file in it: a write."""
-    if filename is None:
-        return False
-    path = Path(str(filename)).absolute()
-    return path == out.absolute() or out.absolute() in path.parents
 
 
 def overrides() -> list[str]:
@@ -248,19 +247,9 @@ def _play(role: Trainer | ParameterServer, out: Path) -> None:
         raise JobFailed(cannot_write(e) + ", then resume", 4) from None
     if _is_rank_0():
         _closing(role, out)
-        late_signal(role)
+        late_signal(role.status)
     if role.status == "interrupted":
         sys.exit(128 + (role.stop_signal or 2))
-
-
-def late_signal(role) -> None:
-    """Says so when a stop signal came after the last iteration, while the run wrote its last
-    files: the run completed them (a second signal would have aborted it), so it is complete
-    and the command ends as it does for a complete run."""
-    signum = stop_signals.requested()
-    if role.status == "completed" and signum is not None:
-        warn(f"{signal.Signals(signum).name} came while the run was writing its last files; "
-             "they are complete and so is the run, nothing was cut short")
 
 
 def _closing(role: Trainer | ParameterServer, out: Path) -> None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import signal
 import sys
+from pathlib import Path
 
 from omegaconf.errors import OmegaConfBaseException
 from rich.console import Console
@@ -86,6 +88,28 @@ def cannot_write(error: OSError | StorageError) -> str:
         return f"{error}; free some space or choose a writable hydra.run.dir"
     return (f"cannot write {error.filename or 'the run directory'}: {error.strerror or error}; free "
             "some space or choose a writable hydra.run.dir")
+
+
+def failed_file(error: OSError | StorageError, out: Path) -> tuple[str, int]:
+    """One line and the exit status for a file that failed a run before training: the disk
+    refusing a write (a StorageError, or an error on the run directory ``out`` or in it) is 4,
+    anything else a file the run reads, the user's to fix, 2."""
+    filename = getattr(error, "filename", None)
+    path = Path(str(filename)).absolute() if filename is not None else None
+    if isinstance(error, StorageError) or path is not None and (
+            path == out.absolute() or out.absolute() in path.parents):
+        return cannot_write(error), 4
+    return f"cannot read {filename or 'a file the run needs'}: {error.strerror or error}", 2
+
+
+def late_signal(status: str) -> None:
+    """Says so when a stop signal came after the last iteration of a run that ended with
+    ``status``, while it wrote its last files: it completed them (a second signal would have
+    aborted it), so the run is complete and the command ends as it does for a complete run."""
+    signum = stop_signals.requested()
+    if status == "completed" and signum is not None:
+        warn(f"{signal.Signals(signum).name} came while the run was writing its last files; "
+             "they are complete and so is the run, nothing was cut short")
 
 
 def stop_if_signalled() -> None:
