@@ -290,7 +290,12 @@ def build(cfg: DictConfig, out: Path) -> tuple[Trainer | ParameterServer, Run]:
                if not k.startswith("hydra") and v is not None and k not in gone}
     state = None
     node = cfg
-    if cfg.resume:
+    again = bool(cfg.resume) and Path(cfg.resume).name == resumes.RECORD_CONFIG.name
+    if again:  # a run killed before its first checkpoint, started again; rank 0 trusts it or not
+        read = lambda: resumes.saved_record(Path(cfg.resume), bool(cfg.get("trust")))  # noqa: E731
+        record = read() if launch.comm is None else on_rank_0(launch.comm, read)
+        node = resumes.config(record, cfg, overrides(), choices)
+    elif cfg.resume:
         state = checkpoint.load(Path(cfg.resume), checkpoint.RUN_STATE)
         _check_trust(state, cfg)
         node = resumes.config(state["config"], cfg, overrides(), choices)
@@ -307,9 +312,10 @@ def build(cfg: DictConfig, out: Path) -> tuple[Trainer | ParameterServer, Run]:
     _warn_single_process(getattr(built.kvstore, "type", None) or "")
     if built.serves:  # the server's state comes from worker 0 when training starts
         return build_server(built), built
-    given = state.get("overrides", []) if state is not None else []
+    given = (state.get("overrides", []) if state is not None
+             else resumes.recorded_overrides(Path(cfg.resume)) if again else [])
     extra = {"config": saved, "choices": choices,
-             "overrides": resumes.merged(given, overrides(), choices if state is not None else {})}
+             "overrides": resumes.merged(given, overrides(), choices if cfg.resume else {})}
     extra[trust.SIGNATURE] = trust.sign(trust.checkpoint_data(extra))
     trainer = trainer_of(built, resolved, out, extra)
     if state is not None:

@@ -27,9 +27,10 @@ import re
 from pathlib import Path
 from typing import Callable
 
+import yaml
 from omegaconf import DictConfig, OmegaConf
 
-from trainer_run import checkpoint, run_directory, trust
+from trainer_run import checkpoint, run_directory, trust, yaml_files
 from trainer_run.config_upgrade import upgrade
 from trainer_run.errors import ConfigError
 from trainer_run.updaters import saved as saved_state
@@ -41,6 +42,8 @@ FIXED = ("seed", "model", "dataset", "optimizer.multi_precision", "backend.dtype
 """Keys (and the keys below them) a resume refuses to change."""
 ANY_TIME = ("dataset.batch_size",)
 """Exceptions to :data:`FIXED`."""
+RECORD_CONFIG = Path(run_directory.RECORD) / "config.yaml"
+"""Where a run records the config it was started with."""
 CHOICES = {"choices": dict}
 """What :func:`saved_choices` needs of a checkpoint."""
 
@@ -51,8 +54,16 @@ def prepare(argv: list[str], resume: str, report: Callable[[str], None]) -> list
     The checkpoint's content is checked as far as it can be without the model
     (:func:`trainer_run.updaters.saved.check`); the shapes of its parameters are checked once
     the run is built (:func:`.job.build`), which falls back the same way."""
-    found = checkpoint.find(Path(resume).expanduser(), report=report, require=checkpoint.RUN_STATE,
-                            check=saved_state.check)
+    path = Path(resume).expanduser()
+    try:
+        found = checkpoint.find(path, report=report, require=checkpoint.RUN_STATE,
+                                check=saved_state.check)
+    except checkpoint.CheckpointError:
+        raise
+    except ConfigError:
+        if not _started_only(path):
+            raise
+        return _start_again(argv, path, report)
     tree = checkpoint.load_tree(found, checkpoint.RUN_STATE)
     trust.check_checkpoint(tree, f"checkpoint {found}", trusted=trusted(argv))
     choices = _checked_choices(tree["choices"], found)
@@ -66,6 +77,66 @@ def prepare(argv: list[str], resume: str, report: Callable[[str], None]) -> list
     pinned = [f"{g}={c}" for g, c in choices.items() if args.value(rest, g) is None]
     return args.with_overrides(rest, *pinned, f"resume={args.quote(found.resolve())}",
                                f"hydra.run.dir={args.quote(run_dir)}")
+
+
+def _started_only(path: Path) -> bool:
+    """Whether ``path`` is a run (our record) with no complete checkpoint: one killed before
+    its first."""
+    return (run_directory.is_run(path) and (path / RECORD_CONFIG).is_file()
+            and not any(checkpoint.is_complete(c)
+                        for c in checkpoint.list_checkpoints(path / run_directory.CHECKPOINTS)))
+
+
+def _start_again(argv: list[str], run: Path, report: Callable[[str], None]) -> list[str]:
+    """The arguments that start the run ``run``, killed before its first checkpoint, again
+    from its first iteration: its saved config (``.hydra/config.yaml``, trusted as a
+    checkpoint's is) with this command's overrides on top (:func:`saved_record`), its group
+    choices pinned, writing into ``run``."""
+    saved_record(run / RECORD_CONFIG, trusted(argv))
+    run_directory.check_free(run)
+    choices = _checked_choices(_recorded_choices(run), run / RECORD_CONFIG)
+    rest = args.without(argv, "resume", "hydra.run.dir")
+    pinned = [f"{g}={c}" for g, c in choices.items() if args.value(rest, g) is None]
+    report(f"{run} has no complete checkpoint (it stopped before its first): starting it again "
+           "from iteration 0 with its saved config")
+    return args.with_overrides(rest, *pinned, f"resume={args.quote((run / RECORD_CONFIG).resolve())}",
+                               f"hydra.run.dir={args.quote(run.resolve())}")
+
+
+def saved_record(path: Path, trusted_run: bool) -> dict:
+    """The config a run recorded in ``path`` (``.hydra/config.yaml``), once
+    :mod:`trainer_run.trust` allows what it names (its signature beside it)."""
+    try:
+        data = path.read_bytes()
+        config = yaml_files.read(path)
+    except (OSError, ValueError, yaml.YAMLError) as e:
+        raise ConfigError(f"{path} cannot be read as a run's config ({e})") from None
+    if not isinstance(config, dict):
+        raise ConfigError(f"{path} is not a run's config (not a mapping)")
+    signature = path.with_name(trust.RECORD_SIGNATURE)
+    signed = signature.read_text().strip() if signature.is_file() else None
+    trust.check(config, data, signed, f"run {path.parent.parent}", trusted_run)
+    return config
+
+
+def recorded_overrides(path: Path) -> list[str]:
+    """The overrides Hydra recorded beside the config ``path`` (``.hydra/overrides.yaml``): the
+    record of a run started again, never applied."""
+    try:
+        recorded = yaml_files.read(path.with_name("overrides.yaml"))
+    except (OSError, ValueError, yaml.YAMLError):
+        return []
+    return [str(o) for o in recorded] if isinstance(recorded, list) else []
+
+
+def _recorded_choices(run: Path) -> dict:
+    """The group choices Hydra recorded for ``run`` (``.hydra/hydra.yaml``), ours only."""
+    try:
+        hydra = yaml_files.read(run / run_directory.RECORD / "hydra.yaml")
+        choices = hydra["hydra"]["runtime"]["choices"]
+    except (OSError, ValueError, KeyError, TypeError, yaml.YAMLError):
+        return {}
+    return {g: c for g, c in choices.items() if isinstance(g, str) and not g.startswith("hydra")}
 
 
 def trusted(argv: list[str]) -> bool:

@@ -247,3 +247,30 @@ def test_loggers_saved_before_they_named_a_target_resume_with_ours(tmp_path, bas
     _resume(found, "trainer.max_iterations=30")
     assert [row["iteration"] for row in read_jsonl(run / "metrics.jsonl")] == [10, 20, 30]
     assert (run / "metrics.csv").read_text().count("\n") == 4  # the header and three rows
+
+
+def test_a_run_killed_before_its_first_checkpoint_starts_again_from_its_saved_config(tmp_path):
+    """A run with no complete checkpoint (here removed, as a kill before the first leaves it)
+    was a dead end: resume= said there is none, a new run there pointed back to resume=. Now
+    the resume starts it again with its saved config, says so, and trains the same run."""
+    args = ("trainer.max_iterations=20", "trainer.checkpoint_interval=1000", "optimizer=sgd",
+            "optimizer.learning_rate=0.05", QUIET)
+    straight, killed = tmp_path / "straight", tmp_path / "killed"
+    assert run_cli(f"hydra.run.dir={straight}", *args).returncode == 0
+    assert run_cli(f"hydra.run.dir={killed}", *args).returncode == 0
+    for name in ("checkpoints", "summary.json", "model.npz", "model_best.npz"):
+        path = killed / name
+        if path.is_dir():
+            import shutil
+
+            shutil.rmtree(path)
+        else:
+            path.unlink()
+    result = _resume(killed)
+    assert "has no complete checkpoint (it stopped before its first): starting it again" in result.stderr
+    expected, got = load_npz(straight / "model.npz"), load_npz(killed / "model.npz")
+    assert all(numpy.array_equal(expected[k], got[k]) for k in expected)
+    summary = json.loads((killed / "summary.json").read_text())
+    assert summary["overrides"] == list(args[:4]) + [QUIET]
+    rows = [r["iteration"] for r in read_jsonl(killed / "metrics.jsonl")]
+    assert rows == [r["iteration"] for r in read_jsonl(straight / "metrics.jsonl")]  # once each
