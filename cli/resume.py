@@ -80,11 +80,11 @@ def prepare(argv: list[str], resume: str, report: Callable[[str], None]) -> list
 
 
 def _started_only(path: Path) -> bool:
-    """Whether ``path`` is a run (our record) with no complete checkpoint: one killed before
-    its first."""
+    """Whether ``path`` is a run (our record) that wrote no checkpoint: one killed before its
+    first (at most a partial one in a temporary folder). A run whose checkpoints are all
+    damaged did train, and is refused instead."""
     return (run_directory.is_run(path) and (path / RECORD_CONFIG).is_file()
-            and not any(checkpoint.is_complete(c)
-                        for c in checkpoint.list_checkpoints(path / run_directory.CHECKPOINTS)))
+            and not checkpoint.list_checkpoints(path / run_directory.CHECKPOINTS))
 
 
 def _start_again(argv: list[str], run: Path, report: Callable[[str], None]) -> list[str]:
