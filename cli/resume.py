@@ -106,15 +106,7 @@ def _start_again(argv: list[str], run: Path, report: Callable[[str], None]) -> l
 def saved_record(path: Path, trusted_run: bool) -> dict:
     """The config a run recorded in ``path`` (``.hydra/config.yaml``), once
     :mod:`trainer_run.trust` allows what it names (its signature beside it)."""
-    try:
-        data = path.read_bytes()
-        config = yaml_files.read(path)
-    except (OSError, ValueError, yaml.YAMLError) as e:
-        raise ConfigError(f"{path} cannot be read as a run's config ({e})") from None
-    if not isinstance(config, dict):
-        raise ConfigError(f"{path} is not a run's config (not a mapping)")
-    signature = path.with_name(trust.RECORD_SIGNATURE)
-    signed = signature.read_text().strip() if signature.is_file() else None
+    config, data, signed = trust.read_record(path)
     trust.check(config, data, signed, f"run {path.parent.parent}", trusted_run)
     return config
 

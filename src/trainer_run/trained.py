@@ -15,7 +15,6 @@ import re
 from pathlib import Path
 
 import numpy
-import yaml
 
 from . import checkpoint, trust, updaters
 from .autograd import as_data, no_grad
@@ -27,7 +26,6 @@ from .data.prepare import with_channel_axis
 from .errors import ConfigError
 from .models import build_model
 from .module import evaluating, set_mode
-from .yaml_files import Loader
 
 SECTIONS = ("model", "backend", "precision")
 """The sections of a run's config that build its model (``precision``: an older run's dtype)."""
@@ -97,15 +95,12 @@ def _config(run: Path, trusted: bool) -> dict:
     path = run / ".hydra" / "config.yaml"
     if not path.is_file():
         raise ConfigError(f"{run} is not a run directory: it has no .hydra/config.yaml")
+    config, data, signed = trust.read_record(path)
     try:
-        data = path.read_bytes()
-        config = yaml.load(data.decode(), Loader=Loader)
         sections = {key: _resolved(config[key], config, path) for key in SECTIONS
                     if key in config or key == "model"}
-    except (yaml.YAMLError, KeyError, TypeError, UnicodeDecodeError) as e:
+    except (KeyError, TypeError) as e:
         raise ConfigError(f"{path} cannot be read as a run's config: {e}") from None
-    signature = path.with_name(trust.RECORD_SIGNATURE)
-    signed = signature.read_text().strip() if signature.is_file() else None
     trust.check(sections, data, signed, f"run {run}", trusted)
     return sections
 

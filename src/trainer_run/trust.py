@@ -33,7 +33,10 @@ import secrets
 from importlib import resources
 from pathlib import Path
 
+import yaml
+
 from .errors import ConfigError
+from .yaml_files import Loader
 
 TARGET = "_target_"
 HOOKS = "updater.callbacks"
@@ -178,6 +181,22 @@ def check(config: dict, data: bytes, signature, source: str, trusted: bool = Fal
     raise UntrustedRun(f"{source} names code outside trainer-run ({shown}) and is not signed "
                        "with your key, so loading it would run code you did not write; if you "
                        "trust this run, add trust=true (in Python: load_model(run, trust=True))")
+
+
+def read_record(path: Path) -> tuple[dict, bytes, str | None]:
+    """A run's recorded config (``.hydra/config.yaml`` at ``path``) parsed from the very bytes
+    its signature covers, those bytes, and the signature beside it (None: unsigned); a file
+    that is not a YAML mapping raises ConfigError naming it. Nothing it names is imported."""
+    try:
+        data = path.read_bytes()
+        config = yaml.load(data.decode(), Loader=Loader)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
+        raise ConfigError(f"{path} cannot be read as a run's config ({e})") from None
+    if not isinstance(config, dict):
+        raise ConfigError(f"{path} is not a run's config (not a mapping)")
+    signature = path.with_name(RECORD_SIGNATURE)
+    signed = signature.read_text().strip() if signature.is_file() else None
+    return config, data, signed
 
 
 def checkpoint_data(state: dict) -> bytes:
