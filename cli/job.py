@@ -69,7 +69,10 @@ launch = Launch()
 
 
 def on_rank_0(comm, action):
-    """``action()`` on rank 0 only, its result (or its ConfigError) shared with every rank."""
+    """``action()`` on rank 0 only, its result (or its ConfigError) shared with every rank of
+    ``comm``; with no ``comm`` (one process), ``action()``."""
+    if comm is None:
+        return action()
     outcome = None
     if comm.rank == 0:
         try:
@@ -154,10 +157,7 @@ def _claim(out: Path, resuming: bool) -> run_directory.RunLock | None:
                 raise
 
     try:
-        if launch.comm is None:
-            claim()
-        else:
-            on_rank_0(launch.comm, claim)
+        on_rank_0(launch.comm, claim)
     except ConfigError as e:
         raise JobFailed(e) from None
     return lock
@@ -292,8 +292,8 @@ def build(cfg: DictConfig, out: Path) -> tuple[Trainer | ParameterServer, Run]:
     node = cfg
     again = bool(cfg.resume) and Path(cfg.resume).name == resumes.RECORD_CONFIG.name
     if again:  # a run killed before its first checkpoint, started again; rank 0 trusts it or not
-        read = lambda: resumes.saved_record(Path(cfg.resume), bool(cfg.get("trust")))  # noqa: E731
-        record = read() if launch.comm is None else on_rank_0(launch.comm, read)
+        record = on_rank_0(launch.comm, lambda: resumes.saved_record(Path(cfg.resume),
+                                                                      bool(cfg.get("trust"))))
         node = resumes.config(record, cfg, overrides(), choices)
     elif cfg.resume:
         state = checkpoint.load(Path(cfg.resume), checkpoint.RUN_STATE)
@@ -353,7 +353,7 @@ def _fitting(resume: Path, model) -> Path:
         given = Path(launch.resume).expanduser()
         return checkpoint.find(given, report=warn, require=checkpoint.RUN_STATE, check=fits)
 
-    return choose() if launch.comm is None else on_rank_0(launch.comm, choose)
+    return on_rank_0(launch.comm, choose)
 
 
 def _check_trust(state: dict, cfg: DictConfig) -> None:
@@ -362,10 +362,7 @@ def _check_trust(state: dict, cfg: DictConfig) -> None:
     def verdict() -> None:
         trust.check_checkpoint(state, f"checkpoint {cfg.resume}", trusted=bool(cfg.get("trust")))
 
-    if launch.comm is None:
-        verdict()
-    else:
-        on_rank_0(launch.comm, verdict)
+    on_rank_0(launch.comm, verdict)
 
 
 def _restore(trainer: Trainer, state: dict, resume: str) -> None:

@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.path.insert(0, os.getcwd())
     comm = _world(argv)
     try:
-        argv = prepare(argv) if comm is None else prepare_on_rank_0(comm, argv)
+        argv = prepare_on_rank_0(comm, argv)
     except ConfigError as e:
         fail(e)
     except OSError as e:  # a path the arguments name that the system refuses to look at
