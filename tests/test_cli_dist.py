@@ -109,9 +109,11 @@ def test_dist_async_resume_gives_the_server_its_optimizer_back(mpiexec, tmp_path
 
 # -- one rank stops: the others follow ----------------------------------------------------------
 def fault(rank: int, at: int, kind: str, wait_for: Path | None = None,
-          pid_file: Path | None = None) -> str:
+          pid_file: Path | None = None, to: int | None = None, log: Path | None = None) -> str:
     wait = f", wait_for: '{wait_for}'" if wait_for else ""
     wait += f", pid_file: '{pid_file}'" if pid_file else ""
+    wait += f", to: {to}" if to is not None else ""
+    wait += f", log: '{log}'" if log else ""
     return (f"updater.callbacks.update_on_finish="
             f"{{_target_: faults.Fault, rank: {rank}, at: {at}, kind: {kind}{wait}}}")
 
@@ -249,6 +251,27 @@ def test_an_error_on_one_async_worker_stops_the_job(mpiexec, tmp_path):  # noqa:
     assert code == 1, log
     assert "worker 1 stopped: RuntimeError: injected fault on rank 1 at iteration 150" in log, log
     assert checkpoints(out)[0] == 100
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("to", [0, 1, 2], ids=["rank-0", "worker-1", "server"])
+def test_a_signal_to_any_async_rank_stops_every_worker_after_the_same_iteration(mpiexec, tmp_path, to):  # noqa: F811
+    """SIGTERM to one rank (worker 0, worker 1 or the server) after worker 0's update 40 of
+    100000: the workers agree on the furthest iteration either has finished, the one behind
+    trains on to it, both stop after it (before, the others trained on to the end), worker 0
+    saves it, and every rank exits 143."""
+    out, log_dir = tmp_path / "async", tmp_path / "log"
+    log_dir.mkdir()
+    code, log = launch_cli(mpiexec, 3, *ASYNC, "trainer.max_iterations=100000",
+                           fault(0, 39, "sigterm", to=to, log=log_dir), f"hydra.run.dir={out}",
+                           timeout=60)
+    assert code == 143, log
+    last = [int((log_dir / f"rank{r}").read_text()) for r in (0, 1)]
+    assert last[0] == last[1] >= 40, log
+    assert checkpoints(out)[-1] == last[0]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["status"] == "interrupted" and summary["iteration"] == last[0]
+    assert f"interrupted at iteration {last[0]}" in log, log
 
 
 # -- a dist store without mpiexec, a resume with another number of processes ------------------

@@ -296,6 +296,29 @@ def test_async_updater_error_reaches_every_worker(mpiexec, tmp_path):
 
 
 @pytest.mark.mpi
+@pytest.mark.parametrize("who", ["worker", "server"])
+def test_async_stop_signal_every_worker_stops_after_the_furthest_iteration(mpiexec, tmp_path, who):
+    """Worker 1's request (after 7 pushes) or the server's own (after 20 requests) reaches each
+    worker in the answer to a push; once both have asked, both are told the larger number of
+    pushes either had made, and the server keeps the signal."""
+    w0, w1, server = launch(mpiexec, 3, "failures.py", tmp_path, "async_stop", who)
+    assert int(w0["learned"]) == 15 and int(server["stop_signal"]) == 15
+    assert int(w1["learned"]) == (15 if who == "server" else 0)  # worker 1 asked first: it knew
+    furthest = max(int(w0["pushes"]), int(w1["pushes"]))
+    assert int(w0["after"]) == int(w1["after"]) == furthest
+
+
+@pytest.mark.mpi
+def test_async_stop_after_a_worker_closed_goes_on_to_the_end(mpiexec, tmp_path):
+    """Worker 0 closes (its run is over) once it learns of worker 1's request: worker 1 is told
+    to go on to its end (-1), and the server keeps no signal."""
+    w0, w1, server = launch(mpiexec, 3, "failures.py", tmp_path, "async_stop", "closed")
+    assert int(w0["learned"]) == 15 and int(w0["after"]) == -2  # it closed instead of asking
+    assert int(w1["after"]) == -1 and int(w1["pushes"]) == 7
+    assert int(server["stop_signal"]) == 0
+
+
+@pytest.mark.mpi
 def test_async_needs_a_server_and_a_worker(mpiexec):
     code, out = run([sys.executable, "-c",  # no mpiexec: a single MPI process
                      "from trainer_run.kvstore.worker import DistAsyncKVStore\n"

@@ -9,6 +9,10 @@ Modes (argv[2]):
 - ``async_updater`` (3 ranks): the server's updater raises at its third update; both workers
   get RunStopped with its message at their next pull, and the server re-raises it without
   waiting for a timeout.
+- ``async_stop <who>`` (3 ranks): a stop signal (15) is asked for by worker 1 after 7 pushes
+  (``worker``), or by the server after 20 requests (``server``); each worker pushes until it
+  has learned of it, then asks to stop too, except with ``closed``, where worker 1 asks and
+  worker 0 closes on learning of it instead.
 
 Each rank that stays writes ``OUT/rank<r>.npz``: the error it got and the seconds it waited.
 """
@@ -93,6 +97,34 @@ def async_updater(out_dir: str) -> None:
     numpy.savez(f"{out_dir}/rank{kv.rank}.npz", **seen)
 
 
+def async_stop(out_dir: str, who: str) -> None:
+    kv = DistAsyncKVStore(timeout=LONG)
+    if kv.is_server:
+        requests = []
+
+        def stop_requested():
+            requests.append(1)
+            return 15 if who == "server" and len(requests) >= 20 else None
+
+        kv.run_server(optimizers.get_updater(sgd()), stop_requested)
+        numpy.savez(f"{out_dir}/rank{kv.server_rank}.npz", stop_signal=kv.stop_signal or 0)
+        return
+    kv.init(0, numpy.zeros(10, numpy.float32))
+    kv.set_optimizer(sgd())
+    pushes = 0
+    while kv.stop_signal is None and not (who != "server" and kv.rank == 1 and pushes == 7):
+        kv.pushpull(0, numpy.ones(10, numpy.float32))
+        pushes += 1
+    learned = kv.stop_signal or 0
+    if who == "closed" and kv.rank == 0:
+        after = -2
+    else:
+        after = kv.stop_at(learned or 15, pushes)
+    kv.close()
+    numpy.savez(f"{out_dir}/rank{kv.rank}.npz", pushes=pushes, learned=learned,
+                after=-1 if after is None else after)
+
+
 if __name__ == "__main__":
-    {"sync_dead": sync_dead, "async_dead": async_dead,
-     "async_updater": async_updater}[sys.argv[2]](sys.argv[1])
+    {"sync_dead": sync_dead, "async_dead": async_dead, "async_updater": async_updater,
+     "async_stop": async_stop}[sys.argv[2]](sys.argv[1], *sys.argv[3:])

@@ -7,7 +7,9 @@ A message is a header of :data:`HDR` int64 on tag :data:`REQ` (worker -> server)
 Header fields: 0 kind (a request) or status (an answer), 1 key code, 2 nbytes of the data
 message, 3 dtype char (a request) or error class (an error answer), 4 length of the key's name
 (str keys, init), 5 ndim, 6 the server optimizer's ``num_update`` in the answer to a pull (-1:
-none), 8.. the shape.
+none), 7 the iteration a worker has finished (a :data:`STOP_AT` request) or the stop signal
+some process of the job has asked for (every answer; 0: none), 8.. the shape (a request) or
+the iteration to stop after (the answer to :data:`STOP_AT`; -1: go on to the end).
 
 Gradient compression: a :data:`PUSH` (or :data:`PUSHPULL`) whose dtype char is :data:`PACKED`
 (uint32) to a float32 key carries 2-bit packed words; a :data:`COMPRESSION` header carries the
@@ -59,12 +61,15 @@ ABORTED = 12
 """A worker stops with an error, with its reason."""
 PUSHPULL = 13
 """A :data:`PUSH` answered, once applied, as a :data:`PULL` of the same key: one round trip."""
+STOP_AT = 14
+"""A worker asks to stop (its signal number as the key code, the iteration it has finished in
+field 7), answered once every worker has asked or closed: the iteration they all stop after."""
 
 PUSHES = (PUSH, PUSHPULL)
 """The kinds of request that carry a worker's gradient (or its packed words)."""
 WITH_DATA = (INIT, PUSH, PUSHPULL, OPTIMIZER, SET_STATES, ABORTED)
 """The kinds of request whose header may be followed by data (a key's name, then an array)."""
-ANSWERED = (PULL, PUSHPULL, BARRIER, OPTIMIZER, STOP, GET_STATES, SET_STATES)
+ANSWERED = (PULL, PUSHPULL, BARRIER, OPTIMIZER, STOP, GET_STATES, SET_STATES, STOP_AT)
 """The kinds of request whose worker waits for an answer."""
 
 PACKED = ord(numpy.dtype(numpy.uint32).char)
@@ -81,13 +86,14 @@ _ERRORS = {1: ValueError, 2: ConfigError, 3: RunStopped}
 _ERROR_CODES = {ValueError: 1, ConfigError: 2, RunStopped: 3}
 
 
-def pack_request(h, kind, code=0, data=None, meta=None, name=b"", what: str = "") -> None:
+def pack_request(h, kind, code=0, data=None, meta=None, name=b"", what: str = "",
+                 iteration: int = 0) -> None:
     """Writes into ``h`` the header of a request of ``kind`` for key ``code``: the dtype and
-    shape of ``data`` (or of ``meta`` when no data is sent), the nbytes of ``data`` and the
-    length of ``name``. ValueError for an array of more than 32 dimensions (``what`` names
-    the exchange)."""
+    shape of ``data`` (or of ``meta`` when no data is sent), the nbytes of ``data``, the
+    length of ``name`` and the ``iteration`` finished. ValueError for an array of more than 32
+    dimensions (``what`` names the exchange)."""
     h[:] = 0
-    h[0], h[1] = kind, code
+    h[0], h[1], h[7] = kind, code, iteration
     array = data if data is not None else meta
     if array is not None:
         if array.ndim > _MAX_NDIM:
@@ -98,13 +104,15 @@ def pack_request(h, kind, code=0, data=None, meta=None, name=b"", what: str = ""
     h[4] = len(name)
 
 
-def answer_header(status, code=0, nbytes: int = 0, count: int = -1):
-    """A new answer header: ``status``, key ``code``, ``nbytes`` of data to follow and the
-    optimizer's ``num_update`` ``count``."""
+def answer_header(status, code=0, nbytes: int = 0, count: int = -1, stop: int = 0,
+                  stop_after: int = -1):
+    """A new answer header: ``status``, key ``code``, ``nbytes`` of data to follow, the
+    optimizer's ``num_update`` ``count``, the ``stop`` signal asked for and the iteration to
+    ``stop_after``."""
     h = numpy.zeros(HDR, dtype=numpy.int64)
     h[0], h[1] = status, code
     h[2] = nbytes
-    h[6] = count
+    h[6], h[7], h[8] = count, stop, stop_after
     return h
 
 

@@ -9,6 +9,13 @@ for ``timeout`` is declared stopped: the waiting workers are told so (they raise
 with its message) and the server raises too; with no worker waiting it stops after
 ``timeout`` without any message. An exception of the updater is told to the waiting workers,
 answered to every later request, and re-raised once the workers have stopped.
+
+Stopping on a signal: a worker asks with :data:`~.protocol.STOP_AT` (its signal, the
+iteration it has finished), the server with its own signal (``stop_requested``); from then on
+every answer carries the signal, so each worker learns it within an iteration and asks too.
+Once every worker has asked (or closed), each is answered with the iteration to stop after:
+the furthest any has finished, which the others train on to (-1 when a worker had already
+closed: the run goes on to its end).
 """
 
 from __future__ import annotations
@@ -35,10 +42,18 @@ class Server:
         num_workers: how many workers there are.
         timeout: seconds to wait for a worker that others wait for (None: forever).
         updater: ``updater(key, grad, weight)``, updating ``weight`` in place, or None.
+        stop_requested: returns the server process's stop signal, or None (None: it has none).
+
+    Attributes:
+        stop_signal: the stop signal asked for so far (0: none).
+        agreed: the signal the workers agreed to stop on before their end (0: none).
     """
 
-    def __init__(self, MPI, comm, num_workers: int, timeout, updater):
+    def __init__(self, MPI, comm, num_workers: int, timeout, updater, stop_requested=None):
         self.updater = updater
+        self.stop_requested = stop_requested
+        self.stop_signal = self.agreed = 0
+        self.stop_votes: dict = {}  # worker -> the iteration it has finished, asking to stop
         self.MPI, self.comm, self.timeout = MPI, comm, timeout
         self.n = num_workers
         self.keepalive = 5.0 if self.timeout is None else min(self.timeout / 4, 5.0)
@@ -49,7 +64,7 @@ class Server:
         self.names: dict = {}  # code -> str key (str keys only)
         self.declared: dict = {}  # code -> [(worker, dtype, shape)], checked at the barrier
         self.errors: dict = {}  # worker -> (class, message), answered on its next request
-        self.waiting: dict = {}  # worker -> "barrier" | "close"
+        self.waiting: dict = {}  # worker -> "barrier" | "close" | "stop"
         self.stopped: set = set()
         self.active = False  # a worker has called set_optimizer
         self.failure = None  # (exception to raise, message) once the server gives up
@@ -70,6 +85,8 @@ class Server:
                 comm.Recv([self.h, MPI.INT64_T], source, protocol.REQ)
                 self.last_seen[source] = self.last_any = time.monotonic()
                 self._handle(source, self.h)
+            if not self.stop_signal and self.stop_requested is not None:
+                self.stop_signal = self.stop_requested() or 0
             self._check_clock()
         if self.failure is not None:
             raise self.failure[0]
@@ -132,6 +149,11 @@ class Server:
         elif kind == protocol.STOP:
             self.stopped.add(worker)
             self.waiting[worker] = "close"
+            self._release()
+        elif kind == protocol.STOP_AT:
+            self.stop_signal = self.stop_signal or code
+            self.stop_votes[worker] = int(h[7])
+            self.waiting[worker] = "stop"
             self._release()
 
     def _take(self, worker, kind, code, nbytes, h):
@@ -296,6 +318,8 @@ class Server:
         """Answers the barrier when every worker waits in it, and close() when every worker
         has closed; a barrier that a closed worker can never join is an error."""
         barrier = [w for w, why in self.waiting.items() if why == "barrier"]
+        if self.stop_votes and len(self.stopped) + len(self.stop_votes) == self.n:
+            self._agree()
         if len(self.stopped) == self.n:
             for w in list(self.waiting):
                 if w in self.errors:
@@ -323,13 +347,24 @@ class Server:
                 else:
                     self._answer(w, protocol.OK)
 
+    def _agree(self) -> None:
+        """Answers every worker that asked to stop with the iteration to stop after: the
+        furthest any has finished, or -1 when a worker has closed (the run goes to its end)."""
+        after = -1 if self.stopped else max(self.stop_votes.values())
+        self.agreed = self.stop_signal if after >= 0 else 0
+        for w in self.stop_votes:
+            del self.waiting[w]
+            self._answer(w, protocol.OK, stop_after=after)
+        self.stop_votes.clear()
+
     # -- answers, failures, the clock ----------------------------------------------------------
     def _refuse(self, worker, cls, message) -> None:
         """An error for ``worker``, answered on its next pull, barrier or close."""
         self.errors.setdefault(worker, (cls, message))
 
-    def _answer(self, worker, status, code=0, data=None, count: int = -1) -> None:
-        MPI, h = self.MPI, protocol.answer_header(status, code, 0 if data is None else data.nbytes, count)
+    def _answer(self, worker, status, code=0, data=None, count: int = -1, stop_after: int = -1) -> None:
+        nbytes = 0 if data is None else data.nbytes
+        MPI, h = self.MPI, protocol.answer_header(status, code, nbytes, count, self.stop_signal, stop_after)
         requests = [self.comm.Isend([h, MPI.INT64_T], worker, protocol.REP)]
         if data is not None and data.nbytes:
             requests.append(self.comm.Isend([data, MPI.BYTE], worker, protocol.REP_DATA))
@@ -356,6 +391,7 @@ class Server:
             self._answer_error(w, RunStopped, message)
             self.stopped.add(w)
         self.waiting.clear()
+        self.stop_votes.clear()
 
     def _check_clock(self) -> None:
         now = time.monotonic()
@@ -365,11 +401,11 @@ class Server:
             missing = [w for w in range(self.n) if w not in self.waiting]
             dead = [w for w in missing if self._silent(w, now)]
             if dead:
-                why = sorted(set(self.waiting.values()))
+                why = sorted({_WAITS[why] for why in self.waiting.values()})
                 self._fail(RunStopped, f"kvstore dist_async server: worker(s) {_ranks(dead)} sent "
                            f"nothing for {self.timeout:g} s while worker(s) "
                            f"{_ranks(self.waiting)} waited for them in "
-                           f"{' and '.join('close()' if w == 'close' else w for w in why)}; a "
+                           f"{' and '.join(why)}; a "
                            f"worker has stopped (crashed, or exited without close()) or is "
                            f"stuck")
                 return
@@ -385,6 +421,9 @@ class Server:
 
     def _key(self, code):
         return self.names.get(code, code)
+
+
+_WAITS = {"barrier": "barrier", "close": "close()", "stop": "the agreement to stop"}
 
 
 def _ranks(ranks) -> str:

@@ -30,6 +30,10 @@ processes.
   server refuses, a pickle for one, raises ValueError on the worker), and
   ``save_optimizer_states`` / ``load_optimizer_states`` write and read them as files. This is
   how worker 0 puts the server's states into checkpoints and gives them back on resume.
+- Stop signals: a stop signal to any process stops every worker after the same iteration
+  (:meth:`DistAsyncKVStore.stop_at`). The server learns a worker's signal when it asks to stop,
+  its own from ``run_server``'s ``stop_requested``, and reports the first in every answer
+  (``stop_signal``), so each worker learns it at its next exchange and asks too.
 - Stopping: a worker that stops with an error calls ``abort(reason)``; it tells the server,
   which stops serving and answers every other worker's next request with "worker r stopped:
   reason". A worker stops when the server does not answer for ``timeout``; the server's side
@@ -103,6 +107,10 @@ class DistAsyncKVStore(KVStore):
         self._broken: str | None = None
         self.num_update: int | None = None
         """The server optimizer's ``num_update`` at this worker's last pull (None: unknown)."""
+        self.stop_signal: int | None = None
+        """A worker: the stop signal some process of the job asked for, as the server's last
+        answer said (None: none). The server, after :meth:`run_server`: the signal the
+        workers agreed to stop on before their end (None: they ran to it)."""
 
     def __repr__(self) -> str:
         who = "server" if self.is_server else f"rank={self.rank}"
@@ -201,6 +209,18 @@ class DistAsyncKVStore(KVStore):
         except RunStopped:
             pass  # the server is gone: nobody to tell
 
+    def stop_at(self, signum: int, iteration: int) -> int | None:
+        """Asks to stop for ``signum`` after ``iteration`` (the one this worker has finished)
+        and waits until every worker has asked (each learns of the request at its next
+        exchange): returns the iteration after which every worker stops, the furthest any has
+        finished, or None when a worker had already closed the store (the run goes on to its
+        end)."""
+        self._worker("stop_at")
+        self._send(protocol.STOP_AT, signum, iteration=iteration, what="the agreement to stop")
+        self._reply("the agreement to stop")
+        after = int(self._in[8])
+        return after if after >= 0 else None
+
     def get_optimizer_states(self, dump_optimizer: bool = False) -> bytes:
         """The server updater's ``get_states(dump_optimizer)``: its optimizer states in the
         safe format (MXNet refuses to save states of a dist store; here worker 0 checkpoints
@@ -284,11 +304,12 @@ class DistAsyncKVStore(KVStore):
         if self._broken is not None:
             raise RunStopped(self._broken)
 
-    def _send(self, kind, code=0, data=None, *, meta=None, name=b"", what: str) -> None:
+    def _send(self, kind, code=0, data=None, *, meta=None, name=b"", what: str,
+              iteration: int = 0) -> None:
         """Sends a header (and ``name``, then ``data``, as raw bytes) to the server and waits
         until it has taken them."""
         MPI, h = self._MPI, self._out
-        protocol.pack_request(h, kind, code, data, meta, name, what)
+        protocol.pack_request(h, kind, code, data, meta, name, what, iteration)
         requests = [self._comm.Isend([h, MPI.INT64_T], self.server_rank, protocol.REQ)]
         if name:
             requests.append(self._comm.Isend([name, MPI.BYTE], self.server_rank, protocol.REQ_DATA))
@@ -300,7 +321,8 @@ class DistAsyncKVStore(KVStore):
     def _reply(self, what: str, into=None, sized: bool = False):
         """Waits for the server's answer (its keep-alives restart the clock); the data goes
         into ``into``, or with ``sized`` into a new bytearray of the size announced, which is
-        returned; an error answer is raised here."""
+        returned; an error answer is raised here. Each answer says which stop signal some
+        process has asked for (:attr:`stop_signal`)."""
         MPI, h = self._MPI, self._in
         while True:
             request = self._comm.Irecv([h, MPI.INT64_T], self.server_rank, protocol.REP)
@@ -310,6 +332,8 @@ class DistAsyncKVStore(KVStore):
             if h[0] != protocol.ALIVE:
                 break
         status, nbytes, error = int(h[0]), int(h[2]), int(h[3])
+        if status == protocol.OK and h[7]:
+            self.stop_signal = int(h[7])
         if status == protocol.ERROR:
             text = bytearray(nbytes)
             request = self._comm.Irecv([text, MPI.BYTE], self.server_rank, protocol.REP_DATA)
@@ -350,15 +374,18 @@ class DistAsyncKVStore(KVStore):
         raise RunStopped(self._broken)
 
     # -- the server -----------------------------------------------------------------------------
-    def run_server(self, updater=None) -> dict:
+    def run_server(self, updater=None, stop_requested=None) -> dict:
         """Serves the workers until every one has called ``close()``; returns the final
-        weights ``{key: array}``.
+        weights ``{key: array}``. Afterwards :attr:`stop_signal` says whether the workers
+        agreed to stop on a signal before their end.
 
         Args:
             updater: ``updater(key, grad, weight)``, updating ``weight`` in place with the
                 optimizer built from the workers' config (e.g.
                 ``trainer_run.optimizers.get_updater(optimizer)``). Pushes are refused until
                 a worker has called ``set_optimizer``, which is refused without an updater.
+            stop_requested: returns this process's stop signal or None, asked after each
+                message: a signal the workers then stop on, as on one of theirs.
 
         Raises:
             RunStopped: a worker stopped talking for ``timeout`` while others waited for it,
@@ -373,11 +400,13 @@ class DistAsyncKVStore(KVStore):
                             f"{updater!r}")
         if self._closed:
             raise ValueError("kvstore dist_async: run_server after it returned")
-        server = Server(self._MPI, self._comm, self.num_workers, self.timeout, updater)
+        server = Server(self._MPI, self._comm, self.num_workers, self.timeout, updater,
+                        stop_requested)
         try:
             return server.run()
         finally:
             self._closed = True
+            self.stop_signal = server.agreed or None
 
 
 def _wire_ready(array, stored) -> bool:

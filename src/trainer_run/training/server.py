@@ -8,9 +8,10 @@ Worker 0's weights and optimizer states replace the server's own before the firs
 resumed run continues from its checkpoint), and worker 0 fetches the states back for every
 checkpoint. :meth:`ParameterServer.run` returns once every worker has closed the store.
 
-A stop signal does not stop the server: the workers get it too (``mpiexec`` forwards it),
-finish their iteration, save and close, and the server then returns with status
-``interrupted``; a second signal exits at once. If a worker stops without closing, the
+A stop signal to the server, or to any worker, stops every worker after the same iteration
+(see :mod:`trainer_run.kvstore.worker`): they save and close, and the server then returns
+with status ``interrupted`` and the signal the workers stopped on; a second signal exits at
+once. If a worker stops without closing, the
 server stops after the kvstore's timeout (see :mod:`trainer_run.kvstore.dist`).
 """
 
@@ -32,7 +33,7 @@ class ParameterServer:
     Attributes:
         status: ``"ready"``, then ``"completed"``, ``"interrupted"`` (a signal came while
             serving) or ``"failed"``.
-        stop_signal: the first stop signal received, or None.
+        stop_signal: the signal the workers stopped on before their end, or None.
         weights: after :meth:`run`, the final weights by key.
     """
 
@@ -48,8 +49,8 @@ class ParameterServer:
         """Serves until every worker has closed the store."""
         restore = stop_signals.handle()
         try:
-            self.weights = self.kvstore.run_server(self.group_updater)
-            self.stop_signal = stop_signals.requested()  # the workers stopped, then closed the store
+            self.weights = self.kvstore.run_server(self.group_updater, stop_signals.requested)
+            self.stop_signal = self.kvstore.stop_signal
             self.status = "completed" if self.stop_signal is None else "interrupted"
         except BaseException:
             self.status = "failed"

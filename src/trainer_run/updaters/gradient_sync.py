@@ -56,7 +56,7 @@ class GradientSync(StoreSync):
         self._stop_agreed = int(values[-1])
         return dict(zip(names, values[:-1]))
 
-    def agree_to_stop(self, signum: int | None) -> int | None:
+    def agree_to_stop(self, signum: int | None, iteration: int) -> int | None:
         """Workers must stop after the same iteration, so each request travels with the next
         update's metrics and every worker stops after that update, with its own signal or
         else the sum of the others' numbers. One worker stops when asked."""

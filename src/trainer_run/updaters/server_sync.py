@@ -4,8 +4,9 @@ The server (:class:`~trainer_run.training.server.ParameterServer`) owns the weig
 optimizer; a worker pushes its gradients and pulls the weights back, one key per flat
 weight buffer (:class:`~.sync.KeyLayout`), and never applies the optimizer itself. Each push
 is an update of its own, applied as it arrives, so a worker's update averages over its own
-shard of the global batch, its metrics are its own and it stops on its own signal. The
-server is set up lazily, before the first update (after a resume has loaded its state, as
+shard of the global batch and its metrics are its own; a stop signal to any process stops
+every worker after the same iteration (:meth:`ServerSync.agree_to_stop`). The server is set
+up lazily, before the first update (after a resume has loaded its state, as
 Gluon's Trainer inits its kvstore lazily).
 """
 
@@ -27,6 +28,7 @@ class ServerSync(StoreSync):
         self.optimizer = optimizer
         self.index_updater = index_updater
         self.started = False
+        self._stop: tuple | None = None  # (signal, the iteration to stop after) once agreed
 
     def shard(self, batch) -> tuple:
         """This worker's shard of the global batch (example ``j`` goes to worker
@@ -64,6 +66,21 @@ class ServerSync(StoreSync):
                 self.kvstore.pushpull(key, grads, out=stores[0].groups[k].data)
         if self.kvstore.num_update is not None:
             self.optimizer.follow(self.kvstore.num_update)
+
+    def agree_to_stop(self, signum: int | None, iteration: int) -> int | None:
+        """Once a process of the job has a stop signal (``signum``: this worker's; the
+        server reports the others'), the workers agree on the iteration to stop after, the
+        furthest any has finished, and each stops after it with its own signal or else the
+        first one asked for. A worker behind trains on to it; if a worker had already
+        finished, every worker goes on to its end."""
+        if self._stop is None:
+            asked = signum or self.kvstore.stop_signal
+            if not asked or not self.started:  # asks after its first update, as dist_sync
+                return None
+            after = self.kvstore.stop_at(asked, iteration)
+            self._stop = (asked, float("inf") if after is None else after)
+        asked, after = self._stop
+        return (signum or asked) if iteration >= after else None
 
     def fetch_optimizer_states(self) -> None:
         """The server's optimizer states and counters replace the local ones (the weights are

@@ -217,9 +217,10 @@ class StandardUpdater:
     def agree_to_stop(self, signum: int | None) -> int | None:
         """The signal to stop for after this iteration, or None to go on (``signum``: this
         process's stop signal, if it has one). One process stops when asked; synchronous
-        workers agree to stop after the same iteration (see
-        :meth:`.gradient_sync.GradientSync.agree_to_stop`)."""
-        return self.sync.agree_to_stop(signum)
+        and asynchronous workers agree to stop after the same iteration (see
+        :meth:`.gradient_sync.GradientSync.agree_to_stop` and
+        :meth:`.server_sync.ServerSync.agree_to_stop`)."""
+        return self.sync.agree_to_stop(signum, self.iteration)
 
     def status(self) -> dict:
         """Current values worth showing beside the metrics (the loss scale, skipped steps)."""

@@ -70,9 +70,10 @@ class Sync:
         """The update's metrics over every worker's examples; here this process's."""
         return metrics
 
-    def agree_to_stop(self, signum: int | None) -> int | None:
-        """The signal to stop for after this iteration, or None to go on (``signum``: this
-        process's stop signal, if it has one); one process stops when asked."""
+    def agree_to_stop(self, signum: int | None, iteration: int) -> int | None:
+        """The signal to stop for after ``iteration`` (just finished), or None to go on
+        (``signum``: this process's stop signal, if it has one); one process stops when
+        asked."""
         return signum
 
     def fetch_optimizer_states(self) -> None:
