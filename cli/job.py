@@ -25,7 +25,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from trainer_run import checkpoint, files, module, run_directory, trust
+from trainer_run import checkpoint, files, memory, module, run_directory, trust
 from trainer_run.data import record as data_record
 from trainer_run.errors import ConfigError, Diverged, RunStopped, StorageError
 from trainer_run.kvstore import mpi_job
@@ -108,6 +108,19 @@ def run(cfg: DictConfig) -> float | None:
 
 
 def _run(cfg: DictConfig, out: Path) -> float | None:
+    """The job, with this process's memory bounded by what the machine has available (see
+    :func:`trainer_run.memory.limit_to_available`): an allocation beyond it ends the job with
+    one line instead of the kernel killing the process."""
+    restore = memory.limit_to_available()
+    try:
+        return _bounded(cfg, out)
+    except MemoryError as e:
+        raise JobFailed(memory.out_of_memory(e)) from None
+    finally:
+        restore()
+
+
+def _bounded(cfg: DictConfig, out: Path) -> float | None:
     fresh = not run_directory.holds_run(out)
     lock = None
     try:

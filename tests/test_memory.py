@@ -4,6 +4,8 @@ one line before they are made when the machine's available memory cannot hold th
 claim large sizes in small files; nothing large is allocated."""
 
 import gzip
+import subprocess
+import sys
 import struct
 import zipfile
 
@@ -107,3 +109,43 @@ def test_the_command_refuses_in_one_line_naming_the_key(tmp_path, args, words):
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith(words), result.stderr
     assert not (tmp_path / "run").exists()
+
+
+def _with_available(mebibytes: int, code: str) -> str:
+    """Python source that runs ``code`` in a process whose machine is said to have
+    ``mebibytes`` of memory available."""
+    return (f"import sys\nfrom trainer_run import memory\n"
+            f"memory.available_bytes = lambda: {mebibytes} << 20\n{code}")
+
+
+def test_the_data_limit_refuses_an_allocation_beyond_what_is_available_and_restores():
+    """``numpy.empty`` of 1 GiB (never touched: nothing is used) fails under a limit of what the
+    process holds plus 100 MiB, and succeeds once the limit is restored."""
+    code = _with_available(100, (
+        "import numpy\nrestore = memory.limit_to_available()\n"
+        "try:\n    numpy.empty(1 << 30, numpy.uint8)\n    print('allocated')\n"
+        "except MemoryError as e:\n    print('refused:', e)\n"
+        "restore()\nnumpy.empty(1 << 30, numpy.uint8)\nprint('after restore: allocated')\n"))
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert result.stdout.splitlines() == [
+        "refused: Unable to allocate 1.00 GiB for an array with shape (1073741824,) and data type uint8",
+        "after restore: allocated"], result.stderr
+
+
+def test_a_training_step_beyond_available_memory_ends_the_run_in_one_line(tmp_path):
+    """Each parameter of ``hidden_sizes=[1000000]`` fits in the 400 MiB the machine is said to
+    have (the layer check passes), but a training step's activations (50 x 1000000 values
+    each) do not: the command says so in one line, exit 2, instead of being killed by the
+    kernel once memory runs out."""
+    code = _with_available(400, "import runpy\nsys.argv[0] = 'trainer-run'\n"
+                                "runpy.run_module('trainer_run.cli', run_name='__main__')\n")
+    result = subprocess.run([sys.executable, "-c", code, "model.hidden_sizes=[1000000]",
+                             "trainer.max_iterations=2", "trainer.progress=false", "hydra.run.dir=run"],
+                            cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("error: out of memory: unable to allocate "), result.stderr
+    assert lines[0].endswith("the run needs more memory than the machine had available when it "
+                             "started: lower dataset.batch_size or the model's sizes "
+                             "(model.hidden_sizes, model.channels)"), result.stderr

@@ -3,28 +3,76 @@ header declares, a synthetic set's ``size``, a model's parameters) is checked ag
 memory the machine has available first, and refused in one line instead of being killed by
 the kernel or failing with a traceback.
 
+An allocation whose size only the model's code knows (its activations, the optimizer's
+states) is bounded by :func:`limit_to_available`: the process's data limit becomes what it
+uses plus what the machine has available, so such an allocation fails with MemoryError,
+which the command reports in one line (:func:`out_of_memory`), instead of the kernel killing
+the process once memory runs out.
+
 Available memory is Linux's ``MemAvailable`` (``/proc/meminfo``); where that cannot be read
 (another system) the check is skipped.
 """
 
 from __future__ import annotations
 
+from typing import Callable
+
 from .errors import ConfigError
 
 MEMINFO = "/proc/meminfo"
+STATUS = "/proc/self/status"
+LOWER = "lower dataset.batch_size or the model's sizes (model.hidden_sizes, model.channels)"
+"""What to change when a run needs more memory than the machine has."""
 
 
 def available_bytes() -> int | None:
     """The bytes the machine can still allocate without swapping (``MemAvailable``), or None
     where it is not known."""
+    return _kibibytes(MEMINFO, "MemAvailable:")
+
+
+def _kibibytes(path: str, field: str) -> int | None:
+    """The bytes of ``field`` (given in kB) in the ``/proc`` file ``path``, or None."""
     try:
-        with open(MEMINFO, encoding="ascii") as f:
+        with open(path, encoding="ascii") as f:
             for line in f:
-                if line.startswith("MemAvailable:"):
+                if line.startswith(field):
                     return int(line.split()[1]) * 1024
     except (OSError, ValueError, IndexError):
         return None
     return None
+
+
+def limit_to_available() -> Callable[[], None]:
+    """Lets this process allocate what it holds now plus the machine's available memory, and
+    no more: its data limit (``RLIMIT_DATA``, which bounds its heap and private writable
+    mappings, where arrays live; not the files it maps read-only) is set to its data size
+    (``VmData``) plus ``MemAvailable``, so a larger allocation raises MemoryError. Returns
+    the function that restores the previous limit; changes nothing where either size is
+    unknown or the limit is that low already."""
+    try:
+        import resource
+    except ImportError:  # not a Unix
+        return lambda: None
+    available, used = available_bytes(), _kibibytes(STATUS, "VmData:")
+    soft, hard = resource.getrlimit(resource.RLIMIT_DATA)
+    if available is None or used is None:
+        return lambda: None
+    limit = used + available
+    if hard != resource.RLIM_INFINITY:
+        limit = min(limit, hard)
+    if soft != resource.RLIM_INFINITY and soft <= limit:
+        return lambda: None
+    resource.setrlimit(resource.RLIMIT_DATA, (limit, hard))
+    return lambda: resource.setrlimit(resource.RLIMIT_DATA, (soft, hard))
+
+
+def out_of_memory(error: MemoryError) -> str:
+    """The one line for an allocation refused by :func:`limit_to_available` (NumPy's message
+    names the array's size, shape and dtype)."""
+    what = str(error) or "an allocation failed"
+    return (f"out of memory: {what[0].lower()}{what[1:]}; the run needs more memory than the "
+            f"machine had available when it started: {LOWER}")
 
 
 def size_text(nbytes: int) -> str:
