@@ -193,3 +193,26 @@ def test_the_configs_repeat_the_published_checksums_and_mirrors():
         assert config["md5"] == digests and config["mirrors"] == list(mirrors)
         assert config["_target_"] == f"trainer_run.data.image_sets.{name}"
         assert config["root"] is None and config["normalize"] == "unit"
+
+
+def test_a_mirror_slower_than_the_time_limit_passes_the_turn(tmp_path):
+    """``time_limit`` reaches the download: the first mirror keeps sending (a 4 KiB block every
+    0.2 s, never a read timeout) but does not give either images file (3 and 4 blocks) within
+    0.3 s, so the second gives them; with the default hour it would have served all four."""
+    contents, _ = mnist_files(tmp_path / "served")
+    md5s = {role: md5(contents[name]) for role, name in image_sets.MNIST_NAMES.items()}
+    with FileServer() as slow, FileServer() as fast:
+        slow.delay = 0.2
+        for server in (slow, fast):
+            server.routes = {f"/{name}": c for name, c in contents.items()}
+        image_sets.mnist(tmp_path / "data", [slow.url(), fast.url()], md5s, timeout=5, time_limit=0.3)
+        assert all(fast.gets(f"/{name}") for name in contents if "images" in name)
+    for name, content in contents.items():
+        assert (tmp_path / "data" / "mnist" / name).read_bytes() == content
+
+
+def test_a_time_limit_that_is_not_positive_is_one_line(tmp_path):
+    result = run_cli("dataset=mnist", f"dataset.root={tmp_path}", "dataset.time_limit=0",
+                     f"hydra.run.dir={tmp_path / 'run'}", *SHORT)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip() == "error: dataset.time_limit must be > 0, got 0", result.stderr

@@ -77,25 +77,24 @@ def fetch(root, files: dict, mirrors, timeout: float = 30.0,
     docstring. ``timeout``: seconds a mirror may take to connect or to send more data;
     ``time_limit``: seconds it may take to give a whole file."""
     root = Path(root).expanduser()
-    files, mirrors, timeout = checked(files, mirrors, timeout)
+    files, mirrors, limits = checked(files, mirrors, timeout, time_limit)
     if all(_verified(root / name, digest) for name, digest in files.items()):
         return {name: root / name for name in files}
     with locked(root), _Bar() as bar:
         missing = [n for n, digest in files.items() if not _verified(root / n, digest)]
         failures, dead = [], set()
         for name in missing:
-            _fetch_one(root, name, files[name], mirrors, (timeout, time_limit), bar, failures,
-                       dead)
+            _fetch_one(root, name, files[name], mirrors, limits, bar, failures, dead)
     left = [n for n in missing if not (root / n).is_file()]
     if left:
         raise ConfigError(_missing_message(root, left, mirrors, failures))
     return {name: root / name for name in files}
 
 
-def checked(files, mirrors, timeout) -> tuple[dict, list, float]:
+def checked(files, mirrors, timeout, time_limit=TIME_LIMIT) -> tuple[dict, list, tuple]:
     """The arguments of :func:`fetch` checked: ``files`` a mapping of names to md5 hex digests,
-    ``mirrors`` a URL or a list of them, ``timeout`` a positive number; each error names the
-    argument."""
+    ``mirrors`` a URL or a list of them, ``timeout`` and ``time_limit`` positive numbers
+    (returned as the pair ``limits``); each error names the argument."""
     if not isinstance(files, dict) or not files:
         raise ConfigError(f"files must map file names to their md5, got {files!r}")
     digests = {}
@@ -110,7 +109,9 @@ def checked(files, mirrors, timeout) -> tuple[dict, list, float]:
     if not isinstance(mirrors, (list, tuple)) or not all(isinstance(m, str) for m in mirrors):
         raise ConfigError(f"mirrors must be a list of base URLs (a file's URL is the mirror and its "
                           f"name), got {mirrors!r}")
-    return digests, list(mirrors), check_number("timeout", timeout, low=0, low_open=True)
+    limits = tuple(check_number(key, value, low=0, low_open=True)
+                   for key, value in (("timeout", timeout), ("time_limit", time_limit)))
+    return digests, list(mirrors), limits
 
 
 def md5(path) -> str:

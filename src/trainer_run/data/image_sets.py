@@ -25,7 +25,7 @@ from ..errors import ConfigError
 from . import cifar
 from .array_files import existing
 from .datasets import Splits
-from .download import MD5, checked, fetch, locked
+from .download import MD5, TIME_LIMIT, checked, fetch, locked
 from .idx import read_idx
 
 MNIST_NAMES = {"train_images": "train-images-idx3-ubyte.gz",
@@ -64,31 +64,35 @@ def data_root(root=None) -> Path:
     return Path(root).expanduser().absolute()
 
 
-def mnist(root=None, mirrors=MNIST_MIRRORS, md5=MNIST_MD5, timeout: float = TIMEOUT) -> Splits:
+def mnist(root=None, mirrors=MNIST_MIRRORS, md5=MNIST_MD5, timeout: float = TIMEOUT,
+          time_limit: float = TIME_LIMIT) -> Splits:
     """MNIST's handwritten digits (60000 training and 10000 test images of 28x28, 10 classes)
     from ``<root>/mnist``, downloaded there when missing; ``md5``: the md5 of each file of
-    :data:`MNIST_NAMES` by role."""
-    return _mnist_format("mnist", root, mirrors, md5, timeout, [str(d) for d in range(10)])
+    :data:`MNIST_NAMES` by role; ``timeout`` and ``time_limit``: :func:`.download.fetch`'s."""
+    return _mnist_format("mnist", root, mirrors, md5, (timeout, time_limit),
+                         [str(d) for d in range(10)])
 
 
 def fashion_mnist(root=None, mirrors=FASHION_MNIST_MIRRORS, md5=FASHION_MNIST_MD5,
-                  timeout: float = TIMEOUT) -> Splits:
+                  timeout: float = TIMEOUT, time_limit: float = TIME_LIMIT) -> Splits:
     """Zalando's Fashion-MNIST (clothes; MNIST's sizes and format) from
     ``<root>/fashion_mnist``, downloaded there when missing."""
-    return _mnist_format("fashion_mnist", root, mirrors, md5, timeout, list(FASHION_MNIST_CLASSES))
+    return _mnist_format("fashion_mnist", root, mirrors, md5, (timeout, time_limit),
+                         list(FASHION_MNIST_CLASSES))
 
 
-def cifar10(root=None, mirrors=CIFAR10_MIRRORS, md5=CIFAR10_MD5, timeout: float = TIMEOUT) -> Splits:
+def cifar10(root=None, mirrors=CIFAR10_MIRRORS, md5=CIFAR10_MD5, timeout: float = TIMEOUT,
+            time_limit: float = TIME_LIMIT) -> Splits:
     """CIFAR-10 (50000 training and 10000 test colour images of 32x32, 10 classes) from
     ``<root>/cifar10``: its binary release, downloaded when missing and extracted once into
     ``<root>/cifar10/cifar-10-batches-bin`` (see :mod:`trainer_run.data.cifar`); ``md5``:
     the archive's, ``{"archive": ...}``."""
-    files, mirrors, timeout = _sources(CIFAR10_NAMES, md5, mirrors, timeout)
+    files, mirrors, limits = _sources(CIFAR10_NAMES, md5, mirrors, (timeout, time_limit))
     folder = data_root(root) / "cifar10"
     with _under("root"):
         batches = cifar.extracted(folder)
         if batches is None:
-            archive = fetch(folder, files, mirrors, timeout)[CIFAR10_NAMES["archive"]]
+            archive = fetch(folder, files, mirrors, *limits)[CIFAR10_NAMES["archive"]]
             with locked(folder):
                 batches = cifar.extracted(folder) or cifar.extract(archive, folder)
         train, test, names = cifar.read(batches)
@@ -109,12 +113,12 @@ def idx(train_images=None, train_labels=None, test_images=None, test_labels=None
     return Splits(train, None, test, origin)
 
 
-def _mnist_format(name: str, root, mirrors, md5, timeout: float, classes: list) -> Splits:
+def _mnist_format(name: str, root, mirrors, md5, limits: tuple, classes: list) -> Splits:
     """The four IDX files of an MNIST-format set in ``<root>/<name>`` as splits."""
-    files, mirrors, timeout = _sources(MNIST_NAMES, md5, mirrors, timeout)
+    files, mirrors, limits = _sources(MNIST_NAMES, md5, mirrors, limits)
     folder = data_root(root) / name
     with _under("root"):
-        fetched = fetch(folder, files, mirrors, timeout)
+        fetched = fetch(folder, files, mirrors, *limits)
         paths = {role: fetched[file] for role, file in MNIST_NAMES.items()}
         train = _images(paths["train_images"], paths["train_labels"])
         test = _images(paths["test_images"], paths["test_labels"])
@@ -150,9 +154,10 @@ def _check_counts(images, n_images: int, labels, n_labels: int) -> None:
                           "give the labels of those images, one each")
 
 
-def _sources(names: dict, md5, mirrors, timeout) -> tuple[dict, list, float]:
+def _sources(names: dict, md5, mirrors, limits: tuple) -> tuple[dict, list, tuple]:
     """The arguments of :func:`~trainer_run.data.download.fetch` for the files ``names`` (role:
-    file name) with ``md5`` (role: md5), checked; ``md5`` must give every role, no other."""
+    file name) with ``md5`` (role: md5) and ``limits`` (timeout, time limit), checked; ``md5``
+    must give every role, no other."""
     if not isinstance(md5, dict) or sorted(md5) != sorted(names):
         given = ", ".join(map(str, md5)) if isinstance(md5, dict) else repr(md5)
         raise ConfigError(f"md5 must give the md5 of each of {', '.join(names)} (the files "
@@ -160,7 +165,7 @@ def _sources(names: dict, md5, mirrors, timeout) -> tuple[dict, list, float]:
     for role, digest in md5.items():
         if not MD5.fullmatch(str(digest).lower()):
             raise ConfigError(f"md5.{role} must be 32 hex digits, got {digest!r}")
-    return checked({names[role]: digest for role, digest in md5.items()}, mirrors, timeout)
+    return checked({names[role]: digest for role, digest in md5.items()}, mirrors, *limits)
 
 
 @contextlib.contextmanager
