@@ -25,9 +25,9 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from trainer_run import checkpoint, files, memory, module, run_directory, trust
+from trainer_run import checkpoint, files, memory, module, run_directory, trust, weights
 from trainer_run.data import record as data_record
-from trainer_run.errors import ConfigError, Diverged, RunStopped, StorageError
+from trainer_run.errors import ConfigError, Diverged, RunStopped, StorageError, check
 from trainer_run.kvstore import mpi_job
 from trainer_run.training import Trainer
 from trainer_run.training.server import ParameterServer
@@ -323,12 +323,17 @@ def build(cfg: DictConfig, out: Path) -> tuple[Trainer | ParameterServer, Run]:
              "from zero, so this resumed run is not bit-identical to an uninterrupted one")
     built = build_run(resolved)
     _warn_single_process(getattr(built.kvstore, "type", None) or "")
+    started_from = state.get("init_from") if state is not None else None
+    if state is None and resolved.get("init_from") is not None:
+        started_from = _init_from(built, resolved["init_from"], resolved["init_from_strict"])
     if built.serves:  # the server's state comes from worker 0 when training starts
         return build_server(built), built
     given = (state.get("overrides", []) if state is not None
              else resumes.recorded_overrides(Path(cfg.resume)) if again else [])
     extra = {"config": saved, "choices": choices,
              "overrides": resumes.merged(given, overrides(), choices if cfg.resume else {})}
+    if started_from is not None:
+        extra["init_from"] = started_from
     extra[trust.SIGNATURE] = trust.sign(trust.checkpoint_data(extra))
     trainer = trainer_of(built, resolved, out, extra)
     if state is not None:
@@ -337,6 +342,26 @@ def build(cfg: DictConfig, out: Path) -> tuple[Trainer | ParameterServer, Run]:
             state = checkpoint.load(resume, checkpoint.RUN_STATE)
         _restore(trainer, state["trainer"], resume)
     return trainer, built
+
+
+def _init_from(built: Run, source, strict) -> dict:
+    """Loads the weights ``init_from`` names into the new run's model (before the updater
+    copies it into replicas and processes): all of them with ``strict``, else those that
+    match, with one warning listing the rest. Returns the record the summary keeps."""
+    check(isinstance(strict, bool), f"init_from_strict must be true or false, got {strict!r}")
+    try:
+        found = weights.resolve(source)
+        loaded, skipped = weights.initialize(built.model, found.arrays(), strict,
+                                             built.backend.asarray)
+    except ConfigError as e:
+        raise ConfigError(f"init_from={source}: {e}") from None
+    if _is_rank_0():
+        if found.warning is not None:
+            warn(found.warning)
+        say(f"init_from: {len(loaded)} arrays from {found.describe()}")
+        if skipped:
+            warn(f"init_from: not loaded: {'; '.join(skipped)}")
+    return {**found.record(), "loaded": len(loaded), "not_loaded": skipped}
 
 
 def _fitting(resume: Path, model) -> Path:
