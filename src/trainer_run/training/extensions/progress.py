@@ -138,8 +138,8 @@ class MetricsTable(Extension):
     (one with ``val/`` values) and the last, and when there are more than ``max_rows`` rows,
     the training-only rows thinned to evenly spaced ones (the caption says how many are shown);
     the test split's metrics below it, with the weights they were measured with, when
-    ``held_out`` (a :class:`~.held_out.HeldOutEvaluator`) has them. A reader registered after the :class:`Progress` (the table comes after the bar
-    stops)."""
+    ``held_out`` (a :class:`~.held_out.HeldOutEvaluator`) has them. A reader registered after
+    the :class:`Progress` (the table comes after the bar stops)."""
 
     priority = PRIORITY_READER
     name = "metrics_table"

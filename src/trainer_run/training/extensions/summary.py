@@ -14,8 +14,8 @@ class Summary(Extension):
     """Writes ``summary.json`` (``iteration``, ``epoch``, ``elapsed_s``, ``samples_per_s``,
     ``status``, ``stop_reason`` (the trainer's), ``overrides`` (the run's command-line
     overrides, when given), ``init_from`` (the weights a fine-tuned run started from: their
-    file, which checkpoint, iteration, how many arrays loaded and which not), ``objective`` (:meth:`~.objective.Objective.summary`, with an
-    objective) and the last logged ``train/*`` and ``val/*`` metrics) and ``model.npz``
+    file, which checkpoint, iteration, how many arrays loaded and which not), ``objective``
+    (:meth:`~.objective.Objective.summary`, with an objective) and the last logged ``train/*`` and ``val/*`` metrics) and ``model.npz``
     (parameters by path, loadable with ``numpy.load``) when training ends, however it ends.
 
     With ``held_out`` (a :class:`~.held_out.HeldOutEvaluator`), its ``test/*`` metrics are
