@@ -15,8 +15,9 @@ class Summary(Extension):
     ``status``, ``stop_reason`` (the trainer's), ``overrides`` (the run's command-line
     overrides, when given), ``init_from`` (the weights a fine-tuned run started from: their
     file, which checkpoint, iteration, how many arrays loaded and which not), ``objective``
-    (:meth:`~.objective.Objective.summary`, with an objective) and the last logged ``train/*`` and ``val/*`` metrics) and ``model.npz``
-    (parameters by path, loadable with ``numpy.load``) when training ends, however it ends.
+    (:meth:`~.objective.Objective.summary`, with an objective) and the last logged ``train/*``
+    and ``val/*`` metrics) and ``model.npz`` (parameters by path, loadable with
+    ``numpy.load``) when training ends, however it ends.
 
     With ``held_out`` (a :class:`~.held_out.HeldOutEvaluator`), its ``test/*`` metrics are
     written too, and ``test_weights``: which weights they measured (``{"checkpoint": "best" |
