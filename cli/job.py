@@ -33,9 +33,8 @@ from trainer_run.training import Trainer
 from trainer_run.training.server import ParameterServer
 from trainer_run.updaters import saved as saved_state
 
-from . import argv as args
+from . import closing, schema, sweep_job, sweep_record, user_targets
 from . import resume as resumes
-from . import schema, sweep_job, sweep_record, user_targets
 from .build import Run, build_run, build_server, trainer_of
 from .report import (
     cannot_write,
@@ -246,7 +245,7 @@ def _write_record(out: Path, cfg: DictConfig) -> None:
 def _play(role: Trainer | ParameterServer, out: Path) -> None:
     """Trains, or serves the workers; a stop or a failure ends the command with its status."""
     if isinstance(role, Trainer) and role.stop_trigger(role):
-        _nothing_to_do(role)
+        closing.nothing_to_do(role, _is_rank_0())
         return
     try:
         role.run()
@@ -259,38 +258,15 @@ def _play(role: Trainer | ParameterServer, out: Path) -> None:
     except OSError as e:
         raise JobFailed(cannot_write(e) + ", then resume", 4) from None
     if _is_rank_0():
-        _closing(role, out)
+        closing.last_lines(role, out, _launcher(), sweep_job.sweeping())
         late_signal(role.status)
     if role.status == "interrupted":
         sys.exit(128 + (role.stop_signal or 2))
 
 
-def _closing(role: Trainer | ParameterServer, out: Path) -> None:
-    """The last lines of a run: its directory and, after an interruption, the checkpoint it
-    left and the command that resumes it (a sweep prints the command that continues it)."""
-    say(f"run directory: {out}")
-    if role.status != "interrupted" or sweep_job.sweeping():
-        return
-    try:
-        found = checkpoint.find(out)
-    except ConfigError:
-        return
-    launcher = f"mpiexec -n {launch.comm.size} " if launch.comm is not None else ""
-    say(f"interrupted at iteration {role.updater.iteration}; checkpoint {found}")
-    say(f"resume with: {launcher}trainer-run {args.pasteable('resume', out)}")
-
-
-def _nothing_to_do(trainer) -> None:
-    """A resumed run that has already reached its limit: says so and leaves its files as they
-    are (the summary keeps the speed of the session that trained)."""
-    trainer.updater.finalize()
-    stop = trainer.stop_trigger
-    limits = [f"trainer.max_iterations={stop.max_iterations}"] if stop.max_iterations else []
-    limits += [f"trainer.max_epochs={stop.max_epochs}"] if stop.max_epochs else []
-    if _is_rank_0():
-        print(f"nothing to do: the run is at iteration {trainer.updater.iteration} (epoch "
-              f"{trainer.updater.epoch_detail:.2f}), which reaches {' or '.join(limits)}; raise the "
-              "limit to train further")
+def _launcher() -> str:
+    """What starts this run's processes, as the command that resumes it needs it."""
+    return f"mpiexec -n {launch.comm.size} " if launch.comm is not None else ""
 
 
 def build(cfg: DictConfig, out: Path) -> tuple[Trainer | ParameterServer, Run]:
