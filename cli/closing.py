@@ -1,6 +1,6 @@
 """The last lines of a run on stdout: its directory and, when the run can go on (interrupted,
-or ended by ``trainer.max_time``), where it stopped and the command that continues it; and the
-line of a resumed run that has nothing left to do."""
+or ended by ``trainer.max_time``), where it stopped and the command that continues it; the
+checkpoint a diverged run leaves; the line of a resumed run that has nothing left to do."""
 
 from __future__ import annotations
 
@@ -52,3 +52,12 @@ def nothing_to_do(trainer, rank_0: bool = True) -> None:
         print(f"nothing to do: the run is at iteration {trainer.updater.iteration} (epoch "
               f"{trainer.updater.epoch_detail:.2f}), which reaches {' or '.join(limits)}; raise the "
               "limit to train further")
+
+
+def kept(run_dir: Path) -> str:
+    """Which checkpoint a stopped run leaves to resume from."""
+    try:
+        found = checkpoint.find(run_dir)
+    except ConfigError:
+        return "No checkpoint was written before it"
+    return f"The last good checkpoint is {found}; resume={run_dir} continues from it"

@@ -252,7 +252,7 @@ def _play(role: Trainer | ParameterServer, out: Path) -> None:
     except ConfigError as e:
         raise JobFailed(e) from None
     except Diverged as e:
-        raise JobFailed(f"{e}. {_kept(out)}", e.exit_code) from None
+        raise JobFailed(f"{e}. {closing.kept(out)}", e.exit_code) from None
     except RunStopped as e:
         raise JobFailed(e, e.exit_code) from None
     except OSError as e:
@@ -397,12 +397,3 @@ def _warn_single_process(store: str) -> None:
         warn(f"kvstore={store}: this run has a single process because it was not started by "
              f"mpiexec; to train on N processes, start it with mpiexec -n N trainer-run "
              f"kvstore={store} ...")
-
-
-def _kept(run_dir: Path) -> str:
-    """Which checkpoint a stopped run leaves to resume from."""
-    try:
-        found = checkpoint.find(run_dir)
-    except ConfigError:
-        return "No checkpoint was written before it"
-    return f"The last good checkpoint is {found}; resume={run_dir} continues from it"
