@@ -33,8 +33,8 @@ from trainer_run.updaters.weighting import batches_per_update
 from .arguments import accepted, arguments, call, instantiate, locate, prefixed
 from .extend import extend
 
-CLIP_KEY = "clip_global_norm"
-"""The key of the optimizer section the runner reads itself (the updater applies it)."""
+OPTIMIZER_KEYS = ("clip_global_norm",)
+"""Keys of the optimizer section the runner reads itself (the updater applies them)."""
 DATA_KEYS = ("batch_size", "val_fraction", "task", "normalize", "prefetch", "overfit_batches")
 """Keys of the dataset section the runner reads itself."""
 KINDS = {
@@ -95,7 +95,7 @@ def build_run(config: dict) -> Run:
     model = build_model(config["model"], data, backend)
     u, t = config["updater"], config["trainer"]
     kvstore, decision = build_kvstore(config["kvstore"], u, str(backend.dtype))
-    clip_norm = config["optimizer"].get(CLIP_KEY)  # checked on every rank, a server's too:
+    clip_norm = config["optimizer"].get("clip_global_norm")  # every rank checks it, a server too
     prefixed("optimizer", global_norm_clip, clip_norm, decision.asynchronous)
     workers = kvstore.num_workers if kvstore is not None else 1
     # every worker draws the same global batch of workers * batch_size and takes its shard
@@ -219,7 +219,8 @@ def build_updater(section: dict, kvstore, asynchronous: bool, loss_scale: dict, 
         check(replicas <= batch_size, f"updater.devices={section.get('devices')} needs a batch of "
               f"at least {replicas} examples; dataset.batch_size is {batch_size}")
     factory, kwargs, _ = arguments("updater", section, kind=KINDS["updater"])
-    owners = {**{k: "trainer" for k in nan or {}}, "prefetch": "dataset", CLIP_KEY: "optimizer"}
+    owners = {**{k: "trainer" for k in nan or {}}, "prefetch": "dataset",
+              **{k: "optimizer" for k in OPTIMIZER_KEYS}}
     return call("updater", factory, kwargs, owners=owners, kind=KINDS["updater"], loss_scaler=scaler,
                 iterator=iterator, optimizer=optimizer, model=model, backend=backend, kvstore=kvstore,
                 asynchronous=asynchronous, prefetch=prefetch, profiler=profiler,
@@ -297,7 +298,7 @@ def build_optimizer(section: dict, scheduler_section: dict | None, total_iterati
         # MXNet's optimizer writes its learning_rate into the schedule's base_lr; the schedule's
         # own (optimizer.learning_rate unless set) is the rate both start from
         section["learning_rate"] = scheduler.base_lr
-    return instantiate("optimizer", section, {"lr_scheduler": scheduler}, runner=(CLIP_KEY,),
+    return instantiate("optimizer", section, {"lr_scheduler": scheduler}, runner=OPTIMIZER_KEYS,
                        kind=KINDS["optimizer"])
 
 

@@ -26,11 +26,12 @@ CLIP = 0.4  # the test run's first gradient norms are 0.09 to 0.99: some updates
 SGD = {"learning_rate": 0.1, "momentum": 0.9, "wd": 1e-3}
 
 
-def make(batch_size=100, cls=StandardUpdater, opt_args=None, seed=3, **kwargs):
+def make(batch_size=100, cls=StandardUpdater, opt_args=None, seed=3, array_module="numpy",
+         **kwargs):
     """The updater of ``tests/test_updaters.make`` (same model, data and order), with ``l1/b``
     at twice the learning rate: its parameters lie in two flat groups, which the global norm
     must span."""
-    backend = get_backend("numpy", seed=seed)
+    backend = get_backend(array_module, seed=seed)
     model = MLP(DATA.in_size, DATA.out_size, backend, hidden_sizes=[32, 32])
     model.params()["l1/b"].lr_mult = 2.0
     iterator = SerialIterator(DATA.train, batch_size, rng=np.random.default_rng(7))
@@ -38,18 +39,26 @@ def make(batch_size=100, cls=StandardUpdater, opt_args=None, seed=3, **kwargs):
     return cls(iterator, opt, model, backend=backend, **kwargs)
 
 
-def test_one_update_equals_a_hand_computation_of_mxnets_rule():
+def on_host(updater, what="data") -> dict:
+    """The main model's parameters (or gradients) as float64 host arrays, by name."""
+    to_numpy = updater.backend.to_numpy
+    return {k: to_numpy(getattr(p, what)).astype(np.float64)
+            for k, p in updater.get_model().params().items()}
+
+
+def check_by_hand(array_module="numpy"):
     """SGD without momentum, ``rescale_grad=0.5``, ``clip_gradient=0.01``: each parameter
     becomes ``w - lr * lr_mult * (clip(0.5 * f * g, -0.01, 0.01) + wd * w)`` with
     ``f = min(c / (|g| + 1e-8), 1)``, ``|g|`` the L2 norm of every gradient together (both
     groups), taken before ``rescale_grad``."""
     args = {"momentum": 0.0, "rescale_grad": 0.5, "clip_gradient": 0.01}
-    clipped, reference = make(opt_args=args, clip_global_norm=CLIP), make(opt_args=args)
+    clipped = make(opt_args=args, clip_global_norm=CLIP, array_module=array_module)
+    reference = make(opt_args=args, array_module=array_module)
     assert len(clipped.stores["main"].groups) == 2
-    before = params(reference)
+    before = on_host(reference)
     reference.compute_gradients(0)
     model = reference.get_model()
-    grads = {k: p.grad.astype(np.float64) for k, p in model.params().items()}
+    grads = on_host(reference, "grad")
     norm = np.sqrt(sum(float((g * g).sum()) for g in grads.values()))
     factor = min(CLIP / (norm + 1e-8), 1.0)
     expected = {k: before[k] - 0.1 * model.params()[k].lr_mult
@@ -57,7 +66,25 @@ def test_one_update_equals_a_hand_computation_of_mxnets_rule():
                 for k, g in grads.items()}
     assert factor < 0.5  # the global clip binds,
     assert any((np.abs(0.5 * factor * g) > 0.01).any() for g in grads.values())  # the element-wise too
-    assert_params_close(run(clipped, 1), expected, rtol=1e-5, atol=1e-8)
+    clipped.update()
+    assert_params_close(on_host(clipped), expected, rtol=1e-5, atol=1e-8)
+
+
+def test_one_update_equals_a_hand_computation_of_mxnets_rule():
+    check_by_hand()
+
+
+@pytest.mark.gpu
+def test_on_cupy_the_norm_and_the_update_are_numpys():
+    """On the device: float16 gradients are squared in float32 (65504, float16's largest, has
+    a square far beyond it), and an update equals the hand computation."""
+    cupy = pytest.importorskip("cupy")
+    grads = [np.full(1000, 60000.0), np.linspace(-1, 1, 77)]
+    exact = np.sqrt(sum(float((g * g).sum()) for g in grads))
+    for dtype in (np.float16, np.float32):
+        got = GlobalNormClip(1.0).norm([cupy.asarray(g.astype(dtype)) for g in grads], scale=4.0)
+        assert got == pytest.approx(exact / 4.0, rel=1e-3)
+    check_by_hand("cupy")
 
 
 def test_the_norm_is_of_the_gradients_with_the_loss_scale_divided_out():
