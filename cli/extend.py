@@ -50,10 +50,10 @@ def extend(trainer: Trainer, run, config: dict, extra: dict | None) -> None:
     stopping = t["early_stopping"]
     if stopping["patience"] is not None:
         trainer.extend(EarlyStopping(objective, stopping["patience"], stopping["min_delta"]))
-    sinks = loggers.build(config.get("logger", loggers.BEFORE_THE_GROUP),
-                          loggers.RunInfo(config, objective))
+    info = loggers.RunInfo(config, objective)
+    sinks = loggers.build(config.get("logger", loggers.BEFORE_THE_GROUP), info)
     if updater.rank == 0:
-        _extend_rank_0(trainer, run, t, objective, extra or {}, sinks)
+        _extend_rank_0(trainer, run, t, objective, extra or {}, sinks, info)
 
 
 OURS = tuple(klass.name for klass in (Evaluator, PlateauStep, Objective, EarlyStopping,
@@ -74,7 +74,7 @@ def _callbacks(config: dict, info: loggers.RunInfo) -> dict:
 
 
 def _extend_rank_0(trainer: Trainer, run, t: dict, objective: Objective, extra: dict,
-                   sinks: list) -> None:
+                   sinks: list, info: loggers.RunInfo) -> None:
     store = trainer.updater.stores["main"]
 
     def params() -> dict:
@@ -95,6 +95,7 @@ def _extend_rank_0(trainer: Trainer, run, t: dict, objective: Objective, extra: 
         held_out = HeldOutEvaluator(Evaluator(run.data.test, run.model, run.batch_size, run.backend,
                                               prefix="test/"), best, store, run.backend)
         trainer.extend(held_out)
+        info.held_out = held_out  # the loggers mark its metrics when they close
     log_report = LogReport(_every(t, "log_interval", run.stop), run.optimizer, sinks)
     trainer.extend(log_report)
     readout = Readout(run.total, run.samples, log_report, objective, run.optimizer)

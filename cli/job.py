@@ -386,6 +386,8 @@ def _restore(trainer: Trainer, state: dict, resume: str) -> None:
     except (KeyError, ValueError, TypeError, AttributeError, IndexError) as e:
         reason = e.args[0] if e.args else e  # a state of another run, or malformed inside
         raise ConfigError(f"checkpoint {resume} does not fit this run: {reason}") from None
+    if trainer.updater.rank == 0:
+        say(resumes.resumed(trainer.updater.iteration, resume))
     change = trainer.updater.workers_change()
     if change is not None and trainer.updater.rank == 0:
         warn(change)

@@ -1,8 +1,10 @@
 """The ``trainer-report`` command: finished (or running) runs compared in one ranked table.
 
 It reads run folders and sweep folders (:func:`results.collect`), prints the same ranked
-table as the end of a sweep (:func:`results.show`) on stdout, and writes a PNG of each run's
-objective curve (:mod:`.comparison_plot`) and, with ``--csv``, the table as CSV. Everything
+table as the end of a sweep (:func:`results.show`, fitted to the terminal's width) on stdout,
+and writes a PNG of each run's objective curve (:mod:`trainer_run.results.plot`; runs that
+differ only by seed as one line, their mean, with a band) and, with ``--csv``, the table as
+CSV. Everything
 is read and checked before anything is written: a folder that is neither a run nor a sweep,
 or a run file that cannot be parsed, prints one ``error:`` line naming it and exits with
 status 2. Without matplotlib the table is still printed, with one line on how to get the
@@ -28,7 +30,8 @@ run ended and its time; a second table groups runs that differ only in seed= (me
 standard deviation). A run still going, or killed, is a row marked unfinished.
 
 It also draws the objective of every run against the iteration into one PNG (--plot),
-each run's best point marked; that needs matplotlib: pip install "trainer-run[plot]".
+each run's best point marked, runs that differ only in seed= as their mean with a band from
+the lowest to the highest; that needs matplotlib: pip install "trainer-run[plot]".
 Nothing but the files named here is written."""
 
 EPILOG = """\
@@ -70,7 +73,7 @@ def run(options: argparse.Namespace) -> int:
 
     from trainer_run import results
     from trainer_run.errors import ConfigError, StorageError
-    from trainer_run.results import plot
+    from trainer_run.results import curves as lines
 
     from .report import fail, warn
 
@@ -80,8 +83,8 @@ def run(options: argparse.Namespace) -> int:
         rows = results.rank(results.collect(folders, warn))
         for path in (target, options.csv):
             _check_writable(path)
-        name, mode = plot.metric(rows)
-        curves = plot.curves(rows, name, mode, warn) if name else []
+        name, mode = lines.metric(rows)
+        curves = lines.by_seed(rows, lines.curves(rows, name, mode, warn), mode) if name else []
     except ConfigError as e:
         fail(e)
     console = Console()

@@ -104,6 +104,11 @@ def _start_again(argv: list[str], run: Path, report: Callable[[str], None]) -> l
                                f"hydra.run.dir={args.quote(run.resolve())}")
 
 
+def resumed(iteration: int, found: Path) -> str:
+    """A resumed run's first line: the iteration it continues from and the checkpoint."""
+    return f"resumed from iteration {iteration} (checkpoint {found})"
+
+
 def saved_record(path: Path, trusted_run: bool) -> dict:
     """The config a run recorded in ``path`` (``.hydra/config.yaml``), once
     :mod:`trainer_run.trust` allows what it names (its signature beside it)."""

@@ -195,11 +195,28 @@ def test_resuming_a_run_that_has_nothing_to_do_leaves_its_summary(tmp_path, base
     run = _copy(base_run, tmp_path)
     before = run_files(run)
     result = _resume(run, "trainer.max_iterations=20")
-    assert result.stdout.splitlines()[0] == f"run directory: {run}"
+    assert result.stdout.splitlines()[:2] == [
+        f"resumed from iteration 20 (checkpoint {run / 'checkpoints' / 'iter_00000020'})",
+        f"run directory: {run}"]
     assert result.stdout.strip().splitlines()[-1] == (
         "nothing to do: the run is at iteration 20 (epoch 0.62), which reaches "
         "trainer.max_iterations=20; raise the limit to train further")
     assert run_files(run) == before
+
+
+def test_a_resumed_run_says_first_from_which_iteration_and_checkpoint(tmp_path, base_run):
+    """Named by the run, it continues from the latest checkpoint; named by a checkpoint, from
+    that one (here into a new directory); the line comes once, before the run directory."""
+    run = _copy(base_run, tmp_path)
+    latest = _resume(run, "trainer.max_iterations=30").stdout.splitlines()
+    assert latest[:2] == [f"resumed from iteration 20 (checkpoint {run / 'checkpoints' / 'iter_00000020'})",
+                          f"run directory: {run}"]
+    older = run / "checkpoints" / "iter_00000010"
+    fork = tmp_path / "fork"
+    named = _resume(older, f"hydra.run.dir={fork}", "trainer.max_iterations=30").stdout
+    assert named.splitlines()[:2] == [f"resumed from iteration 10 (checkpoint {older})",
+                                      f"run directory: {fork}"]
+    assert [line.startswith("resumed from") for line in latest + named.splitlines()].count(True) == 2
 
 
 def test_a_run_that_only_skips_stops_as_diverged_and_counts_its_skips(tmp_path, base_run):

@@ -140,7 +140,8 @@ def test_plot_png_decodes_at_its_size(runs):
         path = runs[run] / "plot.png"
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         pixels = image.imread(path)
-        assert pixels.shape[:2] == (3 * 250, 800)  # loss, accuracy, lr: 2.5 x 8 inches at 100 dpi
+        assert pixels.shape[:2] == (2 * 250 + 60, 800)  # loss, accuracy (the lr is constant): 2.5 x 8
+        # inches each at 100 dpi, and the title's 0.6 inches
         assert pixels[..., :3].std() > 0.05  # curves, not a blank canvas
 
 
@@ -155,7 +156,7 @@ def test_drawing_leaves_matplotlib_s_backend_and_pyplot_alone(tmp_path):
     plot.write({"iteration": 2, "lr": 0.001, "train/loss": math.nan, "val/loss": 0.5})
     assert matplotlib.get_backend() == before
     assert ("matplotlib.pyplot" in sys.modules) == had_pyplot
-    assert matplotlib.image.imread(tmp_path / "plot.png").shape[:2] == (2 * 125, 400)
+    assert matplotlib.image.imread(tmp_path / "plot.png").shape[:2] == (2 * 125 + 30, 400)  # loss, lr
     assert [p.name for p in tmp_path.iterdir()] == ["plot.png"]  # no temporary file left
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -15,6 +16,7 @@ from conftest import read_jsonl, run_cli
 
 from trainer_run import results
 from trainer_run.cli import report_command
+from trainer_run.results import curves as comparison_curves
 from trainer_run.results import plot as comparison_plot
 
 QUICK = ("trainer.max_iterations=40", "trainer.eval_interval=10", "trainer.log_interval=10",
@@ -22,10 +24,12 @@ QUICK = ("trainer.max_iterations=40", "trainer.eval_interval=10", "trainer.log_i
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
-def report(*args, cwd=None) -> subprocess.CompletedProcess:
-    """``trainer-report <args>`` as ``python -m trainer_run.cli.report_command``."""
+def report(*args, cwd=None, columns=200) -> subprocess.CompletedProcess:
+    """``trainer-report <args>`` as ``python -m trainer_run.cli.report_command``, on a console
+    ``columns`` wide."""
     return subprocess.run([sys.executable, "-m", "trainer_run.cli.report_command", *map(str, args)],
-                          cwd=cwd, capture_output=True, text=True, timeout=120)
+                          cwd=cwd, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "COLUMNS": str(columns)})
 
 
 @pytest.fixture(scope="module")
@@ -116,9 +120,9 @@ def test_the_curves_are_the_logged_values(sweeps, tmp_path):
     shutil.copytree(sweeps / "sweep", sweep)
     (sweep / "2" / "summary.json").unlink()  # unfinished: its objective comes from its config
     rows = results.collect([sweep])
-    assert comparison_plot.metric(rows) == ("val/loss", "min")
+    assert comparison_curves.metric(rows) == ("val/loss", "min")
     for name in ("val/loss", "train/loss"):
-        curves = comparison_plot.curves(rows, name, "min")
+        curves = comparison_curves.curves(rows, name, "min")
         assert [c.label for c in curves] == ["learning_rate=0.1", "learning_rate=0.01", "learning_rate=0.001"]
         for job, curve in zip("012", curves):
             logged = [row for row in read_jsonl(sweep / job / "metrics.jsonl") if name in row]
@@ -126,7 +130,7 @@ def test_the_curves_are_the_logged_values(sweeps, tmp_path):
             assert curve.iterations == [row["iteration"] for row in logged] == [10, 20, 30, 40]
             low = min(logged, key=lambda row: row[name])
             assert curve.best == (low["iteration"], low[name])
-    figure = comparison_plot.curves(rows, "val/loss", "min")
+    figure = comparison_curves.curves(rows, "val/loss", "min")
     comparison_plot.draw(figure, "val/loss", "min", tmp_path / "c.png")
     assert (tmp_path / "c.png").read_bytes()[:8] == PNG
 
@@ -134,7 +138,7 @@ def test_the_curves_are_the_logged_values(sweeps, tmp_path):
 def test_a_cut_last_line_is_skipped_and_a_null_is_nan(tmp_path):
     log = tmp_path / "metrics.jsonl"
     log.write_text('{"iteration": 10, "val/loss": 0.5}\n{"iteration": 20, "val/loss": null}\n{"iter')
-    rows = comparison_plot.read_log(log)
+    rows = comparison_curves.read_log(log)
     assert rows == [{"iteration": 10, "val/loss": 0.5}, {"iteration": 20, "val/loss": None}]
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import math
 import numbers
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
@@ -32,7 +32,8 @@ class Row:
     """One job: its objective's best and final values, its final metrics and how it ended.
     ``status`` is the summary's stop_reason (else its status), ``unfinished`` without one;
     ``ended`` the summary's status (``completed``, ``diverged``, ``failed``, ``interrupted``),
-    ``unfinished`` without one."""
+    ``unfinished`` without one. ``sweep`` is the sweep folder the run was read from, None
+    for a run folder given by itself."""
 
     job: str
     path: Path
@@ -48,6 +49,7 @@ class Row:
     elapsed_s: float | None = None
     iteration: int | None = None
     ended: str = "unfinished"
+    sweep: Path | None = None
 
     @property
     def ranked(self) -> bool:
@@ -67,7 +69,7 @@ def collect(folders: list[Path], report: Report = lambda message: None) -> list[
             rows.append(read_run(folder, str(folder), report))
             continue
         runs = _sweep_runs(folder)
-        rows += [read_run(run, run.name, report) for run in runs]
+        rows += [replace(read_run(run, run.name, report), sweep=folder) for run in runs]
     return rows
 
 

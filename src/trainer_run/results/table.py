@@ -1,4 +1,5 @@
-"""Rendering for the results table: cells as CSV text, a GitHub Markdown table, a rich Table.
+"""Rendering for the results table: cells as CSV text, a GitHub Markdown table, a rich Table
+of columns fitted to a width (:mod:`.fit`).
 
 The functions here know nothing of runs: they take a header and rows of cells (numbers,
 strings or None) built by :mod:`trainer_run.results`. An empty cell stands for a missing
@@ -13,6 +14,8 @@ import numbers
 
 from rich.markup import escape
 from rich.table import Table
+
+from .fit import Column, header
 
 
 def csv_cell(value) -> str:
@@ -58,13 +61,17 @@ def duration(seconds) -> str:
     return f"{whole // 3600}h{whole % 3600 // 60:02d}m"
 
 
-def markdown(title: str, header: list[str], rows: list[list[str]], captions: list[str]) -> str:
-    """A Markdown section: the title in bold, a GitHub table of the (already formatted)
-    cells, then each caption as its own line."""
+def markdown(title: str, header: list[str], rows: list[list[str]], captions: list[str],
+             above: list[str] = ()) -> str:
+    """A Markdown section: the title in bold, the lines ``above`` the table, a GitHub table
+    of the (already formatted) cells, then each caption as its own line."""
     def line(cells):
         return "| " + " | ".join(_md_escape(cell) for cell in cells) + " |"
 
-    lines = [f"**{_md_escape(title)}**", "", line(header), "|" + "---|" * len(header)]
+    lines = [f"**{_md_escape(title)}**", ""]
+    if above:
+        lines += [_md_escape(text) + "  " for text in above] + [""]
+    lines += [line(header), "|" + "---|" * len(header)]
     lines += [line(row) for row in rows]
     if captions:
         lines.append("")
@@ -76,15 +83,15 @@ def _md_escape(text: str) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
-def rich_table(title: str, header: list[str], rows: list[list[str]], right: set[str]) -> Table:
-    """A rich Table of the (already formatted) cells; user text is escaped, the columns named
-    in ``right`` (numbers) are right-aligned and never cut; on a narrow console the headers
-    and the other cells fold onto more lines instead of losing their ends."""
-    table = Table(title=escape(title), title_justify="left")
-    for i, name in enumerate(header):
-        widest = max((len(row[i]) for row in rows), default=0)
-        table.add_column(escape(name), justify="right" if name in right else "left",
-                         overflow="fold", min_width=widest if name in right else None)
-    for row in rows:
-        table.add_row(*(escape(cell) for cell in row))
+def rich_table(columns: list[Column], title: str | None = None) -> Table:
+    """A rich Table of fitted columns (:func:`.fit.fit`): each exactly its ``width``, its
+    header wrapped to it (:func:`.fit.header`), numbers right-aligned and never folded, user
+    text escaped and folded onto more lines where longer than its column."""
+    table = Table(title=escape(title) if title else None, title_justify="left")
+    for column in columns:
+        table.add_column(escape(header(column.name, column.width)),
+                         justify="right" if column.right else "left", overflow="fold",
+                         no_wrap=column.right, width=column.width)
+    for cells in zip(*(column.cells for column in columns)):
+        table.add_row(*(escape(cell) for cell in cells))
     return table

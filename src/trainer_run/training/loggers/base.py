@@ -11,11 +11,15 @@ NOT_METRICS = ("iteration", "time")
 
 @dataclass
 class RunInfo:
-    """What a logger may know of the run besides its rows: the resolved ``config`` and the
-    :class:`~..extensions.Objective` (its ``metric`` and ``best``), when there is one."""
+    """What a logger may know of the run besides its rows: the resolved ``config``, the
+    :class:`~..extensions.Objective` (its ``metric`` and ``best``) and the
+    :class:`~..extensions.HeldOutEvaluator` (its ``metrics``, the test split's
+    ``test/<metric>`` once training completed: it finalizes before the loggers close), when
+    there are."""
 
     config: dict = field(default_factory=dict)
     objective: object = None
+    held_out: object = None
 
 
 class Logger:

@@ -2,36 +2,38 @@
 
 from __future__ import annotations
 
-import math
-import numbers
 from pathlib import Path
 
 from ... import files
 from ...errors import ConfigError
-from .base import NOT_METRICS, Logger, RunInfo
+from . import plot_layout as layout
+from .base import Logger, RunInfo
 
 try:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
+    from matplotlib.ticker import LogFormatter
 except ImportError:
     raise ConfigError('logger=plot needs matplotlib: pip install "trainer-run[plot]"') from None
 
 FILE = "plot.png"
-WIDTH, PANEL_HEIGHT = 8.0, 2.5
-"""The figure's size in inches: WIDTH by PANEL_HEIGHT for each panel."""
-NOT_DRAWN = (*NOT_METRICS, "epoch", "elapsed_s")
-LOG_SCALED = ("lr", "loss_scale")
-"""Panels drawn on a log scale when their values span more than a decade."""
+WIDTH, PANEL_HEIGHT, TITLE_HEIGHT = 8.0, 2.5, 0.6
+"""The figure's size in inches: WIDTH by PANEL_HEIGHT for each panel, plus the title's."""
 TITLES = {"lr": "learning rate", "loss_scale": "loss scale"}
 
 
 class Plot(Logger):
-    """Draws ``plot.png``: one panel per metric name with its ``train/`` and ``val/`` curves
-    (the losses first), one per other logged value (``loss_scale``, ...), and the learning
-    rate at the bottom (it and the loss scale on a log scale when they span more than a
-    decade), all against iteration. It is redrawn after each row that carries validation
-    metrics and when training ends, and replaced atomically. Drawing uses a :class:`~matplotlib.figure.Figure`
-    on the Agg canvas, never pyplot, so matplotlib's global backend is left as it is."""
+    """Draws ``plot.png``: the panels :func:`.plot_layout.panels` chooses (one per metric name
+    with its ``train/`` and ``val/`` curves, the losses first, one per other logged value, the
+    learning rate at the bottom when it varies), each scaled by :func:`.plot_layout.axis` (a
+    loss on a log axis when it spans decades, first spikes left outside the limits, an
+    accuracy scaled to the second half of training), all against iteration, under a title
+    naming the run and its main choices (:func:`.plot_layout.title`). When training
+    completes with a test split, its ``test/<metric>`` values (``run.held_out``'s metrics)
+    are marked at the last iteration, labelled with their value. It is redrawn after each
+    row that carries validation metrics and when training ends, and replaced atomically.
+    Drawing uses a :class:`~matplotlib.figure.Figure` on the Agg canvas, never pyplot, so
+    matplotlib's global backend is left as it is."""
 
     path: Path
 
@@ -55,42 +57,48 @@ class Plot(Logger):
 
     def draw(self) -> None:
         """Replaces ``plot.png`` with the rows so far."""
-        panels = _panels(self.rows)
-        figure = Figure(figsize=(WIDTH, PANEL_HEIGHT * len(panels)), dpi=self.dpi,
+        drawn = self.figure()
+        files.write_atomic(self.path, lambda f: drawn.savefig(f, format="png"))
+
+    def figure(self) -> Figure:
+        """The figure of the rows so far (see the class)."""
+        held_out = self.run.held_out
+        panels = layout.panels(self.rows, held_out.metrics if held_out is not None else {})
+        figure = Figure(figsize=(WIDTH, PANEL_HEIGHT * len(panels) + TITLE_HEIGHT), dpi=self.dpi,
                         layout="constrained")
         FigureCanvasAgg(figure)
+        figure.suptitle(layout.title(self.path.parent, self.run.config), fontsize="medium")
         axes = figure.subplots(len(panels), 1, sharex=True, squeeze=False)[:, 0]
-        for ax, (title, keys) in zip(axes, panels):
-            for key in keys:
-                x, y = _points(self.rows, key)
-                ax.plot(x, y, label=key, marker="o" if key.startswith("val/") else None,
-                        markersize=3)
-            if title in LOG_SCALED and _spans_decades(self.rows, title):
-                ax.set_yscale("log")
-            ax.set_title(TITLES.get(title, title), loc="left", fontsize="medium")
-            ax.set_ylabel(title)
-            ax.grid(alpha=0.3)
-            ax.legend(loc="best", fontsize="small")
+        last = max(row["iteration"] for row in self.rows)
+        for ax, panel in zip(axes, panels):
+            _draw_panel(ax, panel, self.rows, last)
         axes[-1].set_xlabel("iteration")
-        files.write_atomic(self.path, lambda f: figure.savefig(f, format="png"))
+        return figure
 
 
-def _panels(rows: list[dict]) -> list[tuple[str, list[str]]]:
-    """``(title, keys)`` per panel: the metric names (loss first), other values, then lr."""
-    keys = [k for k in dict.fromkeys(k for row in rows for k in row) if k not in NOT_DRAWN]
-    names = {}
-    for key in keys:
-        names.setdefault(key.partition("/")[2] if "/" in key else key, []).append(key)
-    order = sorted(names, key=lambda n: (n == "lr", n != "loss", "/" not in names[n][0], n))
-    return [(name, sorted(names[name], key=lambda k: not k.startswith("train/"))) for name in order]
+class PlainLog(LogFormatter):
+    """Labels a log axis's ticks as matplotlib chooses them, written plainly: 0.02, not 2e-02."""
+
+    def __call__(self, x, pos=None):
+        return f"{x:g}" if super().__call__(x, pos) else ""
 
 
-def _points(rows: list[dict], key: str) -> tuple[list, list]:
-    pairs = [(row["iteration"], float(row[key])) for row in rows
-             if isinstance(row.get(key), numbers.Real) and math.isfinite(row[key])]
-    return [p[0] for p in pairs], [p[1] for p in pairs]
-
-
-def _spans_decades(rows: list[dict], key: str) -> bool:
-    values = [v for v in _points(rows, key)[1] if v > 0]
-    return bool(values) and max(values) > 10 * min(values)
+def _draw_panel(ax, panel: layout.Panel, rows: list[dict], last: int) -> None:
+    """One panel: its curves, the test values marked at iteration ``last``, its y axis."""
+    for key in panel.keys:
+        x, y = layout.points(rows, key)
+        ax.plot(x, y, label=key, marker="o" if key.startswith("val/") else None, markersize=3)
+    for key, value in panel.tested.items():
+        ax.plot([last], [value], linestyle="none", marker="*", markersize=12, color="black",
+                label=f"{key} {value:.4g}")
+    scale = layout.axis(panel, rows)
+    ax.set_yscale(scale.scale)
+    if scale.scale == "log":
+        ax.yaxis.set_major_formatter(PlainLog())
+        ax.yaxis.set_minor_formatter(PlainLog(labelOnlyBase=False, minor_thresholds=(1, 0.4)))
+    if scale.low is not None:
+        ax.set_ylim(scale.low, scale.high)
+    ax.set_title(TITLES.get(panel.name, panel.name), loc="left", fontsize="medium")
+    ax.set_ylabel(panel.name)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="best", fontsize="small")
