@@ -133,11 +133,18 @@ def test_the_title_names_the_run_and_its_main_choices():
 
 # -- the figure -----------------------------------------------------------------------------
 
+def test_the_test_values_go_where_the_weights_they_measured_were():
+    assert layout.test_point({"checkpoint": "best", "iteration": 30}, 40) == (30, " (best weights)")
+    assert layout.test_point({"checkpoint": "last", "iteration": 40}, 40) == (40, "")
+    assert layout.test_point({}, 40) == (40, "")
+
+
 class _HeldOut:
     metrics = {"test/loss": 0.35, "test/accuracy": 0.955}
+    weights = {"checkpoint": "best", "iteration": 30}
 
 
-def test_the_figure_marks_the_test_values_at_the_last_iteration(tmp_path):
+def test_the_figure_marks_the_test_values_at_the_best_weights_iteration(tmp_path):
     pytest.importorskip("matplotlib")
     from trainer_run.training.loggers.plot import Plot
 
@@ -149,8 +156,8 @@ def test_the_figure_marks_the_test_values_at_the_last_iteration(tmp_path):
     loss, accuracy = figure.axes  # the rate is constant: no third panel
     for axes, key, value in ((loss, "test/loss", 0.35), (accuracy, "test/accuracy", 0.955)):
         marker, = [line for line in axes.get_lines() if line.get_label().startswith("test/")]
-        assert marker.get_label() == f"{key} {value}"
-        assert (list(marker.get_xdata()), list(marker.get_ydata())) == ([40], [value])
+        assert marker.get_label() == f"{key} {value} (best weights)"
+        assert (list(marker.get_xdata()), list(marker.get_ydata())) == ([30], [value])
     # loss: 0.3..0.5 with the test's 0.35 after the first tenth, 1.0 a spike: margin 0.01;
     # accuracy: the second half's 0.96, 0.97 and the test's 0.955, margin 0.00075
     assert loss.get_ylim() == pytest.approx((0.29, 0.51))

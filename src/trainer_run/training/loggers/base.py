@@ -14,7 +14,8 @@ class RunInfo:
     """What a logger may know of the run besides its rows: the resolved ``config``, the
     :class:`~..extensions.Objective` (its ``metric`` and ``best``) and the
     :class:`~..extensions.HeldOutEvaluator` (its ``metrics``, the test split's
-    ``test/<metric>`` once training completed: it finalizes before the loggers close), when
+    ``test/<metric>``, and ``weights``, which weights they measured, once training completed:
+    it finalizes before the loggers close; set on rank 0 when the evaluator is built), when
     there are."""
 
     config: dict = field(default_factory=dict)

@@ -30,7 +30,8 @@ class Plot(Logger):
     accuracy scaled to the second half of training), all against iteration, under a title
     naming the run and its main choices (:func:`.plot_layout.title`). When training
     completes with a test split, its ``test/<metric>`` values (``run.held_out``'s metrics)
-    are marked at the last iteration, labelled with their value. It is redrawn after each
+    are marked with a star at the iteration of the weights they measured (the best
+    evaluation's, else the last), labelled with their value. It is redrawn after each
     row that carries validation metrics and when training ends, and replaced atomically.
     Drawing uses a :class:`~matplotlib.figure.Figure` on the Agg canvas, never pyplot, so
     matplotlib's global backend is left as it is."""
@@ -64,14 +65,15 @@ class Plot(Logger):
         """The figure of the rows so far (see the class)."""
         held_out = self.run.held_out
         panels = layout.panels(self.rows, held_out.metrics if held_out is not None else {})
+        last = max(row["iteration"] for row in self.rows)
+        tested = layout.test_point(held_out.weights if held_out is not None else {}, last)
         figure = Figure(figsize=(WIDTH, PANEL_HEIGHT * len(panels) + TITLE_HEIGHT), dpi=self.dpi,
                         layout="constrained")
         FigureCanvasAgg(figure)
         figure.suptitle(layout.title(self.path.parent, self.run.config), fontsize="medium")
         axes = figure.subplots(len(panels), 1, sharex=True, squeeze=False)[:, 0]
-        last = max(row["iteration"] for row in self.rows)
         for ax, panel in zip(axes, panels):
-            _draw_panel(ax, panel, self.rows, last)
+            _draw_panel(ax, panel, self.rows, tested)
         axes[-1].set_xlabel("iteration")
         return figure
 
@@ -83,14 +85,15 @@ class PlainLog(LogFormatter):
         return f"{x:g}" if super().__call__(x, pos) else ""
 
 
-def _draw_panel(ax, panel: layout.Panel, rows: list[dict], last: int) -> None:
-    """One panel: its curves, the test values marked at iteration ``last``, its y axis."""
+def _draw_panel(ax, panel: layout.Panel, rows: list[dict], tested: tuple[int, str]) -> None:
+    """One panel: its curves, the test values marked (``tested``: where, and what the legend
+    adds: :func:`.plot_layout.test_point`), its y axis."""
     for key in panel.keys:
         x, y = layout.points(rows, key)
         ax.plot(x, y, label=key, marker="o" if key.startswith("val/") else None, markersize=3)
     for key, value in panel.tested.items():
-        ax.plot([last], [value], linestyle="none", marker="*", markersize=12, color="black",
-                label=f"{key} {value:.4g}")
+        ax.plot([tested[0]], [value], linestyle="none", marker="*", markersize=12, color="black",
+                label=f"{key} {value:.4g}{tested[1]}")
     scale = layout.axis(panel, rows)
     ax.set_yscale(scale.scale)
     if scale.scale == "log":

@@ -2,7 +2,8 @@
 here; :mod:`.plot` draws it).
 
 - :func:`panels`: one panel per metric name (``loss`` first) with its ``train/`` and ``val/``
-  curves and the test split's value (``test/<name>``) when the run has one, one per other
+  curves and the test split's value (``test/<name>``) when the run has one (marked where
+  :func:`test_point` says), one per other
   logged value (``loss_scale``, ...), and the learning rate at the bottom only when it
   varies (:func:`varies`): a constant rate is in the title instead.
 - :func:`axis`: each panel's y scale and limits. A loss panel is on a log axis when its
@@ -82,6 +83,16 @@ def panels(rows: list[dict], tested: dict | None = None) -> list[Panel]:
             for name in order]
 
 
+def test_point(weights: dict, last: int) -> tuple[int, str]:
+    """Where the test values are marked and what their legend adds: at the iteration of the
+    weights the test measured (``weights``, the held-out evaluator's ``{"checkpoint": "best"
+    | "last", "iteration": N}``), ``(best weights)`` when they are the best evaluation's;
+    without a record, at the ``last`` iteration with nothing added."""
+    iteration = weights.get("iteration")
+    where = iteration if isinstance(iteration, int) else last
+    return where, " (best weights)" if weights.get("checkpoint") == "best" else ""
+
+
 def points(rows: list[dict], key: str) -> tuple[list, list]:
     """The iterations and finite values of ``key`` in the rows that have one."""
     pairs = [(row["iteration"], float(row[key])) for row in rows if _finite(row.get(key))]
@@ -96,9 +107,10 @@ def varies(values: list[float]) -> bool:
 def axis(panel: Panel, rows: list[dict]) -> Axis:
     """The y axis of ``panel`` over ``rows`` (see the module's text): a loss by
     :func:`y_axis` with the first tenth of training as possible spikes and a log scale
-    allowed, another metric by :func:`y_axis` from the second half, the learning rate and
-    loss scale on a log scale when they span more than a decade, anything else as
-    matplotlib scales it."""
+    allowed, another metric by :func:`y_axis` from the second half (the test values count as
+    values of the last iteration, so they are always inside), the learning rate and loss
+    scale on a log scale when they span more than a decade, anything else as matplotlib
+    scales it."""
     pairs = [(x, y) for key in panel.keys for x, y in zip(*points(rows, key))]
     if panel.tested and pairs:
         last = max(x for x, _ in pairs)
