@@ -97,9 +97,9 @@ def test_the_legend_is_whole_inside_the_figure(count, label):
         assert legend.get_window_extent(renderer).x0 > axes.get_window_extent(renderer).x1
 
 
-def test_trainer_report_draws_a_seed_sweep_as_means(tmp_path):
+def test_trainer_report_draws_a_seed_sweep_as_means(tmp_path, monkeypatch):
     """Two optimizers by two seeds, written as runs: the curves the command draws are the
-    per-iteration means of the logged values."""
+    per-iteration means of the logged values, with their lowest and highest."""
     sweep = tmp_path / "sweep"
     logged = {(0, "adam"): [0.5, 0.1], (0, "sgd"): [0.6, 0.4], (1, "adam"): [0.7, 0.3],
               (1, "sgd"): [0.6, 0.2]}
@@ -114,8 +114,15 @@ def test_trainer_report_draws_a_seed_sweep_as_means(tmp_path):
         (run / "metrics.jsonl").write_text("".join(
             json.dumps({"iteration": 10 * (i + 1), "val/loss": v}) + "\n" for i, v in enumerate(values)))
     (sweep / "multirun.yaml").write_text("hydra: {}\n")
-    rows = results.collect([sweep])
-    adam, sgd = curves.by_seed(rows, curves.curves(rows, "val/loss", "min"), "min")
+    from trainer_run.cli import report_command
+    from trainer_run.results import plot
+
+    drawn = []
+    monkeypatch.setattr(plot, "draw", lambda made, *args: drawn.append(made))
+    with pytest.raises(SystemExit) as ended:
+        report_command.main([str(sweep)])
+    assert ended.value.code == 0
+    adam, sgd = drawn[0]
     assert (adam.label, adam.values, adam.low, adam.high) == (
         "optimizer=adam (2 seeds)", pytest.approx([0.6, 0.2]), [0.5, 0.1], [0.7, 0.3])
     assert (sgd.label, sgd.values) == ("optimizer=sgd (2 seeds)", pytest.approx([0.6, 0.3]))
