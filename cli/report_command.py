@@ -27,7 +27,9 @@ and sweep folders (their runs are the numbered subfolders), and print one table 
 each run's objective (objective.metric, best first): the overrides that differ between
 runs, the best value and its iteration, the final validation and test metrics, how each
 run ended and its time; a second table groups runs that differ only in seed= (mean and
-standard deviation). A run still going, or killed, is a row marked unfinished.
+standard deviation). A run still going, or killed, is a row marked unfinished. The table
+fits the terminal (or COLUMNS): what all runs share is said once above it, and columns that
+do not fit side by side continue in a second table; nothing is cut.
 
 It also draws the objective of every run against the iteration into one PNG (--plot),
 each run's best point marked, runs that differ only in seed= as their mean with a band from
