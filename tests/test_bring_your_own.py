@@ -184,7 +184,8 @@ def test_a_users_optimizer_trains_like_the_builtin_it_copies(folder):
     # the shared keys it takes came from configs/_optimizer.yaml; SGD's own keys were dropped
     assert _config(folder / "plain")["optimizer"] == {
         "learning_rate": 0.1, "wd": 0.0, "rescale_grad": 1.0, "clip_gradient": None,
-        "multi_precision": False, "begin_num_update": 0, "_target_": "my_opt.Plain"}
+        "clip_global_norm": None, "multi_precision": False, "begin_num_update": 0,
+        "_target_": "my_opt.Plain"}
     scaled = _user(folder, "optimizer._target_=my_opt.Plain", "loss_scale=static",
                    "hydra.run.dir=scaled", *SHORT)
     assert scaled.returncode == 2
