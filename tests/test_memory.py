@@ -4,9 +4,9 @@ one line before they are made when the machine's available memory cannot hold th
 claim large sizes in small files; nothing large is allocated."""
 
 import gzip
+import struct
 import subprocess
 import sys
-import struct
 import zipfile
 
 import numpy as np
