@@ -18,7 +18,8 @@ model is loaded and the images read (the interpreter, the libraries, the weights
 ``VmHWM``, the kernel's exact peak of the resident set (the same as ``ru_maxrss``), after
 predicting; the difference is what predicting took. The theoretical minimum beside it is the
 input bytes plus the outputs plus one batch's largest activations (the second convolution's
-unfolded input and its output), to compare with what predicting took. Time: the best of the
+unfolded input and its output), to compare with what predicting took (which can be less: the
+memory a process freed after loading is reused before its peak rises). Time: the best of the
 rounds. Both sides use ``--threads`` BLAS / intra-op threads. The two sides' outputs are
 compared (largest absolute difference of the logits and agreement of the argmax). The
 machine's load average is printed before and after: on a shared machine the times are
