@@ -23,15 +23,18 @@ from trainer_run.kvstore.request import KVStoreRequest
 from trainer_run.loss_scaling import LossScaler
 from trainer_run.models import build_model
 from trainer_run.targets import Kind, instances_callable
-from trainer_run.training import StopTrigger, Trainer
+from trainer_run.training import StopTrigger, Trainer, time_limit
 from trainer_run.training.profile import Profiler, synchronizer
 from trainer_run.training.server import ParameterServer
 from trainer_run.updaters import ParallelUpdater, StandardUpdater
+from trainer_run.updaters.clipping import global_norm_clip
 from trainer_run.updaters.weighting import batches_per_update
 
 from .arguments import accepted, arguments, call, instantiate, locate, prefixed
 from .extend import extend
 
+OPTIMIZER_KEYS = ("clip_global_norm",)
+"""Keys of the optimizer section the runner reads itself (the updater applies them)."""
 DATA_KEYS = ("batch_size", "val_fraction", "task", "normalize", "prefetch", "overfit_batches")
 """Keys of the dataset section the runner reads itself."""
 KINDS = {
@@ -63,6 +66,8 @@ class Run:
     total: int             # iterations the run will make
     samples: int           # examples per update, all workers
     optimizer: object
+    max_time: float | None = None  # seconds of training a session may take (None: no limit)
+    clip_global_norm: float | None = None  # the gradients' largest global norm (None: any)
 
     @property
     def limit_note(self) -> str | None:
@@ -82,7 +87,7 @@ DEFAULT_ITERATIONS = 1000
 def build_run(config: dict) -> Run:
     """The parts every process builds: random streams split from ``seed`` (one for the data,
     one for the model's initial parameters, one for shuffling), backend, data, model,
-    kvstore, iterator, stop trigger and optimizer."""
+    kvstore, iterator, stop trigger, time limit and optimizer."""
     seed = check_number("seed", config["seed"], low=0, integer=True)
     data_seed, model_seed, shuffle_seed = numpy.random.SeedSequence(seed).spawn(3)
     backend = build_backend(config["backend"], model_seed)
@@ -90,6 +95,8 @@ def build_run(config: dict) -> Run:
     model = build_model(config["model"], data, backend)
     u, t = config["updater"], config["trainer"]
     kvstore, decision = build_kvstore(config["kvstore"], u, str(backend.dtype))
+    clip_norm = config["optimizer"].get("clip_global_norm")  # every rank checks it, a server too
+    prefixed("optimizer", global_norm_clip, clip_norm, decision.asynchronous)
     workers = kvstore.num_workers if kvstore is not None else 1
     # every worker draws the same global batch of workers * batch_size and takes its shard
     overfit = config["dataset"].get("overfit_batches")
@@ -103,10 +110,11 @@ def build_run(config: dict) -> Run:
     if limit is None and t["max_epochs"] is None:
         limit = DEFAULT_ITERATIONS
     stop = prefixed("trainer", StopTrigger, limit, t["max_epochs"])
+    max_time = prefixed("trainer", time_limit.seconds, t.get("max_time"))
     total = stop.total_iterations(len(data.train) / samples)
     optimizer = build_optimizer(config["optimizer"], config.get("scheduler"), total)
     return Run(backend, data, batch_size, model, kvstore, decision.asynchronous, iterator, stop,
-               total, samples, optimizer)
+               total, samples, optimizer, max_time, clip_norm)
 
 
 def build_server(run: Run) -> ParameterServer:
@@ -130,8 +138,8 @@ def trainer_of(run: Run, config: dict, out: Path, extra: dict | None = None) -> 
     profiler = Profiler(synchronize=synchronizer(run.backend)) if t["profile"] else None
     updater = build_updater(config["updater"], run.kvstore, run.asynchronous, config["loss_scale"],
                             run.iterator, run.optimizer, run.model, run.backend, run.batch_size, nan,
-                            config["dataset"]["prefetch"], profiler)
-    trainer = Trainer(updater, run.stop, out=str(out), profiler=profiler)
+                            config["dataset"]["prefetch"], profiler, run.clip_global_norm)
+    trainer = Trainer(updater, run.stop, out=str(out), profiler=profiler, max_time=run.max_time)
     extend(trainer, run, config, extra)
     return trainer
 
@@ -192,12 +200,13 @@ def _replicas(updater: dict) -> int:
 
 def build_updater(section: dict, kvstore, asynchronous: bool, loss_scale: dict, iterator, optimizer,
                   model, backend, batch_size: int, nan: dict | None = None, prefetch: int = 0,
-                  profiler=None):
+                  profiler=None, clip_global_norm=None):
     """The updater of ``updater._target_`` (``StandardUpdater``, ``ParallelUpdater``) with the
     section's arguments (``accum_grad``, ``callbacks``, ``devices``), the loss scaler of
     ``loss_scale`` and ``kvstore`` (and ``asynchronous``: from :func:`build_kvstore` and its
     decision); ``nan``: ``nan_policy`` and ``max_skipped_in_a_row`` from the trainer section;
-    ``prefetch``: ``dataset.prefetch``; ``profiler``: ``trainer.profile``'s (None: off)."""
+    ``prefetch``: ``dataset.prefetch``; ``profiler``: ``trainer.profile``'s (None: off);
+    ``clip_global_norm``: ``optimizer.clip_global_norm``, which the updater applies."""
     section = {**section, "callbacks": build_callbacks(section.get("callbacks") or {})}
     scaler = build_loss_scaler(loss_scale)
     step = type(optimizer).update
@@ -210,10 +219,12 @@ def build_updater(section: dict, kvstore, asynchronous: bool, loss_scale: dict, 
         check(replicas <= batch_size, f"updater.devices={section.get('devices')} needs a batch of "
               f"at least {replicas} examples; dataset.batch_size is {batch_size}")
     factory, kwargs, _ = arguments("updater", section, kind=KINDS["updater"])
-    owners = {**{k: "trainer" for k in nan or {}}, "prefetch": "dataset"}
+    owners = {**{k: "trainer" for k in nan or {}}, "prefetch": "dataset",
+              **{k: "optimizer" for k in OPTIMIZER_KEYS}}
     return call("updater", factory, kwargs, owners=owners, kind=KINDS["updater"], loss_scaler=scaler,
                 iterator=iterator, optimizer=optimizer, model=model, backend=backend, kvstore=kvstore,
-                asynchronous=asynchronous, prefetch=prefetch, profiler=profiler, **(nan or {}))
+                asynchronous=asynchronous, prefetch=prefetch, profiler=profiler,
+                clip_global_norm=clip_global_norm, **(nan or {}))
 
 
 def build_loss_scaler(section: dict):
@@ -275,7 +286,9 @@ def overfit_data(data: datasets.Data, batches: int, batch: int) -> datasets.Data
 
 
 def build_optimizer(section: dict, scheduler_section: dict | None, total_iterations: int):
-    """The optimizer of ``optimizer._target_`` with the schedule of ``scheduler`` (None: none)."""
+    """The optimizer of ``optimizer._target_`` with the schedule of ``scheduler`` (None: none).
+    ``optimizer.clip_global_norm`` is the updater's (it needs every gradient at once), never
+    passed to the optimizer."""
     # the schedule's base_lr interpolates it: its error must name the key the user set
     prefixed("optimizer", optimizers.learning_rate_of, section.get("learning_rate", 0.0))
     scheduler = None
@@ -285,7 +298,8 @@ def build_optimizer(section: dict, scheduler_section: dict | None, total_iterati
         # MXNet's optimizer writes its learning_rate into the schedule's base_lr; the schedule's
         # own (optimizer.learning_rate unless set) is the rate both start from
         section["learning_rate"] = scheduler.base_lr
-    return instantiate("optimizer", section, {"lr_scheduler": scheduler}, kind=KINDS["optimizer"])
+    return instantiate("optimizer", section, {"lr_scheduler": scheduler}, runner=OPTIMIZER_KEYS,
+                       kind=KINDS["optimizer"])
 
 
 def build_scheduler(section: dict, total_iterations: int):

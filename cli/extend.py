@@ -3,7 +3,9 @@ the log, console output, checkpoints and the summary, then the user's ``callback
 
 from __future__ import annotations
 
-from trainer_run import module, schedulers
+from pathlib import Path
+
+from trainer_run import module, schedulers, weights
 from trainer_run.errors import ConfigError, check_number
 from trainer_run.targets import instantiate
 from trainer_run.training import AnyOf, IntervalTrigger, Trainer, extension, loggers
@@ -78,26 +80,33 @@ def _extend_rank_0(trainer: Trainer, run, t: dict, objective: Objective, extra: 
     def params() -> dict:
         return store.state_dict(run.backend.to_numpy)
 
+    keep = t["keep_checkpoints"]
+    if keep is not None:
+        keep = check_number("trainer.keep_checkpoints", keep, low=1, integer=True)
+    snapshot = Snapshot(keep, extra=extra, objective=objective, params=params)
+
+    def best() -> tuple | None:
+        """The best evaluation's (iteration, parameters): this session's, else the run's on disk."""
+        found = weights.best(Path(trainer.out)) if snapshot.best is None else None
+        return snapshot.best if found is None else (found.iteration, found.arrays())
+
     held_out = None
     if run.data.test is not None:
         held_out = HeldOutEvaluator(Evaluator(run.data.test, run.model, run.batch_size, run.backend,
-                                              prefix="test/"))
+                                              prefix="test/"), best, store, run.backend)
         trainer.extend(held_out)
     log_report = LogReport(_every(t, "log_interval", run.stop), run.optimizer, sinks)
     trainer.extend(log_report)
     readout = Readout(run.total, run.samples, log_report, objective, run.optimizer)
     trainer.extend(Progress(readout, live=t["progress"]))
     trainer.extend(MetricsTable(log_report, held_out=held_out))
-    keep = t["keep_checkpoints"]
-    if keep is not None:
-        keep = check_number("trainer.keep_checkpoints", keep, low=1, integer=True)
     period = check_number("trainer.checkpoint_interval", t["checkpoint_interval"], low=1,
                           integer=True)
-    trainer.extend(Snapshot(keep, extra=extra, objective=objective, params=params),
-                   trigger=AnyOf(IntervalTrigger(period), objective.entered))
+    trainer.extend(snapshot, trigger=AnyOf(IntervalTrigger(period), objective.entered))
     trainer.extend(Summary(log_report, run.samples, store, run.backend.to_numpy,
                            held_out=held_out, model=module.summary(run.model),
-                           objective=objective, overrides=extra.get("overrides")))
+                           objective=objective, overrides=extra.get("overrides"),
+                           init_from=extra.get("init_from")))
     if trainer.profiler.enabled:
         trainer.profiler.origin = log_report.origin  # start-up is a stage of the profile
         quiet = {} if run.kvstore is not None else {"communication": "no kvstore: nothing exchanged"}

@@ -25,17 +25,16 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from trainer_run import checkpoint, files, memory, module, run_directory, trust
+from trainer_run import checkpoint, files, memory, module, run_directory, trust, weights
 from trainer_run.data import record as data_record
-from trainer_run.errors import ConfigError, Diverged, RunStopped, StorageError
+from trainer_run.errors import ConfigError, Diverged, RunStopped, StorageError, check
 from trainer_run.kvstore import mpi_job
 from trainer_run.training import Trainer
 from trainer_run.training.server import ParameterServer
 from trainer_run.updaters import saved as saved_state
 
-from . import argv as args
+from . import closing, schema, sweep_job, sweep_record, user_targets
 from . import resume as resumes
-from . import schema, sweep_job, sweep_record, user_targets
 from .build import Run, build_run, build_server, trainer_of
 from .report import (
     cannot_write,
@@ -246,51 +245,28 @@ def _write_record(out: Path, cfg: DictConfig) -> None:
 def _play(role: Trainer | ParameterServer, out: Path) -> None:
     """Trains, or serves the workers; a stop or a failure ends the command with its status."""
     if isinstance(role, Trainer) and role.stop_trigger(role):
-        _nothing_to_do(role)
+        closing.nothing_to_do(role, _is_rank_0())
         return
     try:
         role.run()
     except ConfigError as e:
         raise JobFailed(e) from None
     except Diverged as e:
-        raise JobFailed(f"{e}. {_kept(out)}", e.exit_code) from None
+        raise JobFailed(f"{e}. {closing.kept(out)}", e.exit_code) from None
     except RunStopped as e:
         raise JobFailed(e, e.exit_code) from None
     except OSError as e:
         raise JobFailed(cannot_write(e) + ", then resume", 4) from None
     if _is_rank_0():
-        _closing(role, out)
+        closing.last_lines(role, out, _launcher(), sweep_job.sweeping())
         late_signal(role.status)
     if role.status == "interrupted":
         sys.exit(128 + (role.stop_signal or 2))
 
 
-def _closing(role: Trainer | ParameterServer, out: Path) -> None:
-    """The last lines of a run: its directory and, after an interruption, the checkpoint it
-    left and the command that resumes it (a sweep prints the command that continues it)."""
-    say(f"run directory: {out}")
-    if role.status != "interrupted" or sweep_job.sweeping():
-        return
-    try:
-        found = checkpoint.find(out)
-    except ConfigError:
-        return
-    launcher = f"mpiexec -n {launch.comm.size} " if launch.comm is not None else ""
-    say(f"interrupted at iteration {role.updater.iteration}; checkpoint {found}")
-    say(f"resume with: {launcher}trainer-run {args.pasteable('resume', out)}")
-
-
-def _nothing_to_do(trainer) -> None:
-    """A resumed run that has already reached its limit: says so and leaves its files as they
-    are (the summary keeps the speed of the session that trained)."""
-    trainer.updater.finalize()
-    stop = trainer.stop_trigger
-    limits = [f"trainer.max_iterations={stop.max_iterations}"] if stop.max_iterations else []
-    limits += [f"trainer.max_epochs={stop.max_epochs}"] if stop.max_epochs else []
-    if _is_rank_0():
-        print(f"nothing to do: the run is at iteration {trainer.updater.iteration} (epoch "
-              f"{trainer.updater.epoch_detail:.2f}), which reaches {' or '.join(limits)}; raise the "
-              "limit to train further")
+def _launcher() -> str:
+    """What starts this run's processes, as the command that resumes it needs it."""
+    return f"mpiexec -n {launch.comm.size} " if launch.comm is not None else ""
 
 
 def build(cfg: DictConfig, out: Path) -> tuple[Trainer | ParameterServer, Run]:
@@ -323,12 +299,17 @@ def build(cfg: DictConfig, out: Path) -> tuple[Trainer | ParameterServer, Run]:
              "from zero, so this resumed run is not bit-identical to an uninterrupted one")
     built = build_run(resolved)
     _warn_single_process(getattr(built.kvstore, "type", None) or "")
+    started_from = state.get("init_from") if state is not None else None
+    if state is None and resolved.get("init_from") is not None:
+        started_from = _init_from(built, resolved["init_from"], resolved["init_from_strict"])
     if built.serves:  # the server's state comes from worker 0 when training starts
         return build_server(built), built
     given = (state.get("overrides", []) if state is not None
              else resumes.recorded_overrides(Path(cfg.resume)) if again else [])
     extra = {"config": saved, "choices": choices,
              "overrides": resumes.merged(given, overrides(), choices if cfg.resume else {})}
+    if started_from is not None:
+        extra["init_from"] = started_from
     extra[trust.SIGNATURE] = trust.sign(trust.checkpoint_data(extra))
     trainer = trainer_of(built, resolved, out, extra)
     if state is not None:
@@ -337,6 +318,26 @@ def build(cfg: DictConfig, out: Path) -> tuple[Trainer | ParameterServer, Run]:
             state = checkpoint.load(resume, checkpoint.RUN_STATE)
         _restore(trainer, state["trainer"], resume)
     return trainer, built
+
+
+def _init_from(built: Run, source, strict) -> dict:
+    """Loads the weights ``init_from`` names into the new run's model (before the updater
+    copies it into replicas and processes): all of them with ``strict``, else those that
+    match, with one warning listing the rest. Returns the record the summary keeps."""
+    check(isinstance(strict, bool), f"init_from_strict must be true or false, got {strict!r}")
+    try:
+        found = weights.resolve(source)
+        loaded, skipped = weights.initialize(built.model, found.arrays(), strict,
+                                             built.backend.asarray)
+    except ConfigError as e:
+        raise ConfigError(f"init_from={source}: {e}") from None
+    if _is_rank_0():
+        if found.warning is not None:
+            warn(found.warning)
+        say(f"init_from: {len(loaded)} arrays from {found.describe()}")
+        if skipped:
+            warn(f"init_from: not loaded: {'; '.join(skipped)}")
+    return {**found.record(), "loaded": len(loaded), "not_loaded": skipped}
 
 
 def _fitting(resume: Path, model) -> Path:
@@ -396,12 +397,3 @@ def _warn_single_process(store: str) -> None:
         warn(f"kvstore={store}: this run has a single process because it was not started by "
              f"mpiexec; to train on N processes, start it with mpiexec -n N trainer-run "
              f"kvstore={store} ...")
-
-
-def _kept(run_dir: Path) -> str:
-    """Which checkpoint a stopped run leaves to resume from."""
-    try:
-        found = checkpoint.find(run_dir)
-    except ConfigError:
-        return "No checkpoint was written before it"
-    return f"The last good checkpoint is {found}; resume={run_dir} continues from it"

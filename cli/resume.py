@@ -38,7 +38,8 @@ from trainer_run.updaters import saved as saved_state
 from . import argv as args
 from . import options
 
-FIXED = ("seed", "model", "dataset", "optimizer.multi_precision", "backend.dtype")
+FIXED = ("seed", "model", "dataset", "optimizer.multi_precision", "backend.dtype", "init_from",
+         "init_from_strict")
 """Keys (and the keys below them) a resume refuses to change."""
 ANY_TIME = ("dataset.batch_size",)
 """Exceptions to :data:`FIXED`."""

@@ -109,11 +109,13 @@ def test_dist_async_resume_gives_the_server_its_optimizer_back(mpiexec, tmp_path
 
 # -- one rank stops: the others follow ----------------------------------------------------------
 def fault(rank: int, at: int, kind: str, wait_for: Path | None = None,
-          pid_file: Path | None = None, to: int | None = None, log: Path | None = None) -> str:
+          pid_file: Path | None = None, to: int | None = None, log: Path | None = None,
+          seconds: float | None = None) -> str:
     wait = f", wait_for: '{wait_for}'" if wait_for else ""
     wait += f", pid_file: '{pid_file}'" if pid_file else ""
     wait += f", to: {to}" if to is not None else ""
     wait += f", log: '{log}'" if log else ""
+    wait += f", seconds: {seconds}" if seconds is not None else ""
     return (f"updater.callbacks.update_on_finish="
             f"{{_target_: faults.Fault, rank: {rank}, at: {at}, kind: {kind}{wait}}}")
 
@@ -168,6 +170,52 @@ def test_a_signal_to_one_rank_stops_both_after_the_same_iteration(mpiexec, tmp_p
     assert checkpoints(out) == [10, 14]
     assert json.loads((out / "summary.json").read_text())["status"] == "interrupted"
     resume_equals(mpiexec, out, straight)
+
+
+@pytest.mark.mpi
+def test_a_time_limit_on_rank_0_alone_stops_both_after_the_same_iteration(mpiexec, tmp_path, straight):  # noqa: F811
+    """Rank 0 sleeps 2.5 s at the end of update 13, after the gradient sum: its clock has
+    crossed trainer.max_time=2 after update 13, rank 1's need not have. The decision travels
+    with update 14's metrics, both ranks end after it (at the latest), rank 0 saves that
+    iteration, the job exits 0 (a rank ending alone would leave the other waiting in the next
+    sum); resuming without the limit gives the uninterrupted run's model bit for bit."""
+    out = tmp_path / "cut"
+    code, log = launch_cli(mpiexec, 2, *COMMON, "kvstore=dist_sync", "dataset.batch_size=25",
+                           "trainer.max_iterations=30", "trainer.max_time=2",
+                           fault(0, 12, "sleep", seconds=2.5), f"hydra.run.dir={out}")
+    assert code == 0, log
+    summary = json.loads((out / "summary.json").read_text())
+    assert (summary["status"], summary["stop_reason"]) == ("completed", "max_time"), log
+    assert summary["iteration"] <= 14 and checkpoints(out)[-1] == summary["iteration"]
+    code, log = launch_cli(mpiexec, 2, f"resume={out}", "trainer.max_time=null",
+                           "updater.callbacks.update_on_finish=null")
+    assert code == 0, log
+    resumed = load_npz(out / "model.npz")
+    for k in straight:
+        numpy.testing.assert_array_equal(resumed[k], straight[k], err_msg=k)
+
+
+@pytest.mark.mpi
+def test_global_norm_clipping_on_2_processes_equals_1_of_the_global_batch(mpiexec, tmp_path, straight):  # noqa: F811
+    """optimizer.clip_global_norm clips the sum over both processes: 2 processes of batch 25
+    equal 1 of batch 50, and differ from the unclipped run (it clipped)."""
+    clip = ("trainer.max_iterations=30", "optimizer.clip_global_norm=0.05")
+    trainer_run(mpiexec, 2, "kvstore=dist_sync", "dataset.batch_size=25", *clip,
+                f"hydra.run.dir={tmp_path / 'two'}")
+    single = run_cli(*COMMON, "dataset.batch_size=50", *clip, f"hydra.run.dir={tmp_path / 'one'}")
+    assert single.returncode == 0, single.stderr
+    two, one = load_npz(tmp_path / "two" / "model.npz"), load_npz(tmp_path / "one" / "model.npz")
+    for k in one:
+        numpy.testing.assert_allclose(two[k], one[k], rtol=1e-5, atol=1e-6, err_msg=k)
+    assert not numpy.allclose(two["l1/W"], straight["l1/W"], rtol=1e-3)
+
+
+@pytest.mark.mpi
+def test_clipping_by_global_norm_with_dist_async_is_refused_in_one_line(mpiexec, tmp_path):  # noqa: F811
+    out = tmp_path / "run"
+    code, log = launch_cli(mpiexec, 3, *ASYNC, "optimizer.clip_global_norm=1", f"hydra.run.dir={out}")
+    assert code == 2, log
+    assert "error: optimizer.clip_global_norm needs every gradient" in log and not out.exists()
 
 
 @pytest.mark.mpi

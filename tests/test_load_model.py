@@ -64,7 +64,7 @@ def test_a_checkpoint_loads_its_own_parameters(tmp_path, monkeypatch):
     result = run_cli(*RUN, "dataset.normalize=unit", "hydra.run.dir=run", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     monkeypatch.chdir(tmp_path)
-    final = trainer_run.load_model("run")
+    final = trainer_run.load_model("run", "last")
     middle = trainer_run.load_model("run", "run/checkpoints/iter_00000030")
     with np.load(tmp_path / "run/model.npz") as saved:
         np.testing.assert_array_equal(final.model.l1.W.data, saved["l1/W"])

@@ -222,6 +222,19 @@ def list_checkpoints(directory: Path) -> list[Path]:
     return [p for n, _, p in sorted(f for f in found if f[0] is not None)]
 
 
+def is_checkpoint(path: Path) -> bool:
+    """Whether ``path`` is a checkpoint directory: named ``iter_<N>``, or holding
+    ``state.json`` or ``checksums.json`` (complete or not: :func:`verify` says)."""
+    path = Path(path)
+    return path.is_dir() and (_iteration(path.name) is not None or (path / STATE).exists()
+                              or (path / CHECKSUMS).exists())
+
+
+def iteration_of(path: Path) -> int | None:
+    """The iteration in a checkpoint directory's name ``iter_<N>``, or None."""
+    return _iteration(Path(path).name)
+
+
 def _iteration(name: str) -> int | None:
     suffix = name[len(PREFIX):]
     if name.startswith(PREFIX) and suffix.isascii() and suffix.isdigit():
@@ -251,7 +264,7 @@ def find(path: Path, report: Callable[[str], None] = lambda message: None,
     path = Path(path)
     if not path.exists():
         raise ConfigError(f"resume={path}: no such run or checkpoint directory")
-    if path.name.startswith(PREFIX) or (path / STATE).exists() or (path / CHECKSUMS).exists():
+    if path.name.startswith(PREFIX) or is_checkpoint(path):
         _load_checked(path, require, check)
         return path
     directory = path / "checkpoints" if (path / "checkpoints").is_dir() else path

@@ -12,11 +12,12 @@ resolved; a resolver (``${oc.env:X}``) is not, and is refused in one line.
 from __future__ import annotations
 
 import re
+import warnings
 from pathlib import Path
 
 import numpy
 
-from . import checkpoint, prediction, trust, updaters
+from . import prediction, trust
 from .autograd import no_grad
 from .backend import get_backend
 from .config_upgrade import upgrade
@@ -24,7 +25,8 @@ from .data import Data
 from .data import record as data_record
 from .errors import ConfigError
 from .models import build_model
-from .module import evaluating, set_mode
+from .module import evaluating, load_arrays, set_mode
+from .weights import Weights, resolve
 
 SECTIONS = ("model", "backend", "precision")
 """The sections of a run's config that build its model (``precision``: an older run's dtype)."""
@@ -38,14 +40,16 @@ class Trained:
 
     ``model`` is the model itself (call it with a batch as the run did); ``task``,
     ``classes`` (the names of class ids, or None), ``in_shape`` (one example's shape) and
-    ``normalization`` come from the run's ``data.json`` and ``normalization.npz``;
-    ``batch_size`` (the run's ``dataset.batch_size``) and ``dtype`` (its float dtype) are how
-    :meth:`predict` feeds the model.
+    ``normalization`` come from the run's ``data.json`` and ``normalization.npz``; ``weights``
+    says which saved parameters it holds (:class:`~trainer_run.weights.Weights`: best or last,
+    their iteration and file); ``batch_size`` (the run's ``dataset.batch_size``) and ``dtype``
+    (its float dtype) are how :meth:`predict` feeds the model.
     """
 
-    def __init__(self, model, record: dict, batch_size: int = DEFAULT_BATCH_SIZE,
-                 dtype="float32"):
+    def __init__(self, model, record: dict, weights: Weights | None = None,
+                 batch_size: int = DEFAULT_BATCH_SIZE, dtype="float32"):
         self.model = model
+        self.weights = weights
         self.task = record["task"]
         self.classes = record.get("classes")
         self.in_shape = tuple(record["in_shape"])
@@ -70,15 +74,19 @@ class Trained:
                                   self.batch_size if batch_size is None else batch_size)
 
 
-def load_model(run_dir, checkpoint_dir=None, trust: bool = False) -> Trained:
+def load_model(run_dir, checkpoint=None, trust: bool = False) -> Trained:
     """The model of the run in ``run_dir``, rebuilt from its saved config (a user's model by
-    its ``_target_``, which must be importable), with the parameters of its ``model.npz``
-    (or of the checkpoint directory ``checkpoint_dir``), on NumPy, in evaluation mode.
+    its ``_target_``, which must be importable), on NumPy, in evaluation mode, with the
+    parameters ``checkpoint`` names (:func:`trainer_run.weights.resolve`): ``"best"`` (the
+    best evaluation's by the run's objective), ``"last"`` (those the run ended with,
+    ``model.npz``), a checkpoint directory (``checkpoints/iter_<N>``, ``checkpoints/best``)
+    or an ``.npz`` file; by default best when the run has one, else last. A run that did not
+    complete loads with a warning (:class:`UserWarning`) naming how it ended.
     A model outside trainer-run is built only from a run this user signed, or with ``trust``
     (:mod:`trainer_run.trust`). Raises :class:`~trainer_run.errors.ConfigError` naming what
-    is missing or untrusted."""
+    is missing, untrusted or of another shape."""
     run = Path(run_dir)
-    config, batch_size = _config(run, trust)
+    config = read_sections(run, SECTIONS, trust)
     if not (run / data_record.FILES[0]).is_file():
         raise ConfigError(f"{run} has no {data_record.FILES[0]}: it is not the directory of a "
                           "finished run of this version")
@@ -87,33 +95,23 @@ def load_model(run_dir, checkpoint_dir=None, trust: bool = False) -> Trained:
     backend = get_backend("numpy", seed=0, dtype=dtype)
     data = Data(None, None, tuple(record["in_shape"]), record["out_size"], record["task"])
     model = build_model(config["model"], data, backend)
-    if checkpoint_dir is not None:
-        updaters.load_main_params(model, Path(checkpoint_dir))
-    else:
-        checkpoint.load_params(model, run / "model.npz")
-    set_mode(model, False)
-    return Trained(model, record, batch_size, backend.dtype)
-
-
-def _config(run: Path, trusted: bool) -> tuple[dict, int]:
-    """The sections of the run's config that build its model, once :mod:`trainer_run.trust`
-    allows it (nothing in them is imported before), and its batch size."""
-    path = run / ".hydra" / "config.yaml"
-    if not path.is_file():
-        raise ConfigError(f"{run} is not a run directory: it has no .hydra/config.yaml")
-    config, data, signed = trust.read_record(path)
+    weights = resolve(run, checkpoint)
+    if weights.warning is not None:
+        warnings.warn(weights.warning, stacklevel=2)
     try:
-        sections = {key: _resolved(config[key], config, path) for key in SECTIONS
-                    if key in config or key == "model"}
-    except (KeyError, TypeError) as e:
-        raise ConfigError(f"{path} cannot be read as a run's config: {e}") from None
-    trust.check(sections, data, signed, f"run {run}", trusted)
-    return sections, _batch_size(config, path)
+        load_arrays(model, weights.arrays())
+    except (KeyError, ValueError) as e:
+        raise ConfigError(f"{weights.path} does not fit the model of run {run}: "
+                          f"{e.args[0] if e.args else e}") from None
+    set_mode(model, False)
+    return Trained(model, record, weights, _batch_size(run), backend.dtype)
 
 
-def _batch_size(config: dict, path: Path) -> int:
-    """The run's ``dataset.batch_size`` (:data:`DEFAULT_BATCH_SIZE` when it has none that is a
-    positive integer)."""
+def _batch_size(run: Path) -> int:
+    """The run's ``dataset.batch_size``, read as data (a number, which names no code), or
+    :data:`DEFAULT_BATCH_SIZE` when it has none that is a positive integer."""
+    path = run / ".hydra" / "config.yaml"
+    config = trust.read_record(path)[0]
     section = config.get("dataset")
     try:
         size = _resolved(section.get("batch_size"), config, path) if isinstance(section, dict) else None
@@ -122,6 +120,24 @@ def _batch_size(config: dict, path: Path) -> int:
     if isinstance(size, bool) or not isinstance(size, int) or size < 1:
         return DEFAULT_BATCH_SIZE
     return size
+
+
+def read_sections(run: Path, keys=SECTIONS, trusted: bool = False) -> dict:
+    """The sections ``keys`` of the run's saved config (``.hydra/config.yaml``; ``model``
+    must be there, the others may not), interpolations between its keys resolved, once
+    :mod:`trainer_run.trust` allows what they name (nothing in them is imported before):
+    a run this user signed, or ``trusted``."""
+    path = Path(run) / ".hydra" / "config.yaml"
+    if not path.is_file():
+        raise ConfigError(f"{run} is not a run directory: it has no .hydra/config.yaml")
+    config, data, signed = trust.read_record(path)
+    try:
+        sections = {key: _resolved(config[key], config, path) for key in keys
+                    if key in config or key == "model"}
+    except (KeyError, TypeError) as e:
+        raise ConfigError(f"{path} cannot be read as a run's config: {e}") from None
+    trust.check(sections, data, signed, f"run {run}", trusted)
+    return sections
 
 
 def _resolved(node, root: dict, path: Path):

@@ -14,13 +14,15 @@ class Fault:
     (if given) exists: ``kind`` is ``raise`` (a RuntimeError), ``enospc`` (an OSError: no
     space left on the device), or ``sigterm``, ``sigkill`` or ``sigstop`` (sent to the rank
     itself, or to rank ``to`` of the same job, after writing the pid to ``pid_file`` if
-    given, for the test to clean up). With ``log`` (a folder), every rank that calls it
-    writes the number of updates it has made to ``<log>/rank<r>`` after each one."""
+    given, for the test to clean up), or ``sleep`` (the rank sleeps ``seconds``). With ``log``
+    (a folder), every rank that calls it writes the number of updates it has made to
+    ``<log>/rank<r>`` after each one."""
 
     def __init__(self, rank: int, at: int, kind: str, wait_for: str | None = None,
-                 pid_file: str | None = None, to: int | None = None, log: str | None = None):
+                 pid_file: str | None = None, to: int | None = None, log: str | None = None,
+                 seconds: float = 0.0):
         self.rank, self.at, self.kind, self.wait_for = rank, at, kind, wait_for
-        self.pid_file, self.to, self.log = pid_file, to, log
+        self.pid_file, self.to, self.log, self.seconds = pid_file, to, log, seconds
 
     def __call__(self, iteration: int) -> None:
         rank = int(os.environ.get("PMI_RANK", -1))
@@ -31,6 +33,9 @@ class Fault:
         deadline = time.monotonic() + 30
         while self.wait_for and not os.path.exists(self.wait_for) and time.monotonic() < deadline:
             time.sleep(0.01)
+        if self.kind == "sleep":
+            time.sleep(self.seconds)
+            return
         if self.kind == "raise":
             raise RuntimeError(f"injected fault on rank {self.rank} at iteration {iteration}")
         if self.kind == "enospc":

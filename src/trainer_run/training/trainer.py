@@ -19,9 +19,19 @@ is wrapped as one). ``elapsed_time`` carries over a resume. With a
 extension's call and finalize is charged to ``extensions/<name>``, the triggers to
 ``extensions``, from the moment ``elapsed_time`` starts counting. An extension ends the run after
 the current iteration with ``request_stop(reason)`` (early stopping); ``stop_reason`` says
-why a run ended: ``max_iterations`` or ``max_epochs`` (the stop trigger's ``reason``), the
+why a run ended: ``max_iterations`` or ``max_epochs`` (the stop trigger's ``reason``), ``max_time``, the
 reason an extension gave, or the status when it did not complete (``interrupted``,
 ``diverged``, ``failed``).
+
+Time limit (``max_time``, Lightning's; see :mod:`~.time_limit`): once this session's training
+time (the wall clock since ``run()`` began; not carried over a resume) reaches it, the run
+ends after the current iteration as completed, with ``stop_reason`` ``max_time``: the decision
+is made right after the update, before the extensions, so that the iteration is evaluated,
+logged and checkpointed as the last one of a run is. When the stop trigger ends the run at
+the same iteration, its reason stands. Several processes end after the same iteration: the
+updater's ``agree_to_finish`` shares each process's verdict with the others (with a
+synchronous kvstore it travels with the next update's metrics, so they all end one iteration
+later, as with a stop signal).
 
 Preemption: while ``run()`` runs in the main thread, SIGINT (Ctrl-C) and SIGTERM ask the
 loop to stop after the current iteration and its extensions (see
@@ -48,7 +58,7 @@ import time
 from dataclasses import dataclass
 
 from ..errors import Diverged
-from . import stop_signals
+from . import stop_signals, time_limit
 from .extension import PRIORITY_EDITOR, PRIORITY_READER, PRIORITY_WRITER, Extension, as_extension
 from .profile import EXTENSION, NullProfiler
 from .triggers import IntervalTrigger
@@ -90,9 +100,11 @@ class Trainer:
         stop_trigger: a callable ``trigger(trainer) -> bool``.
         out: the run directory extensions write into.
         profiler: a :class:`~trainer_run.training.profile.Profiler` (None: no profiling).
+        max_time: the training time of a session after which the run ends (seconds, or
+            ``DD:HH:MM:SS``; None: no limit; see the module docstring).
     """
 
-    def __init__(self, updater, stop_trigger, out=".", profiler=None):
+    def __init__(self, updater, stop_trigger, out=".", profiler=None, max_time=None):
         self.updater = updater
         self.profiler = profiler or NullProfiler()
         self.stop_trigger = stop_trigger
@@ -106,6 +118,8 @@ class Trainer:
         self._start = None
         self.stop_signal = None
         self._stop_request = None
+        self.max_time = time_limit.seconds(max_time)
+        self._session_start = None
 
     def request_stop(self, reason: str) -> None:
         """Ends the run after the current iteration and its extensions, as completed, with
@@ -171,6 +185,7 @@ class Trainer:
         for entry in entries:
             entry.extension.initialize(self)
         self._start = time.perf_counter()
+        self._session_start = time.monotonic()
         self.profiler.start()
         self.status = "running"
         self.stop_signal = None
@@ -181,6 +196,8 @@ class Trainer:
                    and not self._signalled()):
                 self.updater.update()
                 self.observation = dict(self.updater.observation)
+                if self._out_of_time():
+                    self.request_stop(time_limit.REASON)
                 with self.profiler.stage("extensions"):
                     for entry in entries:
                         if entry.trigger(self):
@@ -215,6 +232,15 @@ class Trainer:
         if agreed and self.stop_signal is None:
             self.stop_signal = agreed if agreed in stop_signals.SIGNALS else signal.SIGTERM
         return bool(agreed)
+
+    def _out_of_time(self) -> bool:
+        """Whether ``max_time`` ends the run after this iteration: the processes agree
+        (``agree_to_finish``) once one's session has trained that long; not when the stop
+        trigger ends it here anyway."""
+        if self.max_time is None:
+            return False
+        reached = time.monotonic() - self._session_start >= self.max_time
+        return self.updater.agree_to_finish(reached) and not self.stop_trigger(self)
 
     def _abort(self, error: BaseException) -> None:
         """Tells the updater's other processes (its ``abort``) that this one stops with

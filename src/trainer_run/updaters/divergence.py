@@ -4,8 +4,9 @@ Our rule: without dynamic loss scaling a NaN or infinite loss either stops train
 :class:`~trainer_run.errors.Diverged` before the update is applied (``nan_policy="stop"``)
 or skips the update (``"skip"``, counted in ``skipped_steps``); ``max_skipped_in_a_row``
 skipped updates in a row (None: no limit) stop it as diverged too, since a run that only
-skips no longer trains. With dynamic loss scaling the scaler handles non-finite gradients
-instead (:mod:`trainer_run.loss_scaling`).
+skips no longer trains. A NaN or infinite global norm of the gradients (clipping by global
+norm computes it, :mod:`.clipping`) is judged the same way. With dynamic loss scaling the
+scaler handles non-finite gradients instead (:mod:`trainer_run.loss_scaling`).
 """
 
 from __future__ import annotations
@@ -28,9 +29,10 @@ class NanPolicy:
         self.skipped_steps = 0
         self.skipped_in_a_row = 0
 
-    def verdict(self, loss: float, iteration: int) -> str:
-        """``"apply"`` for a finite ``loss`` (of the update at ``iteration``); else ``"skip"``
-        or :class:`~trainer_run.errors.Diverged`."""
+    def verdict(self, loss: float, iteration: int, what: str = "training loss") -> str:
+        """``"apply"`` for a finite ``loss`` (of the update at ``iteration``; ``what``: the
+        value's name in a message, e.g. ``gradients' global norm``); else ``"skip"`` or
+        :class:`~trainer_run.errors.Diverged`."""
         if math.isfinite(loss):
             self.skipped_in_a_row = 0
             return "apply"
@@ -38,12 +40,12 @@ class NanPolicy:
             self.skipped_steps += 1
             self.skipped_in_a_row += 1
             if self.skipped_in_a_row == self.max_skipped_in_a_row:
-                raise Diverged(f"the training loss was NaN or infinite in each of the last "
+                raise Diverged(f"the {what} was NaN or infinite in each of the last "
                                f"{self.skipped_in_a_row} updates, up to iteration {iteration + 1}, "
                                f"and all were skipped (trainer.max_skipped_in_a_row). Lower "
                                "optimizer.learning_rate or set optimizer.clip_gradient")
             return "skip"
-        raise Diverged(f"the training loss is {loss} at iteration {iteration + 1}; the update was "
+        raise Diverged(f"the {what} is {loss} at iteration {iteration + 1}; the update was "
                        "not applied. Lower optimizer.learning_rate, set optimizer.clip_gradient, or "
                        "choose trainer.nan_policy=skip")
 

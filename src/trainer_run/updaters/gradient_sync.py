@@ -7,7 +7,8 @@ of every replica and worker into the main replica's, one key per flat gradient b
 ``num_workers`` n > 1 every worker draws the same global batch and computes its shard
 (example j goes to worker j % n), weighted by its share of the global batch, so the summed
 gradient is the global batch's; the parameters start from rank 0's, broadcast when the sync
-is made. Each update's metrics then travel summed over the workers, with their stop votes.
+is made. Each update's metrics then travel summed over the workers, with their votes to stop
+(a signal) and to finish (a time limit).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ class GradientSync(StoreSync):
         super().__init__(kvstore, store, callbacks)
         self._metrics_key_ready = False
         self._stop_vote = self._stop_agreed = 0  # signal numbers: this worker's, all workers' sum
+        self._finish_vote = self._finish_agreed = 0  # this worker's (0 or 1), all workers' sum
         for key, group in zip(self.keys.groups, store.groups):
             kvstore.init(key, group.grad)
         if self.num_workers > 1:
@@ -44,17 +46,19 @@ class GradientSync(StoreSync):
     def global_metrics(self, metrics: dict) -> dict:
         """Metrics weighted by this worker's share of the global batch, summed over workers:
         the global batch's averages (one small extra message per update with several
-        workers, which also carries their stop requests, see :meth:`agree_to_stop`)."""
+        workers, which also carries their requests to stop and to finish, see
+        :meth:`agree_to_stop` and :meth:`agree_to_finish`)."""
         if self.num_workers == 1:
             return metrics
         names = sorted(metrics)
-        values = numpy.array([*(float(metrics[n]) for n in names), self._stop_vote])
+        values = numpy.array([*(float(metrics[n]) for n in names), self._stop_vote,
+                              self._finish_vote])
         if not self._metrics_key_ready:
             self.kvstore.init(self.keys.metrics, values)
             self._metrics_key_ready = True
         self.kvstore.pushpull(self.keys.metrics, [values], out=values)
-        self._stop_agreed = int(values[-1])
-        return dict(zip(names, values[:-1]))
+        self._stop_agreed, self._finish_agreed = int(values[-2]), int(values[-1])
+        return dict(zip(names, values[:-2]))
 
     def agree_to_stop(self, signum: int | None, iteration: int) -> int | None:
         """Workers must stop after the same iteration, so each request travels with the next
@@ -64,3 +68,11 @@ class GradientSync(StoreSync):
             return signum
         self._stop_vote = self._stop_vote or signum or 0
         return (signum or self._stop_agreed) if self._stop_agreed else None
+
+    def agree_to_finish(self, asked: bool) -> bool:
+        """As :meth:`agree_to_stop`: a worker's wish to end the run (its time limit reached)
+        travels with the next update's metrics, and every worker ends after that update."""
+        if self.num_workers == 1:
+            return asked
+        self._finish_vote = self._finish_vote or int(asked)
+        return self._finish_agreed > 0

@@ -2,10 +2,11 @@
 
 The :class:`~trainer_run.training.Trainer` calls ``update()`` each iteration, and before
 each ``agree_to_stop(signum)`` (whether a stop signal ends the run there: the processes of
-one run decide together); ``abort(reason)`` when the run ends with an exception (so that the
-other processes stop at once), ``finalize()`` at the end; ``state_dict`` /
-``load_state_dict`` checkpoint it. After each ``update()`` the Trainer copies
-``observation`` (the update's metrics, by bare name: ``loss``) into its own
+one run decide together); with a time limit, after each update ``agree_to_finish(asked)``
+(whether the run ends there as completed, decided together too); ``abort(reason)`` when the
+run ends with an exception (so that the other processes stop at once), ``finalize()`` at
+the end; ``state_dict`` / ``load_state_dict`` checkpoint it. After each ``update()`` the
+Trainer copies ``observation`` (the update's metrics, by bare name: ``loss``) into its own
 :attr:`~trainer_run.training.Trainer.observation`, which is what extensions read: no
 extension reads the updater's. Extensions read ``iteration``, ``epoch_detail``, ``status()``
 (values to show beside the metrics: the loss scale, skipped steps) and ``params_finite()``
@@ -35,6 +36,10 @@ class Updater(Protocol):
     def agree_to_stop(self, signum: int | None) -> int | None:
         """The signal to stop for after this iteration, or None to go on (``signum``: this
         process's stop signal, if any; an updater of one process returns it)."""
+
+    def agree_to_finish(self, asked: bool) -> bool:
+        """Whether the run ends after this iteration because a process asked (``asked``: this
+        one's wish; an updater of one process returns it)."""
 
     def abort(self, reason: str) -> None:
         """The run ends with an error: tell the other processes, if any, ``reason``."""

@@ -5,7 +5,9 @@ optimizer; a worker pushes its gradients and pulls the weights back, one key per
 weight buffer (:class:`~.sync.KeyLayout`), and never applies the optimizer itself. Each push
 is an update of its own, applied as it arrives, so a worker's update averages over its own
 shard of the global batch and its metrics are its own; a stop signal to any process stops
-every worker after the same iteration (:meth:`ServerSync.agree_to_stop`). The server is set
+every worker after the same iteration (:meth:`ServerSync.agree_to_stop`); a time limit ends
+each worker by its own clock (:meth:`~.sync.Sync.agree_to_finish`), as each reaches an
+iteration limit in its own time. The server is set
 up lazily, before the first update (after a resume has loaded its state, as
 Gluon's Trainer inits its kvstore lazily).
 """

@@ -28,7 +28,9 @@ Our rules, where the seeds differ:
   :mod:`trainer_run.loss_scaling` for skip and retry. Weight decay is the optimizer's ``wd``
   only (nnabla's updater applies its own ``weight_decay`` on top; here there is no second
   one).
-- **Divergence** (Chainer's ``FailOnNonNumber``, on the loss): see :mod:`.divergence`.
+- **Divergence** (Chainer's ``FailOnNonNumber``, on the loss) and **clipping by global norm**
+  (``clip_global_norm``): the verdict on each update's complete gradients is :mod:`.verdict`'s
+  (see :mod:`.divergence` and :mod:`.clipping`).
 - **Callbacks**: see :mod:`trainer_run.callbacks`.
 - **Profiling** (``profiler``, a :class:`~trainer_run.training.profile.Profiler`): each
   update marks ``data`` (the batches drawn and moved to the device), ``forward`` (the
@@ -56,10 +58,12 @@ from ..own_gradients import outputs
 from ..params import ParamStore
 from ..training.profile import NullProfiler
 from .batches import Batches
+from .clipping import global_norm_clip
 from .divergence import NAN_POLICIES, NanPolicy
 from .gradient_sync import GradientSync
 from .server_sync import ServerSync
-from .sync import Sync
+from .sync import Sync, workers_change
+from .verdict import Verdict
 from .weighting import add_weighted, backward_seeded, batches_per_update, examples_in
 
 __all__ = ["NAN_POLICIES", "StandardUpdater"]
@@ -104,15 +108,18 @@ class StandardUpdater:
             ``take``; the batches are the same with any value.
         profiler: a :class:`~trainer_run.training.profile.Profiler` whose stages the
             updates mark (None: none).
+        clip_global_norm: the largest global L2 norm of the main model's gradients (None:
+            no clipping; see :mod:`.clipping`); not with ``asynchronous``.
     """
 
     def __init__(self, iterator, optimizer, model, converter: Callable = concat_examples,
                  backend=None, loss_func: Callable | None = None, accum_grad: int = 1,
                  loss_scaler=None, callbacks=None, nan_policy: str = "stop", kvstore=None,
                  max_skipped_in_a_row: int | None = 100, asynchronous: bool = False,
-                 prefetch: int = 0, profiler=None):
+                 prefetch: int = 0, profiler=None, clip_global_norm=None):
         self.profiler = profiler or NullProfiler()
         self.nan = NanPolicy(nan_policy, max_skipped_in_a_row)
+        self.verdict = Verdict(self.nan, loss_scaler, global_norm_clip(clip_global_norm, asynchronous))
         self._iterators = _by_name(iterator, "iterators")
         self._optimizers: dict[str, Optimizer] = _by_name(optimizer, "optimizers")
         self._models = _by_name(model, "models")
@@ -222,6 +229,11 @@ class StandardUpdater:
         :meth:`.server_sync.ServerSync.agree_to_stop`)."""
         return self.sync.agree_to_stop(signum, self.iteration)
 
+    def agree_to_finish(self, asked: bool) -> bool:
+        """Whether the run ends after this iteration because a process asked (``asked``: this
+        one's time limit is reached); see :meth:`.sync.Sync.agree_to_finish`."""
+        return self.sync.agree_to_finish(asked)
+
     def status(self) -> dict:
         """Current values worth showing beside the metrics (the loss scale, skipped steps)."""
         status = self.loss_scaler.status() if self.loss_scaler is not None else {}
@@ -246,23 +258,21 @@ class StandardUpdater:
         self.iteration += 1
 
     def update_core(self) -> None:
-        """Gradients of ``accum_grad`` batches, then one optimizer step unless the loss
-        scaler finds inf/NaN (then the step is skipped, or retried on new batches)."""
+        """Gradients of ``accum_grad`` batches, then one optimizer step unless the verdict on
+        them (:class:`.verdict.Verdict`) skips it, retries it on new batches or stops."""
         i, scaler = self.iteration, self.loss_scaler
         while True:
             scale = scaler.scale if scaler is not None else 1.0
             with self.silent_overflow():
                 self.observation = self.compute_gradients(i, scale)
             with self.profiler.stage("update"):
-                if not self._dynamic:
-                    verdict = self.nan.verdict(float(self.observation["loss"]), i)
-                    break
-                verdict = scaler.record(self.stores["main"].grads_finite())
+                verdict, carried = self.verdict(self.stores["main"], self.observation["loss"],
+                                                scale, i)
             if verdict != "retry":
                 break
         if verdict == "apply":
             with self.profiler.stage("update"):
-                self.apply_update(i, scale)
+                self.apply_update(i, carried)
 
     def compute_gradients(self, iteration: int, scale: float = 1.0) -> dict:
         """Fills the main replica's gradients from ``accum_grad`` batches (times ``scale``),
@@ -386,15 +396,7 @@ class StandardUpdater:
 
     def workers_change(self) -> str | None:
         """After :meth:`load_state_dict`: what resuming with another number of workers than
-        the saved state's changes (the global batch each update draws), in one sentence; None
-        when the numbers are equal or the saved one is unknown. Training goes on correctly:
-        the iterator's position counts examples, and the parameters and optimizer states do
-        not depend on the number of workers; but it is not the run that was saved."""
-        saved, now = self.saved_num_workers, self.num_workers
-        if saved is None or saved == now:
-            return None
-        per_worker = self._iterators["main"].batch_size // now
-        return (f"the checkpoint was written by {saved} worker process(es), this run has {now}: "
-                f"the global batch changes from {saved * per_worker} to {now * per_worker} "
-                f"examples ({per_worker} per worker), so the resumed run is not the same run and "
-                f"not bit-identical to one that went on with {saved}")
+        the saved state's changes, in one sentence (see :func:`.sync.workers_change`); None
+        when the numbers are equal or the saved one is unknown."""
+        return workers_change(self.saved_num_workers, self.num_workers,
+                              self._iterators["main"].batch_size)

@@ -30,8 +30,8 @@ class KeyLayout:
       with ``dist_async`` its weights (the server's copy; a push of gradients updates it).
     - :attr:`broadcasts`, keys ``n .. 2n-1``: rank 0's parameters, broadcast to every worker
       once at the start (synchronous, several workers).
-    - :attr:`metrics`, key ``2n``: each update's metrics and the workers' stop vote
-      (synchronous, several workers).
+    - :attr:`metrics`, key ``2n``: each update's metrics and the workers' votes to stop and
+      to finish (synchronous, several workers).
     """
 
     def __init__(self, groups: int):
@@ -75,6 +75,11 @@ class Sync:
         (``signum``: this process's stop signal, if it has one); one process stops when
         asked."""
         return signum
+
+    def agree_to_finish(self, asked: bool) -> bool:
+        """Whether the run ends (as completed) after this iteration, ``asked`` being this
+        process's wish (its time limit reached); one process ends when it asks."""
+        return asked
 
     def fetch_optimizer_states(self) -> None:
         """Brings the optimizer states up to date before they are saved; here they are."""
@@ -120,3 +125,18 @@ class StoreSync(Sync):
         """The other processes stop at their next exchange instead of waiting for this one
         (see the kvstore's ``abort``)."""
         self.kvstore.abort(reason)
+
+
+def workers_change(saved: int | None, now: int, batch_size: int) -> str | None:
+    """What resuming a state saved by ``saved`` workers (None: unknown) with ``now`` workers
+    drawing global batches of ``batch_size`` changes (the global batch each update draws), in
+    one sentence; None when the numbers are equal or the saved one is unknown. Training goes
+    on correctly: the iterator's position counts examples, and the parameters and optimizer
+    states do not depend on the number of workers; but it is not the run that was saved."""
+    if saved is None or saved == now:
+        return None
+    per_worker = batch_size // now
+    return (f"the checkpoint was written by {saved} worker process(es), this run has {now}: "
+            f"the global batch changes from {saved * per_worker} to {now * per_worker} "
+            f"examples ({per_worker} per worker), so the resumed run is not the same run and "
+            f"not bit-identical to one that went on with {saved}")

@@ -1,4 +1,4 @@
-"""Held-out evaluation: the test split, evaluated once with the final parameters."""
+"""Held-out evaluation: the test split, evaluated once, with the best evaluation's weights."""
 
 from __future__ import annotations
 
@@ -7,7 +7,17 @@ from ..extension import PRIORITY_WRITER, Extension
 
 class HeldOutEvaluator(Extension):
     """When training completes, runs ``evaluator`` (over the test split) once and keeps its
-    metrics in :attr:`metrics` (``test/<metric>``) for the summary and the metrics table.
+    metrics in :attr:`metrics` (``test/<metric>``) for the summary and the metrics table, and
+    in :attr:`weights` which weights it tested: ``{"checkpoint": "best" | "last",
+    "iteration": N}``.
+
+    With ``best`` (a function returning the best evaluation's ``(iteration, arrays)`` by the
+    run's objective, or None when there is none), the test uses those weights, as
+    Lightning's ``trainer.test(ckpt_path="best")``: they are copied into ``store`` (the main
+    model's :class:`~trainer_run.params.ParamStore`; ``asarray`` puts them on its device)
+    for the evaluation and the final ones put back after it, so the checkpoint and
+    ``model.npz`` written after keep the final weights. Without a best, the final weights
+    are tested.
 
     It never runs during training, so validation and every training decision stay blind to
     the test split; a run that is interrupted, diverges or fails is not tested (its resumed
@@ -20,13 +30,31 @@ class HeldOutEvaluator(Extension):
     priority = PRIORITY_WRITER
     name = "held_out"
 
-    def __init__(self, evaluator):
+    def __init__(self, evaluator, best=None, store=None, backend=None):
         self.evaluator = evaluator
+        self.best = best
+        self.store = store
+        self.backend = backend
         self.metrics: dict = {}
+        self.weights: dict = {}
 
     def __call__(self, trainer) -> None:
         """Nothing during training."""
 
     def finalize(self, trainer) -> None:
-        if trainer.status == "completed":
+        if trainer.status != "completed":
+            return
+        iteration = trainer.updater.iteration
+        chosen = self.best() if self.best is not None else None
+        if chosen is None or chosen[0] == iteration:
             self.metrics = self.evaluator.evaluate()
+            which = "best" if chosen is not None else "last"
+            self.weights = {"checkpoint": which, "iteration": iteration}
+            return
+        final = self.store.state_dict(self.backend.to_numpy)
+        self.store.load_state_dict(chosen[1], self.backend.asarray)
+        try:
+            self.metrics = self.evaluator.evaluate()
+        finally:
+            self.store.load_state_dict(final, self.backend.asarray)
+        self.weights = {"checkpoint": "best", "iteration": chosen[0]}

@@ -137,9 +137,9 @@ class MetricsTable(Extension):
     """At the end of training prints the logged rows as a rich table: every evaluation row
     (one with ``val/`` values) and the last, and when there are more than ``max_rows`` rows,
     the training-only rows thinned to evenly spaced ones (the caption says how many are shown);
-    the test split's metrics below it when ``held_out`` (a :class:`~.held_out.HeldOutEvaluator`)
-    has them. A reader registered after the :class:`Progress` (the table comes after the bar
-    stops)."""
+    the test split's metrics below it, with the weights they were measured with, when
+    ``held_out`` (a :class:`~.held_out.HeldOutEvaluator`) has them. A reader registered after
+    the :class:`Progress` (the table comes after the bar stops)."""
 
     priority = PRIORITY_READER
     name = "metrics_table"
@@ -158,7 +158,12 @@ class MetricsTable(Extension):
         columns = [k for k in dict.fromkeys(k for row in rows for k in row)
                    if k not in ("elapsed_s", "time")]
         tested = self.held_out.metrics if self.held_out is not None else {}
-        captions = [note, "  ".join(f"{k} {_cell(v)}" for k, v in sorted(tested.items()))]
+        test = ""
+        if tested:
+            weights = self.held_out.weights
+            test = (f"{weights['checkpoint']} weights (iteration {weights['iteration']}): "
+                    + "  ".join(f"{k} {_cell(v)}" for k, v in sorted(tested.items())))
+        captions = [note, test]
         table = Table(title=f"metrics ({trainer.status})",
                       caption="\n".join(c for c in captions if c) or None)
         for column in columns:

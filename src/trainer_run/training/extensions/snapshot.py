@@ -26,8 +26,9 @@ class Snapshot(Extension):
     With ``objective`` (an :class:`~.objective.Objective`), it also saves at each evaluation
     that enters the objective's best ``keep``, and retention never deletes those checkpoints;
     when the saved one is the best so far, ``checkpoints/best`` names it and ``model_best.npz``
-    (written like ``model.npz``, from ``params()``: arrays by name) holds its parameters. Its
-    trigger must then include ``objective.entered``.
+    (written like ``model.npz``, from ``params()``: arrays by name) holds its parameters,
+    which :attr:`best` keeps in memory for the rest of the session. Its trigger must then
+    include ``objective.entered``.
 
     A reader registered after the :class:`~.log_report.LogReport` (a checkpoint holds the log
     up to its own iteration) and before the :class:`~.summary.Summary` (whose status counts a
@@ -44,6 +45,8 @@ class Snapshot(Extension):
         self.params = params
         self._saved_at = None
         self._writer = BackgroundWrite()
+        self.best: tuple | None = None
+        """``(iteration, arrays)`` of the best checkpoint saved in this session, or None."""
 
     def initialize(self, trainer) -> None:
         """A resumed run starts from a checkpoint of its current iteration."""
@@ -66,6 +69,8 @@ class Snapshot(Extension):
         directory = Path(trainer.out) / "checkpoints"
         best = self.objective.kept_iterations if self.objective is not None else []
         arrays = self.params() if self.params is not None and best and best[0] == iteration else None
+        if arrays is not None:
+            self.best = (iteration, arrays)
         self._writer.submit(lambda: self._write(state, directory, iteration, best, arrays))
         self._saved_at = iteration
         return directory / checkpoint.name_of(iteration)

@@ -13,12 +13,15 @@ from ..extension import PRIORITY_READER, Extension
 class Summary(Extension):
     """Writes ``summary.json`` (``iteration``, ``epoch``, ``elapsed_s``, ``samples_per_s``,
     ``status``, ``stop_reason`` (the trainer's), ``overrides`` (the run's command-line
-    overrides, when given), ``objective`` (:meth:`~.objective.Objective.summary`, with an
-    objective) and the last logged ``train/*`` and ``val/*`` metrics) and ``model.npz``
-    (parameters by path, loadable with ``numpy.load``) when training ends, however it ends.
+    overrides, when given), ``init_from`` (the weights a fine-tuned run started from: their
+    file, which checkpoint, iteration, how many arrays loaded and which not), ``objective``
+    (:meth:`~.objective.Objective.summary`, with an objective) and the last logged ``train/*``
+    and ``val/*`` metrics) and ``model.npz`` (parameters by path, loadable with
+    ``numpy.load``) when training ends, however it ends.
 
     With ``held_out`` (a :class:`~.held_out.HeldOutEvaluator`), its ``test/*`` metrics are
-    written too; with ``model`` (:func:`trainer_run.models.summary`), the model's size under
+    written too, and ``test_weights``: which weights they measured (``{"checkpoint": "best" |
+    "last", "iteration": N}``); with ``model`` (:func:`trainer_run.models.summary`), the model's size under
     ``"model"``. ``elapsed_s`` is the log's (:attr:`~.log_report.LogReport.elapsed_s`: since the job started,
     start-up included, carried over a resume), so it agrees with ``metrics.jsonl``;
     ``samples_per_s`` counts the samples of this session's iterations over its training time.
@@ -36,8 +39,9 @@ class Summary(Extension):
 
     def __init__(self, log_report, samples_per_update: int, store, to_numpy=numpy.asarray,
                  held_out=None, model: dict | None = None, objective=None,
-                 overrides: list[str] | None = None):
+                 overrides: list[str] | None = None, init_from: dict | None = None):
         self.log_report = log_report
+        self.init_from = init_from
         self.objective = objective
         self.overrides = overrides
         self.held_out = held_out
@@ -62,12 +66,16 @@ class Summary(Extension):
                    "status": trainer.status, "stop_reason": trainer.stop_reason}
         if self.overrides is not None:
             summary["overrides"] = self.overrides
+        if self.init_from is not None:
+            summary["init_from"] = self.init_from
         if self.objective is not None:
             summary["objective"] = self.objective.summary()
         summary.update(updater.status())
         summary.update({k: v for k, v in self.log_report.last.items()
                         if k.startswith(("train/", "val/"))})
-        summary.update(self.held_out.metrics if self.held_out is not None else {})
+        if self.held_out is not None and self.held_out.metrics:
+            summary.update(self.held_out.metrics)
+            summary["test_weights"] = self.held_out.weights
         summary.update({"model": self.model} if self.model is not None else {})
         files.write_atomic(out / "summary.json", strict_json.dumps(summary, indent=2))
         arrays = self.store.state_dict(self.to_numpy)

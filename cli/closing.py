@@ -1,0 +1,63 @@
+"""The last lines of a run on stdout: its directory and, when the run can go on (interrupted,
+or ended by ``trainer.max_time``), where it stopped and the command that continues it; the
+checkpoint a diverged run leaves; the line of a resumed run that has nothing left to do."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from trainer_run import checkpoint
+from trainer_run.errors import ConfigError
+from trainer_run.training import time_limit
+
+from . import argv as args
+from .report import say
+
+
+def last_lines(role, out: Path, launcher: str = "", sweeping: bool = False) -> None:
+    """The run directory, then after an interruption or a time limit the checkpoint it left
+    and the command that resumes it (``launcher``: what starts the processes, ``mpiexec -n N
+    ``; a sweep prints the command that continues it instead)."""
+    say(f"run directory: {out}")
+    timed_out = getattr(role, "stop_reason", None) == time_limit.REASON
+    if sweeping or not (role.status == "interrupted" or timed_out):
+        return
+    try:
+        found = checkpoint.find(out)
+    except ConfigError:
+        return
+    updater = role.updater
+    if timed_out:
+        limit = time_limit.written(role.max_time)
+        say(f"time limit reached: trainer.max_time={limit} of training in this session, stopped "
+            f"after iteration {updater.iteration} (epoch {updater.epoch_detail:.2f}); "
+            f"checkpoint {found}")
+        say(f"resume with: {launcher}trainer-run {args.pasteable('resume', out)}")
+        say("(the resumed session may train for trainer.max_time again, counted from its start; "
+            "add trainer.max_time=<seconds or DD:HH:MM:SS> to change that, or trainer.max_time=null "
+            "to train to the run's iteration or epoch limit)")
+        return
+    say(f"interrupted at iteration {updater.iteration}; checkpoint {found}")
+    say(f"resume with: {launcher}trainer-run {args.pasteable('resume', out)}")
+
+
+def nothing_to_do(trainer, rank_0: bool = True) -> None:
+    """A resumed run that has already reached its limit: says so (on ``rank_0``) and leaves
+    its files as they are (the summary keeps the speed of the session that trained)."""
+    trainer.updater.finalize()
+    stop = trainer.stop_trigger
+    limits = [f"trainer.max_iterations={stop.max_iterations}"] if stop.max_iterations else []
+    limits += [f"trainer.max_epochs={stop.max_epochs}"] if stop.max_epochs else []
+    if rank_0:
+        print(f"nothing to do: the run is at iteration {trainer.updater.iteration} (epoch "
+              f"{trainer.updater.epoch_detail:.2f}), which reaches {' or '.join(limits)}; raise the "
+              "limit to train further")
+
+
+def kept(run_dir: Path) -> str:
+    """Which checkpoint a stopped run leaves to resume from."""
+    try:
+        found = checkpoint.find(run_dir)
+    except ConfigError:
+        return "No checkpoint was written before it"
+    return f"The last good checkpoint is {found}; resume={run_dir} continues from it"

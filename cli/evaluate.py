@@ -1,0 +1,263 @@
+"""The ``trainer-eval`` command: a finished run's model measured on a split of its data or of
+another dataset, after training (the lightning-hydra-template's ``eval.py ckpt_path=...``).
+
+``trainer-eval RUN [checkpoint=best|last|PATH] [split=test|val|train|all] [dataset=NAME]
+[dataset.KEY=VALUE ...] [trust=true]`` rebuilds the run's model with the weights
+``checkpoint`` names (:func:`trainer_run.load_model`: best by default when the run has one),
+builds the data from the run's saved ``dataset`` section, or from the option ``dataset=NAME``
+of our config files, with the ``dataset.KEY=VALUE`` overrides on top, and evaluates the
+model on ``split`` with the run's own normalization (never one fitted on the new data) and
+its task. The data is drawn with the run's seed, so ``split=val`` is the run's validation
+split. The metrics are printed as a table and written to ``<run>/eval/<time>.json``
+(nothing else in the run is touched). A run from someone else whose config names code is
+refused unless ``trust=true`` (:mod:`trainer_run.trust`). Bad input is one ``error:`` line,
+exit 2; a refused write exit 4; Ctrl-C exit 130.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from datetime import datetime
+from pathlib import Path
+
+SPLITS = ("test", "val", "train", "all")
+KEYS = ("checkpoint", "split", "trust", "dataset")
+
+DESCRIPTION = """\
+Evaluate a finished run's model on its test split (or another split, or another dataset given
+as when training: dataset=NAME and dataset.KEY=VALUE), with the run's normalization and seed.
+Prints the metrics and writes them to RUN/eval/<time>.json."""
+
+EPILOG = """\
+examples:
+  trainer-eval runs/2026-11-26/10-00-00                        test split, best weights
+  trainer-eval runs/2026-11-26/10-00-00 checkpoint=last split=val
+  trainer-eval RUN dataset=npz dataset.path=new.npz split=all  every example of another file
+
+exit status: 0 once the metrics are printed and written, 2 for bad input (one error: line),
+4 when the disk refuses the write, 130 on Ctrl-C."""
+
+
+def parser() -> argparse.ArgumentParser:
+    made = argparse.ArgumentParser(prog="trainer-eval", description=DESCRIPTION, epilog=EPILOG,
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+    made.add_argument("run", type=Path, metavar="RUN", help="the run directory")
+    made.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
+                      help="checkpoint=best|last|PATH, split=test|val|train|all, trust=true, "
+                           "dataset=NAME, dataset.KEY=VALUE")
+    return made
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Runs the command (the console script's entry point)."""
+    try:
+        sys.exit(run(parser().parse_args(argv)))
+    except KeyboardInterrupt:
+        sys.stderr.write("error: stopped by SIGINT (Ctrl-C)\n")
+        sys.exit(130)
+
+
+def run(options: argparse.Namespace) -> int:
+    """Evaluates, prints, writes; the exit status."""
+    from trainer_run.errors import ConfigError, StorageError
+
+    from .report import fail
+
+    try:
+        result = evaluate(options.run, options.overrides)
+    except ConfigError as e:
+        fail(e)
+    _show(result)
+    try:
+        path = _write(options.run, result)
+    except StorageError as e:
+        fail(f"{e}; the metrics above were not saved", e.exit_code)
+    print(f"written: {path}")
+    return 0
+
+
+def evaluate(run_dir: Path, overrides: list[str]) -> dict:
+    """The record of one evaluation of the run in ``run_dir`` with ``overrides`` (see the
+    module docstring): ``checkpoint``, ``split``, ``dataset`` (the section used),
+    ``examples`` and ``metrics``."""
+    import warnings
+
+    from trainer_run import load_model
+    from trainer_run.data import normalization
+    from trainer_run.data import record as data_record
+    from trainer_run.errors import check
+    from trainer_run.trained import read_sections
+
+    from .report import warn
+
+    given = _parsed(overrides)
+    split = given.get("split", "test")
+    check(split in SPLITS, f"split={split} is unknown; choose one of {', '.join(SPLITS)}")
+    trusted = given.get("trust") is True
+    with warnings.catch_warnings(record=True) as told:
+        warnings.simplefilter("always")
+        trained = load_model(run_dir, given.get("checkpoint"), trust=trusted)
+    for warning in told:
+        warn(str(warning.message))
+    saved = read_sections(run_dir, ("model", "dataset", "seed"), trusted)
+    section = _dataset_section(saved["dataset"], given)
+    record = data_record.read(run_dir)
+    examples = _split(section, saved.get("seed", 0), record["task"], split)
+    _check_fits(examples, record, split)
+    dataset = normalization.Normalized(examples, trained.normalization)
+    return {"run": str(run_dir), "checkpoint": trained.weights.record(), "split": split,
+            "dataset": section, "examples": len(dataset),
+            "metrics": _measure(trained.model, dataset, section["batch_size"], split)}
+
+
+def _parsed(overrides: list[str]) -> dict:
+    """``KEY=VALUE`` arguments by key, values read as YAML (``trust=true`` is True)."""
+    import yaml
+
+    from trainer_run.errors import ConfigError
+
+    given: dict = {}
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        if not sep or not (key in KEYS or key.startswith("dataset.")):
+            raise ConfigError(f"{item!r} is not a KEY=VALUE this command takes; give "
+                              f"checkpoint=, split=, trust=, dataset= or dataset.<key>=")
+        try:
+            parsed = yaml.safe_load(value) if value else None
+        except yaml.YAMLError:
+            parsed = value
+        given[key] = value if key in ("checkpoint", "dataset") else parsed
+    return given
+
+
+def _dataset_section(saved: dict, given: dict) -> dict:
+    """The run's dataset section, or the option ``dataset=NAME``'s, with the
+    ``dataset.KEY=VALUE`` overrides on top (a dotted key reaches into a mapping)."""
+    from trainer_run.errors import ConfigError
+
+    from . import options
+
+    section = saved
+    name = given.get("dataset")
+    if name is not None:
+        if name not in options.OPTIONS["dataset"]:
+            raise ConfigError(f"dataset={name} is not available; choose one of "
+                              f"{', '.join(options.OPTIONS['dataset'])}")
+        section = options.option_section("dataset", name)
+    section = _copy(section)
+    for key, value in given.items():
+        if key.startswith("dataset."):
+            *parents, last = key.split(".")[1:]
+            node = section
+            for part in parents:
+                node = node.setdefault(part, {})
+            node[last] = value
+    return section
+
+
+def _copy(node):
+    if isinstance(node, dict):
+        return {k: _copy(v) for k, v in node.items()}
+    return list(map(_copy, node)) if isinstance(node, list) else node
+
+
+def _split(section: dict, seed: int, task: str, split: str):
+    """The examples of ``split``, unnormalized, drawn as the run drew its data (its seed's
+    data stream, so ``val`` is the run's validation split)."""
+    import numpy
+
+    from trainer_run.errors import ConfigError
+
+    from .build import build_data
+
+    raw = {**section, "normalize": "none", "task": task}
+    data_seed = numpy.random.SeedSequence(seed).spawn(3)[0]
+    data, _ = build_data(raw, numpy.random.default_rng(data_seed))
+    if split == "all":
+        return _joined([s for s in (data.train, data.val, data.test) if s is not None])
+    chosen = getattr(data, split)
+    if chosen is None:
+        raise ConfigError(f"the data of dataset._target_={section.get('_target_')} has no {split} "
+                          f"split; choose split=val, split=all, or a dataset with a test split "
+                          f"(e.g. dataset.test_path=...)")
+    return chosen
+
+
+def _joined(splits: list):
+    """One dataset of every example of ``splits``, in order."""
+    import numpy
+
+    from trainer_run.data.datasets import ArrayDataset, take
+
+    parts = [take(s, numpy.arange(len(s))) for s in splits]
+    return ArrayDataset(*(numpy.concatenate(arrays) for arrays in zip(*parts)))
+
+
+def _check_fits(examples, record: dict, split: str) -> None:
+    """Refuses examples of another shape than the run's, or class ids its model lacks."""
+    import numpy
+
+    from trainer_run.data.datasets import take
+    from trainer_run.errors import ConfigError
+
+    x, *_, y = take(examples, numpy.arange(min(len(examples), 1)))
+    shape, expected = tuple(x.shape[1:]), tuple(record["in_shape"])
+    if shape != expected:
+        raise ConfigError(f"the {split} split's examples have shape {shape}; the run's model takes "
+                          f"{expected}: give data shaped as the run's")
+    if record["task"] == "classification":
+        labels = take(examples, numpy.arange(len(examples)))[-1]
+        if len(labels) and int(labels.max()) >= record["out_size"]:
+            raise ConfigError(f"the {split} split has class id {int(labels.max())}; the run's "
+                              f"model knows {record['out_size']} classes (0..{record['out_size'] - 1})")
+
+
+def _measure(model, dataset, batch_size: int, split: str) -> dict:
+    from trainer_run.backend import get_backend
+    from trainer_run.training.extensions import Evaluator
+
+    backend = get_backend("numpy", seed=0)
+    return Evaluator(dataset, model, int(batch_size), backend, prefix=f"{split}/").evaluate()
+
+
+def _show(result: dict) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    weights = result["checkpoint"]
+    console = Console()
+    console.print(f"{result['split']} split: {result['examples']} examples; {weights['checkpoint']} "
+                  f"weights, iteration {weights['iteration']} ({weights['path']})",
+                  highlight=False, soft_wrap=True)
+    table = Table()
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    for name, value in sorted(result["metrics"].items()):
+        table.add_row(name, f"{value:.6g}")
+    console.print(table)
+
+
+def _write(run_dir: Path, result: dict) -> Path:
+    """``<run>/eval/<time>.json`` (a new name each second; never an existing file)."""
+    from trainer_run import files, strict_json
+
+    folder = Path(run_dir) / "eval"
+    stamp = datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
+    path = folder / f"{stamp}.json"
+    n = 1
+    while path.exists():
+        n += 1
+        path = folder / f"{stamp}_{n}.json"
+    try:
+        folder.mkdir(exist_ok=True)
+    except OSError as e:
+        from trainer_run.errors import StorageError
+
+        raise StorageError(f"cannot write {folder}: {e.strerror}") from None
+    files.write_atomic(path, strict_json.dumps(result, indent=2))
+    return path
+
+
+if __name__ == "__main__":
+    main()

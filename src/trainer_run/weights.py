@@ -1,0 +1,186 @@
+"""Which saved weights of a run: the best evaluation's, the last ones, or those of a file.
+
+A run directory keeps its main model's parameters in three places: ``model.npz`` (when the
+run ended, however it ended), ``checkpoints/iter_N`` (full training states; the file
+``checkpoints/best`` names the one of the best evaluation by the run's objective, and
+``model_best.npz`` holds its parameters) and nothing else. :func:`resolve` turns what a user
+names into one :class:`Weights`:
+
+- a run directory with ``checkpoint="best"``: the checkpoint ``checkpoints/best`` names (or
+  ``model_best.npz`` when that checkpoint was deleted); with ``"last"``: ``model.npz``, or
+  the newest complete checkpoint of a run that wrote none; with neither, best when the run has
+  one, else last (Lightning's ``ckpt_path="best"``);
+- a checkpoint directory ``iter_N``, or the file ``checkpoints/best`` (the checkpoint it
+  names): that checkpoint;
+- an ``.npz`` file of arrays by parameter path (a ``model.npz``).
+
+A run that did not complete (``summary.json`` says failed, diverged or interrupted, or there
+is none: killed, or still running) is still loaded, with :attr:`Weights.warning` saying so.
+Everything read is data: arrays and JSON, never code.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import checkpoint, npz, updaters
+from .errors import ConfigError
+
+CHOICES = ("best", "last")
+"""The names :func:`resolve` takes for a run's weights; anything else is a path."""
+
+
+@dataclass(frozen=True)
+class Weights:
+    """One source of a model's parameters: ``path`` (an ``.npz`` file or a checkpoint
+    directory), ``which`` (``best``, ``last`` or ``file``), the ``iteration`` they are from
+    (None when unknown) and a ``warning`` for weights of a run that did not complete."""
+
+    path: Path
+    which: str
+    iteration: int | None = None
+    warning: str | None = None
+
+    def arrays(self) -> dict:
+        """The parameters by path (and persistent values), read without pickle; a file that
+        cannot be read is a :class:`~trainer_run.errors.ConfigError` naming it."""
+        try:
+            if self.path.is_dir():
+                return updaters.main_params(checkpoint.load(self.path), self.path)
+            return dict(npz.load(self.path))
+        except (OSError, ValueError, checkpoint.CheckpointError) as e:
+            raise ConfigError(f"{self.path} cannot be read as a model's weights: {e}") from None
+
+    def describe(self) -> str:
+        """``best (iteration 300, runs/x/checkpoints/iter_00000300)``."""
+        at = f"iteration {self.iteration}, " if self.iteration is not None else ""
+        return f"{self.which} ({at}{self.path})"
+
+    def record(self) -> dict:
+        """The JSON record of these weights: ``checkpoint``, ``iteration`` and the absolute
+        ``path``."""
+        return {"checkpoint": self.which, "iteration": self.iteration,
+                "path": str(self.path.resolve())}
+
+
+def resolve(source, which: str | None = None) -> Weights:
+    """The weights ``source`` (a run directory, a checkpoint directory, ``checkpoints/best``
+    or an ``.npz`` file) and ``which`` (``best``, ``last``, None for the run's default, or
+    a path, relative to the current folder or else to the run) name; see the module
+    docstring. Raises :class:`~trainer_run.errors.ConfigError` in one line for what does
+    not exist or holds no weights."""
+    source = Path(source).expanduser()
+    if which is not None and which not in CHOICES:
+        given = Path(which).expanduser()
+        return resolve(given if given.exists() or given.is_absolute() else source / given)
+    if not source.exists():
+        raise ConfigError(f"{source}: no such run, checkpoint or .npz file")
+    if source.is_file() and source.name == checkpoint.BEST:
+        return _checkpoint(source.parent / source.read_text().strip(), "best")
+    if source.is_file():
+        if which is not None:
+            raise ConfigError(f"{source} is a file of weights; checkpoint={which} names the "
+                              "weights of a run directory")
+        return Weights(source, "file")
+    if checkpoint.is_checkpoint(source):
+        return _checkpoint(source, "file")
+    if not _is_run(source):
+        raise ConfigError(f"{source} holds no run: no summary.json, model.npz or checkpoints/; "
+                          "name a run directory, a checkpoint directory or an .npz file")
+    chosen = best(source) if which != "last" else None
+    if chosen is None and which == "best":
+        raise ConfigError(f"run {source} has no best checkpoint (no evaluation entered "
+                          "trainer.keep_best, or it was 0); choose checkpoint=last")
+    chosen = chosen or _last(source)
+    warning = _unfinished(source)
+    return Weights(chosen.path, chosen.which, chosen.iteration, warning)
+
+
+def _is_run(folder: Path) -> bool:
+    return any((folder / name).exists() for name in ("summary.json", "model.npz", "checkpoints"))
+
+
+def _checkpoint(path: Path, which: str) -> Weights:
+    if not checkpoint.is_checkpoint(path):
+        raise ConfigError(f"{path} is not a checkpoint directory (iter_<N> holding state.json "
+                          "and arrays.npz)")
+    return Weights(path, which, checkpoint.iteration_of(path))
+
+
+def best(run: Path) -> Weights | None:
+    """The best evaluation's weights: the checkpoint ``checkpoints/best`` names, else
+    ``model_best.npz`` (its iteration from the summary), else None."""
+    marker = run / "checkpoints" / checkpoint.BEST
+    if marker.is_file():
+        named = marker.parent / marker.read_text().strip()
+        if checkpoint.is_checkpoint(named):
+            return _checkpoint(named, "best")
+    if (run / "model_best.npz").is_file():
+        objective = _summary(run).get("objective") or {}
+        return Weights(run / "model_best.npz", "best", objective.get("best_iteration"))
+    return None
+
+
+def _last(run: Path) -> Weights:
+    """The weights the run ended with: ``model.npz``, else its newest complete checkpoint."""
+    if (run / "model.npz").is_file():
+        return Weights(run / "model.npz", "last", _summary(run).get("iteration"))
+    try:
+        found = checkpoint.find(run)
+    except ConfigError:
+        raise ConfigError(f"run {run} has no model.npz and no complete checkpoint: it holds no "
+                          "weights") from None
+    return _checkpoint(found, "last")
+
+
+def _unfinished(run: Path) -> str | None:
+    """A warning for a run that did not complete, naming how it ended; None for one that did."""
+    summary = _summary(run)
+    status = summary.get("status")
+    if status == "completed":
+        return None
+    if status is None:
+        return (f"run {run} has no summary.json: it was killed or is still running; these are "
+                "the weights it saved last")
+    return (f"run {run} ended with status {status} at iteration {summary.get('iteration')}; "
+            "its weights are those it had then")
+
+
+def _summary(run: Path) -> dict:
+    try:
+        loaded = json.loads((run / "summary.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return loaded if isinstance(loaded, dict) else {}
+
+
+def initialize(model, arrays: dict, strict: bool = True, asarray=None) -> tuple[list[str], list[str]]:
+    """Copies ``arrays`` (path -> array) into ``model``'s parameters and persistent values of
+    the same path and shape, in place (fine-tuning's start); returns the paths loaded and a
+    description of each that was not (a model's path the arrays lack or hold in another shape,
+    an array the model has no place for); ``asarray`` puts an array on the model's device
+    (NumPy's by default). With ``strict``, any such mismatch raises
+    :class:`~trainer_run.errors.ConfigError` listing them, and nothing is copied."""
+    from .module import persistents_of
+    from .params import copy_params
+
+    places = {**model.params(), **persistents_of(model)}
+    mismatched = []
+    for path, param in places.items():
+        if path not in arrays:
+            mismatched.append(f"{path} missing")
+        elif tuple(arrays[path].shape) != tuple(param.data.shape):
+            mismatched.append(f"{path} of shape {tuple(arrays[path].shape)}, the model's "
+                              f"{tuple(param.data.shape)}")
+    mismatched += [f"{path} unused (the model has no such parameter)" for path in arrays
+                   if path not in places]
+    if strict and mismatched:
+        raise ConfigError(f"the weights do not match the model: {'; '.join(mismatched)}; give "
+                          "weights of this model, or init_from_strict=false to load the ones "
+                          "that match")
+    matching = [p for p in places if p in arrays and tuple(arrays[p].shape) == tuple(places[p].data.shape)]
+    copy_params({p: places[p] for p in matching}, {p: arrays[p] for p in matching},
+                *(() if asarray is None else (asarray,)))
+    return matching, mismatched
