@@ -36,6 +36,7 @@ import numpy
 
 from .. import files
 from ..errors import ConfigError
+from ..memory import check_fits
 
 FOLDER = "cifar-10-batches-bin"
 TRAIN = tuple(f"data_batch_{i}.bin" for i in range(1, 6))
@@ -154,7 +155,7 @@ def read(batches, counts: dict | None = None, digest=None) -> tuple[tuple, tuple
     classes = _class_names(_existing(batches / META).read_text(errors="replace"), batches)
     sources = {name: _existing(batches / name) for name in (*TRAIN, TEST)}
     sizes = {name: path.stat().st_size for name, path in sources.items()}
-    records = _checked(sizes, counts, batches)
+    records = _checked(sizes, counts, sources, batches)
     flat, start = memoryview(records.reshape(-1)), 0
     for name, path in sources.items():
         _fill(path, flat[start:start + sizes[name]])
@@ -164,37 +165,41 @@ def read(batches, counts: dict | None = None, digest=None) -> tuple[tuple, tuple
 
 def read_archive(archive, counts: dict | None = None, digest=None) -> tuple[tuple, tuple, list[str]]:
     """What :func:`read` gives, from the members of ``archive`` read in place: nothing is
-    extracted or written."""
+    extracted or written. A member whose declared size the machine's available memory cannot
+    hold is refused before it is inflated."""
     archive = Path(archive)
     members = {}
     with _opened(archive) as tar:
         for member, name in _members(tar, archive):
+            check_fits(2 * member.size, f"{archive}: {member.name}", "check that the archive is "
+                       "CIFAR-10's binary release, or extract it to read its batches from disk")
             with tar.extractfile(member) as source:
                 members[name] = source.read()
     _check_complete(archive, members)
     classes = _class_names(members[META].decode(errors="replace"), archive)
     sizes = {name: len(members[name]) for name in (*TRAIN, TEST)}
-    records = _checked(sizes, counts, archive)
+    sources = {name: Path(f"{archive}:{FOLDER}/{name}") for name in sizes}
+    records = _checked(sizes, counts, sources, archive)
     flat, start = memoryview(records.reshape(-1)), 0
     for name in sizes:
         flat[start:start + sizes[name]] = members.pop(name)
         start += sizes[name]
-    sources = {name: Path(f"{archive}:{FOLDER}/{name}") for name in sizes}
     return _splits(records, sizes, sources, len(classes), digest) + (classes,)
 
 
-def _checked(sizes: dict, counts: dict | None, where: Path) -> numpy.ndarray:
+def _checked(sizes: dict, counts: dict | None, sources: dict, where: Path) -> numpy.ndarray:
     """An array for the records of batches of ``sizes`` (name: bytes), each checked to be a
-    whole number of records and, with ``counts``, the published number."""
+    whole number of records and, with ``counts``, the published number; ``sources`` name the
+    batches (name: path), ``where`` the folder or archive that holds them."""
     for name, size in sizes.items():
         if size == 0 or size % RECORD:
-            raise ConfigError(f"{where / name} has {size} bytes, not a multiple of {RECORD} (a "
+            raise ConfigError(f"{sources[name]} has {size} bytes, not a multiple of {RECORD} (a "
                               f"record: a label byte and 3x32x32 pixels); {_again(where)}")
         wanted = counts and counts["test" if name == TEST else "train"]
         if wanted and size // RECORD != wanted:
             split = "test" if name == TEST else "train"
             total = wanted * (1 if name == TEST else len(TRAIN))
-            raise ConfigError(f"{where / name} holds {size // RECORD} records, not the {wanted} of "
+            raise ConfigError(f"{sources[name]} holds {size // RECORD} records, not the {wanted} of "
                               f"CIFAR-10's published batches (dataset.examples.{split}={total}): "
                               f"it is not a copy of the release; {_again(where)}")
     return numpy.empty((sum(sizes.values()) // RECORD, RECORD), numpy.uint8)

@@ -67,12 +67,11 @@ def cifar10_sources(root: Path, folder: str, archive: str) -> list[tuple[str, Pa
     ``cifar-10-batches-bin`` (ours, ``root/cifar10/<folder>``; ``root/<folder>``; ``root`` itself
     when it holds ``data_batch_1.bin``), then ``"archive"`` for the archive
     (``root/cifar10/<archive>``, ours; ``root/<archive>``)."""
-    places = [("folder", root / "cifar10" / folder), ("folder", root / folder)]
-    places = [(kind, path, path) for kind, path in places]
-    places.append(("folder", root, root / "data_batch_1.bin"))
-    for path in (root / "cifar10" / archive, root / archive):
-        places.append(("archive", path, path))
-    return places
+    ours, theirs = root / "cifar10" / folder, root / folder
+    return [("folder", ours, ours), ("folder", theirs, theirs),
+            ("folder", root, root / "data_batch_1.bin"),
+            ("archive", root / "cifar10" / archive, root / "cifar10" / archive),
+            ("archive", root / archive, root / archive)]
 
 
 def identify(path: Path, expected: str | None) -> dict:
@@ -98,10 +97,10 @@ def note(records: list[dict], checked: str) -> str | None:
         return None
     folders = sorted({str(Path(r["path"]).parent) for r in named})
     items = ", ".join(_why(r, len(folders) > 1) for r in named)
-    one = len(named) == 1
-    return (f"{'' if len(folders) > 1 else f'in {folders[0]}: '}{items} "
-            f"{'is' if one else 'are'} used for {'its' if one else 'their'} content ({checked}), "
-            f"not {'its' if one else 'their'} md5; the run's data.json records the content's md5")
+    where = "" if len(folders) > 1 else f"in {folders[0]}: "
+    verb, its = ("is", "its") if len(named) == 1 else ("are", "their")
+    return (f"{where}{items} {verb} used for {its} content ({checked}), not {its} md5; the "
+            "run's data.json records the content's md5")
 
 
 def _why(record: dict, whole: bool) -> str:
