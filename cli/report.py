@@ -14,6 +14,9 @@ from rich.table import Table
 from trainer_run.errors import StorageError
 from trainer_run.training import stop_signals
 
+LABELS = {"hint": "cyan", "note": "blue"}
+"""Lines of what a run is about to do that go to stderr, by label, with their colour."""
+
 
 def fail(error, code: int = 2) -> None:
     """Prints ``error`` as one ``error:`` line and exits with ``code``."""
@@ -40,13 +43,13 @@ def say(line: str) -> None:
 
 
 def inform(lines: str) -> None:
-    """Prints what the run is about to do: each line as it is on stdout, a ``hint:`` line
-    highlighted on stderr."""
+    """Prints what the run is about to do: each line as it is on stdout, a ``hint:`` or
+    ``note:`` line highlighted on stderr."""
     for line in lines.splitlines():
-        head, _, rest = line.partition("hint: ")
-        if not head and rest:
-            Console(stderr=True).print(f"[bold cyan]hint:[/] {escape(rest)}", highlight=False,
-                                       soft_wrap=True)
+        label, _, rest = line.partition(": ")
+        if label in LABELS and rest:
+            Console(stderr=True).print(f"[bold {LABELS[label]}]{label}:[/] {escape(rest)}",
+                                       highlight=False, soft_wrap=True)
         else:
             say(line)
 

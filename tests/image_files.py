@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import http.server
 import io
+import json
 import re
 import socket
 import tarfile
@@ -14,6 +15,7 @@ import time
 from pathlib import Path
 
 import numpy
+import pytest
 
 from trainer_run.data.idx import write_idx
 
@@ -99,6 +101,25 @@ def _handler(server: FileServer):
             pass
 
     return Handler
+
+
+def check_run(run: Path, prototypes: numpy.ndarray) -> None:
+    """The run made 5 updates of 10 of its 90 training images (:func:`class_images`, 10 of
+    each class, 1 of each held out), and its final validation loss and accuracy are those of
+    its saved MLP (hidden size 8) on the 10 class prototypes scaled to [0, 1]: it trained on
+    these pixels with these labels."""
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["status"] == "completed" and summary["iteration"] == 5
+    assert summary["epoch"] == pytest.approx(5 * 10 / 90)
+    with numpy.load(run / "model.npz") as saved:
+        params = {k: saved[k] for k in saved.files}
+    assert params["l1/W"].shape == (8, prototypes[0].size) and params["l2/W"].shape == (10, 8)
+    x = prototypes.reshape(10, -1).astype(numpy.float64) / 255
+    logits = numpy.maximum(x @ params["l1/W"].T + params["l1/b"], 0) @ params["l2/W"].T + params["l2/b"]
+    shifted = logits - logits.max(axis=1, keepdims=True)
+    log_p = shifted - numpy.log(numpy.exp(shifted).sum(axis=1, keepdims=True))
+    assert summary["val/loss"] == pytest.approx(-log_p[range(10), range(10)].mean(), rel=1e-5)
+    assert summary["val/accuracy"] == pytest.approx((logits.argmax(axis=1) == range(10)).mean())
 
 
 def closed_port_url() -> str:

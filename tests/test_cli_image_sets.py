@@ -3,8 +3,9 @@ by a local HTTP server or put in place beforehand, and the dataset callables the
 
 The training images are one prototype per class (labels 0..9 in turn, 10 images of each), so
 the run's validation split (``val_fraction`` 0.1: one image of each class, whichever it
-draws) has a loss computed here from the saved parameters: it checks that the run trained
-on these pixels, scaled to [0, 1], with the labels they were written with."""
+draws) has a loss computed here from the saved parameters (``image_files.check_run``): it
+checks that the run trained on these pixels, scaled to [0, 1], with the labels they were
+written with. A user's own copies in other layouts: ``test_cli_image_copies.py``."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from conftest import load_npz, run_cli
 from image_files import (
     CIFAR_CLASSES,
     FileServer,
+    check_run,
     cifar_archive,
     class_images,
     closed_port_url,
@@ -40,22 +42,6 @@ def _md5(contents: dict, names: dict) -> list[str]:
     return [f"dataset.md5.{role}='{md5(contents[name])}'" for role, name in names.items()]
 
 
-def _check_run(run: Path, prototypes: numpy.ndarray) -> None:
-    """The run made 5 updates of 10 of its 90 training images, and its final validation loss
-    and accuracy are those of its saved MLP on the 10 class prototypes."""
-    summary = json.loads((run / "summary.json").read_text())
-    assert summary["status"] == "completed" and summary["iteration"] == 5
-    assert summary["epoch"] == pytest.approx(5 * 10 / 90)
-    params = load_npz(run / "model.npz")
-    assert params["l1/W"].shape == (8, prototypes[0].size) and params["l2/W"].shape == (10, 8)
-    x = prototypes.reshape(10, -1).astype(numpy.float64) / 255
-    logits = numpy.maximum(x @ params["l1/W"].T + params["l1/b"], 0) @ params["l2/W"].T + params["l2/b"]
-    shifted = logits - logits.max(axis=1, keepdims=True)
-    log_p = shifted - numpy.log(numpy.exp(shifted).sum(axis=1, keepdims=True))
-    assert summary["val/loss"] == pytest.approx(-log_p[range(10), range(10)].mean(), rel=1e-5)
-    assert summary["val/accuracy"] == pytest.approx((logits.argmax(axis=1) == range(10)).mean())
-
-
 def test_mnist_downloads_its_files_once_and_trains_on_them(tmp_path):
     contents, arrays = mnist_files(tmp_path / "served")
     with FileServer() as server:
@@ -68,7 +54,7 @@ def test_mnist_downloads_its_files_once_and_trains_on_them(tmp_path):
         assert [server.gets(f"/mnist/{name}") for name in contents] == [1, 1, 1, 1]
     for name, content in contents.items():
         assert (tmp_path / "data" / "mnist" / name).read_bytes() == content
-    _check_run(tmp_path / "run", arrays["prototypes"])
+    check_run(tmp_path / "run", arrays["prototypes"])
     record = json.loads((tmp_path / "run" / "data.json").read_text())
     assert record["classes"] == [str(d) for d in range(10)] and record["in_shape"] == [1, 28, 28]
 
@@ -80,9 +66,10 @@ def test_mnist_offline_without_its_files_is_one_line(tmp_path):
     assert result.returncode == 2
     assert result.stderr == (
         f"error: dataset.root: train-images-idx3-ubyte.gz, train-labels-idx1-ubyte.gz, "
-        f"t10k-images-idx3-ubyte.gz, t10k-labels-idx1-ubyte.gz are not in {tmp_path / 'mnist'} and "
-        f"no mirror answered ({mirror}); download them there by hand or set dataset.root or "
-        "TRAINER_RUN_DATA to a folder that has them\n")
+        f"t10k-images-idx3-ubyte.gz, t10k-labels-idx1-ubyte.gz are not in {tmp_path / 'mnist'} (nor "
+        f"in {tmp_path}, {tmp_path / 'MNIST' / 'raw'}) and no mirror answered ({mirror}); download "
+        "them there by hand or set dataset.root or TRAINER_RUN_DATA to a folder that has them\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # no mnist/ folder, no lock file
 
 
 def test_cifar10_from_an_archive_put_in_trainer_run_data(tmp_path, monkeypatch):
@@ -92,11 +79,11 @@ def test_cifar10_from_an_archive_put_in_trainer_run_data(tmp_path, monkeypatch):
     contents = {"cifar-10-binary.tar.gz": (folder / "cifar-10-binary.tar.gz").read_bytes()}
     monkeypatch.setenv("TRAINER_RUN_DATA", str(tmp_path / "data"))
     result = run_cli("dataset=cifar10", f"dataset.mirrors=[{closed_port_url()}]",
-                     *_md5(contents, image_sets.CIFAR10_NAMES), f"hydra.run.dir={tmp_path / 'run'}",
-                     *SHORT)
+                     *_md5(contents, image_sets.CIFAR10_NAMES), "dataset.examples.train=100",
+                     "dataset.examples.test=20", f"hydra.run.dir={tmp_path / 'run'}", *SHORT)
     assert result.returncode == 0, result.stderr
     assert (folder / "cifar-10-batches-bin" / "test_batch.bin").stat().st_size == 20 * 3073
-    _check_run(tmp_path / "run", arrays["prototypes"])
+    check_run(tmp_path / "run", arrays["prototypes"])
     record = json.loads((tmp_path / "run" / "data.json").read_text())
     assert record["classes"] == CIFAR_CLASSES and record["in_shape"] == [3, 32, 32]
     # the test split, evaluated once at the end with the final parameters
@@ -120,7 +107,7 @@ def test_idx_files_relative_to_the_working_folder(tmp_path, compress):
                      "dataset.train_labels=data/train-y", "dataset.test_images=data/test-x",
                      "dataset.test_labels=data/test-y", "hydra.run.dir=run", *SHORT, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    _check_run(tmp_path / "run", prototypes)
+    check_run(tmp_path / "run", prototypes)
 
 
 def test_idx_without_its_files_names_the_key(tmp_path):
@@ -149,7 +136,8 @@ def test_the_cifar10_callable_gives_the_archives_images(tmp_path):
     (tmp_path / "cifar10").mkdir()
     arrays = cifar_archive(tmp_path / "cifar10" / "cifar-10-binary.tar.gz", per_batch=3)
     archive = md5((tmp_path / "cifar10" / "cifar-10-binary.tar.gz").read_bytes())
-    splits = image_sets.cifar10(root=tmp_path, mirrors=[], md5={"archive": archive})
+    splits = image_sets.cifar10(root=tmp_path, mirrors=[], md5={"archive": archive},
+                                examples={"train": 15, "test": 3})
     for (x, y), (x_ref, y_ref) in ((splits.train, arrays["train"]), (splits.test, arrays["test"])):
         numpy.testing.assert_array_equal(x, x_ref)
         numpy.testing.assert_array_equal(y, y_ref)
@@ -174,12 +162,16 @@ def test_wrong_checksums_or_files_for_a_set_name_the_argument(tmp_path):
     with pytest.raises(ConfigError, match=r"^md5 must give the md5 of each of archive \(the files "
                                           r"cifar-10-binary.tar.gz\), got tarball$"):
         image_sets.cifar10(root=tmp_path, md5={"tarball": "0" * 32})
-    with pytest.raises(ConfigError, match="^md5.test_labels must be 32 hex digits, got 'abc'$"):
+    with pytest.raises(ConfigError, match=r"^md5.test_labels must be 32 hex digits or null \(not "
+                                          r"checked\), got 'abc'$"):
         image_sets.fashion_mnist(root=tmp_path, md5={**image_sets.MNIST_MD5, "test_labels": "abc"})
-    (tmp_path / "mnist").mkdir()
+    with pytest.raises(ConfigError, match=r"^examples.train must be a positive integer \(a multiple "
+                                          r"of 5: the training files hold equal shares\), got 12$"):
+        image_sets.cifar10(root=tmp_path, examples={"train": 12, "test": 3})
+    mnist_files(tmp_path / "mnist")
     (tmp_path / "mnist" / "train-images-idx3-ubyte.gz").write_bytes(b"other")
     with pytest.raises(ConfigError, match=f"^root: {tmp_path / 'mnist' / 'train-images-idx3-ubyte.gz'} "
-                                          f"has md5 {md5(b'other')}, not the expected"):
+                                          "is not an IDX file: it starts with 6f746865"):
         image_sets.mnist(root=tmp_path, mirrors=[])
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -46,7 +47,7 @@ def test_a_404_moves_on_to_the_next_mirror(server, tmp_path):
     assert (tmp_path / "a.bin").read_bytes() == A and (tmp_path / "b.bin").read_bytes() == B
     assert server.requests == [("/empty/a.bin", None), ("/good/a.bin", None),
                                ("/empty/b.bin", None), ("/good/b.bin", None)]
-    assert _names(tmp_path) == {"a.bin", "b.bin", LOCK}  # no .part left
+    assert _names(tmp_path) == {"a.bin", "b.bin"}  # no .part left, nor the lock file
 
 
 def test_a_download_with_the_wrong_md5_is_refused_and_the_next_mirror_used(server, tmp_path):
@@ -54,7 +55,7 @@ def test_a_download_with_the_wrong_md5_is_refused_and_the_next_mirror_used(serve
     fetch(tmp_path, {"a.bin": md5(A)}, [server.url("/bad/"), server.url("/good/")], timeout=5)
     assert (tmp_path / "a.bin").read_bytes() == A
     assert [p for p, _ in server.requests] == ["/bad/a.bin", "/good/a.bin"]
-    assert _names(tmp_path) == {"a.bin", LOCK}
+    assert _names(tmp_path) == {"a.bin"}
 
 
 def test_wrong_md5_on_every_mirror_keeps_nothing_and_names_the_file(server, tmp_path):
@@ -66,7 +67,7 @@ def test_wrong_md5_on_every_mirror_keeps_nothing_and_names_the_file(server, tmp_
         f"a.bin is not in {tmp_path} and no mirror gave it ({mirrors[0]}a.bin: gave md5 {md5(B)}, "
         f"not {md5(A)}; {mirrors[1]}a.bin: gave md5 {md5(B[:100])}, not {md5(A)}); download it "
         "there by hand or set dataset.root or TRAINER_RUN_DATA to a folder that has them")
-    assert _names(tmp_path) == {LOCK}
+    assert _names(tmp_path) == set()
 
 
 @pytest.mark.parametrize("ranges", [True, False], ids=["resumed", "restarted"])
@@ -81,7 +82,7 @@ def test_a_cut_download_leaves_a_part_that_the_next_fetch_resumes(server, tmp_pa
     fetch(tmp_path, {"a.bin": md5(A)}, [server.url()], timeout=5)
     assert (tmp_path / "a.bin").read_bytes() == A
     assert server.requests == [("/a.bin", None), ("/a.bin", "bytes=25000-")]
-    assert _names(tmp_path) == {"a.bin", LOCK}
+    assert _names(tmp_path) == {"a.bin"}
 
 
 def test_ctrl_c_mid_download_leaves_a_part_that_the_next_fetch_resumes(server, tmp_path):
@@ -145,16 +146,17 @@ def test_a_complete_part_is_renamed_without_a_request(tmp_path):
 
 
 def test_offline_with_files_missing_is_one_line_naming_files_folder_and_mirrors(tmp_path):
+    """... and the folders the fetch made for its downloads are gone again, lock file and all."""
     mirrors = [closed_port_url(), closed_port_url()]
     start = time.perf_counter()
     with pytest.raises(ConfigError) as error:
-        fetch(tmp_path / "set", FILES, mirrors, timeout=5)
+        fetch(tmp_path / "root" / "set", FILES, mirrors, timeout=5, searched=[tmp_path / "other"])
     assert str(error.value) == (
-        f"a.bin, b.bin are not in {tmp_path / 'set'} and no mirror answered ({mirrors[0]}, "
-        f"{mirrors[1]}); download them there by hand or set dataset.root or TRAINER_RUN_DATA to a "
-        "folder that has them")
+        f"a.bin, b.bin are not in {tmp_path / 'root' / 'set'} (nor in {tmp_path / 'other'}) and no "
+        f"mirror answered ({mirrors[0]}, {mirrors[1]}); download them there by hand or set "
+        "dataset.root or TRAINER_RUN_DATA to a folder that has them")
     assert time.perf_counter() - start < 4  # an unreachable mirror is asked once, not per file
-    assert _names(tmp_path / "set") == {LOCK}
+    assert _names(tmp_path) == set()
 
 
 def test_a_present_file_with_the_wrong_md5_is_refused_and_kept(tmp_path, server):
@@ -182,6 +184,14 @@ def test_present_files_need_no_server_and_nothing_is_written_or_printed(tmp_path
     assert capfd.readouterr() == ("", "")
 
 
+def test_a_file_whose_md5_is_not_checked_is_downloaded_as_it_comes(server, tmp_path):
+    server.routes = {"/a.bin": A}
+    assert fetch(tmp_path, {"a.bin": None}, [server.url()], timeout=5)["a.bin"].read_bytes() == A
+    (tmp_path / "a.bin").write_bytes(B)  # there: used as it is, without a request
+    assert fetch(tmp_path, {"a.bin": None}, [server.url()], timeout=5)["a.bin"].read_bytes() == B
+    assert server.gets("/a.bin") == 1 and _names(tmp_path) == {"a.bin"}
+
+
 def test_a_download_shows_its_progress_on_stderr(server, tmp_path, capfd):
     server.routes = {"/a.bin": A}
     fetch(tmp_path, {"a.bin": md5(A)}, [server.url()], timeout=5)
@@ -190,14 +200,15 @@ def test_a_download_shows_its_progress_on_stderr(server, tmp_path, capfd):
 
 
 @pytest.mark.parametrize("files, mirrors, timeout, message", [
-    ({"a.bin": "xyz"}, [], 5, "files: the md5 of a.bin must be 32 hex digits, got 'xyz'"),
+    ({"a.bin": "xyz"}, [], 5, "files: the md5 of a.bin must be 32 hex digits or null (not checked), "
+                              "got 'xyz'"),
     ({}, [], 5, "files must map file names to their md5, got {}"),
     (FILES, [1], 5, "mirrors must be a list of base URLs"),
     (FILES, [], 0, "timeout must be > 0, got 0"),
     ({"../a.bin": md5(A)}, [], 5, "files: '../a.bin' is not a file name"),
 ])
 def test_bad_arguments_name_the_argument(tmp_path, files, mirrors, timeout, message):
-    with pytest.raises(ConfigError, match=message.replace("{", r"\{").replace("}", r"\}")):
+    with pytest.raises(ConfigError, match=re.escape(message)):
         fetch(tmp_path, files, mirrors, timeout)
 
 
@@ -236,6 +247,8 @@ def test_concurrent_fetches_download_each_file_once(server, tmp_path):
     assert [json.loads(out) for out, _ in results] == [expected, expected]
     assert server.gets("/a.bin") == 1 and server.gets("/b.bin") == 1
     assert (tmp_path / "a.bin").read_bytes() == A and (tmp_path / "b.bin").read_bytes() == B
+    # the lock file they waited on was removed by its holder: each took a new one, removed too
+    assert _names(tmp_path) == {"a.bin", "b.bin"}
 
 
 STOPPABLE_FETCH = """

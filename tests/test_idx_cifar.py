@@ -4,6 +4,8 @@ release, read back against arrays and bytes built independently here."""
 from __future__ import annotations
 
 import gzip
+import hashlib
+import re
 import struct
 import tarfile
 
@@ -114,6 +116,31 @@ def test_a_cifar_archive_extracts_once_and_reads_back_exactly(tmp_path):
         numpy.testing.assert_array_equal(x, x_ref)
         numpy.testing.assert_array_equal(y, y_ref)
     assert train[0].shape == (15, 3, 32, 32) and test[0].shape == (3, 3, 32, 32)
+
+
+def test_an_archive_read_in_place_gives_the_folders_arrays_and_writes_nothing(tmp_path):
+    """read_archive: the arrays read() gives from the extracted folder, the same records'
+    md5, the published counts checked by member; the archive's folder is left as it was."""
+    archive = tmp_path / "in" / "cifar-10-binary.tar.gz"
+    archive.parent.mkdir()
+    arrays = cifar_archive(archive, per_batch=4)
+    in_place, from_disk = hashlib.md5(), hashlib.md5()
+    train, test, classes = cifar.read_archive(archive, {"train": 4, "test": 4}, in_place)
+    assert sorted(p.name for p in archive.parent.iterdir()) == ["cifar-10-binary.tar.gz"]
+    batches = cifar.extract(archive, tmp_path)
+    assert classes == CIFAR_CLASSES
+    for (x, y), (x_ref, y_ref), (x_disk, _) in zip((train, test), (arrays["train"], arrays["test"]),
+                                                   cifar.read(batches, None, from_disk)[:2]):
+        numpy.testing.assert_array_equal(x, x_ref)
+        numpy.testing.assert_array_equal(x, x_disk)
+        numpy.testing.assert_array_equal(y, y_ref)
+    joined = b"".join((batches / name).read_bytes() for name in (*cifar.TRAIN, cifar.TEST))
+    assert in_place.hexdigest() == from_disk.hexdigest() == hashlib.md5(joined).hexdigest()
+    with pytest.raises(ConfigError, match=re.escape(
+            f"{archive}:cifar-10-batches-bin/data_batch_1.bin holds 4 records, not the 5 of "
+            "CIFAR-10's published batches (dataset.examples.train=25): it is not a copy of the "
+            "release; replace it with cifar-10-binary.tar.gz")):
+        cifar.read_archive(archive, {"train": 5, "test": 4})
 
 
 def test_a_cifar_member_of_the_wrong_size_is_refused_and_nothing_extracted(tmp_path):

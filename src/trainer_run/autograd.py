@@ -9,6 +9,12 @@ gradients of a variable that feeds several functions.
 Gradients of parameters are not returned: they are accumulated into each parameter's
 ``grad`` buffer (see :mod:`trainer_run.params`), so the flat gradient storage fills in
 place while the graph is walked.
+
+Inside :func:`no_grad` (Chainer's ``no_backprop_mode``, PyTorch's ``torch.no_grad``) functions
+record nothing: their outputs have no creator, so each function and what it kept for backward
+is freed as soon as its output is computed. The mode belongs to the thread that enters it
+(Chainer's configuration is per thread too): a prediction in one thread leaves the graph of a
+training step in another intact. :func:`is_recording` tells the current thread's mode.
 """
 
 from __future__ import annotations
@@ -16,22 +22,31 @@ from __future__ import annotations
 import contextlib
 import heapq
 import itertools
+import threading
 from numbers import Number
 
 from .backend import array_module
 
-_recording = True
+_mode = threading.local()
+"""``recording``: whether this thread records graphs (absent: True)."""
 
 
 @contextlib.contextmanager
 def no_grad():
-    """Within this block functions record no graph (evaluation, inference)."""
-    global _recording
-    previous, _recording = _recording, False
+    """Within this block the current thread's functions record no graph (evaluation,
+    inference); the previous mode is restored after, however the block ends."""
+    previous = is_recording()
+    _mode.recording = False
     try:
         yield
     finally:
-        _recording = previous
+        _mode.recording = previous
+
+
+def is_recording() -> bool:
+    """Whether functions called now, in this thread, record the graph (False inside
+    :func:`no_grad`)."""
+    return getattr(_mode, "recording", True)
 
 
 class Variable:
@@ -162,7 +177,7 @@ class Function:
     def __call__(self, *inputs):
         y = self.forward(*[x.data if isinstance(x, Variable) else x for x in inputs])
         needs = tuple([getattr(x, "requires_grad", False) for x in inputs])
-        if not (_recording and True in needs):
+        if not (True in needs and getattr(_mode, "recording", True)):
             return Variable(y)
         self.inputs = inputs
         self.needs = needs

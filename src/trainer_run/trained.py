@@ -17,13 +17,12 @@ from pathlib import Path
 
 import numpy
 
-from . import trust
-from .autograd import as_data, no_grad
+from . import prediction, trust
+from .autograd import no_grad
 from .backend import get_backend
 from .config_upgrade import upgrade
-from .data import Data, normalization
+from .data import Data
 from .data import record as data_record
-from .data.prepare import with_channel_axis
 from .errors import ConfigError
 from .models import build_model
 from .module import evaluating, load_arrays, set_mode
@@ -32,23 +31,31 @@ from .weights import Weights, resolve
 SECTIONS = ("model", "backend", "precision")
 """The sections of a run's config that build its model (``precision``: an older run's dtype)."""
 REFERENCE = re.compile(r"\$\{([^}]*)\}")
+DEFAULT_BATCH_SIZE = 50
+"""``dataset.batch_size``'s default (``configs/_dataset.yaml``), for a config that has none."""
 
 
 class Trained:
     """A model rebuilt from a run, in evaluation mode, with what the run knew about its data.
 
     ``model`` is the model itself (call it with a batch as the run did); ``task``,
-    ``classes`` (the names of class ids, or None) and ``normalization`` come from the run's
-    ``data.json`` and ``normalization.npz``; ``weights`` says which saved parameters it
-    holds (:class:`~trainer_run.weights.Weights`: best or last, their iteration and file).
+    ``classes`` (the names of class ids, or None), ``in_shape`` (one example's shape) and
+    ``normalization`` come from the run's ``data.json`` and ``normalization.npz``; ``weights``
+    says which saved parameters it holds (:class:`~trainer_run.weights.Weights`: best or last,
+    their iteration and file); ``batch_size`` (the run's ``dataset.batch_size``) and ``dtype``
+    (its float dtype) are how :meth:`predict` feeds the model.
     """
 
-    def __init__(self, model, record: dict, weights: Weights | None = None):
+    def __init__(self, model, record: dict, weights: Weights | None = None,
+                 batch_size: int = DEFAULT_BATCH_SIZE, dtype="float32"):
         self.model = model
         self.weights = weights
         self.task = record["task"]
         self.classes = record.get("classes")
+        self.in_shape = tuple(record["in_shape"])
         self.normalization = data_record.normalization(record)
+        self.batch_size = batch_size
+        self.dtype = numpy.dtype(dtype)
 
     def __call__(self, *batch):
         """The model on ``batch`` (inputs already normalized, as the run's batches were), in
@@ -56,16 +63,15 @@ class Trained:
         with no_grad(), evaluating(self.model):
             return self.model(*batch)
 
-    def predict(self, x) -> numpy.ndarray:
-        """The model's outputs (``forward``: logits for a classifier) for the raw inputs ``x``
-        (a batch, shaped like the run's examples; ``(N, H, W)`` images gain their channel
-        axis), normalized as the run normalized them."""
-        forward = getattr(self.model, "forward", None)
-        if forward is None:
-            raise TypeError(f"{type(self.model).__name__} has no forward(x); predict needs one")
-        x = normalization.transform(self.normalization, with_channel_axis(numpy.asarray(x)))
-        with no_grad(), evaluating(self.model):
-            return numpy.asarray(as_data(forward(x)))
+    def predict(self, x, batch_size: int | None = None) -> numpy.ndarray:
+        """The model's outputs (``forward``: logits for a classifier) for the raw inputs ``x``,
+        normalized as the run normalized them, ``batch_size`` examples at a time (default:
+        the run's batch size), in evaluation mode, recording no graph. ``x`` is a batch
+        shaped like the run's examples, ``(N, *in_shape)``, or one example, ``in_shape``,
+        whose outputs come back without the batch axis; single-channel images may leave out
+        their channel axis. See :mod:`trainer_run.prediction`."""
+        return prediction.predict(self.model, x, self.in_shape, self.normalization, self.dtype,
+                                  self.batch_size if batch_size is None else batch_size)
 
 
 def load_model(run_dir, checkpoint=None, trust: bool = False) -> Trained:
@@ -98,7 +104,22 @@ def load_model(run_dir, checkpoint=None, trust: bool = False) -> Trained:
         raise ConfigError(f"{weights.path} does not fit the model of run {run}: "
                           f"{e.args[0] if e.args else e}") from None
     set_mode(model, False)
-    return Trained(model, record, weights)
+    return Trained(model, record, weights, _batch_size(run), backend.dtype)
+
+
+def _batch_size(run: Path) -> int:
+    """The run's ``dataset.batch_size``, read as data (a number, which names no code), or
+    :data:`DEFAULT_BATCH_SIZE` when it has none that is a positive integer."""
+    path = run / ".hydra" / "config.yaml"
+    config = trust.read_record(path)[0]
+    section = config.get("dataset")
+    try:
+        size = _resolved(section.get("batch_size"), config, path) if isinstance(section, dict) else None
+    except ConfigError:
+        size = None
+    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+        return DEFAULT_BATCH_SIZE
+    return size
 
 
 def read_sections(run: Path, keys=SECTIONS, trusted: bool = False) -> dict:

@@ -12,11 +12,18 @@ named members are read, each must be a regular file, and each is written under a
 own (no path from the archive is used): a damaged or crafted archive cannot write elsewhere.
 Later runs read the batches straight into memory (:func:`read`: 184 MB, 0.1 to 1 s on a
 busy 2-core machine, against about 2 s to decompress the archive); the archive is not opened
-again and may be deleted.
+again and may be deleted. An archive that is a user's own copy, outside the cache, is read in
+place instead, each time, writing nothing (:func:`read_archive`).
+
+Both readers check what they read against the published sizes when asked (``counts``: the
+records of each training batch and of the test batch) and may hash the records (``digest``:
+the six batches' bytes in the order ``data_batch_1.bin`` .. ``data_batch_5.bin``,
+``test_batch.bin``, as ``cat`` would join them).
 """
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import os
 import shutil
@@ -29,6 +36,7 @@ import numpy
 
 from .. import files
 from ..errors import ConfigError
+from ..memory import check_fits
 
 FOLDER = "cifar-10-batches-bin"
 TRAIN = tuple(f"data_batch_{i}.bin" for i in range(1, 6))
@@ -71,22 +79,43 @@ def extract(archive, folder) -> Path:
 
 def _extract_members(archive: Path, into: Path) -> None:
     """Writes each of :data:`MEMBERS` found in ``archive`` to ``into/<member>``."""
-    wanted = {f"{FOLDER}/{name}": name for name in MEMBERS}
     found = set()
+    with _opened(archive) as tar:
+        for member, name in _members(tar, archive):
+            with tar.extractfile(member) as source:
+                _copy(source, into / name)
+            found.add(name)
+    _check_complete(archive, found)
+
+
+@contextlib.contextmanager
+def _opened(archive: Path):
+    """``archive`` open as a tar.gz archive; a damaged one (while it is read too) is a
+    ConfigError naming it."""
     try:
         with tarfile.open(archive, "r:gz") as tar:
-            for member in tar:
-                name = wanted.get(member.name.removeprefix("./"))
-                if name is None or name in found:
-                    continue
-                _check_member(archive, member, name)
-                with tar.extractfile(member) as source:
-                    _copy(source, into / name)
-                found.add(name)
+            yield tar
     except (tarfile.TarError, EOFError, zlib.error, gzip.BadGzipFile) as e:
         raise ConfigError(f"{archive} is not a readable tar.gz archive ({e or type(e).__name__}); "
-                          "delete it to download it again, or replace it with "
-                          "cifar-10-binary.tar.gz") from None
+                          "replace it with cifar-10-binary.tar.gz (delete it to download it "
+                          "again)") from None
+
+
+def _members(tar: tarfile.TarFile, archive: Path):
+    """Each member of :data:`MEMBERS` in ``tar`` (its first occurrence), checked, with its
+    name."""
+    wanted = {f"{FOLDER}/{name}": name for name in MEMBERS}
+    found = set()
+    for member in tar:
+        name = wanted.get(member.name.removeprefix("./"))
+        if name is None or name in found:
+            continue
+        _check_member(archive, member, name)
+        found.add(name)
+        yield member, name
+
+
+def _check_complete(archive: Path, found) -> None:
     missing = [f"{FOLDER}/{name}" for name in MEMBERS if name not in found]
     if missing:
         raise ConfigError(f"{archive} lacks {', '.join(missing)}; it is not CIFAR-10's binary "
@@ -117,24 +146,90 @@ def _copy(source, path: Path) -> None:
         raise files.storage_error(path, e) from None
 
 
-def read(batches) -> tuple[tuple, tuple, list[str]]:
+def read(batches, counts: dict | None = None, digest=None) -> tuple[tuple, tuple, list[str]]:
     """The training split (the five ``data_batch_*.bin``, in order) and the test split of the
     folder ``batches`` as ``(x, y)``: x uint8 of shape (N, 3, 32, 32), y int64 class ids; and
-    the class names of ``batches.meta.txt``."""
+    the class names of ``batches.meta.txt``. ``counts`` (``{"train": records per training
+    batch, "test": ...}``) and ``digest``: see the module's docstring."""
     batches = Path(batches)
-    classes = _class_names(batches)
-    train = _records([batches / name for name in TRAIN], len(classes))
-    test = _records([batches / TEST], len(classes))
-    return train, test, classes
+    classes = _class_names(_existing(batches / META).read_text(errors="replace"), batches)
+    sources = {name: _existing(batches / name) for name in (*TRAIN, TEST)}
+    sizes = {name: path.stat().st_size for name, path in sources.items()}
+    records = _checked(sizes, counts, sources, batches)
+    flat, start = memoryview(records.reshape(-1)), 0
+    for name, path in sources.items():
+        _fill(path, flat[start:start + sizes[name]])
+        start += sizes[name]
+    return _splits(records, sizes, sources, len(classes), digest) + (classes,)
 
 
-def _class_names(batches: Path) -> list[str]:
-    path = _existing(batches / META)
-    names = [line.strip() for line in path.read_text(errors="replace").splitlines()]
+def read_archive(archive, counts: dict | None = None, digest=None) -> tuple[tuple, tuple, list[str]]:
+    """What :func:`read` gives, from the members of ``archive`` read in place: nothing is
+    extracted or written. A member whose declared size the machine's available memory cannot
+    hold is refused before it is inflated."""
+    archive = Path(archive)
+    members = {}
+    with _opened(archive) as tar:
+        for member, name in _members(tar, archive):
+            check_fits(2 * member.size, f"{archive}: {member.name}", "check that the archive is "
+                       "CIFAR-10's binary release, or extract it to read its batches from disk")
+            with tar.extractfile(member) as source:
+                members[name] = source.read()
+    _check_complete(archive, members)
+    classes = _class_names(members[META].decode(errors="replace"), archive)
+    sizes = {name: len(members[name]) for name in (*TRAIN, TEST)}
+    sources = {name: Path(f"{archive}:{FOLDER}/{name}") for name in sizes}
+    records = _checked(sizes, counts, sources, archive)
+    flat, start = memoryview(records.reshape(-1)), 0
+    for name in sizes:
+        flat[start:start + sizes[name]] = members.pop(name)
+        start += sizes[name]
+    return _splits(records, sizes, sources, len(classes), digest) + (classes,)
+
+
+def _checked(sizes: dict, counts: dict | None, sources: dict, where: Path) -> numpy.ndarray:
+    """An array for the records of batches of ``sizes`` (name: bytes), each checked to be a
+    whole number of records and, with ``counts``, the published number; ``sources`` name the
+    batches (name: path), ``where`` the folder or archive that holds them."""
+    for name, size in sizes.items():
+        if size == 0 or size % RECORD:
+            raise ConfigError(f"{sources[name]} has {size} bytes, not a multiple of {RECORD} (a "
+                              f"record: a label byte and 3x32x32 pixels); {_again(where)}")
+        wanted = counts and counts["test" if name == TEST else "train"]
+        if wanted and size // RECORD != wanted:
+            split = "test" if name == TEST else "train"
+            total = wanted * (1 if name == TEST else len(TRAIN))
+            raise ConfigError(f"{sources[name]} holds {size // RECORD} records, not the {wanted} of "
+                              f"CIFAR-10's published batches (dataset.examples.{split}={total}): "
+                              f"it is not a copy of the release; {_again(where)}")
+    return numpy.empty((sum(sizes.values()) // RECORD, RECORD), numpy.uint8)
+
+
+def _again(where: Path) -> str:
+    if where.name.endswith(".tar.gz"):
+        return "replace it with cifar-10-binary.tar.gz"
+    return f"delete {where} to extract it again from the archive, or replace it"
+
+
+def _splits(records: numpy.ndarray, sizes: dict, sources: dict, n_classes: int, digest) -> tuple:
+    """The training and test ``(x, y)`` of ``records`` (the batches of ``sizes`` in order),
+    their labels checked; ``digest`` updated with the records."""
+    if digest is not None:
+        digest.update(records)
+    start = 0
+    for name, size in sizes.items():
+        _check_labels(sources[name], records[start // RECORD:(start + size) // RECORD, 0], n_classes)
+        start += size
+    n_train = sum(sizes[name] for name in TRAIN) // RECORD
+    x, y = records[:, 1:].reshape(-1, 3, 32, 32), records[:, 0].astype(numpy.int64)
+    return (x[:n_train], y[:n_train]), (x[n_train:], y[n_train:])
+
+
+def _class_names(text: str, where: Path) -> list[str]:
+    names = [line.strip() for line in text.splitlines()]
     names = [name for name in names if name]
     if not names:
-        raise ConfigError(f"{path} names no classes (one name a line); delete {batches} to extract "
-                          "it again from the archive")
+        raise ConfigError(f"{where / META} names no classes (one name a line); {_again(where)}")
     return names
 
 
@@ -143,23 +238,6 @@ def _existing(path: Path) -> Path:
         raise ConfigError(f"{path.parent} lacks {path.name}; delete the folder to extract it again "
                           f"from cifar-10-binary.tar.gz, or complete it")
     return path
-
-
-def _records(paths: list[Path], n_classes: int) -> tuple:
-    """The images and labels of the batch files ``paths``, read into one array."""
-    sizes = [_existing(p).stat().st_size for p in paths]
-    for path, size in zip(paths, sizes):
-        if size == 0 or size % RECORD:
-            raise ConfigError(f"{path} has {size} bytes, not a multiple of {RECORD} (a record: "
-                              f"a label byte and 3x32x32 pixels); delete {path.parent} to extract "
-                              "it again from the archive")
-    records = numpy.empty((sum(sizes) // RECORD, RECORD), numpy.uint8)
-    flat, start = memoryview(records.reshape(-1)), 0
-    for path, size in zip(paths, sizes):
-        _fill(path, flat[start:start + size])
-        _check_labels(path, records[start // RECORD:(start + size) // RECORD, 0], n_classes)
-        start += size
-    return records[:, 1:].reshape(-1, 3, 32, 32), records[:, 0].astype(numpy.int64)
 
 
 def _fill(path: Path, view: memoryview) -> None:

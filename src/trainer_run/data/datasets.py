@@ -106,6 +106,8 @@ class Splits:
     it has no held-out test split. ``origin`` names where each split came from (a file, a
     generator) for messages; labels may be integers, floats or strings (class names).
     ``classes`` names integer class ids when the loader knows their names (CIFAR-10's).
+    ``files`` records the files read, by role (their path and checksums, for ``data.json``);
+    ``notes`` are lines the run shows (``note: ...``) before training.
     """
 
     train: tuple
@@ -113,6 +115,8 @@ class Splits:
     test: tuple | None = None
     origin: dict = field(default_factory=dict)
     classes: list | None = None
+    files: dict = field(default_factory=dict)
+    notes: list = field(default_factory=list)
 
     def source(self, split: str) -> str:
         """Where ``split`` came from, for a message."""
@@ -128,7 +132,7 @@ class Data:
     the number of classes or of regression targets, ``task`` ``"classification"`` or
     ``"regression"``. ``classes`` names the class ids when the labels were names; ``note``
     says how the task was chosen; ``normalization`` holds the values the inputs were
-    normalized with (``{}`` for none).
+    normalized with (``{}`` for none); ``files`` records the files read (:class:`Splits`'s).
     """
 
     train: object
@@ -140,6 +144,7 @@ class Data:
     classes: list | None = None
     note: str = ""
     normalization: dict = field(default_factory=dict)
+    files: dict = field(default_factory=dict)
 
     @property
     def in_size(self) -> int:

@@ -1,11 +1,12 @@
 """Files of a published data set, fetched once into a folder and checked against their md5.
 
 :func:`fetch` ``(root, files, mirrors)`` returns the path of every file of ``files`` (name:
-md5) in the folder ``root``:
+md5, or None for a file whose md5 is not checked) in the folder ``root``:
 
 - A file already in ``root`` with the right md5 is used as it is (nothing is written, the
   folder may be read-only); one with another md5 is refused, naming both checksums: a
-  user's file is never overwritten.
+  user's file is never overwritten. (The image sets look at a user's copy before they fetch,
+  and check its files' content where their md5 differs: :mod:`trainer_run.data.copies`.)
 - A missing file is downloaded from the ``mirrors`` in order (its URL: mirror + name). An
   HTTP error or an unreachable mirror moves on to the next mirror (an unreachable one is not
   asked again in the same fetch); a download whose md5 differs is deleted, then the next
@@ -20,7 +21,9 @@ md5) in the folder ``root``:
   sending, slower than ``timeout`` between reads) passes the turn to the next mirror.
 - Downloads happen under an exclusive lock on ``root/.fetch.lock`` (``fcntl.flock``): of two
   runs that start together (a sweep's jobs), one downloads, the other waits and then finds
-  the files there and verified.
+  the files there and verified. The lock file is removed when the downloads end, and so is
+  ``root`` (with the folders above it made for it) when nothing was left in it: a fetch that
+  found no mirror leaves nothing behind.
 - While a file downloads, a progress bar on stderr shows its bytes and speed; nothing is
   printed when every file is present.
 
@@ -70,12 +73,13 @@ class Failed(Exception):
         self.reason, self.unreachable, self.url = reason, unreachable, ""
 
 
-def fetch(root, files: dict, mirrors, timeout: float = 30.0,
-          time_limit: float = TIME_LIMIT) -> dict[str, Path]:
-    """The path of each file of ``files`` (name: md5 hex digest) in the folder ``root``,
-    downloaded from ``mirrors`` (base URLs, tried in order) when missing; see the module's
-    docstring. ``timeout``: seconds a mirror may take to connect or to send more data;
-    ``time_limit``: seconds it may take to give a whole file."""
+def fetch(root, files: dict, mirrors, timeout: float = 30.0, time_limit: float = TIME_LIMIT,
+          searched=()) -> dict[str, Path]:
+    """The path of each file of ``files`` (name: md5 hex digest, or None: not checked) in the
+    folder ``root``, downloaded from ``mirrors`` (base URLs, tried in order) when missing; see
+    the module's docstring. ``timeout``: seconds a mirror may take to connect or to send more
+    data; ``time_limit``: seconds it may take to give a whole file; ``searched``: the other
+    folders the caller looked in, named with ``root`` when files are still missing."""
     root = Path(root).expanduser()
     files, mirrors, limits = checked(files, mirrors, timeout, time_limit)
     if all(_verified(root / name, digest) for name, digest in files.items()):
@@ -87,7 +91,7 @@ def fetch(root, files: dict, mirrors, timeout: float = 30.0,
             _fetch_one(root, name, files[name], mirrors, limits, bar, failures, dead)
     left = [n for n in missing if not (root / n).is_file()]
     if left:
-        raise ConfigError(_missing_message(root, left, mirrors, failures))
+        raise ConfigError(_missing_message(root, left, mirrors, failures, searched))
     return {name: root / name for name in files}
 
 
@@ -102,9 +106,10 @@ def checked(files, mirrors, timeout, time_limit=TIME_LIMIT) -> tuple[dict, list,
         if not isinstance(name, str) or Path(name).name != name or name in ("", ".", ".."):
             raise ConfigError(f"files: {name!r} is not a file name; name each file without a "
                               "folder")
-        digests[name] = str(digest).lower()
-        if not MD5.fullmatch(digests[name]):
-            raise ConfigError(f"files: the md5 of {name} must be 32 hex digits, got {digest!r}")
+        digests[name] = None if digest is None else str(digest).lower()
+        if digest is not None and not MD5.fullmatch(digests[name]):
+            raise ConfigError(f"files: the md5 of {name} must be 32 hex digits or null (not "
+                              f"checked), got {digest!r}")
     mirrors = [mirrors] if isinstance(mirrors, str) else mirrors
     if not isinstance(mirrors, (list, tuple)) or not all(isinstance(m, str) for m in mirrors):
         raise ConfigError(f"mirrors must be a list of base URLs (a file's URL is the mirror and its "
@@ -123,10 +128,13 @@ def md5(path) -> str:
     return digest.hexdigest()
 
 
-def _verified(path: Path, expected: str) -> bool:
-    """Whether ``path`` is there (its md5 must then be ``expected``: refused otherwise)."""
+def _verified(path: Path, expected: str | None) -> bool:
+    """Whether ``path`` is there (its md5 must then be ``expected``, unless None: refused
+    otherwise)."""
     if not path.is_file():
         return False
+    if expected is None:
+        return True
     found = md5(path)
     if found != expected:
         raise ConfigError(f"{path} has md5 {found}, not the expected {expected}: it is not the "
@@ -136,16 +144,50 @@ def _verified(path: Path, expected: str) -> bool:
 
 @contextlib.contextmanager
 def locked(root: Path):
-    """Holds the exclusive lock of the folder ``root`` (created if missing) while inside."""
+    """Holds the exclusive lock of the folder ``root`` (created if missing) while inside. On
+    leaving, the lock file is removed while still held, then ``root`` and the folders above it
+    that this call created, as far as they are empty. A process that was waiting on the
+    removed file finds it gone once it holds it, and locks a new one (:func:`_acquire`)."""
+    fd, made = _acquire(root)
     try:
-        root.mkdir(parents=True, exist_ok=True)
-        fd = os.open(root / LOCK, os.O_RDWR | os.O_CREAT, 0o666)
-    except OSError as e:
-        raise run_files.storage_error(root / LOCK, e) from None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
         yield
     finally:
+        with contextlib.suppress(OSError):
+            os.unlink(root / LOCK)
+        os.close(fd)
+        for folder in reversed(made):
+            try:
+                folder.rmdir()
+            except OSError:
+                break
+
+
+def _make_folders(root: Path) -> list[Path]:
+    """Creates ``root`` and the missing folders above it; those it created, outermost first."""
+    missing = [f for f in (root, *root.parents) if not f.exists()][::-1]
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise run_files.storage_error(root / LOCK, e) from None
+    return missing
+
+
+def _acquire(root: Path) -> tuple[int, list[Path]]:
+    """The descriptor of ``root/.fetch.lock``, locked, and the folders made meanwhile: a lock
+    file removed by its previous holder while this process waited is left for a new one."""
+    made: list[Path] = []
+    while True:
+        made += _make_folders(root)
+        try:
+            fd = os.open(root / LOCK, os.O_RDWR | os.O_CREAT, 0o666)
+        except OSError as e:
+            raise run_files.storage_error(root / LOCK, e) from None
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            if os.fstat(fd).st_ino == os.stat(root / LOCK).st_ino:
+                return fd, made
+        except FileNotFoundError:
+            pass
         os.close(fd)
 
 
@@ -155,7 +197,7 @@ def _fetch_one(root: Path, name: str, digest: str, mirrors: list, limits: tuple,
     each failure is appended to ``failures`` (a :class:`Failed`), unreachable mirrors to
     ``dead``."""
     part = root / f"{name}.part"
-    if part.is_file() and md5(part) == digest:  # complete, cut before its rename
+    if digest is not None and part.is_file() and md5(part) == digest:  # cut before its rename
         return _finish(part, root / name)
     for mirror in mirrors:
         if mirror in dead:
@@ -164,8 +206,7 @@ def _fetch_one(root: Path, name: str, digest: str, mirrors: list, limits: tuple,
         url += name
         try:
             _download(url, part, limits, bar, name)
-            found = md5(part)
-            if found == digest:
+            if digest is None or (found := md5(part)) == digest:
                 return _finish(part, root / name)
             part.unlink()
             raise Failed(f"gave md5 {found}, not {digest}")
@@ -287,8 +328,9 @@ def _next_block(blocks: queue.Queue, abandoned: threading.Event, part: Path,
             return blocks.get(timeout=POLL)
 
 
-def _missing_message(root: Path, left: list, mirrors: list, failures: list) -> str:
-    """The line for files ``left`` missing after ``failures`` (:class:`Failed`)."""
+def _missing_message(root: Path, left: list, mirrors: list, failures: list, searched) -> str:
+    """The line for files ``left`` missing after ``failures`` (:class:`Failed`), having looked
+    in ``root`` and the folders ``searched``."""
     them, verb = ("it", "is") if len(left) == 1 else ("them", "are")
     if failures and all(f.unreachable for f in failures):
         answered = f"no mirror answered ({', '.join(mirrors)})"
@@ -296,8 +338,9 @@ def _missing_message(root: Path, left: list, mirrors: list, failures: list) -> s
         answered = f"no mirror gave {them} (" + "; ".join(f"{f.url}: {f.reason}" for f in failures) + ")"
     else:
         answered = "no mirror is set"
-    return (f"{', '.join(left)} {verb} not in {root} and {answered}; download {them} there by hand "
-            "or set dataset.root or TRAINER_RUN_DATA to a folder that has them")
+    elsewhere = f" (nor in {', '.join(map(str, searched))})" if searched else ""
+    return (f"{', '.join(left)} {verb} not in {root}{elsewhere} and {answered}; download {them} "
+            "there by hand or set dataset.root or TRAINER_RUN_DATA to a folder that has them")
 
 
 class _Bar:

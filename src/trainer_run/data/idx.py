@@ -18,6 +18,7 @@ naming it. :func:`write_idx` writes one (atomically).
 from __future__ import annotations
 
 import gzip
+import hashlib
 import math
 import struct
 import zlib
@@ -133,10 +134,26 @@ def write_idx(path, array, compress: bool = False) -> None:
     """Writes ``array`` (a type :data:`TYPES` lists, at most 255 dimensions) to ``path`` as an
     IDX file, gzipped when ``compress``; the file is replaced atomically."""
     array = numpy.asarray(array)
+    content = header(array) + array.astype(array.dtype.newbyteorder(">")).tobytes()
+    files.write_atomic(Path(path), gzip.compress(content, mtime=0) if compress else content)
+
+
+def header(array: numpy.ndarray) -> bytes:
+    """The IDX header of ``array``: its type code, number of dimensions and shape."""
     code = CODES.get(array.dtype.newbyteorder("="))
     if code is None:
         raise ConfigError(f"IDX files hold {', '.join(numpy.dtype(t).name for t in TYPES.values())}; "
                           f"the array is {array.dtype}")
-    header = bytes([0, 0, code, array.ndim]) + struct.pack(f">{array.ndim}I", *array.shape)
-    content = header + array.astype(array.dtype.newbyteorder(">")).tobytes()
-    files.write_atomic(Path(path), gzip.compress(content, mtime=0) if compress else content)
+    return bytes([0, 0, code, array.ndim]) + struct.pack(f">{array.ndim}I", *array.shape)
+
+
+def content_md5(array: numpy.ndarray) -> str:
+    """The md5 of ``array`` written as an uncompressed IDX file (its header, then its values
+    big-endian): for an array :func:`read_idx` read, the md5 of the file's decompressed bytes."""
+    digest = hashlib.md5(header(array), usedforsecurity=False)
+    rows = array.reshape(1) if array.ndim == 0 else array
+    step = max(1, CHUNK // max(rows[:1].nbytes, 1))
+    for start in range(0, len(rows), step):
+        chunk = numpy.asarray(rows[start:start + step])
+        digest.update(numpy.ascontiguousarray(chunk.astype(chunk.dtype.newbyteorder(">"))))
+    return digest.hexdigest()

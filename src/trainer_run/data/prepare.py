@@ -69,8 +69,10 @@ def prepare(result, rng, val_fraction: float = 0.2, task: str = "auto", normaliz
     values = normalization.fit(normalize, train, splits.source("train"))
     wrap = normalization.applied(values)
     shape = tuple(int(d) for d in inputs["train"][0].shape[1:])
-    data = Data(wrap(train), wrap(val), shape, out_size, kind, wrap(test), names, note, values)
+    data = Data(wrap(train), wrap(val), shape, out_size, kind, wrap(test), names, note, values,
+                splits.files)
     data.note = describe(data, splits.source("train"))
+    data.note += "".join(f"\nnote: {line}" for line in splits.notes)
     return data
 
 
