@@ -17,9 +17,10 @@ exit 2; a refused write exit 4; Ctrl-C exit 130.
 from __future__ import annotations
 
 import argparse
-import sys
 from datetime import datetime
 from pathlib import Path
+
+from . import commands
 
 SPLITS = ("test", "val", "train", "all")
 KEYS = ("checkpoint", "split", "trust", "dataset")
@@ -51,11 +52,7 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> None:
     """Runs the command (the console script's entry point)."""
-    try:
-        sys.exit(run(parser().parse_args(argv)))
-    except KeyboardInterrupt:
-        sys.stderr.write("error: stopped by SIGINT (Ctrl-C)\n")
-        sys.exit(130)
+    commands.main(parser(), run, argv)
 
 
 def run(options: argparse.Namespace) -> int:

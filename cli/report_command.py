@@ -15,8 +15,9 @@ library at its top, the rest inside the functions that :func:`main` guards.
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
+
+from . import commands
 
 PLOT_NAME = "comparison.png"
 EXTRA = 'pip install "trainer-run[plot]"'
@@ -62,11 +63,7 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> None:
     """Runs the command (the console script's entry point)."""
-    try:
-        sys.exit(run(parser().parse_args(argv)))
-    except KeyboardInterrupt:
-        sys.stderr.write("error: stopped by SIGINT (Ctrl-C)\n")
-        sys.exit(130)
+    commands.main(parser(), run, argv)
 
 
 def run(options: argparse.Namespace) -> int:

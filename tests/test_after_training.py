@@ -207,3 +207,5 @@ def test_weights_resolve_refuses_what_holds_no_weights(tmp_path):
         weights.resolve(tmp_path / "missing")
     with pytest.raises(ConfigError, match="holds no run"):
         weights.resolve(tmp_path)
+    with pytest.raises(ConfigError, match="^no weights named"):  # init_from= left empty
+        weights.resolve("")

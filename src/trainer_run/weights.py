@@ -71,6 +71,9 @@ def resolve(source, which: str | None = None) -> Weights:
     a path, relative to the current folder or else to the run) name; see the module
     docstring. Raises :class:`~trainer_run.errors.ConfigError` in one line for what does
     not exist or holds no weights."""
+    if not str(source).strip():
+        raise ConfigError("no weights named: give a run directory, a checkpoint directory or an "
+                          ".npz file")
     source = Path(source).expanduser()
     if which is not None and which not in CHOICES:
         given = Path(which).expanduser()
