@@ -146,7 +146,8 @@ def test_trainer_eval_measures_the_test_split_the_validation_split_and_another_f
 
 @pytest.mark.parametrize("args, message", [
     (("split=nope",), "error: split=nope is unknown; choose one of test, val, train, all"),
-    (("checkpoint=nowhere",), "error: run/nowhere: no such run, checkpoint or .npz file"),
+    (("checkpoint=nowhere",), "error: checkpoint=nowhere is neither best nor last, and no "
+                              "checkpoint or .npz file is there (run/nowhere)"),
     (("dataset=nosuch",), "error: dataset=nosuch is not available; choose one of "),
     (("datset.path=x",), "error: 'datset.path=x' is not a KEY=VALUE this command takes"),
     (("dataset=spirals",), "error: the data of dataset._target_=trainer_run.data.spirals has no "

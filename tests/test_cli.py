@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import math
 import re
+import subprocess
+import sys
 
 import numpy
 import pytest
@@ -193,3 +195,17 @@ def test_a_printed_argument_reads_back_exactly_through_the_shell_and_hydra(path)
     given = subprocess.run(["bash", "-c", f"printf '%s' {line}"], capture_output=True, text=True).stdout
     assert OverridesParser.create().parse_overrides([given])[0].value() == path
     assert args.value([given], "hydra.sweep.dir") == path
+
+
+def test_a_run_piped_into_a_reader_that_goes_away_trains_to_its_end(tmp_path):
+    """``trainer-run ... | head -1``: head exits after the first line; the run's later writes to
+    stdout meet a broken pipe and go nowhere, and it trains on to write its summary and model
+    (before, Rich's console exited with status 1 mid-run, leaving no summary)."""
+    command = (f"{sys.executable} -m trainer_run.cli trainer.max_iterations=300 "
+               f"trainer.log_interval=10 hydra.run.dir=run | head -1; exit ${{PIPESTATUS[0]}}")
+    done = subprocess.run(["bash", "-c", command], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("run directory: ")
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert (summary["status"], summary["iteration"]) == ("completed", 300)

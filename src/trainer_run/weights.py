@@ -77,7 +77,11 @@ def resolve(source, which: str | None = None) -> Weights:
     source = Path(source).expanduser()
     if which is not None and which not in CHOICES:
         given = Path(which).expanduser()
-        return resolve(given if given.exists() or given.is_absolute() else source / given)
+        path = given if given.exists() or given.is_absolute() else source / given
+        if not path.exists():
+            raise ConfigError(f"checkpoint={which} is neither best nor last, and no checkpoint "
+                              f"or .npz file is there ({path})")
+        return resolve(path)
     if not source.exists():
         raise ConfigError(f"{source}: no such run, checkpoint or .npz file")
     if source.is_file() and source.name == checkpoint.BEST:
