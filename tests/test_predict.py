@@ -154,9 +154,9 @@ def test_an_array_of_another_shape_is_one_line_naming_the_shapes(cnn_run, shape)
 def dropped_run(tmp_path_factory):
     """A short run of a model with batch norm and dropout on 8x8 images."""
     folder = tmp_path_factory.mktemp("dropped")
-    (folder / "my_models.py").write_text(DROPPED)
+    (folder / "dropped_models.py").write_text(DROPPED)
     x = _images(folder)
-    result = run_cli("+model._target_=my_models.Dropped", "dataset=npz", "dataset.path=train.npz",
+    result = run_cli("+model._target_=dropped_models.Dropped", "dataset=npz", "dataset.path=train.npz",
                      "dataset.normalize=unit", "hydra.run.dir=run", *SHORT, cwd=folder)
     assert result.returncode == 0, result.stderr
     return folder, x
