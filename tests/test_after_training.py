@@ -210,3 +210,29 @@ def test_weights_resolve_refuses_what_holds_no_weights(tmp_path):
         weights.resolve(tmp_path)
     with pytest.raises(ConfigError, match="^no weights named"):  # init_from= left empty
         weights.resolve("")
+
+
+def test_trainer_eval_of_another_users_run_naming_code_needs_trust(tmp_path):
+    """A run whose model is the user's own code, signed by alice: bob's trainer-eval refuses it
+    in one line naming the target and trust=true, and evaluates it with trust=true."""
+    import os
+
+    _files(tmp_path)
+    (tmp_path / "tiny_models.py").write_text(
+        "from trainer_run.models import MLP\n\n\nclass Tiny(MLP):\n    pass\n")
+    env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "alice"), "PYTHONPATH": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-m", "trainer_run.cli", *TRAIN, "trainer.max_iterations=20",
+                           "+model._target_=tiny_models.Tiny", "hydra.run.dir=run"], cwd=tmp_path,
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    bob = {**env, "XDG_CONFIG_HOME": str(tmp_path / "bob")}
+    refused = subprocess.run([sys.executable, "-m", "trainer_run.cli.evaluate", "run"], cwd=tmp_path,
+                             env=bob, capture_output=True, text=True, timeout=120)
+    lines = [line for line in refused.stderr.splitlines() if line.strip()]
+    assert refused.returncode == 2 and len(lines) == 1, refused.stderr
+    assert "tiny_models.Tiny" in lines[0] and "trust=true" in lines[0]
+    assert not (tmp_path / "run" / "eval").exists()
+    trusted = subprocess.run([sys.executable, "-m", "trainer_run.cli.evaluate", "run", "trust=true"],
+                             cwd=tmp_path, env=bob, capture_output=True, text=True, timeout=120)
+    assert trusted.returncode == 0, trusted.stderr
+    assert len(list((tmp_path / "run" / "eval").glob("*.json"))) == 1
