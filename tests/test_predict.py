@@ -184,7 +184,7 @@ def test_predict_runs_in_evaluation_mode_and_restores_the_models(dropped_run, mo
 
 def _functions() -> int:
     gc.collect()
-    return sum(isinstance(o, autograd.Function) for o in gc.get_objects())
+    return sum(issubclass(type(o), autograd.Function) for o in gc.get_objects())  # never a dead proxy's
 
 
 def test_predict_records_no_graph_and_keeps_no_function(cnn_run, monkeypatch):
