@@ -24,6 +24,7 @@ import numpy
 
 from ..errors import ConfigError
 from .array_files import existing
+from .csv_numeric import numeric_table
 from .datasets import Splits
 
 HEADERS = ("auto", True, False)
@@ -40,12 +41,25 @@ def csv(path: str | None = None, target: str | int | None = None, features: list
     for split, (key, value) in files.items():
         if value is None and split != "train":
             continue
-        names, cells = _read(key, value, header, delimiter)
-        if columns is None:
-            columns = _columns(names, cells, target, features, value)
-        arrays[split] = _arrays(names, cells, columns, value)
+        fast = _fast(key, value, header, delimiter, target, features, columns)
+        if fast is not None:
+            arrays[split], columns = fast
+        else:
+            names, cells = _read(key, value, header, delimiter)
+            if columns is None:
+                columns = _columns(names, cells, target, features, value)
+            arrays[split] = _arrays(names, cells, columns, value)
         origin[split] = str(value)
     return Splits(arrays["train"], arrays.get("val"), arrays.get("test"), origin)
+
+
+def _fast(key: str, value, header, delimiter: str, target, features, columns) -> tuple | None:
+    """``((x, y), columns)`` when the table is all plain numbers (see :mod:`.csv_numeric`),
+    else None: the same arrays as the general path, without its lists of strings."""
+    def choose(names, first):
+        return columns or _columns(names, [first], target, features, value)
+
+    return numeric_table(existing(key, value), header, delimiter, choose)
 
 
 def _read(key: str, value, header, delimiter: str) -> tuple[list[str] | None, list[list[str]]]:
