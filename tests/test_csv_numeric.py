@@ -167,3 +167,14 @@ def test_a_target_that_is_no_column_gets_todays_message(tmp_path, taken):
     (tmp_path / "t.csv").write_text("a,b,label\n1,2,3\n")
     with pytest.raises(ConfigError, match="has no column 'species' .its columns are a, b, label"):
         csv_files.csv(str(tmp_path / "t.csv"), target="species")
+
+
+def test_an_older_numpys_float_as_integer_warning_refuses_the_block(monkeypatch):
+    def warns(*args, **options):  # NumPy 1.23 to 1.26 parse "2.0" as 2 with this warning
+        import warnings
+        warnings.warn("loadtxt(): Parsing an integer via a float is deprecated", DeprecationWarning)
+        return numpy.zeros(1, options["dtype"])
+
+    monkeypatch.setattr(csv_numeric, "_load_from_filelike", warns)
+    with pytest.raises(ValueError, match="integer via a float"):
+        csv_numeric._records("1,2.0\n", numpy.dtype([("c0", "f4"), ("c1", "i8")]), ",")

@@ -171,18 +171,28 @@ def _layout(width: int, columns, kind) -> numpy.dtype:
 
 
 def _records(text: str, layout: numpy.dtype, delimiter: str) -> numpy.ndarray:
-    """The rows of ``text`` as records of ``layout``, by NumPy's C reader: called the way
-    ``numpy.loadtxt`` calls it for a file where this NumPy has it, else through loadtxt."""
+    """The rows of ``text`` as records of ``layout``; ValueError for a cell that is not one
+    (an integer field holding a float too: older NumPy parse it with a DeprecationWarning)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)
+        warnings.simplefilter("ignore", UserWarning)  # a block of empty lines
+        try:
+            return _c_reader(text, layout, delimiter)
+        except DeprecationWarning as e:
+            raise ValueError(e) from None
+
+
+def _c_reader(text: str, layout: numpy.dtype, delimiter: str) -> numpy.ndarray:
+    """NumPy's C reader, called the way ``numpy.loadtxt`` calls it for a file where this NumPy
+    has it (no line-by-line iteration), else through ``numpy.loadtxt`` on the lines."""
     if _load_from_filelike is not None:
         try:
             return _load_from_filelike(_Reader(text), dtype=layout, delimiter=delimiter,
                                        **READER_OPTIONS).reshape(-1)
         except TypeError:  # another NumPy's signature
             pass
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)  # a block of empty lines
-        return numpy.loadtxt(text.split("\n"), dtype=layout, delimiter=delimiter,
-                             comments=None, ndmin=1)
+    return numpy.loadtxt(text.split("\n"), dtype=layout, delimiter=delimiter, comments=None,
+                         ndmin=1)
 
 
 class _Reader:
