@@ -153,6 +153,7 @@ def test_quoted_numbers_and_class_names_keep_todays_values(tmp_path):
     ("a,b,t\n1,2,3\n4,5\n", "path=RAGGED: row 3 has 2 cells and the table 3 columns"),
     ("a,b,t\n1,2,3\n4,5,6,7\n", "path=RAGGED: row 3 has 4 cells and the table 3 columns"),
     ("a,b,t\n", "path=RAGGED holds no rows of data"),
+    ("a,b,t,\n1,2,3\n4,5,6\n", "path=RAGGED: row 2 has 3 cells and the table 4 columns"),
 ])
 def test_a_ragged_or_empty_numeric_table_gets_todays_message(tmp_path, taken, text, message):
     path = tmp_path / "r.csv"

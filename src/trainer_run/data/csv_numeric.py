@@ -26,7 +26,6 @@ except ImportError:  # pragma: no cover - NumPy 1
     _load_from_filelike = None
 
 BLOCK = 1 << 20  # bytes of text parsed at a time (small enough to stay in cache)
-HEAD = 1 << 16  # bytes read to find the header and the first row
 DELIMITERS = ",;|\t"
 READER_OPTIONS = dict(comment=None, quote=None, imaginary_unit="j", usecols=None, skiplines=0,
                       max_rows=-1, converters=None, encoding=None, filelike=True,
@@ -45,10 +44,12 @@ def numeric_table(path, header, delimiter: str, choose) -> tuple | None:
         return None
     try:
         with open(path, "rb") as f:
-            start = _start(f.read(HEAD), header, delimiter)
+            start = _start(f.read(BLOCK), header, delimiter)
             if start is None:
                 return None
             names, first, offset = start
+            if names is not None and len(names) != len(first):
+                return None  # the general path's message names the row
             try:
                 columns = choose(names, first)
             except ConfigError:
