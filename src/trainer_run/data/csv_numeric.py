@@ -45,21 +45,26 @@ def numeric_table(path, header, delimiter: str, choose) -> tuple | None:
     try:
         with open(path, "rb") as f:
             start = _start(f.read(BLOCK), header, delimiter)
-            if start is None:
+            columns = start and _usable(choose, *start[:2])
+            if not columns:
                 return None
-            names, first, offset = start
-            if names is not None and len(names) != len(first):
-                return None  # the general path's message names the row
-            try:
-                columns = choose(names, first)
-            except ConfigError:
-                return None
-            chosen, label = columns
-            if max(chosen + [label]) >= len(first) or not _is_number(first[label]):
-                return None
-            return _parse(f, offset, len(first), columns, delimiter), columns
+            return _parse(f, start[2], len(start[1]), columns, delimiter), columns
     except (OSError, _NotPlain):
         return None
+
+
+def _usable(choose, names, first: list[str]) -> tuple | None:
+    """The ``(features, target)`` positions when the fast path can read them (a header as wide
+    as the first row, the columns within it, a number as its target), else None."""
+    if names is not None and len(names) != len(first):
+        return None  # the general path's message names the row
+    try:
+        chosen, label = choose(names, first)
+    except ConfigError:
+        return None
+    if max(chosen + [label]) >= len(first) or not _is_number(first[label]):
+        return None
+    return chosen, label
 
 
 class _NotPlain(Exception):
