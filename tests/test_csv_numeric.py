@@ -112,6 +112,13 @@ def test_listed_features_a_target_by_index_a_delimiter_and_the_other_files(tmp_p
     same(fast, general(monkeypatch, **options))
 
 
+def test_a_feature_listed_twice_is_read_as_today(tmp_path, monkeypatch, taken):
+    (tmp_path / "t.csv").write_text("a,b,t\n1,2,3\n4,5,6\n")
+    read = csv_files.csv(str(tmp_path / "t.csv"), features=["b", "b", "a"])
+    assert read.train[0].tolist() == [[2, 2, 1], [5, 5, 4]]
+    same(read, general(monkeypatch, path=str(tmp_path / "t.csv"), features=["b", "b", "a"]))
+
+
 def test_through_loadtxt_where_numpy_has_no_c_reader_to_call(tmp_path, monkeypatch, taken):
     monkeypatch.setattr(csv_numeric, "_load_from_filelike", None)
     monkeypatch.setattr(csv_numeric, "BLOCK", 40)

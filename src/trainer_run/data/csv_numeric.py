@@ -55,14 +55,15 @@ def numeric_table(path, header, delimiter: str, choose) -> tuple | None:
 
 def _usable(choose, names, first: list[str]) -> tuple | None:
     """The ``(features, target)`` positions when the fast path can read them (a header as wide
-    as the first row, the columns within it, a number as its target), else None."""
+    as the first row, the columns within it and each once, a number as its target), else None."""
     if names is not None and len(names) != len(first):
         return None  # the general path's message names the row
     try:
         chosen, label = choose(names, first)
     except ConfigError:
         return None
-    if max(chosen + [label]) >= len(first) or not _is_number(first[label]):
+    if max(chosen + [label]) >= len(first) or len(set(chosen)) < len(chosen) \
+            or not _is_number(first[label]):
         return None
     return chosen, label
 
@@ -116,6 +117,8 @@ def _parse(f, offset: int, width: int, columns, delimiter: str) -> tuple:
         if text:
             records, y = _block(_checked(text), width, columns, y, delimiter)
             k = len(records)
+            if n + k > len(x):  # the file grew since its lines were counted
+                raise _NotPlain
             x[n:n + k] = numpy.ndarray((k, len(chosen)), numpy.float32, records, 0,
                                        (records.itemsize, 4))
             y[n:n + k] = records[f"c{label}"]
