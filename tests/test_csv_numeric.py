@@ -47,6 +47,7 @@ NUMERIC = {
     "CRLF": "x,y,t\r\n0.333333333333,1.1,5\r\n-1,2.675,6\r\n",
     "spaces around cells": "a,b,t\n 1.25 , 2 ,3\n\t4,5.5 , 6 \n",
     "blank lines and a BOM": "\ufeffa,b,t\n\n1,2,3\n\n4,5,6\n\n",
+    "names in UTF-8": "temp\u00e9rature,\u03bb,t\n1,2,3\n4,5,6\n",
     "float target": "a,b,t\n1,2,0.5\n3,4,1e-300\n5,6,-7\n",
     "target beyond int64": "a,b,t\n1,2,3\n3,4,99999999999999999999\n",
     "inf and nan": "a,b,t\ninf,-Infinity,1\nnan,1.0,2\n",

@@ -84,10 +84,12 @@ def _start(head: bytes, header, delimiter: str) -> tuple | None:
             lines.append((position, end + 1))
         position = end + 1
     texts = [head[a:b] for a, b in lines]
-    if not all(t.isascii() and t.count(b"\r") == t.count(b"\r\n") for t in texts) \
-            or texts[0].count(b'"') % 2:
+    if not all(t.count(b"\r") == t.count(b"\r\n") for t in texts) or texts[0].count(b'"') % 2:
         return None
-    rows = [next(csv_module.reader([t.decode("ascii")], delimiter=delimiter)) for t in texts]
+    try:  # names may be any UTF-8 (the data blocks are checked to be ASCII)
+        rows = [next(csv_module.reader([t.decode()], delimiter=delimiter)) for t in texts]
+    except UnicodeDecodeError:
+        return None
     if header == "auto":
         header = any(not _is_number(a) and _is_number(b) for a, b in zip(*rows))
     if header:
