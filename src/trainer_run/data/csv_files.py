@@ -27,7 +27,7 @@ import numpy
 
 from ..errors import ConfigError
 from .array_files import existing
-from .csv_numeric import numeric_table
+from .csv_numeric import is_number, looks_like_header, numeric_table
 from .datasets import Splits
 
 HEADERS = ("auto", True, False)
@@ -76,7 +76,7 @@ def _read(key: str, value, header, delimiter: str) -> tuple[list[str] | None, li
     except OSError as e:  # the file is there, and reading it fails
         raise ConfigError(f"{key}={value} cannot be read ({e.strerror or e})") from None
     if header == "auto":
-        header = len(rows) > 1 and _looks_like_header(rows[0], rows[1])
+        header = len(rows) > 1 and looks_like_header(rows[0], rows[1])
     names, rows = (rows[0], rows[1:]) if header else (None, rows)
     if not rows:
         raise ConfigError(f"{key}={value} holds no rows of data")
@@ -86,18 +86,6 @@ def _read(key: str, value, header, delimiter: str) -> tuple[list[str] | None, li
         raise ConfigError(f"{key}={value}: row {ragged + 1 + bool(names)} has "
                           f"{len(rows[ragged])} cells and the table {width} columns")
     return names, rows
-
-
-def _looks_like_header(first: list[str], second: list[str]) -> bool:
-    return any(not _is_number(a) and _is_number(b) for a, b in zip(first, second))
-
-
-def _is_number(cell: str) -> bool:
-    try:
-        float(cell)
-    except ValueError:
-        return False
-    return True
 
 
 def _columns(names, rows, target, features, value) -> tuple[list[int], int]:
@@ -131,7 +119,7 @@ def _position(key: str, column, names, width: int, value) -> int:
 
 
 def _numeric(rows, i: int) -> bool:
-    return all(row[i].strip() == "" or _is_number(row[i]) for row in rows)
+    return all(row[i].strip() == "" or is_number(row[i]) for row in rows)
 
 
 def _arrays(names, rows, columns, value) -> tuple:

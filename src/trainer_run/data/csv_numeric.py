@@ -63,7 +63,7 @@ def _usable(choose, names, first: list[str]) -> tuple | None:
     except ConfigError:
         return None
     if max(chosen + [label]) >= len(first) or len(set(chosen)) < len(chosen) \
-            or not _is_number(first[label]):
+            or not is_number(first[label]):
         return None
     return chosen, label
 
@@ -91,13 +91,20 @@ def _start(head: bytes, header, delimiter: str) -> tuple | None:
     except UnicodeDecodeError:
         return None
     if header == "auto":
-        header = any(not _is_number(a) and _is_number(b) for a, b in zip(*rows))
+        header = looks_like_header(*rows)
     if header:
         return rows[0], rows[1], lines[0][1]
     return None, rows[0], skip
 
 
-def _is_number(cell: str) -> bool:
+def looks_like_header(first: list[str], second: list[str]) -> bool:
+    """Whether ``first`` names the columns of ``second``: a cell that is no number above one
+    that is (``dataset.header=auto``)."""
+    return any(not is_number(a) and is_number(b) for a, b in zip(first, second))
+
+
+def is_number(cell: str) -> bool:
+    """Whether ``float`` reads ``cell``."""
     try:
         float(cell)
     except ValueError:
