@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 
 import numpy
+from proc_status import MIB, status
 
 FEATURES = 10
 
@@ -59,16 +60,6 @@ def write_csv(path: Path, rows: int, seed: int = 0) -> None:
             f.write("\n".join(fmt % tuple(row) for row in body) + "\n")
 
 
-def status() -> dict:
-    """``VmRSS`` and ``VmHWM`` of this process, in MiB."""
-    out = {}
-    for line in Path("/proc/self/status").read_text().splitlines():
-        key, _, value = line.partition(":")
-        if key in ("VmRSS", "VmHWM"):
-            out[key] = int(value.split()[0]) / 1024
-    return out
-
-
 def side(args) -> None:
     """One side's best time over the rounds and its memory, as one JSON line."""
     if args.side == "loader":
@@ -79,14 +70,14 @@ def side(args) -> None:
     else:
         def load():
             return numpy.loadtxt(args.path, delimiter=",", skiprows=1, dtype=numpy.float32)
-    before = status()["VmRSS"]
+    before = status()["VmRSS"] / MIB
     times = []
     for _ in range(args.rounds):
         start = time.perf_counter()
         result = load()
         times.append(time.perf_counter() - start)
         del result
-    print(json.dumps({"seconds": min(times), "before_mib": before, "peak_mib": status()["VmHWM"]}))
+    print(json.dumps({"seconds": min(times), "before_mib": before, "peak_mib": status()["VmHWM"] / MIB}))
 
 
 def run_side(name: str, path: Path, rounds: int) -> dict:

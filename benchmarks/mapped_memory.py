@@ -35,6 +35,7 @@ import time
 from pathlib import Path
 
 import numpy
+from proc_status import status
 
 from trainer_run import optimizers
 from trainer_run.backend import get_backend
@@ -66,17 +67,6 @@ def write_files(directory: Path, gigabytes: float) -> tuple[Path, Path]:
     numpy.save(y_path, rng.integers(0, 10, size=n))
     os.sync()  # no write-back of the new files during the measurements
     return x_path, y_path
-
-
-def status() -> dict:
-    """Fields of /proc/self/status in bytes."""
-    fields = {}
-    with open("/proc/self/status") as f:
-        for line in f:
-            key, _, value = line.partition(":")
-            if key in ("VmHWM", "VmRSS", "RssAnon", "RssFile"):
-                fields[key] = int(value.split()[0]) * 1024
-    return fields
 
 
 class Sampler(threading.Thread):

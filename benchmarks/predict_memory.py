@@ -41,6 +41,7 @@ from pathlib import Path
 
 import numpy
 from peers import torch_python
+from proc_status import MIB, status
 
 SHAPE = (28, 28)
 CLASSES = 10
@@ -87,23 +88,13 @@ def make_run(folder: Path, n_images: int, iterations: int) -> Path:
     return run
 
 
-def status() -> dict:
-    """``VmRSS`` and ``VmHWM`` of this process, in MiB."""
-    fields = {}
-    for line in Path("/proc/self/status").read_text().splitlines():
-        key, _, value = line.partition(":")
-        if key in ("VmRSS", "VmHWM"):
-            fields[key] = int(value.split()[0]) / 1024
-    return fields
-
-
 def ours(run: Path, rounds: int) -> tuple[numpy.ndarray, list[float], float]:
     import trainer_run
     from trainer_run.data.idx import read_idx
 
     trained = trainer_run.load_model(run)
     x = read_idx(run.parent / "test-images")
-    loaded = status()["VmRSS"]
+    loaded = status()["VmRSS"] / MIB
     times = []
     for _ in range(rounds):
         start = time.perf_counter()
@@ -128,7 +119,7 @@ def peer(run: Path, rounds: int, threads: int) -> tuple[numpy.ndarray, list[floa
             layer.bias.data = torch.from_numpy(saved[f"{name}/b"].copy())
     model.eval()
     x = _read_raw_idx(run.parent / "test-images")
-    loaded = status()["VmRSS"]
+    loaded = status()["VmRSS"] / MIB
     times = []
     for _ in range(rounds):
         start = time.perf_counter()
@@ -154,7 +145,7 @@ def side(args) -> None:
     else:
         y, times, loaded = peer(run, args.rounds, args.threads)
     numpy.save(args.out, y)
-    print(json.dumps({"times": times, "loaded_mib": loaded, "peak_mib": status()["VmHWM"]}))
+    print(json.dumps({"times": times, "loaded_mib": loaded, "peak_mib": status()["VmHWM"] / MIB}))
 
 
 def run_side(name: str, run: Path, args) -> dict | None:
