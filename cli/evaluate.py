@@ -17,6 +17,7 @@ exit 2; a refused write exit 4; Ctrl-C exit 130.
 from __future__ import annotations
 
 import argparse
+import copy
 from datetime import datetime
 from pathlib import Path
 
@@ -142,7 +143,7 @@ def _dataset_section(saved: dict, given: dict) -> dict:
             raise ConfigError(f"dataset={name} is not available; choose one of "
                               f"{', '.join(options.OPTIONS['dataset'])}")
         section = options.option_section("dataset", name)
-    section = _copy(section)
+    section = copy.deepcopy(section)
     for key, value in given.items():
         if key.startswith("dataset."):
             *parents, last = key.split(".")[1:]
@@ -151,12 +152,6 @@ def _dataset_section(saved: dict, given: dict) -> dict:
                 node = node.setdefault(part, {})
             node[last] = value
     return section
-
-
-def _copy(node):
-    if isinstance(node, dict):
-        return {k: _copy(v) for k, v in node.items()}
-    return list(map(_copy, node)) if isinstance(node, list) else node
 
 
 def _split(section: dict, seed: int, task: str, split: str):

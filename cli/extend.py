@@ -87,8 +87,10 @@ def _extend_rank_0(trainer: Trainer, run, t: dict, objective: Objective, extra: 
 
     def best() -> tuple | None:
         """The best evaluation's (iteration, parameters): this session's, else the run's on disk."""
-        found = weights.best(Path(trainer.out)) if snapshot.best is None else None
-        return snapshot.best if found is None else (found.iteration, found.arrays())
+        if snapshot.best is not None:
+            return snapshot.best
+        found = weights.best(Path(trainer.out))
+        return None if found is None else (found.iteration, found.arrays())
 
     held_out = None
     if run.data.test is not None:

@@ -25,6 +25,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy
+
 from . import checkpoint, npz, updaters
 from .errors import ConfigError
 
@@ -163,31 +165,32 @@ def _summary(run: Path) -> dict:
     return loaded if isinstance(loaded, dict) else {}
 
 
-def initialize(model, arrays: dict, strict: bool = True, asarray=None) -> tuple[list[str], list[str]]:
+def initialize(model, arrays: dict, strict: bool = True,
+               asarray=numpy.asarray) -> tuple[list[str], list[str]]:
     """Copies ``arrays`` (path -> array) into ``model``'s parameters and persistent values of
     the same path and shape, in place (fine-tuning's start); returns the paths loaded and a
     description of each that was not (a model's path the arrays lack or hold in another shape,
-    an array the model has no place for); ``asarray`` puts an array on the model's device
-    (NumPy's by default). With ``strict``, any such mismatch raises
-    :class:`~trainer_run.errors.ConfigError` listing them, and nothing is copied."""
+    an array the model has no place for); ``asarray`` puts an array on the model's device.
+    With ``strict``, any such mismatch raises :class:`~trainer_run.errors.ConfigError`
+    listing them, and nothing is copied."""
     from .module import persistents_of
     from .params import copy_params
 
     places = {**model.params(), **persistents_of(model)}
-    mismatched = []
+    matching, mismatched = [], []
     for path, param in places.items():
         if path not in arrays:
             mismatched.append(f"{path} missing")
         elif tuple(arrays[path].shape) != tuple(param.data.shape):
             mismatched.append(f"{path} of shape {tuple(arrays[path].shape)}, the model's "
                               f"{tuple(param.data.shape)}")
+        else:
+            matching.append(path)
     mismatched += [f"{path} unused (the model has no such parameter)" for path in arrays
                    if path not in places]
     if strict and mismatched:
         raise ConfigError(f"the weights do not match the model: {'; '.join(mismatched)}; give "
                           "weights of this model, or init_from_strict=false to load the ones "
                           "that match")
-    matching = [p for p in places if p in arrays and tuple(arrays[p].shape) == tuple(places[p].data.shape)]
-    copy_params({p: places[p] for p in matching}, {p: arrays[p] for p in matching},
-                *(() if asarray is None else (asarray,)))
+    copy_params({p: places[p] for p in matching}, {p: arrays[p] for p in matching}, asarray)
     return matching, mismatched
