@@ -34,8 +34,8 @@ import numpy
 from peers import torch_envs, torch_python
 
 from trainer_run import optimizers
-from trainer_run.optimizers import jit
-from trainer_run.optimizers.jit import prange
+from trainer_run import jit
+from trainer_run.jit import prange
 from trainer_run.params import Parameter, ParamStore
 from trainer_run.states import state_leaves
 

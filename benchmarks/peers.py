@@ -27,7 +27,7 @@ def torch_python() -> str | None:
 def torch_envs() -> list[dict]:
     """The environments the peer runs in, its faster result counting: OpenMP's default waits
     (fastest on an idle machine) and passive ones, as numba's threads wait in trainer-run
-    (:func:`trainer_run.optimizers.jit.numba`; spinning threads cost PyTorch milliseconds per
+    (:func:`trainer_run.jit.numba`; spinning threads cost PyTorch milliseconds per
     parallel region on a machine with more busy threads than cores). Only the user's
     setting when ``OMP_WAIT_POLICY`` was set."""
     if "OMP_WAIT_POLICY" in GIVEN:

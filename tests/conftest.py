@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy
 import pytest
 
-from trainer_run.optimizers import jit
+from trainer_run import jit
 
 
 def run_cli(*args, cwd=None, timeout=300) -> subprocess.CompletedProcess:

@@ -8,7 +8,7 @@ import sys
 
 import numpy
 
-from trainer_run.optimizers import jit
+from trainer_run import jit
 
 
 def _python(code: str, **env) -> str:
@@ -25,7 +25,7 @@ def test_importing_the_optimizers_leaves_numba_unimported():
 
 def test_a_fused_step_imports_numba_only_when_enabled():
     code = ("import sys, numpy; from trainer_run import optimizers as o\n"
-            "from trainer_run.optimizers import jit; n = jit.COMPILED_MIN\n"
+            "from trainer_run import jit; n = jit.COMPILED_MIN\n"
             "u = o.get_updater(o.create('adam'))\n"
             "u([0], [numpy.ones(n, numpy.float32)], [numpy.ones(n, numpy.float32)])\n"
             "print('numba' in sys.modules)")
@@ -35,7 +35,7 @@ def test_a_fused_step_imports_numba_only_when_enabled():
 
 def test_a_run_of_small_groups_never_imports_numba():
     step = ("import sys, numpy; from trainer_run import optimizers as o; from trainer_run.params "
-            "import Parameter, ParamStore; from trainer_run.optimizers import jit\n"
+            "import Parameter, ParamStore; from trainer_run import jit\n"
             "store = ParamStore({'w': Parameter(numpy.ones(jit.COMPILED_MIN + {n}, numpy.float32))})\n"
             "u = o.get_updater(o.create('adam')); u.attach(store); u.step()\n"
             "print('numba' in sys.modules, float(store.params['w'].data[0]))")

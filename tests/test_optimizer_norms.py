@@ -10,7 +10,7 @@ import sys
 import numpy as np
 import pytest
 
-from trainer_run.optimizers import jit
+from trainer_run import jit
 from trainer_run.optimizers.sumsq import SUM_CHUNK, chunk_table, sum_of_squares
 
 STEP = """

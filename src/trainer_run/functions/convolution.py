@@ -23,8 +23,10 @@ The helpers :func:`pair`, :func:`out_size` and :func:`windows` are shared with
 
 from __future__ import annotations
 
+from .. import jit
 from ..autograd import Function, Variable
 from ..backend import array_module
+from . import loops
 
 
 def pair(v, name="value"):
@@ -77,11 +79,16 @@ class Convolution2D(Function):
     """``y = conv(x, W) + b``; see the module docstring for shapes and semantics.
 
     Internally images are laid out ``(C, H, W, N)`` (batch innermost), so the im2col copy,
-    the col2im adds and the matmul results all run over long contiguous rows.
+    the col2im adds and the matmul results all run over long contiguous rows. The output is
+    that array seen through a transposed view: its shape is ``(N, O, out_h, out_w)`` while its
+    memory stays ``(O, out_h, out_w, N)``. Element-wise functions and pooling keep the layout
+    of their input, so the next convolution finds its input already in this layout and
+    copies nothing; gradients come back in it the same way.
     """
 
     #: filters with at most this many taps per group (``C_g * kh * kw``) keep the batch outermost
-    BATCH_OUTER_MAX_K = 32
+    #: when their input is not already batch-innermost
+    BATCH_OUTER_MAX_K = 0
 
     def __init__(self, stride=1, pad=0, dilate=1, groups=1):
         self.s = pair(stride, "stride")
@@ -93,25 +100,34 @@ class Convolution2D(Function):
         xp = array_module(x)
         n, c, h, w = x.shape
         o, cg, kh, kw = W.shape
-        g, (ph, pw) = self.groups, self.p
+        g = self.groups
         if c % g or o % g or cg * g != c:
             raise ValueError(f"x with {c} channels, W of shape {W.shape} and groups={g} do not match")
-        oh = out_size(h, kh, self.s[0], ph, self.d[0])
-        ow = out_size(w, kw, self.s[1], pw, self.d[1])
-        self._batch_outer = cg * kh * kw <= self.BATCH_OUTER_MAX_K
+        oh = out_size(h, kh, self.s[0], self.p[0], self.d[0])
+        ow = out_size(w, kw, self.s[1], self.p[1], self.d[1])
+        xt = x.transpose(1, 2, 3, 0)
+        self._batch_outer = cg * kh * kw <= self.BATCH_OUTER_MAX_K and not xt.flags.c_contiguous
         if self._batch_outer:
             return self._forward_batch_outer(xp, x, W, b, oh, ow)
-        xpad = xp.zeros((c, h + 2 * ph, w + 2 * pw, n), dtype=x.dtype)
-        xpad[:, ph:ph + h, pw:pw + w] = x.transpose(1, 2, 3, 0)
-        # (C, kh, kw, oh, ow, N) -> (groups, C_g * kh * kw, oh * ow * N)
-        col = xp.ascontiguousarray(windows(xpad, kh, kw, oh, ow, self.s, self.d))
-        col = col.reshape(g, cg * kh * kw, oh * ow * n)
-        y = xp.matmul(W.reshape(g, o // g, cg * kh * kw), col)  # (groups, O_g, oh * ow * N)
-        y = xp.ascontiguousarray(y.reshape(o, oh, ow, n).transpose(3, 0, 1, 2))
+        col = self._im2col(xp, xt, kh, kw, oh, ow).reshape(g, cg * kh * kw, oh * ow * n)
+        y = xp.matmul(W.reshape(g, o // g, cg * kh * kw), col).reshape(o, oh * ow * n)
         if b is not None:
-            y += b.reshape(1, o, 1, 1)
+            y += b.reshape(o, 1)
         self._x_shape, self._W, self._col = x.shape, W, col
-        return y
+        return y.reshape(o, oh, ow, n).transpose(3, 0, 1, 2)
+
+    def _im2col(self, xp, xt, kh, kw, oh, ow):
+        """The windows of ``xt`` (C, H, W, N), zero-padded, as one ``(C, kh, kw, oh, ow, N)`` array
+        (``xt`` itself for a 1x1 filter of stride 1 without padding)."""
+        (ph, pw), (c, h, w, n) = self.p, xt.shape
+        if (kh, kw) == (1, 1) and self.s == (1, 1) and (ph, pw) == (0, 0) and xt.flags.c_contiguous:
+            return xt
+        if (ph, pw) == (0, 0):
+            xpad = xt
+        else:
+            xpad = xp.zeros((c, h + 2 * ph, w + 2 * pw, n), dtype=xt.dtype)
+            xpad[:, ph:ph + h, pw:pw + w] = xt
+        return xp.ascontiguousarray(windows(xpad, kh, kw, oh, ow, self.s, self.d))
 
     def _forward_batch_outer(self, xp, x, W, b, oh, ow):
         """The ``(N, C, H, W)`` layout kept throughout: im2col to ``(N, groups, C_g * kh * kw,
@@ -165,7 +181,7 @@ class Convolution2D(Function):
             else:
                 gW = xp.matmul(gy_t, col.transpose(0, 2, 1)).reshape(W.shape)
         if len(needs) == 3 and needs[2]:
-            gb = gy.sum(axis=(0, 2, 3))
+            gb = gy_t.reshape(o, -1).sum(axis=1)
         if needs[0]:
             gcol = xp.matmul(W.reshape(g, o // g, cg * kh * kw).transpose(0, 2, 1), gy_t)
             gx = self._col2im(xp, gcol.reshape(g * cg, kh, kw, oh, ow, -1))
@@ -173,12 +189,17 @@ class Convolution2D(Function):
         return gx, gW, gb
 
     def _col2im(self, xp, gcol):
-        """``gx`` (N, C, H, W) from the column gradient (C, kh, kw, oh, ow, N)."""
+        """``gx`` (N, C, H, W), laid out ``(C, H, W, N)``, from the column gradient (C, kh, kw, oh, ow, N)."""
         n, c, h, w = self._x_shape
-        ph, pw = self.p
+        (ph, pw), (kh, kw) = self.p, gcol.shape[1:3]
+        if (kh, kw) == (1, 1) and self.s == (1, 1) and (ph, pw) == (0, 0):
+            return gcol.reshape(c, h, w, n).transpose(3, 0, 1, 2)
         gpad = xp.zeros((c, h + 2 * ph, w + 2 * pw, n), dtype=gcol.dtype)
-        col2im_add(gpad, gcol, self.s, self.d)
-        return xp.ascontiguousarray(gpad[:, ph:ph + h, pw:pw + w].transpose(3, 0, 1, 2))
+        if jit.usable(loops.col2im, gcol, gpad):
+            jit.launch(loops.col2im, gcol.size, gcol, gpad, *self.s, *self.d)
+        else:
+            col2im_add(gpad, gcol, self.s, self.d)
+        return gpad[:, ph:ph + h, pw:pw + w].transpose(3, 0, 1, 2)
 
 
 def convolution_2d(x, W, b=None, stride=1, pad=0, dilate=1, groups=1) -> Variable:

@@ -19,8 +19,10 @@ strided operation per kernel offset.
 
 from __future__ import annotations
 
+from .. import jit
 from ..autograd import Function, Variable
 from ..backend import array_module
+from . import loops
 from .convolution import out_size, pair, windows
 
 
@@ -121,7 +123,13 @@ class MaxPooling2D(_Pooling2D):
         xp = array_module(gy)
         x, y = self._x, self._y
         self._x = self._y = None
-        gx = xp.empty(self._x_shape, dtype=gy.dtype)  # every element is written below
+        gx = xp.empty_like(x, dtype=gy.dtype)  # x's memory layout; every element is written below
+        chwn = [a.transpose(1, 2, 3, 0) for a in (x, y, gy, gx)]
+        if chwn[0].flags.c_contiguous and chwn[3].flags.c_contiguous:
+            chwn[2] = xp.ascontiguousarray(chwn[2])
+            if jit.usable(loops.max_pool_2x2_backward, *chwn):
+                jit.launch(loops.max_pool_2x2_backward, gx.size, *chwn)
+                return gx
         untaken = xp.ones(y.shape, dtype=bool)
         first = xp.empty(y.shape, dtype=bool)
         for p, q in ((0, 0), (0, 1), (1, 0), (1, 1)):  # row-major: the first maximum takes the gradient

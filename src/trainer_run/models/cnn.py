@@ -16,7 +16,8 @@ class CNN(Model):
     - ReLU - maxpool(2) - ... - linear(hidden) - ReLU - linear(classes)`` on images of shape
     ``in_shape = (C, H, W)``: one convolution and 2x2 max pooling per entry of ``channels``
     (the defaults are the classic MNIST network: 5x5 kernels, 32 then 64 channels, 512
-    hidden units). Each pooling halves the height and width (rounding down), so images must
+    hidden units). ReLU is applied after each pooling, a quarter of the elements: max pooling
+    and ReLU commute, values and gradients alike. Each pooling halves the height and width (rounding down), so images must
     keep at least 1x1 after them (8x8 and larger for the default two)."""
 
     def __init__(self, in_shape: Sequence[int], out_size: int, backend: Backend,
@@ -38,5 +39,5 @@ class CNN(Model):
 
     def forward(self, x):
         for i in range(1, self._depth + 1):
-            x = F.max_pooling_2d(F.relu(getattr(self, f"conv{i}")(x)), 2)
+            x = F.relu(F.max_pooling_2d(getattr(self, f"conv{i}")(x), 2))
         return self.fc2(F.relu(self.fc1(F.flatten(x))))

@@ -32,8 +32,8 @@ import numpy
 
 from ..backend import array_module
 from ..errors import check, check_number
-from . import jit
-from .jit import prange
+from .. import jit
+from ..jit import prange
 from .optimizer import Optimizer, register, scalars
 from .workspace import Workspace, chunks
 

@@ -26,8 +26,8 @@ from __future__ import annotations
 
 from ..backend import array_module
 from ..errors import check_number
-from . import jit
-from .jit import prange
+from .. import jit
+from ..jit import prange
 from .optimizer import Optimizer, mx_clip, register, scalars
 from .scalar_ops import mx_clip as clip_one
 from .workspace import Workspace, chunks

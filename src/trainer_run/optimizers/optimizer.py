@@ -39,7 +39,7 @@ import numpy
 
 from .. import registry
 from ..errors import ConfigError, check_number
-from . import jit
+from .. import jit
 
 REGISTRY: dict[str, type] = {}
 """Optimizer classes by lower-case class name (MXNet's rule)."""

@@ -6,7 +6,7 @@ from Python they run as plain Python on scalars.
 
 from __future__ import annotations
 
-from . import jit
+from .. import jit
 
 
 def _mx_clip_loop(x, bound):

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from ..backend import array_module
 from ..errors import check_number
-from . import jit
-from .jit import prange
+from .. import jit
+from ..jit import prange
 from .optimizer import Optimizer, register, scalars
 from .workspace import Workspace, chunks
 

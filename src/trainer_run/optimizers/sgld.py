@@ -22,8 +22,8 @@ import math
 import numpy
 
 from ..backend import array_module
-from . import jit
-from .jit import prange
+from .. import jit
+from ..jit import prange
 from .optimizer import Optimizer, mx_clip, register, scalars
 from .scalar_ops import mx_clip as clip_one
 from .workspace import Workspace, chunks

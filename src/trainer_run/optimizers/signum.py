@@ -22,8 +22,8 @@ from __future__ import annotations
 
 from ..backend import array_module
 from ..errors import ConfigError, check_number
-from . import jit
-from .jit import prange
+from .. import jit
+from ..jit import prange
 from .optimizer import Optimizer, register, scalars
 from .scalar_ops import sign
 from .workspace import Workspace, chunks

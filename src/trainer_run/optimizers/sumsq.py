@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy
 
 from ..backend import array_module
-from . import jit
+from .. import jit
 
 SUM_CHUNK = 1 << 14
 

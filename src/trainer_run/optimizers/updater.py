@@ -23,7 +23,7 @@ import numpy
 
 from ..background_write import host_copy
 from ..states import check_state, flatten, map_state, state_leaves, unflatten
-from . import jit
+from .. import jit
 from .optimizer import Optimizer, index_key
 
 

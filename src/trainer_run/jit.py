@@ -1,10 +1,12 @@
-"""Compiled loops for fused optimizer steps, when numba is installed.
+"""Compiled loops, when numba is installed: fused optimizer steps and the scatter loops of
+convolution, pooling and batch normalization.
 
 ``pip install trainer-run[fast]`` adds numba. A fused step then runs as one parallel loop
 over the flat buffers (each element read and written once), which reaches memory
-bandwidth; without numba the NumPy chunked path (:mod:`.workspace`) computes the same
-values, operation for operation, so the two paths agree bit for bit. No fast-math flags
-are used, so the compiled loops round exactly as NumPy does.
+bandwidth; without numba the NumPy path (:mod:`trainer_run.optimizers.workspace`, the
+functions' own array code) computes the same values, operation for operation, so the two
+paths agree bit for bit. No fast-math flags are used, so the compiled loops round exactly
+as NumPy does.
 
 numba is imported lazily: importing the optimizers does not import it. :func:`kernel`
 returns a :class:`Kernel` that imports numba and compiles (with the on-disk cache) when it
