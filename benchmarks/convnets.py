@@ -83,12 +83,7 @@ def peer(model_name: str, iterations: int, warmup: int) -> float:
     import torch
     from torch import nn
 
-    if model_name == "cnn":
-        model = nn.Sequential(nn.Conv2d(1, 32, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
-                              nn.Conv2d(32, 64, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
-                              nn.Linear(64 * 7 * 7, 512), nn.ReLU(), nn.Linear(512, CLASSES))
-    else:
-        model = _torch_resnet(nn, width=16, blocks=1)
+    model = torch_network(nn, model_name)
     x, t = (torch.from_numpy(a) for a in batch(numpy))
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     model.train()
@@ -99,6 +94,15 @@ def peer(model_name: str, iterations: int, warmup: int) -> float:
         opt.step()
 
     return timed(step, iterations, warmup)
+
+
+def torch_network(nn, model_name: str):
+    """PyTorch's copy of ``model=cnn`` or ``model=resnet`` (their defaults) for 1x28x28 images."""
+    if model_name == "cnn":
+        return nn.Sequential(nn.Conv2d(1, 32, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
+                             nn.Conv2d(32, 64, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+                             nn.Linear(64 * 7 * 7, 512), nn.ReLU(), nn.Linear(512, CLASSES))
+    return _torch_resnet(nn, width=16, blocks=1)
 
 
 def _torch_resnet(nn, width: int, blocks: int):

@@ -118,7 +118,7 @@ def peer(run: Path, rounds: int, threads: int) -> tuple[numpy.ndarray, list[floa
             layer.weight.data = torch.from_numpy(saved[f"{name}/W"].copy())
             layer.bias.data = torch.from_numpy(saved[f"{name}/b"].copy())
     model.eval()
-    x = _read_raw_idx(run.parent / "test-images")
+    x = read_raw_idx(run.parent / "test-images")
     loaded = status()["VmRSS"] / MIB
     times = []
     for _ in range(rounds):
@@ -131,11 +131,15 @@ def peer(run: Path, rounds: int, threads: int) -> tuple[numpy.ndarray, list[floa
     return y, times, loaded
 
 
-def _read_raw_idx(path: Path) -> numpy.ndarray:
-    """The uint8 images of a raw 3-dimensional IDX file (the peer has no trainer-run)."""
+def read_raw_idx(path: Path) -> numpy.ndarray:
+    """The uint8 array of a raw (not gzipped) IDX file: images or labels (the peer has no
+    trainer-run)."""
     data = path.read_bytes()
-    dims = numpy.frombuffer(data, ">u4", 3, 4)
-    return numpy.frombuffer(data, numpy.uint8, offset=16).reshape(*dims)
+    if data[:3] != b"\0\0\x08":
+        raise ValueError(f"{path}: not a raw IDX file of uint8")
+    ndim = data[3]
+    dims = numpy.frombuffer(data, ">u4", ndim, 4)
+    return numpy.frombuffer(data, numpy.uint8, offset=4 + 4 * ndim).reshape(*dims)
 
 
 def side(args) -> None:
