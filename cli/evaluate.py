@@ -58,10 +58,12 @@ def main(argv: list[str] | None = None) -> None:
 
 def run(options: argparse.Namespace) -> int:
     """Evaluates, prints, writes; the exit status."""
+    from trainer_run import memory
     from trainer_run.errors import ConfigError, StorageError
 
     from .report import fail
 
+    memory.reuse_freed_blocks()
     try:
         result = evaluate(options.run, options.overrides)
     except ConfigError as e:

@@ -109,7 +109,9 @@ def run(cfg: DictConfig) -> float | None:
 def _run(cfg: DictConfig, out: Path) -> float | None:
     """The job, with this process's memory bounded by what the machine has available (see
     :func:`trainer_run.memory.limit_to_available`): an allocation beyond it ends the job with
-    one line instead of the kernel killing the process."""
+    one line instead of the kernel killing the process. Freed blocks are kept for reuse
+    (:func:`trainer_run.memory.reuse_freed_blocks`)."""
+    memory.reuse_freed_blocks()
     restore = memory.limit_to_available()
     try:
         return _bounded(cfg, out)

@@ -54,3 +54,21 @@ def _col2im(gcol, gpad, sy, sx, dy, dx):
 
 
 col2im = jit.kernel(_col2im)
+
+
+def _im2col(xpad, col, sy, sx, dy, dx):
+    """``col[c, p, q, i, j, n] = xpad[c, i * sy + p * dy, j * sx + q * dx, n]`` (a copy of
+    :func:`~.convolution.windows`)."""
+    c_, kh, kw, oh, ow, n_ = col.shape
+    for c in prange(c_):
+        for p in range(kh):
+            for q in range(kw):
+                for i in range(oh):
+                    r = i * sy + p * dy
+                    for j in range(ow):
+                        s = j * sx + q * dx
+                        for n in range(n_):
+                            col[c, p, q, i, j, n] = xpad[c, r, s, n]
+
+
+im2col = jit.kernel(_im2col)
