@@ -33,8 +33,7 @@ from pathlib import Path
 import numpy
 from peers import torch_envs, torch_python
 
-from trainer_run import optimizers
-from trainer_run import jit
+from trainer_run import jit, optimizers
 from trainer_run.jit import prange
 from trainer_run.params import Parameter, ParamStore
 from trainer_run.states import state_leaves

@@ -8,7 +8,7 @@ import pytest
 from gradients import check_grads
 
 from trainer_run.autograd import backward
-from trainer_run.functions.convolution import Convolution2D, convolution_2d
+from trainer_run.functions.convolution import convolution_2d
 from trainer_run.functions.pooling import average_pooling_2d, global_average_pooling_2d, max_pooling_2d
 from trainer_run.params import Parameter
 
@@ -73,16 +73,8 @@ CONV_CASES = [  # (x shape, W shape, stride, pad, dilate, groups)
 ]
 
 
-@pytest.fixture(params=["batch_outer", "batch_inner"])
-def conv_layout(request, monkeypatch):
-    """Runs a test through both internal layouts of Convolution2D (batch outermost for small filters,
-    batch innermost otherwise)."""
-    monkeypatch.setattr(Convolution2D, "BATCH_OUTER_MAX_K", 10**9 if request.param == "batch_outer" else 0)
-    return request.param
-
-
 @pytest.mark.parametrize("xs, ws, stride, pad, dilate, groups", CONV_CASES)
-def test_convolution_value_matches_direct_definition(rng, conv_layout, xs, ws, stride, pad, dilate, groups):
+def test_convolution_value_matches_direct_definition(rng, xs, ws, stride, pad, dilate, groups):
     x, W, b = rng.normal(size=xs), rng.normal(size=ws), rng.normal(size=ws[0])
     kwargs = dict(stride=stride, pad=pad, dilate=dilate, groups=groups)
     expected = naive_conv(x, W, b, **kwargs)
@@ -95,7 +87,7 @@ GRAD_CASES = [CONV_CASES[i] for i in (1, 3, 5, 6, 7)]
 
 
 @pytest.mark.parametrize("xs, ws, stride, pad, dilate, groups", GRAD_CASES)
-def test_convolution_grads(rng, conv_layout, xs, ws, stride, pad, dilate, groups):
+def test_convolution_grads(rng, xs, ws, stride, pad, dilate, groups):
     x, W, b = rng.normal(size=xs), rng.normal(size=ws), rng.normal(size=ws[0])
     kwargs = dict(stride=stride, pad=pad, dilate=dilate, groups=groups)
     check_grads(lambda *a: convolution_2d(*a, **kwargs), [x, W, b], wrt={0, 1, 2})
@@ -103,7 +95,7 @@ def test_convolution_grads(rng, conv_layout, xs, ws, stride, pad, dilate, groups
     check_grads(lambda *a: convolution_2d(*a, **kwargs), [x, W], wrt={1})
 
 
-def test_convolution_float32_in_float32_out(rng, conv_layout):
+def test_convolution_float32_in_float32_out(rng):
     x = rng.normal(size=(2, 3, 6, 6)).astype(np.float32)
     W = rng.normal(size=(4, 3, 3, 3)).astype(np.float32)
     b = rng.normal(size=4).astype(np.float32)
@@ -197,7 +189,7 @@ def test_max_pooling_pads_with_minus_infinity(rng):
     assert (y < 0).all()
 
 
-def test_non_contiguous_inputs(rng, conv_layout):
+def test_non_contiguous_inputs(rng):
     x = rng.normal(size=(5, 6, 3, 2)).transpose(2, 3, 0, 1)  # (3, 2, 5, 6), not C-contiguous
     W = rng.normal(size=(3, 2, 3, 3)).transpose(0, 1, 3, 2)
     assert not x.flags.c_contiguous and not W.flags.c_contiguous

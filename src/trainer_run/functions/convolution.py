@@ -14,8 +14,9 @@ Zero padding of ``pad`` pixels is added on both sides of each spatial axis.
 Implementation: the input is padded into a ``(C, Hp, Wp, N)`` layout; im2col is a strided
 view of it (no loop over output pixels), copied once to a ``(groups, C_g * kh * kw,
 out_h * out_w * N)`` matrix, and one batched matmul over the groups. The backward pass reuses
-that matrix for ``gW`` and scatters ``gx`` back (col2im) with one vectorised strided add per
-kernel offset, ``kh * kw`` in all.
+that matrix for ``gW`` and scatters ``gx`` back (col2im): a compiled loop
+(:mod:`.loops`) where numba is installed, else one vectorised strided add per kernel offset,
+``kh * kw`` in all; the two add in the same order and agree bit for bit.
 
 The helpers :func:`pair`, :func:`out_size` and :func:`windows` are shared with
 :mod:`trainer_run.functions.pooling`.
@@ -86,10 +87,6 @@ class Convolution2D(Function):
     copies nothing; gradients come back in it the same way.
     """
 
-    #: filters with at most this many taps per group (``C_g * kh * kw``) keep the batch outermost
-    #: when their input is not already batch-innermost
-    BATCH_OUTER_MAX_K = 0
-
     def __init__(self, stride=1, pad=0, dilate=1, groups=1):
         self.s = pair(stride, "stride")
         self.p = pair(pad, "pad")
@@ -105,11 +102,7 @@ class Convolution2D(Function):
             raise ValueError(f"x with {c} channels, W of shape {W.shape} and groups={g} do not match")
         oh = out_size(h, kh, self.s[0], self.p[0], self.d[0])
         ow = out_size(w, kw, self.s[1], self.p[1], self.d[1])
-        xt = x.transpose(1, 2, 3, 0)
-        self._batch_outer = cg * kh * kw <= self.BATCH_OUTER_MAX_K and not xt.flags.c_contiguous
-        if self._batch_outer:
-            return self._forward_batch_outer(xp, x, W, b, oh, ow)
-        col = self._im2col(xp, xt, kh, kw, oh, ow).reshape(g, cg * kh * kw, oh * ow * n)
+        col = self._im2col(xp, x.transpose(1, 2, 3, 0), kh, kw, oh, ow).reshape(g, cg * kh * kw, oh * ow * n)
         y = xp.matmul(W.reshape(g, o // g, cg * kh * kw), col).reshape(o, oh * ow * n)
         if b is not None:
             y += b.reshape(o, 1)
@@ -129,46 +122,8 @@ class Convolution2D(Function):
             xpad[:, ph:ph + h, pw:pw + w] = xt
         return xp.ascontiguousarray(windows(xpad, kh, kw, oh, ow, self.s, self.d))
 
-    def _forward_batch_outer(self, xp, x, W, b, oh, ow):
-        """The ``(N, C, H, W)`` layout kept throughout: im2col to ``(N, groups, C_g * kh * kw,
-        oh * ow)`` and one matmul broadcast over the batch, whose result is already ``(N, O, oh, ow)``."""
-        n, c, h, w = x.shape
-        o, cg, kh, kw = W.shape
-        g, (ph, pw) = self.groups, self.p
-        xpad = xp.zeros((n * c, h + 2 * ph, w + 2 * pw, 1), dtype=x.dtype)
-        xpad[:, ph:ph + h, pw:pw + w, 0] = x.reshape(n * c, h, w)
-        col = xp.ascontiguousarray(windows(xpad, kh, kw, oh, ow, self.s, self.d))
-        col = col.reshape(n, g, cg * kh * kw, oh * ow)
-        y = xp.matmul(W.reshape(g, o // g, cg * kh * kw), col).reshape(n, o, oh, ow)
-        if b is not None:
-            y += b.reshape(1, o, 1, 1)
-        self._x_shape, self._W, self._col = x.shape, W, col
-        return y
-
-    def _backward_batch_outer(self, xp, gy):
-        needs, W, col = self.needs, self._W, self._col
-        n, c, h, w = self._x_shape
-        g, (ph, pw) = self.groups, self.p
-        o, cg, kh, kw = W.shape
-        oh, ow = gy.shape[2:]
-        gy_r = gy.reshape(n, g, o // g, oh * ow)
-        gx = gW = gb = None
-        if needs[1]:
-            gW = xp.matmul(gy_r, col.transpose(0, 1, 3, 2)).sum(axis=0).reshape(W.shape)
-        if len(needs) == 3 and needs[2]:
-            gb = gy.sum(axis=(0, 2, 3))
-        if needs[0]:
-            gcol = xp.matmul(W.reshape(g, o // g, cg * kh * kw).transpose(0, 2, 1), gy_r)
-            gpad = xp.zeros((n * c, h + 2 * ph, w + 2 * pw, 1), dtype=gcol.dtype)
-            col2im_add(gpad, gcol.reshape(n * c, kh, kw, oh, ow, 1), self.s, self.d)
-            gx = xp.ascontiguousarray(gpad[:, ph:ph + h, pw:pw + w, 0]).reshape(n, c, h, w)
-        self._W = self._col = None
-        return gx, gW, gb
-
     def backward(self, gy):
         xp = array_module(gy)
-        if self._batch_outer:
-            return self._backward_batch_outer(xp, gy)
         needs, W, col = self.needs, self._W, self._col
         g = self.groups
         o, cg, kh, kw = W.shape

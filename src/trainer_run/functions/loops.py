@@ -10,6 +10,8 @@ otherwise run their array code (CuPy arrays, no numba, other layouts). Every loo
 
 from __future__ import annotations
 
+import numpy
+
 from .. import jit
 from ..jit import prange
 
@@ -72,3 +74,68 @@ def _im2col(xpad, col, sy, sx, dy, dx):
 
 
 im2col = jit.kernel(_im2col)
+
+
+def _sums(a, b, c):
+    """``(sum(a[c]), sum(a[c] * b[c]))`` in float64 (``b`` may be ``a``), accumulated in four
+    partial sums each, so that consecutive additions do not wait on each other."""
+    m_ = a.shape[1]
+    s0 = s1 = s2 = s3 = t0 = t1 = t2 = t3 = 0.0
+    full = m_ - m_ % 4
+    for k in range(0, full, 4):
+        u0, u1 = numpy.float64(a[c, k]), numpy.float64(a[c, k + 1])
+        u2, u3 = numpy.float64(a[c, k + 2]), numpy.float64(a[c, k + 3])
+        s0 += u0
+        s1 += u1
+        s2 += u2
+        s3 += u3
+        t0 += u0 * numpy.float64(b[c, k])
+        t1 += u1 * numpy.float64(b[c, k + 1])
+        t2 += u2 * numpy.float64(b[c, k + 2])
+        t3 += u3 * numpy.float64(b[c, k + 3])
+    for k in range(full, m_):
+        u0 = numpy.float64(a[c, k])
+        s0 += u0
+        t0 += u0 * numpy.float64(b[c, k])
+    return (s0 + s1) + (s2 + s3), (t0 + t1) + (t2 + t3)
+
+
+sums = jit.kernel(_sums, parallel=False)
+
+
+def _batch_norm_forward(x, gamma, beta, eps, mean, var, inv_std, xhat, y):
+    """Batch normalization of ``x`` (C, M) over its rows: the statistics in one pass (sum and
+    sum of squares in float64, the biased variance), then ``xhat = (x - mean) * inv_std`` and
+    ``y = xhat * gamma + beta`` in ``x``'s dtype."""
+    c_, m_ = x.shape
+    for c in prange(c_):
+        s1, s2 = sums(x, x, c)
+        mu = s1 / m_
+        mean[c] = mu
+        var[c] = max(s2 / m_ - mu * mu, 0.0)
+        inv_std[c] = 1 / numpy.sqrt(var[c] + eps)
+        mc, ic, gc, bc = mean[c], inv_std[c], gamma[c], beta[c]
+        for k in range(m_):
+            h = (x[c, k] - mc) * ic
+            xhat[c, k] = h
+            y[c, k] = h * gc + bc
+
+
+batch_norm_forward = jit.kernel(_batch_norm_forward)
+
+
+def _batch_norm_backward(gy, xhat, coeff, gx, ggamma, gbeta):
+    """The gradients of batch normalization (C, M): ``gbeta = sum(gy)`` and ``ggamma = sum(gy *
+    xhat)`` per row in one pass, then ``gx = coeff * (M * gy - gbeta - xhat * ggamma)``."""
+    c_, m_ = gy.shape
+    m = gy.dtype.type(m_)
+    for c in prange(c_):
+        s1, s2 = sums(gy, xhat, c)
+        gbeta[c] = s1
+        ggamma[c] = s2
+        gb, gg, k_ = gbeta[c], ggamma[c], coeff[c]
+        for k in range(m_):
+            gx[c, k] = (gy[c, k] * m - gb - xhat[c, k] * gg) * k_
+
+
+batch_norm_backward = jit.kernel(_batch_norm_backward)

@@ -12,8 +12,12 @@ the number of elements averaged over), in the dtype of ``x``, and back-propagate
 
 from __future__ import annotations
 
+import numpy
+
+from .. import jit
 from ..autograd import Function, Variable
 from ..backend import array_module
+from . import loops
 
 
 def _channel_axes(ndim):
@@ -24,6 +28,13 @@ def _channel_axes(ndim):
 def _per_channel(a, ndim):
     """A ``(C,)`` array reshaped to broadcast against axis 1 of an ``ndim``-dimensional array."""
     return a.reshape((1, -1) + (1,) * (ndim - 2))
+
+
+def _channel_rows(x):
+    """``x`` as a ``(C, M)`` view, one row per channel (axis 1), where its memory holds each
+    channel's elements together (the layout convolutions give, :mod:`.convolution`); else None."""
+    t = x.transpose(1, *range(2, x.ndim), 0)
+    return t.reshape(x.shape[1], -1) if t.flags.c_contiguous else None
 
 
 def _check_params(x, gamma, beta, axis):
@@ -45,6 +56,9 @@ class BatchNormalization(Function):
 
     def forward(self, x, gamma, beta):
         _check_params(x, gamma, beta, 1)
+        self._gamma, rows = gamma, _channel_rows(x)
+        if rows is not None and jit.usable(loops.batch_norm_forward, rows, gamma, beta):
+            return self._forward_rows(x, rows, gamma, beta)
         xp = array_module(x)
         axes, nd = _channel_axes(x.ndim), x.ndim
         mean = x.mean(axis=axes)
@@ -52,11 +66,29 @@ class BatchNormalization(Function):
         var = xp.square(xhat).mean(axis=axes)
         self._inv_std = 1 / xp.sqrt(var + x.dtype.type(self.eps))
         xhat *= _per_channel(self._inv_std, nd)
-        self._xhat, self._gamma = xhat, gamma
+        self._xhat = xhat
         self._update_running(mean, var, x.size // x.shape[1])
         y = xhat * _per_channel(gamma, nd)
         y += _per_channel(beta, nd)
         return y
+
+    def _forward_rows(self, x, rows, gamma, beta):
+        """The compiled forward on ``rows`` (:func:`_channel_rows`): the statistics in one pass
+        (:func:`.loops.batch_norm_forward`); ``y`` and ``xhat`` keep ``x``'s layout."""
+        c, dtype = rows.shape[0], x.dtype
+        mean, var, inv_std = (numpy.empty(c, dtype) for _ in range(3))
+        xhat, y = numpy.empty_like(rows), numpy.empty_like(rows)
+        jit.launch(loops.batch_norm_forward, rows.size, rows, gamma, beta, dtype.type(self.eps),
+                   mean, var, inv_std, xhat, y)
+        self._inv_std, self._xhat = inv_std, self._like(x, xhat)
+        self._update_running(mean, var, rows.shape[1])
+        return self._like(x, y)
+
+    @staticmethod
+    def _like(x, rows):
+        """``rows`` (C, M) seen with ``x``'s shape, in its layout."""
+        shape = (x.shape[1], *x.shape[2:], x.shape[0])
+        return rows.reshape(shape).transpose(x.ndim - 1, 0, *range(1, x.ndim - 1))
 
     def _update_running(self, mean, var, m):
         decay = self.decay
@@ -70,6 +102,9 @@ class BatchNormalization(Function):
 
     def backward(self, gy):
         xhat, nd = self._xhat, gy.ndim
+        rows, xhat_rows = _channel_rows(gy), _channel_rows(xhat)
+        if rows is not None and xhat_rows is not None and jit.usable(loops.batch_norm_backward, rows, xhat_rows):
+            return self._backward_rows(gy, rows, xhat_rows)
         axes = _channel_axes(nd)
         gbeta = gy.sum(axis=axes)
         ggamma = (gy * xhat).sum(axis=axes)
@@ -82,6 +117,16 @@ class BatchNormalization(Function):
             gx -= xhat * _per_channel(ggamma, nd)
             gx *= coeff
         return gx, (ggamma if self.needs[1] else None), (gbeta if self.needs[2] else None)
+
+    def _backward_rows(self, gy, rows, xhat_rows):
+        """The compiled backward (:func:`.loops.batch_norm_backward`): ``ggamma`` and ``gbeta`` in
+        one pass, then ``gx`` in ``gy``'s layout."""
+        c, m, dtype = rows.shape[0], rows.shape[1], gy.dtype
+        coeff = self._gamma * self._inv_std / dtype.type(m)
+        ggamma, gbeta, gx = numpy.empty(c, dtype), numpy.empty(c, dtype), numpy.empty_like(rows)
+        jit.launch(loops.batch_norm_backward, rows.size, rows, xhat_rows, coeff, gx, ggamma, gbeta)
+        return ((self._like(gy, gx) if self.needs[0] else None), (ggamma if self.needs[1] else None),
+                (gbeta if self.needs[2] else None))
 
 
 class FixedBatchNormalization(Function):

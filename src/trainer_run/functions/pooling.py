@@ -162,14 +162,14 @@ class GlobalAveragePooling2D(Function):
     """Mean over the spatial axes: (N, C, H, W) -> (N, C)."""
 
     def forward(self, x):
-        self._x_shape = x.shape
+        self._x = x
         return x.mean(axis=(2, 3))
 
     def backward(self, gy):
-        xp = array_module(gy)
-        h, w = self._x_shape[2:]
-        gx = xp.empty(self._x_shape, dtype=gy.dtype)
-        gx[...] = (gy / (h * w))[:, :, None, None]
+        xp, x = array_module(gy), self._x
+        self._x = None
+        gx = xp.empty_like(x, dtype=gy.dtype)  # x's memory layout
+        gx[...] = (gy / (x.shape[2] * x.shape[3]))[:, :, None, None]
         return (gx,)
 
 

@@ -16,9 +16,11 @@ class CNN(Model):
     - ReLU - maxpool(2) - ... - linear(hidden) - ReLU - linear(classes)`` on images of shape
     ``in_shape = (C, H, W)``: one convolution and 2x2 max pooling per entry of ``channels``
     (the defaults are the classic MNIST network: 5x5 kernels, 32 then 64 channels, 512
-    hidden units). ReLU is applied after each pooling, a quarter of the elements: max pooling
-    and ReLU commute, values and gradients alike. Each pooling halves the height and width (rounding down), so images must
-    keep at least 1x1 after them (8x8 and larger for the default two)."""
+    hidden units). Each pooling halves the height and width (rounding down), so images must
+    keep at least 1x1 after them (8x8 and larger for the default two).
+
+    ReLU is computed after each pooling, on a quarter of the elements: max pooling and ReLU
+    commute, in values and in gradients."""
 
     def __init__(self, in_shape: Sequence[int], out_size: int, backend: Backend,
                  channels: Sequence[int] = (32, 64), ksize: int = 5, hidden: int = 512,

@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import numpy
 
+from .. import jit
 from ..backend import array_module
 from ..errors import check_number
-from .. import jit
 from ..jit import prange
 from .optimizer import Optimizer, mx_clip, python_clip, register, scalars
 from .workspace import Workspace, chunks

@@ -30,9 +30,9 @@ import math
 
 import numpy
 
+from .. import jit
 from ..backend import array_module
 from ..errors import check, check_number
-from .. import jit
 from ..jit import prange
 from .optimizer import Optimizer, register, scalars
 from .workspace import Workspace, chunks

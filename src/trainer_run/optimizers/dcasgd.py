@@ -17,9 +17,9 @@ gradient to 0), through MXNet's ``clip`` operator (see :func:`.nag.clip_op`).
 
 from __future__ import annotations
 
+from .. import jit
 from ..backend import array_module
 from ..errors import check_number
-from .. import jit
 from ..jit import prange
 from .optimizer import Optimizer, mx_clip, register, scalars
 from .scalar_ops import mx_clip as clip_one

@@ -39,9 +39,9 @@ from __future__ import annotations
 
 import numpy
 
+from .. import jit
 from ..backend import array_module
 from ..errors import check, check_number
-from .. import jit
 from ..jit import prange
 from .optimizer import Optimizer, register, scalars
 from .sumsq import chunk_sumsq, chunk_table, segment_sums, sum_of_squares

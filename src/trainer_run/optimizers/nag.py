@@ -24,9 +24,9 @@ operator (:func:`clip_op`).
 
 from __future__ import annotations
 
+from .. import jit
 from ..backend import array_module
 from ..errors import check_number
-from .. import jit
 from ..jit import prange
 from .optimizer import Optimizer, mx_clip, register, scalars
 from .scalar_ops import mx_clip as clip_one

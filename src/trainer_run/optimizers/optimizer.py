@@ -37,9 +37,8 @@ import warnings
 
 import numpy
 
-from .. import registry
+from .. import jit, registry
 from ..errors import ConfigError, check_number
-from .. import jit
 
 REGISTRY: dict[str, type] = {}
 """Optimizer classes by lower-case class name (MXNet's rule)."""

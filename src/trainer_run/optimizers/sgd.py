@@ -16,9 +16,9 @@ always dense here, so it changes nothing.
 
 from __future__ import annotations
 
+from .. import jit
 from ..backend import array_module
 from ..errors import check_number
-from .. import jit
 from ..jit import prange
 from .optimizer import Optimizer, register, scalars
 from .workspace import Workspace, chunks

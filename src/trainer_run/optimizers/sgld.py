@@ -21,8 +21,8 @@ import math
 
 import numpy
 
-from ..backend import array_module
 from .. import jit
+from ..backend import array_module
 from ..jit import prange
 from .optimizer import Optimizer, mx_clip, register, scalars
 from .scalar_ops import mx_clip as clip_one

@@ -20,9 +20,9 @@ fails, so ``wd_lh != 0`` with ``momentum == 0`` is refused here when the optimiz
 
 from __future__ import annotations
 
+from .. import jit
 from ..backend import array_module
 from ..errors import ConfigError, check_number
-from .. import jit
 from ..jit import prange
 from .optimizer import Optimizer, register, scalars
 from .scalar_ops import sign

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import numpy
 
-from ..backend import array_module
 from .. import jit
+from ..backend import array_module
 
 SUM_CHUNK = 1 << 14
 

@@ -21,9 +21,9 @@ from typing import Any
 
 import numpy
 
+from .. import jit
 from ..background_write import host_copy
 from ..states import check_state, flatten, map_state, state_leaves, unflatten
-from .. import jit
 from .optimizer import Optimizer, index_key
 
 
