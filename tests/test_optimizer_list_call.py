@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from trainer_run.optimizers import create, get_updater, jit
+from trainer_run import jit
+from trainer_run.optimizers import create, get_updater
 
 CASES = {"adam": {}, "sgd": {"momentum": 0.9}, "nadam": {}, "rmsprop": {"centered": True},
          "lamb": {}, "adagrad": {}, "signum": {}, "nag": {"momentum": 0.9},

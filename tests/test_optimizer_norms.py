@@ -15,7 +15,8 @@ from trainer_run.optimizers.sumsq import SUM_CHUNK, chunk_table, sum_of_squares
 
 STEP = """
 import sys, numpy as np
-from trainer_run.optimizers import create, get_updater, jit
+from trainer_run import jit
+from trainer_run.optimizers import create, get_updater
 from trainer_run.params import Parameter, ParamStore
 jit.PARALLEL_MIN = 1                                   # every launch uses all threads
 rng = np.random.default_rng(5)

@@ -103,7 +103,8 @@ class BatchNormalization(Function):
     def backward(self, gy):
         xhat, nd = self._xhat, gy.ndim
         rows, xhat_rows = _channel_rows(gy), _channel_rows(xhat)
-        if rows is not None and xhat_rows is not None and jit.usable(loops.batch_norm_backward, rows, xhat_rows):
+        if rows is not None and xhat_rows is not None and jit.usable(loops.batch_norm_backward, rows,
+                                                                      xhat_rows):
             return self._backward_rows(gy, rows, xhat_rows)
         axes = _channel_axes(nd)
         gbeta = gy.sum(axis=axes)
