@@ -35,6 +35,13 @@ class _Pooling2D(Function):
         self.s = self.k if stride is None else pair(stride, "stride")
         self.p = pair(pad, "pad")
 
+    def _is_2x2(self, x):
+        """Non-overlapping 2x2 windows (``ksize == stride == 2``, no padding, even ``H`` and ``W``):
+        the fast path, in ``x``'s own layout, where the four offsets of every window are the
+        strided views ``x[:, :, p::2, q::2]``."""
+        return (self.k == (2, 2) and self.s == (2, 2) and self.p == (0, 0)
+                and x.ndim == 4 and x.shape[2] % 2 == 0 and x.shape[3] % 2 == 0)
+
     def _windows(self, x, value):
         """(1, kh, kw, oh, ow, N * C) view of ``x`` padded with ``value``."""
         xp = array_module(x)
@@ -75,15 +82,11 @@ class _Pooling2D(Function):
 class MaxPooling2D(_Pooling2D):
     """Max over each window; see the module docstring.
 
-    Non-overlapping 2x2 windows (``ksize == stride == 2``, no padding, even ``H`` and ``W``) take
-    a fast path in the ``(N, C, H, W)`` layout itself: the four offsets of every window are the
-    strided views ``x[:, :, p::2, q::2]``, combined with element-wise maxima; the backward pass
-    gives each window's gradient to its first maximum in row-major order, as the general path.
+    Non-overlapping 2x2 windows take a fast path (:meth:`_is_2x2`): element-wise maxima of the
+    four offsets; the backward pass gives each window's gradient to its first maximum in
+    row-major order, as the general path (a compiled loop, :mod:`.loops`, where numba is
+    installed and the layout allows).
     """
-
-    def _is_2x2(self, x):
-        return (self.k == (2, 2) and self.s == (2, 2) and self.p == (0, 0)
-                and x.ndim == 4 and x.shape[2] % 2 == 0 and x.shape[3] % 2 == 0)
 
     def forward(self, x):
         xp = array_module(x)
@@ -124,12 +127,10 @@ class MaxPooling2D(_Pooling2D):
         x, y = self._x, self._y
         self._x = self._y = None
         gx = xp.empty_like(x, dtype=gy.dtype)  # x's memory layout; every element is written below
-        chwn = [a.transpose(1, 2, 3, 0) for a in (x, y, gy, gx)]
-        if chwn[0].flags.c_contiguous and chwn[3].flags.c_contiguous:
-            chwn[2] = xp.ascontiguousarray(chwn[2])
-            if jit.usable(loops.max_pool_2x2_backward, *chwn):
-                jit.launch(loops.max_pool_2x2_backward, gx.size, *chwn)
-                return gx
+        views = _blocks(x, y, gy, gx)
+        if views is not None and jit.usable(loops.max_pool_2x2_backward, *views):
+            jit.launch(loops.max_pool_2x2_backward, gx.size, *views)
+            return gx
         untaken = xp.ones(y.shape, dtype=bool)
         first = xp.empty(y.shape, dtype=bool)
         for p, q in ((0, 0), (0, 1), (1, 0), (1, 1)):  # row-major: the first maximum takes the gradient
@@ -140,10 +141,40 @@ class MaxPooling2D(_Pooling2D):
         return gx
 
 
+def _blocks(x, y, gy, gx):
+    """``x``, ``y``, ``gy`` and ``gx`` as C-contiguous ``(A, H, W, B)`` views for the compiled
+    loops: ``(C, H, W, N)`` where ``x`` is laid out so (a convolution's output), ``(N * C, H, W,
+    1)`` where it is C-contiguous; ``gy`` is copied into that layout if it is not in it. None
+    for any other layout of ``x`` or ``gx``."""
+    xp = array_module(gy)
+    if x.transpose(1, 2, 3, 0).flags.c_contiguous:
+        def view(a):
+            return a.transpose(1, 2, 3, 0)
+    elif x.flags.c_contiguous:
+        def view(a):
+            return a.reshape(a.shape[0] * a.shape[1], a.shape[2], a.shape[3], 1)
+    else:
+        return None
+    if not view(gx).flags.c_contiguous:
+        return None
+    if not view(gy).flags.c_contiguous:
+        gy, given = xp.empty_like(y), gy
+        gy[...] = given
+    return view(x), view(y), view(gy), view(gx)
+
+
 class AveragePooling2D(_Pooling2D):
     """Mean over each window, divided by ``kh * kw`` padding included."""
 
     def forward(self, x):
+        self._fast = self._is_2x2(x)
+        if self._fast:  # the general path's sum, in its order: (0, 0) + (0, 1) + (1, 0) + (1, 1)
+            self._x = x
+            y = x[:, :, 0::2, 0::2] + x[:, :, 0::2, 1::2]
+            y += x[:, :, 1::2, 0::2]
+            y += x[:, :, 1::2, 1::2]
+            y /= 4
+            return y
         view = self._windows(x, 0)
         kh, kw = self.k
         y = view[0, 0, 0].copy()
@@ -153,6 +184,13 @@ class AveragePooling2D(_Pooling2D):
         return self._from_hwnc(y)
 
     def backward(self, gy):
+        if self._fast:
+            x, self._x = self._x, None
+            gx = array_module(gy).empty_like(x, dtype=gy.dtype)  # x's layout
+            g = gy / 4
+            for p, q in ((0, 0), (0, 1), (1, 0), (1, 1)):
+                gx[:, :, p::2, q::2] = g
+            return (gx,)
         kh, kw = self.k
         g = self._to_hwnc(gy) / (kh * kw)
         return (self._scatter(g, lambda p, q: g),)
