@@ -70,6 +70,26 @@ def test_max_pool_backward_loop_equals_the_array_code_bit_for_bit(rng, monkeypat
 
 
 @needs_numba
+@pytest.mark.parametrize("shape, ksize, stride, pad", [((4, 3, 9, 8), 3, 2, 1), ((2, 5, 10, 10), 3, 1, 1),
+                                                       ((3, 2, 7, 9), 2, 3, 0)])
+def test_general_max_pool_backward_loop_equals_the_array_code_bit_for_bit(rng, monkeypatch, shape, ksize,
+                                                                          stride, pad):
+    """Overlapping windows, padding, ties: the same sums, in the same order."""
+    x = rng.integers(-2, 3, size=shape).astype(np.float32)
+    gy = None
+
+    def grads():
+        nonlocal gy
+        f = MaxPooling2D(ksize, stride, pad)
+        y = f.forward(x)
+        gy = rng.normal(size=y.shape).astype(np.float32) if gy is None else gy
+        return f.backward(gy)[0]
+
+    compiled, array_code = both_paths(monkeypatch, grads)
+    np.testing.assert_array_equal(bits(compiled), bits(array_code))
+
+
+@needs_numba
 def test_batch_norm_loops_match_the_array_code_within_float32_rounding(rng, monkeypatch):
     x = chwn((rng.normal(size=(6, 4, 5, 7)) * 3 + 10).astype(np.float32))
     gamma, beta = (rng.normal(size=4).astype(np.float32) for _ in range(2))

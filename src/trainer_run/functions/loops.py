@@ -139,3 +139,38 @@ def _batch_norm_backward(gy, xhat, coeff, gx, ggamma, gbeta):
 
 
 batch_norm_backward = jit.kernel(_batch_norm_backward)
+
+
+BLOCK = 64
+"""Elements of the innermost axis one parallel task of :func:`max_pool_backward` takes."""
+
+
+def _max_pool_backward(xt, y, gy, gpad, kh, kw, sh, sw):
+    """Max pooling's gradient in the general path's layout: ``xt`` (Hp, Wp, B) the padded input,
+    ``y`` and ``gy`` (oh, ow, B), ``gpad`` (Hp, Wp, B) zeros. Each window's ``gy`` goes to its
+    first maximum in row-major order; the offsets ``(p, q)`` are visited in row-major order,
+    each adding to every window's place ``gy`` or 0 (as the array code's ``where``)."""
+    oh, ow, b_ = y.shape
+    zero = gy.dtype.type(0)
+    for block in prange((b_ + BLOCK - 1) // BLOCK):
+        b0, b1 = block * BLOCK, min(b_, (block + 1) * BLOCK)
+        first = numpy.full((oh, ow, b1 - b0), kh * kw, numpy.int32)
+        for i in range(oh):
+            for j in range(ow):
+                for p in range(kh - 1, -1, -1):  # the last match written is the first in row-major order
+                    for q in range(kw - 1, -1, -1):
+                        k = p * kw + q
+                        row, m, f = xt[i * sh + p, j * sw + q, b0:b1], y[i, j, b0:b1], first[i, j]
+                        for b in range(b1 - b0):
+                            f[b] = k if row[b] == m[b] else f[b]
+        for p in range(kh):
+            for q in range(kw):
+                k = p * kw + q
+                for i in range(oh):
+                    for j in range(ow):
+                        row, g, f = gpad[i * sh + p, j * sw + q, b0:b1], gy[i, j, b0:b1], first[i, j]
+                        for b in range(b1 - b0):
+                            row[b] += g[b] if f[b] == k else zero
+
+
+max_pool_backward = jit.kernel(_max_pool_backward)

@@ -43,13 +43,15 @@ class _Pooling2D(Function):
                 and x.ndim == 4 and x.shape[2] % 2 == 0 and x.shape[3] % 2 == 0)
 
     def _windows(self, x, value):
-        """(1, kh, kw, oh, ow, N * C) view of ``x`` padded with ``value``."""
+        """(1, kh, kw, oh, ow, N * C) view of ``x`` padded with ``value``; the padded copy, (Hp, Wp,
+        N * C), is kept as ``_xt``."""
         xp = array_module(x)
         (kh, kw), (sh, sw), (ph, pw) = self.k, self.s, self.p
         self._x_shape = n, c, h, w = x.shape
         oh, ow = out_size(h, kh, sh, ph), out_size(w, kw, sw, pw)
         xt = xp.full((1, h + 2 * ph, w + 2 * pw, n * c), value, dtype=x.dtype)
         xt[0, ph:ph + h, pw:pw + w] = x.reshape(n * c, h, w).transpose(1, 2, 0)
+        self._xt = xt[0]
         return windows(xt, kh, kw, oh, ow, self.s, (1, 1))
 
     def _from_hwnc(self, y):
@@ -75,8 +77,14 @@ class _Pooling2D(Function):
         for p in range(kh):
             for q in range(kw):
                 gpad[p:p + sh * (oh - 1) + 1:sh, q:q + sw * (ow - 1) + 1:sw] += gcol(p, q)
+        return self._unpad(gpad)
+
+    def _unpad(self, gpad):
+        """``gx`` (N, C, H, W) from its padded ``(Hp, Wp, N * C)`` form."""
+        n, c, h, w = self._x_shape
+        ph, pw = self.p
         gx = gpad[ph:ph + h, pw:pw + w].transpose(2, 0, 1).reshape(n, c, h, w)
-        return xp.ascontiguousarray(gx)
+        return array_module(gpad).ascontiguousarray(gx)
 
 
 class MaxPooling2D(_Pooling2D):
@@ -110,6 +118,12 @@ class MaxPooling2D(_Pooling2D):
         xp = array_module(gy)
         view, y, gy = self._view, self._y, self._to_hwnc(gy)
         kh, kw = self.k
+        xt, self._xt = self._xt, None
+        if jit.usable(loops.max_pool_backward, xt, y, gy):
+            gpad = xp.zeros(xt.shape, dtype=gy.dtype)
+            jit.launch(loops.max_pool_backward, gpad.size, xt, y, gy, gpad, kh, kw, *self.s)
+            self._view = self._y = None
+            return (self._unpad(gpad),)
         taken = xp.zeros(y.shape, dtype=bool)
         zero = xp.zeros((), dtype=gy.dtype)
 
