@@ -7,8 +7,7 @@ short ``trainer-run dataset=idx model=cnn`` run (``--iterations`` updates, batch
 run directory. Then, each in a fresh process:
 
 - **trainer-run**: ``trainer_run.load_model(run).predict(images)`` on the raw uint8 images
-  (``read_idx``: memory-mapped), in its default batches (the run's ``dataset.batch_size``,
-  100), ``--rounds`` times;
+  (``read_idx``: memory-mapped), in batches of ``--batch`` (500), ``--rounds`` times;
 - **PyTorch**: the same architecture (``nn.Conv2d(1, 32, 5, padding=2)`` ... ``nn.Linear(512,
   10)``) with the run's ``model.npz`` loaded, ``eval()`` and ``torch.inference_mode()``, the
   images divided by 255 as float32, in batches of the same size.
@@ -55,6 +54,7 @@ def parse_args():
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--iterations", type=int, default=20, help="training updates of the run")
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--batch", type=int, default=500, help="images per predicted batch, both sides")
     p.add_argument("--side", choices=["ours", "peer"], help="run one side in this process")
     p.add_argument("--run", help="with --side: the run directory")
     p.add_argument("--out", help="with --side: where to save the outputs (.npy)")
@@ -88,7 +88,7 @@ def make_run(folder: Path, n_images: int, iterations: int) -> Path:
     return run
 
 
-def ours(run: Path, rounds: int) -> tuple[numpy.ndarray, list[float], float]:
+def ours(run: Path, rounds: int, batch: int) -> tuple[numpy.ndarray, list[float], float]:
     import trainer_run
     from trainer_run.data.idx import read_idx
 
@@ -98,12 +98,12 @@ def ours(run: Path, rounds: int) -> tuple[numpy.ndarray, list[float], float]:
     times = []
     for _ in range(rounds):
         start = time.perf_counter()
-        y = trained.predict(x)
+        y = trained.predict(x, batch_size=batch)
         times.append(time.perf_counter() - start)
     return y, times, loaded
 
 
-def peer(run: Path, rounds: int, threads: int) -> tuple[numpy.ndarray, list[float], float]:
+def peer(run: Path, rounds: int, threads: int, batch: int) -> tuple[numpy.ndarray, list[float], float]:
     import torch
     from torch import nn
 
@@ -124,8 +124,8 @@ def peer(run: Path, rounds: int, threads: int) -> tuple[numpy.ndarray, list[floa
     for _ in range(rounds):
         start = time.perf_counter()
         with torch.inference_mode():
-            chunks = [model(torch.from_numpy(x[i:i + BATCH, None].astype(numpy.float32) / 255))
-                      for i in range(0, len(x), BATCH)]
+            chunks = [model(torch.from_numpy(x[i:i + batch, None].astype(numpy.float32) / 255))
+                      for i in range(0, len(x), batch)]
             y = torch.cat(chunks).numpy()
         times.append(time.perf_counter() - start)
     return y, times, loaded
@@ -145,9 +145,9 @@ def read_raw_idx(path: Path) -> numpy.ndarray:
 def side(args) -> None:
     run = Path(args.run)
     if args.side == "ours":
-        y, times, loaded = ours(run, args.rounds)
+        y, times, loaded = ours(run, args.rounds, args.batch)
     else:
-        y, times, loaded = peer(run, args.rounds, args.threads)
+        y, times, loaded = peer(run, args.rounds, args.threads, args.batch)
     numpy.save(args.out, y)
     print(json.dumps({"times": times, "loaded_mib": loaded, "peak_mib": status()["VmHWM"] / MIB}))
 
@@ -161,21 +161,21 @@ def run_side(name: str, run: Path, args) -> dict | None:
            "MKL_NUM_THREADS": threads}
     out = run.parent / f"{name}.npy"
     done = subprocess.run([python, __file__, "--side", name, "--run", str(run), "--out", str(out),
-                           "--rounds", str(args.rounds), "--threads", threads],
+                           "--rounds", str(args.rounds), "--threads", threads, "--batch", str(args.batch)],
                           capture_output=True, text=True, env=env, check=True)
     result = json.loads(done.stdout.strip().splitlines()[-1])
     result["outputs"] = numpy.load(out)
     return result
 
 
-def minimum_mib(n: int) -> float:
+def minimum_mib(n: int, batch: int) -> float:
     """What predicting must hold beyond the loaded model: the input bytes, the outputs and one
     batch's largest activations in float32 (``model=cnn``'s second convolution: its unfolded
     input, 32 x 5 x 5 values per output pixel, and its output)."""
     inputs = n * SHAPE[0] * SHAPE[1]
     outputs = n * CLASSES * 4
-    unfolded = BATCH * 32 * 25 * 14 * 14 * 4
-    conv_out = BATCH * 64 * 14 * 14 * 4
+    unfolded = batch * 32 * 25 * 14 * 14 * 4
+    conv_out = batch * 64 * 14 * 14 * 4
     return (inputs + outputs + unfolded + conv_out) / 2**20
 
 
@@ -189,7 +189,7 @@ def main():
         run = make_run(Path(tmp), args.images, args.iterations)
         results = {name: run_side(name, run, args) for name in ("ours", "peer")}
     print(f"predict {args.images:,} uint8 images of 1x28x28 through model=cnn in batches of "
-          f"{BATCH}, {args.threads} threads, best of {args.rounds}; each side in a fresh process")
+          f"{args.batch}, {args.threads} threads, best of {args.rounds}; each side in a fresh process")
     print(f"  {'':12s} {'time':>8s} {'images/s':>9s} {'RSS loaded':>11s} {'peak RSS':>9s} "
           f"{'predict took':>13s}")
     for name, label in (("ours", "trainer-run"), ("peer", "PyTorch")):
@@ -200,7 +200,7 @@ def main():
         best = min(r["times"])
         print(f"  {label:12s} {best:7.2f}s {args.images / best:9,.0f} {r['loaded_mib']:8.0f} MiB "
               f"{r['peak_mib']:5.0f} MiB {r['peak_mib'] - r['loaded_mib']:9.0f} MiB")
-    print(f"  theoretical minimum of what predicting takes: {minimum_mib(args.images):.0f} MiB "
+    print(f"  theoretical minimum of what predicting takes: {minimum_mib(args.images, args.batch):.0f} MiB "
           "(the input bytes, the outputs, one batch's largest activations)")
     o, p = results["ours"], results["peer"]
     print(f"  peak RSS under 1 GiB: {'yes' if o['peak_mib'] < 1024 else 'NO'}")
