@@ -10,7 +10,8 @@ Each timed iteration is one training step on an MNIST-shaped float32 batch of 10
   training mode.
 
 Ours is trainer-run's ``StandardUpdater`` with ``optimizer=sgd``, so the numbers include
-the flat-buffer bookkeeping a run has. PyTorch runs in its own virtual environment
+the flat-buffer bookkeeping a run has, in a process that keeps freed blocks for reuse as
+``trainer-run`` does (``memory.reuse_freed_blocks``). PyTorch runs in its own virtual environment
 (``$TORCH_PYTHON``, else ``/work/torch-venv/bin/python``; skipped when absent) as a
 subprocess of this file with ``--peer``; each side runs in a fresh process, so the peak
 resident memory (``ru_maxrss``) of each is reported too. Both use ``--threads`` threads.
@@ -63,12 +64,13 @@ def timed(step, iterations: int, warmup: int) -> float:
 def ours(model_name: str, iterations: int, warmup: int) -> float:
     import numpy
 
-    from trainer_run import optimizers
+    from trainer_run import memory, optimizers
     from trainer_run.backend import get_backend
     from trainer_run.data import ArrayDataset, SerialIterator
     from trainer_run.models import CNN, ResNet
     from trainer_run.updaters import StandardUpdater
 
+    memory.reuse_freed_blocks()  # as trainer-run does
     backend = get_backend("numpy", seed=0)
     klass = {"cnn": CNN, "resnet": ResNet}[model_name]
     model = klass(SHAPE, CLASSES, backend)
