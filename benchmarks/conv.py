@@ -14,6 +14,8 @@ PyTorch runs in its own virtual environment (``$TORCH_PYTHON``, else
 With ``--pooling`` it also times, the same way, forward + backward of the pooling functions on
 a float32 batch of shape (100, 64, 14, 14) (the size of that convolution's output): max 2x2
 stride 2, max 3x3 stride 2 pad 1, average 2x2 stride 2 (PyTorch: ``count_include_pad=True``).
+Ours runs each twice: on the batch as a C-contiguous array, and on the same values laid out
+``(C, H, W, N)``, as trainer-run's convolutions give them (PyTorch's is C-contiguous).
 
     python benchmarks/conv.py [--rounds 3] [--iterations 20] [--threads 2] [--pooling]
 """
@@ -31,6 +33,7 @@ from peers import torch_python
 
 N, C, O, H, K = 100, 32, 64, 14, 5  # noqa: E741 (the usual names)
 PAD = (K - 1) // 2
+INNER = ", x laid out (C, H, W, N) as a convolution gives it"
 POOLS = {"max 2x2/2": ("max", 2, 2, 0), "max 3x3/2 pad 1": ("max", 3, 2, 1), "avg 2x2/2": ("avg", 2, 2, 0)}
 
 
@@ -112,14 +115,18 @@ def trainer_run_samples_per_s(args) -> dict:
     if args.pooling:
         from trainer_run.functions.pooling import average_pooling_2d, max_pooling_2d
 
-        x = Parameter(pool_input(numpy))
+        plain = pool_input(numpy)
+        inner = numpy.ascontiguousarray(plain.transpose(1, 2, 3, 0)).transpose(3, 0, 1, 2)
         ops = {"max": max_pooling_2d, "avg": average_pooling_2d}
         for name, (kind, k, st, pad) in POOLS.items():
-            def pool_step(f=ops[kind], k=k, st=st, pad=pad):
-                x.cleargrad()
-                y = f(x, k, st, pad)
-                backward(y, gy=numpy.ones(y.shape, numpy.float32))
-            rates[name] = timed(pool_step, args.iterations, args.warmup)
+            for suffix, data in (("", plain), (INNER, inner)):
+                x = Parameter(data)
+
+                def pool_step(f=ops[kind], k=k, st=st, pad=pad, x=x):
+                    x.cleargrad()
+                    y = f(x, k, st, pad)
+                    backward(y, gy=numpy.ones(y.shape, numpy.float32))
+                rates[name + suffix] = timed(pool_step, args.iterations, args.warmup)
     return rates
 
 
@@ -173,7 +180,7 @@ def main() -> None:
         print(f"  {label}")
         print(f"    trainer-run        {max(mine):9,.0f}  {[round(v) for v in mine]}")
         if theirs:
-            peers = [r[case] for r in theirs]
+            peers = [r[case.removesuffix(INNER)] for r in theirs]
             print(f"    pytorch {peer['version']:10s} {max(peers):9,.0f}  {[round(v) for v in peers]}")
             print(f"    ratio trainer-run / pytorch: {max(mine) / max(peers):.3f}")
         else:

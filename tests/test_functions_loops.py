@@ -53,7 +53,7 @@ def test_col2im_loop_adds_in_the_order_of_the_array_code(rng, stride, dilate):
 
 @needs_numba
 def test_max_pool_backward_loop_equals_the_array_code_bit_for_bit(rng, monkeypatch):
-    """Ties (small integers), negative gradients (-0.0 where not taken) and a NaN gradient."""
+    """Ties (small integers), negative gradients and a NaN gradient (which stays where it is taken)."""
     x = chwn(rng.integers(-2, 3, size=(5, 3, 8, 6)).astype(np.float32))
     gy = rng.normal(size=(5, 3, 4, 3)).astype(np.float32)
     gy[0, 0, 0, 0] = np.nan
@@ -66,7 +66,7 @@ def test_max_pool_backward_loop_equals_the_array_code_bit_for_bit(rng, monkeypat
     compiled, array_code = both_paths(monkeypatch, grads)
     np.testing.assert_array_equal(bits(compiled), bits(array_code))
     assert compiled.transpose(1, 2, 3, 0).flags.c_contiguous  # x's layout kept
-    assert np.signbit(compiled).any() and np.isnan(compiled).sum() == 4
+    assert np.isnan(compiled).sum() == 1 and (compiled < 0).any()
 
 
 @needs_numba
@@ -121,7 +121,8 @@ def test_batch_norm_statistics_in_one_pass_are_float64_exact(rng, monkeypatch):
 
 
 def test_max_pooling_then_relu_equals_relu_then_max_pooling(rng):
-    """model=cnn computes ReLU after pooling: the same values and gradients, bit for bit."""
+    """model=cnn computes ReLU after pooling: the same values and gradients (zeros may differ in
+    sign)."""
     x0 = rng.integers(-3, 4, size=(4, 3, 6, 6)).astype(np.float32)  # ties and zeros
     gy = rng.normal(size=(4, 3, 3, 3)).astype(np.float32)
     results = []
@@ -131,7 +132,7 @@ def test_max_pooling_then_relu_equals_relu_then_max_pooling(rng):
         backward(y, gy)
         results.append((y.data, x.grad))
     for a, b in zip(*results):
-        np.testing.assert_array_equal(bits(a), bits(b))
+        np.testing.assert_array_equal(a, b)
 
 
 def test_convolution_keeps_the_batch_innermost_layout_through_relu_pooling_and_norm(rng):

@@ -17,24 +17,23 @@ from ..jit import prange
 
 
 def _max_pool_2x2_backward(x, y, gy, gx):
-    """``gx[c, 2i + p, 2j + q, n] = gy[c, i, j, n] * mask``: the mask is 1 at the first offset
-    ``(p, q)`` in row-major order where ``x`` equals the window's maximum ``y``, else 0 (so
-    -0.0 for a negative ``gy`` and NaN for NaN, as the array code's ``gy * mask``)."""
-    c_, oh, ow, n_ = gy.shape
+    """``gx[a, 2i + p, 2j + q, b] = gy[a, i, j, b]`` at the first offset ``(p, q)`` in row-major
+    order where ``x`` equals the window's maximum ``y``, else 0 (arrays ``(A, H, W, B)``)."""
+    a_, oh, ow, b_ = gy.shape
     one, zero = gx.dtype.type(1), gx.dtype.type(0)
-    for c in prange(c_):
+    for a in prange(a_):
         for i in range(oh):
             for j in range(ow):
-                for n in range(n_):  # branch-free, so that numba vectorises it
-                    m, g = y[c, i, j, n], gy[c, i, j, n]
-                    f0 = one if x[c, 2 * i, 2 * j, n] == m else zero
-                    f1 = (one if x[c, 2 * i, 2 * j + 1, n] == m else zero) * (one - f0)
-                    f2 = (one if x[c, 2 * i + 1, 2 * j, n] == m else zero) * (one - f0 - f1)
-                    f3 = (one if x[c, 2 * i + 1, 2 * j + 1, n] == m else zero) * (one - f0 - f1 - f2)
-                    gx[c, 2 * i, 2 * j, n] = g * f0
-                    gx[c, 2 * i, 2 * j + 1, n] = g * f1
-                    gx[c, 2 * i + 1, 2 * j, n] = g * f2
-                    gx[c, 2 * i + 1, 2 * j + 1, n] = g * f3
+                for b in range(b_):  # branch-free, so that numba vectorises it
+                    m, g = y[a, i, j, b], gy[a, i, j, b]
+                    f0 = one if x[a, 2 * i, 2 * j, b] == m else zero
+                    f1 = (one if x[a, 2 * i, 2 * j + 1, b] == m else zero) * (one - f0)
+                    f2 = (one if x[a, 2 * i + 1, 2 * j, b] == m else zero) * (one - f0 - f1)
+                    f3 = (one if x[a, 2 * i + 1, 2 * j + 1, b] == m else zero) * (one - f0 - f1 - f2)
+                    gx[a, 2 * i, 2 * j, b] = g if f0 == one else zero
+                    gx[a, 2 * i, 2 * j + 1, b] = g if f1 == one else zero
+                    gx[a, 2 * i + 1, 2 * j, b] = g if f2 == one else zero
+                    gx[a, 2 * i + 1, 2 * j + 1, b] = g if f3 == one else zero
 
 
 max_pool_2x2_backward = jit.kernel(_max_pool_2x2_backward)
@@ -56,24 +55,6 @@ def _col2im(gcol, gpad, sy, sx, dy, dx):
 
 
 col2im = jit.kernel(_col2im)
-
-
-def _im2col(xpad, col, sy, sx, dy, dx):
-    """``col[c, p, q, i, j, n] = xpad[c, i * sy + p * dy, j * sx + q * dx, n]`` (a copy of
-    :func:`~.convolution.windows`)."""
-    c_, kh, kw, oh, ow, n_ = col.shape
-    for c in prange(c_):
-        for p in range(kh):
-            for q in range(kw):
-                for i in range(oh):
-                    r = i * sy + p * dy
-                    for j in range(ow):
-                        s = j * sx + q * dx
-                        for n in range(n_):
-                            col[c, p, q, i, j, n] = xpad[c, r, s, n]
-
-
-im2col = jit.kernel(_im2col)
 
 
 def _sums(a, b, c):
@@ -141,35 +122,30 @@ def _batch_norm_backward(gy, xhat, coeff, gx, ggamma, gbeta):
 batch_norm_backward = jit.kernel(_batch_norm_backward)
 
 
-BLOCK = 64
-"""Elements of the innermost axis one parallel task of :func:`max_pool_backward` takes."""
-
-
-def _max_pool_backward(xt, y, gy, gpad, kh, kw, sh, sw):
-    """Max pooling's gradient in the general path's layout: ``xt`` (Hp, Wp, B) the padded input,
-    ``y`` and ``gy`` (oh, ow, B), ``gpad`` (Hp, Wp, B) zeros. Each window's ``gy`` goes to its
+def _max_pool_backward(xpad, y, gy, gpad, kh, kw, sh, sw):
+    """Max pooling's gradient, arrays ``(A, H, W, B)``: ``xpad`` the padded input, ``y`` and
+    ``gy`` (A, oh, ow, B), ``gpad`` zeros shaped like ``xpad``. Each window's ``gy`` goes to its
     first maximum in row-major order; the offsets ``(p, q)`` are visited in row-major order,
     each adding to every window's place ``gy`` or 0 (as the array code's ``where``)."""
-    oh, ow, b_ = y.shape
+    a_, oh, ow, b_ = y.shape
     zero = gy.dtype.type(0)
-    for block in prange((b_ + BLOCK - 1) // BLOCK):
-        b0, b1 = block * BLOCK, min(b_, (block + 1) * BLOCK)
-        first = numpy.full((oh, ow, b1 - b0), kh * kw, numpy.int32)
+    for a in prange(a_):
+        first = numpy.full((oh, ow, b_), kh * kw, numpy.int32)
         for i in range(oh):
             for j in range(ow):
                 for p in range(kh - 1, -1, -1):  # the last match written is the first in row-major order
                     for q in range(kw - 1, -1, -1):
                         k = p * kw + q
-                        row, m, f = xt[i * sh + p, j * sw + q, b0:b1], y[i, j, b0:b1], first[i, j]
-                        for b in range(b1 - b0):
+                        row, m, f = xpad[a, i * sh + p, j * sw + q], y[a, i, j], first[i, j]
+                        for b in range(b_):
                             f[b] = k if row[b] == m[b] else f[b]
         for p in range(kh):
             for q in range(kw):
                 k = p * kw + q
                 for i in range(oh):
                     for j in range(ow):
-                        row, g, f = gpad[i * sh + p, j * sw + q, b0:b1], gy[i, j, b0:b1], first[i, j]
-                        for b in range(b1 - b0):
+                        row, g, f = gpad[a, i * sh + p, j * sw + q], gy[a, i, j], first[i, j]
+                        for b in range(b_):
                             row[b] += g[b] if f[b] == k else zero
 
 

@@ -12,9 +12,13 @@ implemented). ``ksize``, ``stride`` and ``pad`` are an int or a ``(row, column)`
   (Chainer's convention; PyTorch's ``count_include_pad=True``).
 - ``global_average_pooling_2d`` averages over the whole ``H x W`` plane: ``(N, C)``.
 
-Windows are strided views of the padded input, laid out ``(H, W, N * C)`` (no loop over
-output pixels); average pooling sums and both backward passes scatter with one vectorised
-strided operation per kernel offset.
+Pooling works in the batch-innermost layout convolutions give, ``(C, H, W, N)`` (an input in
+another layout is copied into it once), and its output and gradient are views of arrays laid
+out so. The windows' offsets ``(p, q)`` are strided views of the padded input, combined offset
+by offset in row-major order (maxima, sums); the backward passes scatter offset by offset in
+the same order, or run a compiled loop (:mod:`.loops`) that adds in that order. Where the
+windows tile the input (stride equal to the window, no padding), each place is written once
+instead of added to zero, which differs only in the sign of a zero.
 """
 
 from __future__ import annotations
@@ -23,191 +27,125 @@ from .. import jit
 from ..autograd import Function, Variable
 from ..backend import array_module
 from . import loops
-from .convolution import out_size, pair, windows
+from .convolution import out_size, pair
 
 
 class _Pooling2D(Function):
-    """Windows over the input laid out ``(1, Hp, Wp, N * C)`` (batch and channels innermost),
-    so every vectorised operation runs over rows of ``N * C`` contiguous elements."""
+    """The windows of a pooling over its input laid out ``(C, H, W, N)`` (see the module
+    docstring)."""
 
     def __init__(self, ksize, stride=None, pad=0):
         self.k = pair(ksize, "ksize")
         self.s = self.k if stride is None else pair(stride, "stride")
         self.p = pair(pad, "pad")
 
-    def _is_2x2(self, x):
-        """Non-overlapping 2x2 windows (``ksize == stride == 2``, no padding, even ``H`` and ``W``):
-        the fast path, in ``x``'s own layout, where the four offsets of every window are the
-        strided views ``x[:, :, p::2, q::2]``."""
-        return (self.k == (2, 2) and self.s == (2, 2) and self.p == (0, 0)
-                and x.ndim == 4 and x.shape[2] % 2 == 0 and x.shape[3] % 2 == 0)
+    def _blocks(self, x):
+        """``x`` as ``(C, H, W, N)``: a view of a convolution's output, else a copy."""
+        self._x_shape = x.shape
+        return array_module(x).ascontiguousarray(x.transpose(1, 2, 3, 0))
 
-    def _windows(self, x, value):
-        """(1, kh, kw, oh, ow, N * C) view of ``x`` padded with ``value``; the padded copy, (Hp, Wp,
-        N * C), is kept as ``_xt``."""
-        xp = array_module(x)
+    @staticmethod
+    def _as_blocks(a):
+        """``a`` (N, C, ., .) as a C-contiguous ``(C, ., ., N)`` array (a view where it is one)."""
+        return array_module(a).ascontiguousarray(a.transpose(1, 2, 3, 0))
+
+    @staticmethod
+    def _from_blocks(a):
+        """``a`` (C, ., ., N) seen as ``(N, C, ., .)`` (a view)."""
+        return a.transpose(3, 0, 1, 2)
+
+    def _tiles(self, shape):
+        """Whether the windows cover the (unpadded) input of ``shape`` exactly once."""
+        return (self.s == self.k and self.p == (0, 0) and shape[1] % self.k[0] == 0
+                and shape[2] % self.k[1] == 0)
+
+    def _padded(self, x, value):
+        """``x``'s blocks padded with ``value`` (the blocks themselves without padding), and the
+        output size."""
+        xb = self._blocks(x)
         (kh, kw), (sh, sw), (ph, pw) = self.k, self.s, self.p
-        self._x_shape = n, c, h, w = x.shape
-        oh, ow = out_size(h, kh, sh, ph), out_size(w, kw, sw, pw)
-        xt = xp.full((1, h + 2 * ph, w + 2 * pw, n * c), value, dtype=x.dtype)
-        xt[0, ph:ph + h, pw:pw + w] = x.reshape(n * c, h, w).transpose(1, 2, 0)
-        self._xt = xt[0]
-        return windows(xt, kh, kw, oh, ow, self.s, (1, 1))
+        a, h, w, b = xb.shape
+        self._out = out_size(h, kh, sh, ph), out_size(w, kw, sw, pw)
+        if (ph, pw) == (0, 0):
+            return xb
+        xpad = array_module(x).full((a, h + 2 * ph, w + 2 * pw, b), value, dtype=x.dtype)
+        xpad[:, ph:ph + h, pw:pw + w] = xb
+        return xpad
 
-    def _from_hwnc(self, y):
-        """(oh, ow, N * C) -> (N, C, oh, ow)."""
-        n, c = self._x_shape[:2]
-        oh, ow = y.shape[:2]
-        return array_module(y).ascontiguousarray(y.reshape(oh, ow, n, c).transpose(2, 3, 0, 1))
-
-    def _to_hwnc(self, gy):
-        """(N, C, oh, ow) -> (oh, ow, N * C)."""
-        n, c, oh, ow = gy.shape
-        return array_module(gy).ascontiguousarray(gy.reshape(n * c, oh, ow).transpose(1, 2, 0))
-
-    def _scatter(self, gy, gcol):
-        """The gradient of ``x``: ``gcol(p, q)``, an array shaped like ``gy`` (oh, ow, N * C), is the
-        gradient reaching kernel offset ``(p, q)``; offsets are visited in row-major order and each
-        is added, in one strided add, where that offset read the input."""
-        xp = array_module(gy)
-        n, c, h, w = self._x_shape
-        (kh, kw), (sh, sw), (ph, pw) = self.k, self.s, self.p
-        oh, ow = gy.shape[:2]
-        gpad = xp.zeros((h + 2 * ph, w + 2 * pw, n * c), dtype=gy.dtype)
+    def _offsets(self, a):
+        """``(p, q, view)`` for each kernel offset in row-major order: ``view[., i, j, .] =
+        a[., i * sh + p, j * sw + q, .]``, of the output's size."""
+        (kh, kw), (sh, sw), (oh, ow) = self.k, self.s, self._out
         for p in range(kh):
             for q in range(kw):
-                gpad[p:p + sh * (oh - 1) + 1:sh, q:q + sw * (ow - 1) + 1:sw] += gcol(p, q)
-        return self._unpad(gpad)
+                yield p, q, a[:, p:p + sh * (oh - 1) + 1:sh, q:q + sw * (ow - 1) + 1:sw]
 
     def _unpad(self, gpad):
-        """``gx`` (N, C, H, W) from its padded ``(Hp, Wp, N * C)`` form."""
-        n, c, h, w = self._x_shape
-        ph, pw = self.p
-        gx = gpad[ph:ph + h, pw:pw + w].transpose(2, 0, 1).reshape(n, c, h, w)
-        return array_module(gpad).ascontiguousarray(gx)
+        """The gradient of ``x`` from its padded blocks."""
+        (ph, pw), (h, w) = self.p, self._x_shape[2:]
+        return self._from_blocks(gpad[:, ph:ph + h, pw:pw + w])
 
 
 class MaxPooling2D(_Pooling2D):
-    """Max over each window; see the module docstring.
-
-    Non-overlapping 2x2 windows take a fast path (:meth:`_is_2x2`): element-wise maxima of the
-    four offsets; the backward pass gives each window's gradient to its first maximum in
-    row-major order, as the general path (a compiled loop, :mod:`.loops`, where numba is
-    installed and the layout allows).
-    """
+    """Max over each window; see the module docstring. The backward pass is a compiled loop
+    where numba is installed (:func:`.loops.max_pool_2x2_backward` for non-overlapping 2x2
+    windows, :func:`.loops.max_pool_backward` otherwise)."""
 
     def forward(self, x):
         xp = array_module(x)
-        self._fast = self._is_2x2(x)
-        if self._fast:
-            self._x_shape = x.shape
-            self._x = x
-            y = xp.maximum(x[:, :, 0::2, 0::2], x[:, :, 0::2, 1::2])
-            xp.maximum(y, x[:, :, 1::2, 0::2], out=y)
-            xp.maximum(y, x[:, :, 1::2, 1::2], out=y)
-            self._y = y
-            return y
-        view = self._windows(x, -xp.inf)
-        y = view.max(axis=(1, 2))[0]  # (oh, ow, N * C)
-        self._view, self._y = view, y
-        return self._from_hwnc(y)
+        xpad = self._padded(x, -xp.inf)
+        y = None
+        for _, _, view in self._offsets(xpad):
+            y = view.copy() if y is None else xp.maximum(y, view, out=y)
+        self._xpad, self._y = xpad, y
+        return self._from_blocks(y)
 
     def backward(self, gy):
-        if self._fast:
-            return (self._backward_2x2(gy),)
         xp = array_module(gy)
-        view, y, gy = self._view, self._y, self._to_hwnc(gy)
-        kh, kw = self.k
-        xt, self._xt = self._xt, None
-        if jit.usable(loops.max_pool_backward, xt, y, gy):
-            gpad = xp.zeros(xt.shape, dtype=gy.dtype)
-            jit.launch(loops.max_pool_backward, gpad.size, xt, y, gy, gpad, kh, kw, *self.s)
-            self._view = self._y = None
+        xpad, y, gy = self._xpad, self._y, self._as_blocks(gy)
+        self._xpad = self._y = None
+        (kh, kw), (sh, sw) = self.k, self.s
+        if (kh, kw) == (2, 2) and self._tiles(xpad.shape):
+            gx = xp.empty_like(xpad)
+            if jit.usable(loops.max_pool_2x2_backward, xpad, y, gy, gx):
+                jit.launch(loops.max_pool_2x2_backward, gx.size, xpad, y, gy, gx)
+                return (self._from_blocks(gx),)
+        gpad = xp.zeros(xpad.shape, dtype=gy.dtype)
+        if jit.usable(loops.max_pool_backward, xpad, y, gy, gpad):
+            jit.launch(loops.max_pool_backward, gpad.size, xpad, y, gy, gpad, kh, kw, sh, sw)
             return (self._unpad(gpad),)
         taken = xp.zeros(y.shape, dtype=bool)
         zero = xp.zeros((), dtype=gy.dtype)
-
-        def first_max(p, q):  # row-major offsets: the first maximum of a window takes its gradient
-            first = (view[0, p, q] == y) & ~taken
-            taken[...] |= first
-            return xp.where(first, gy, zero)
-
-        self._view = self._y = None
-        return (self._scatter(gy, first_max),)
-
-
-    def _backward_2x2(self, gy):
-        xp = array_module(gy)
-        x, y = self._x, self._y
-        self._x = self._y = None
-        gx = xp.empty_like(x, dtype=gy.dtype)  # x's memory layout; every element is written below
-        views = _blocks(x, y, gy, gx)
-        if views is not None and jit.usable(loops.max_pool_2x2_backward, *views):
-            jit.launch(loops.max_pool_2x2_backward, gx.size, *views)
-            return gx
-        untaken = xp.ones(y.shape, dtype=bool)
-        first = xp.empty(y.shape, dtype=bool)
-        for p, q in ((0, 0), (0, 1), (1, 0), (1, 1)):  # row-major: the first maximum takes the gradient
-            xp.equal(x[:, :, p::2, q::2], y, out=first)
-            first &= untaken
-            untaken ^= first
-            xp.multiply(gy, first, out=gx[:, :, p::2, q::2])
-        return gx
-
-
-def _blocks(x, y, gy, gx):
-    """``x``, ``y``, ``gy`` and ``gx`` as C-contiguous ``(A, H, W, B)`` views for the compiled
-    loops: ``(C, H, W, N)`` where ``x`` is laid out so (a convolution's output), ``(N * C, H, W,
-    1)`` where it is C-contiguous; ``gy`` is copied into that layout if it is not in it. None
-    for any other layout of ``x`` or ``gx``."""
-    xp = array_module(gy)
-    if x.transpose(1, 2, 3, 0).flags.c_contiguous:
-        def view(a):
-            return a.transpose(1, 2, 3, 0)
-    elif x.flags.c_contiguous:
-        def view(a):
-            return a.reshape(a.shape[0] * a.shape[1], a.shape[2], a.shape[3], 1)
-    else:
-        return None
-    if not view(gx).flags.c_contiguous:
-        return None
-    if not view(gy).flags.c_contiguous:
-        gy, given = xp.empty_like(y), gy
-        gy[...] = given
-    return view(x), view(y), view(gy), view(gx)
+        for (_, _, seen), (_, _, place) in zip(self._offsets(xpad), self._offsets(gpad)):
+            first = (seen == y) & ~taken  # row-major offsets: a window's first maximum takes its gradient
+            taken |= first
+            place += xp.where(first, gy, zero)
+        return (self._unpad(gpad),)
 
 
 class AveragePooling2D(_Pooling2D):
     """Mean over each window, divided by ``kh * kw`` padding included."""
 
     def forward(self, x):
-        self._fast = self._is_2x2(x)
-        if self._fast:  # the general path's sum, in its order: (0, 0) + (0, 1) + (1, 0) + (1, 1)
-            self._x = x
-            y = x[:, :, 0::2, 0::2] + x[:, :, 0::2, 1::2]
-            y += x[:, :, 1::2, 0::2]
-            y += x[:, :, 1::2, 1::2]
-            y /= 4
-            return y
-        view = self._windows(x, 0)
-        kh, kw = self.k
-        y = view[0, 0, 0].copy()
-        for p, q in ((p, q) for p in range(kh) for q in range(kw) if p or q):
-            y += view[0, p, q]
-        y /= kh * kw
-        return self._from_hwnc(y)
+        xpad = self._padded(x, 0)
+        y = None
+        for _, _, view in self._offsets(xpad):
+            y = view.copy() if y is None else array_module(x).add(y, view, out=y)
+        y /= self.k[0] * self.k[1]
+        self._pad_shape = xpad.shape
+        return self._from_blocks(y)
 
     def backward(self, gy):
-        if self._fast:
-            x, self._x = self._x, None
-            gx = array_module(gy).empty_like(x, dtype=gy.dtype)  # x's layout
-            g = gy / 4
-            for p, q in ((0, 0), (0, 1), (1, 0), (1, 1)):
-                gx[:, :, p::2, q::2] = g
-            return (gx,)
-        kh, kw = self.k
-        g = self._to_hwnc(gy) / (kh * kw)
-        return (self._scatter(g, lambda p, q: g),)
+        xp = array_module(gy)
+        g = self._as_blocks(gy) / (self.k[0] * self.k[1])
+        tiles = self._tiles(self._pad_shape)
+        gpad = (xp.empty if tiles else xp.zeros)(self._pad_shape, dtype=g.dtype)
+        for _, _, place in self._offsets(gpad):
+            if tiles:
+                place[...] = g
+            else:
+                place += g
+        return (self._unpad(gpad),)
 
 
 class GlobalAveragePooling2D(Function):
