@@ -95,13 +95,15 @@ def with_overrides(argv: list[str], *overrides: str) -> list[str]:
 def flags_first(argv: list[str]) -> list[str]:
     """``argv`` with Hydra's flags (and their values) before every override, in their order:
     Hydra reads the overrides as one run of arguments at the end, so ``a=1 --config-dir d b=2``
-    is ``--config-dir d a=1 b=2``."""
+    is ``--config-dir d a=1 b=2``; a bare ``--info`` gets Hydra's default value, ``all``."""
     flags, overrides, rest = [], [], list(argv)
     while rest:
         argument = rest.pop(0)
         takes = argument in VALUED_FLAGS or (argument in INFO_FLAGS and rest[:1]
                                             and rest[0] in INFO_VALUES)
-        if argument.startswith("-"):
+        if argument in INFO_FLAGS and not takes:  # Hydra's own value for a bare --info, so that
+            flags += [argument, "all"]            # the overrides placed after it are not read as one
+        elif argument.startswith("-"):
             flags += [argument, rest.pop(0)] if takes and rest else [argument]
         else:
             overrides.append(argument)

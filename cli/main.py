@@ -50,10 +50,24 @@ from .report import cannot_write, describe, fail, stop_if_signalled, warn
 COMPLETION_FLAGS = ("-sc", "--shell-completion")
 
 
+def version() -> str:
+    """``trainer-run <version> (Hydra <version>)``."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed
+    try:
+        ours = installed("trainer-run")
+    except PackageNotFoundError:  # run from a source tree that is not installed
+        ours = "(not installed)"
+    return f"trainer-run {ours} (Hydra {hydra.__version__})"
+
+
 def main(argv: list[str] | None = None) -> None:
     """Runs the command (the console script enters through :mod:`.entry`)."""
     argv = args.flags_first(list(sys.argv[1:] if argv is None else argv))
     typed = list(argv)
+    if "--version" in argv:
+        print(version())
+        return
     if args.asks_help(argv):
         _help(argv)
         return

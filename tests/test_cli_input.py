@@ -132,3 +132,25 @@ def test_trainer_report_on_a_summary_nested_too_deeply_is_one_line(tmp_path):
     result = subprocess.run([sys.executable, "-m", "trainer_run.cli.report_command", str(run)],
                             capture_output=True, text=True, timeout=120)
     assert one_error(result) == f"error: {run / 'summary.json'} is nested too deeply to be a run summary"
+
+
+def test_version_names_trainer_run_and_hydra(tmp_path):
+    from importlib.metadata import version
+
+    import hydra
+    result = run_cli("--version", cwd=tmp_path)
+    assert result.returncode == 0
+    assert result.stdout.strip() == f"trainer-run {version('trainer-run')} (Hydra {hydra.__version__})"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_bare_info_flag_prints_hydra_info_with_or_without_overrides(tmp_path):
+    """Hydra's --info takes an optional value; without one it is "all" (before, the override
+    the command adds was read as its value and refused)."""
+    from trainer_run.cli.argv import flags_first
+    assert flags_first(["--info", "optimizer=adam"]) == ["--info", "all", "optimizer=adam"]
+    assert flags_first(["optimizer=adam", "-i", "config"]) == ["-i", "config", "optimizer=adam"]
+    for extra in ([], ["optimizer=adam"]):
+        result = run_cli("--info", *extra, cwd=tmp_path)
+        assert result.returncode == 0, result.stderr
+        assert "Installed Hydra Plugins" in result.stdout and "optimizer" in result.stdout
