@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import signal
 import sys
 from pathlib import Path
@@ -75,8 +76,21 @@ def _size(nbytes: int) -> str:
     return ""
 
 
+PLUGINS = {"sweeper/optuna": ("hydra-optuna-sweeper", "sweep"),
+           "launcher/joblib": ("hydra-joblib-launcher", "sweep"),
+           "launcher/submitit_slurm": ("hydra-submitit-launcher", "slurm"),
+           "launcher/submitit_local": ("hydra-submitit-launcher", "slurm")}
+"""Hydra's plugins our configs name: their package and the extra of ours that installs it."""
+
+
 def describe(error: Exception) -> str:
-    """One line for an error Hydra or OmegaConf raised while composing the config."""
+    """One line for an error Hydra or OmegaConf raised while composing the config (for a
+    sweeper or launcher of :data:`PLUGINS` that is not installed, the pip command)."""
+    missing = re.search(r"Could not find 'hydra/(\w+/\w+)'", str(error))
+    if missing and missing.group(1) in PLUGINS:
+        package, extra = PLUGINS[missing.group(1)]
+        group, name = missing.group(1).split("/")
+        return f'hydra/{group}={name} needs {package}: pip install "trainer-run[{extra}]"'
     if isinstance(error, OmegaConfBaseException):
         where = getattr(error, "full_key", None)
         message = str(error).splitlines()[0]
