@@ -154,3 +154,21 @@ def test_a_bare_info_flag_prints_hydra_info_with_or_without_overrides(tmp_path):
         result = run_cli("--info", *extra, cwd=tmp_path)
         assert result.returncode == 0, result.stderr
         assert "Installed Hydra Plugins" in result.stdout and "optimizer" in result.stdout
+
+
+def test_a_sweeper_or_launcher_not_installed_is_one_line_with_its_extra():
+    """Hydra's words when a plugin is missing (as a machine without the extra prints them)."""
+    from trainer_run.cli.report import describe
+
+    def hydra_says(group, name):
+        return Exception(f"In 'hydra/config': Could not find 'hydra/{group}/{name}'\n"
+                         f"Available options in 'hydra/{group}':\n\tbasic\nConfig search path:\n"
+                         "\tprovider=hydra, path=pkg://hydra.conf")
+    assert describe(hydra_says("sweeper", "optuna")) == (
+        'hydra/sweeper=optuna needs hydra-optuna-sweeper: pip install "trainer-run[sweep]"')
+    assert describe(hydra_says("launcher", "joblib")) == (
+        'hydra/launcher=joblib needs hydra-joblib-launcher: pip install "trainer-run[sweep]"')
+    assert describe(hydra_says("launcher", "submitit_slurm")) == (
+        'hydra/launcher=submitit_slurm needs hydra-submitit-launcher: pip install "trainer-run[slurm]"')
+    assert describe(hydra_says("launcher", "ray")).startswith(
+        "In 'hydra/config': Could not find 'hydra/launcher/ray'; Available options")
