@@ -1,49 +1,10 @@
-"""Shared helpers: running the ``trainer-run`` command in a subprocess."""
+"""Fixtures and hooks shared by the tests (their plain helper functions are in ``helpers.py``)."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-from pathlib import Path
-
-import numpy
 import pytest
 
 from trainer_run import jit
-
-
-def run_cli(*args, cwd=None, timeout=300) -> subprocess.CompletedProcess:
-    """Runs ``trainer-run <args>`` (as ``python -m trainer_run.cli``) and captures its output."""
-    return subprocess.run([sys.executable, "-m", "trainer_run.cli", *map(str, args)], cwd=cwd,
-                          capture_output=True, text=True, timeout=timeout)
-
-
-def make_synthetic(name: str, size: int, val_fraction: float, rng, **options):
-    """The synthetic set ``name`` (``trainer_run.data.<name>``) as a run prepares it, with
-    ``val_fraction`` held out."""
-    from trainer_run import data
-
-    generator = getattr(data, name)
-    return data.prepare(generator(size, rng, **options), rng, val_fraction,
-                        n_classes=data.declared_classes(generator, options))
-
-
-def read_jsonl(path: Path) -> list[dict]:
-    return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
-
-
-def run_files(directory: Path) -> dict:
-    """The files a run wrote in ``directory`` by name with their bytes (not the lock file, which
-    records the last process that held the directory)."""
-    return {p.name: p.read_bytes() for p in Path(directory).iterdir()
-            if p.is_file() and p.name != ".lock"}
-
-
-def load_npz(path: Path) -> dict:
-    with numpy.load(path, allow_pickle=False) as data:
-        return {k: data[k] for k in data.files}
-
 
 SERIAL_MODULES = {"test_preemption", "test_run_directory", "test_download"}
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy
 import pytest
-from conftest import load_npz, run_cli
+from helpers import load_npz, run_cli
 
 import trainer_run
 from trainer_run import checkpoint, weights

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy
 import pytest
 import yaml
-from conftest import load_npz
+from helpers import load_npz
 
 MY_MODELS = '''
 from trainer_run import functions as F

@@ -9,7 +9,7 @@ import shutil
 
 import numpy
 import pytest
-from conftest import load_npz, run_cli
+from helpers import load_npz, run_cli
 
 from trainer_run import checkpoint
 from trainer_run.updaters import saved

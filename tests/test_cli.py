@@ -10,7 +10,7 @@ import sys
 
 import numpy
 import pytest
-from conftest import load_npz, read_jsonl, run_cli, run_files
+from helpers import load_npz, read_jsonl, run_cli, run_files
 
 
 def test_default_run_reaches_95_percent_and_fills_the_run_directory(tmp_path):

@@ -10,7 +10,7 @@ import sys
 
 import numpy
 import pytest
-from conftest import load_npz, read_jsonl, run_cli
+from helpers import load_npz, read_jsonl, run_cli
 from test_kvstore_dist import mpiexec, run  # noqa: F401  (mpiexec is a fixture)
 
 PARALLEL = ("updater=parallel", "updater.devices=2", "kvstore=device", "trainer.progress=false")

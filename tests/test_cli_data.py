@@ -7,7 +7,7 @@ import json
 
 import numpy as np
 import pytest
-from conftest import load_npz, run_cli
+from helpers import load_npz, run_cli
 
 SHORT = ("trainer.max_iterations=12", "trainer.eval_interval=6", "trainer.log_interval=6",
          "model.hidden_sizes=[16]", "dataset.batch_size=20", "hydra.run.dir=run")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy
 import pytest
-from conftest import load_npz, read_jsonl, run_cli
+from helpers import load_npz, read_jsonl, run_cli
 from test_kvstore_dist import SCRIPTS, mpiexec, run  # noqa: F401  (mpiexec is a fixture)
 
 from trainer_run import checkpoint

@@ -19,7 +19,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
+from helpers import run_cli
 from image_files import check_run, cifar_archive, closed_port_url, md5, mnist_files
 
 from trainer_run.data import image_sets

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy
 import pytest
 import yaml
-from conftest import load_npz, run_cli
+from helpers import load_npz, run_cli
 from image_files import (
     CIFAR_CLASSES,
     FileServer,

@@ -7,7 +7,7 @@ import shlex
 import subprocess
 import sys
 
-from conftest import run_cli
+from helpers import run_cli
 
 QUICK = ("trainer.max_iterations=2", "trainer.progress=false", "dataset.size=200")
 

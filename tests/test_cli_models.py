@@ -5,7 +5,7 @@ import json
 
 import numpy as np
 import pytest
-from conftest import load_npz, run_cli
+from helpers import load_npz, run_cli
 
 QUIET = ("trainer.progress=false", "dataset.normalize=unit")
 

@@ -9,7 +9,7 @@ import json
 
 import numpy
 import pytest
-from conftest import load_npz, read_jsonl, run_cli, run_files
+from helpers import load_npz, read_jsonl, run_cli, run_files
 
 QUIET = "trainer.progress=false"
 JSONL = "trainer_run.training.loggers.jsonl.JsonLines"

@@ -12,7 +12,7 @@ import time
 import numpy as np
 import pytest
 import yaml
-from conftest import run_cli
+from helpers import run_cli
 
 QUICK = ("trainer.max_iterations=60", "trainer.eval_interval=20", "trainer.progress=false")
 

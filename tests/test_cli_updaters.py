@@ -11,7 +11,7 @@ import sys
 import numpy
 import pytest
 import yaml
-from conftest import load_npz, read_jsonl, run_cli
+from helpers import load_npz, read_jsonl, run_cli
 
 SGD = ("optimizer=sgd", "trainer.max_iterations=20")
 

@@ -9,7 +9,7 @@ import threading
 
 import numpy as np
 import pytest
-from conftest import load_npz, run_cli
+from helpers import load_npz, run_cli
 from test_updaters import DATA, ThreadStore, assert_params_close, params, run
 
 from trainer_run import kvstore as kvstores

@@ -11,7 +11,7 @@ import shutil
 import numpy
 import pytest
 import yaml
-from conftest import load_npz, read_jsonl, run_cli
+from helpers import load_npz, read_jsonl, run_cli
 
 from trainer_run import checkpoint, load_model
 from trainer_run.cli.options import CONFIGS, option_section

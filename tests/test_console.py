@@ -14,7 +14,7 @@ import subprocess
 import sys
 import time
 
-from conftest import read_jsonl, run_cli
+from helpers import read_jsonl, run_cli
 
 from trainer_run.training.extensions.progress import kept_rows
 

@@ -2,7 +2,7 @@
 
 import numpy as np
 import pytest
-from conftest import make_synthetic
+from helpers import make_synthetic
 
 from trainer_run import data as datasets
 from trainer_run.converter import concat_examples

@@ -6,7 +6,7 @@ import json
 
 import numpy as np
 import pytest
-from conftest import load_npz, read_jsonl, run_cli
+from helpers import load_npz, read_jsonl, run_cli
 
 import trainer_run
 

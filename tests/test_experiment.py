@@ -3,7 +3,7 @@ ours (``configs/experiment/``) or the user's (``--config-dir DIR`` with ``DIR/ex
 
 from __future__ import annotations
 
-from conftest import run_cli
+from helpers import run_cli
 from omegaconf import OmegaConf
 
 from trainer_run.cli.options import CONFIGS, option_section

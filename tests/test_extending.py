@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import read_jsonl
+from helpers import read_jsonl
 
 MY_EXTENSIONS = '''
 import json

@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
+from helpers import run_cli
 from omegaconf import OmegaConf
 
 from trainer_run import optimizers

@@ -14,7 +14,7 @@ from datetime import datetime
 
 import numpy
 import pytest
-from conftest import read_jsonl, run_cli
+from helpers import read_jsonl, run_cli
 
 ALL = "logger=[jsonl,csv,tensorboard,plot]"
 SMALL = ("trainer.log_interval=5", "trainer.eval_interval=10", "trainer.checkpoint_interval=20",

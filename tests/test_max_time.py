@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from conftest import load_npz, make_synthetic, read_jsonl, run_cli
+from helpers import load_npz, make_synthetic, read_jsonl, run_cli
 from test_updaters import ThreadStore
 
 from trainer_run import checkpoint, optimizers

@@ -11,7 +11,7 @@ import zipfile
 
 import numpy as np
 import pytest
-from conftest import run_cli
+from helpers import run_cli
 
 from trainer_run import memory, npz
 from trainer_run.data import synthetic

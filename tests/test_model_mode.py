@@ -5,7 +5,7 @@ import json
 
 import numpy as np
 import pytest
-from conftest import run_cli
+from helpers import run_cli
 
 from trainer_run.models import MLP, Linear, Module, evaluating, set_mode, summary
 

@@ -4,7 +4,7 @@ accumulation, loss scaling and parallel replicas; malformed gradients are refuse
 
 import numpy as np
 import pytest
-from conftest import load_npz, read_jsonl, run_cli
+from helpers import load_npz, read_jsonl, run_cli
 
 MODELS = '''
 import numpy

@@ -4,7 +4,7 @@ updater=parallel, and back with load_model."""
 
 import numpy as np
 import pytest
-from conftest import load_npz, run_cli
+from helpers import load_npz, run_cli
 
 import trainer_run
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import load_npz, run_cli
+from helpers import load_npz, run_cli
 from numpy.lib.stride_tricks import sliding_window_view
 
 import trainer_run

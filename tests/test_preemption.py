@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy
 import pytest
-from conftest import load_npz, read_jsonl
+from helpers import load_npz, read_jsonl
 
 from trainer_run import checkpoint
 from trainer_run.errors import ConfigError

@@ -11,7 +11,7 @@ import threading
 
 import numpy as np
 import pytest
-from conftest import load_npz, read_jsonl, run_cli
+from helpers import load_npz, read_jsonl, run_cli
 from test_kvstore_dist import mpiexec, run  # noqa: F401  (mpiexec is a fixture)
 
 from trainer_run import kvstore as kvstores

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import read_jsonl, run_cli, run_files
+from helpers import read_jsonl, run_cli, run_files
 
 from trainer_run import run_directory
 from trainer_run.errors import ConfigError

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import load_npz, read_jsonl, run_cli, run_files
+from helpers import load_npz, read_jsonl, run_cli, run_files
 
 from trainer_run import checkpoint, optimizers
 from trainer_run.errors import ConfigError
@@ -28,7 +28,7 @@ QUIET = "trainer.progress=false"
 
 # -- helpers ------------------------------------------------------------------------------------
 def run_cli_limited(*args, fsize: int, cwd=None, timeout=300) -> subprocess.CompletedProcess:
-    """:func:`conftest.run_cli` in a process that may not write files beyond ``fsize`` bytes
+    """:func:`helpers.run_cli` in a process that may not write files beyond ``fsize`` bytes
     (a full disk: writes fail with EFBIG instead of killing the process with SIGXFSZ)."""
     def limit():
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)

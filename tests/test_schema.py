@@ -10,7 +10,7 @@ import math
 import re
 
 import pytest
-from conftest import run_cli
+from helpers import run_cli
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import read_jsonl, run_cli
+from helpers import read_jsonl, run_cli
 
 from trainer_run import results
 from trainer_run.cli import report_command

@@ -4,7 +4,7 @@ import json
 
 import numpy as np
 import pytest
-from conftest import make_synthetic
+from helpers import make_synthetic
 
 from trainer_run import checkpoint, optimizers
 from trainer_run.backend import get_backend

@@ -3,7 +3,7 @@ standard update they must equal; overflow handling; callbacks; fp16 master weigh
 
 import numpy as np
 import pytest
-from conftest import load_npz, make_synthetic, read_jsonl, run_cli
+from helpers import load_npz, make_synthetic, read_jsonl, run_cli
 
 from trainer_run import kvstore as kvstores
 from trainer_run import optimizers
