@@ -10,7 +10,7 @@ import numpy
 from common import error_of
 
 from trainer_run import optimizers
-from trainer_run.kvstore.sync import DistDeviceSyncKVStore, DistSyncKVStore
+from trainer_run.kvstore.dist_sync import DistDeviceSyncKVStore, DistSyncKVStore
 from trainer_run.kvstore.worker import DistAsyncKVStore
 
 THRESHOLD, STEPS = 0.5, 5  # sync: the threshold may be given after the mode

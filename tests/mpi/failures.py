@@ -24,7 +24,7 @@ import numpy
 
 from trainer_run import optimizers
 from trainer_run.errors import RunStopped
-from trainer_run.kvstore.sync import DistSyncKVStore
+from trainer_run.kvstore.dist_sync import DistSyncKVStore
 from trainer_run.kvstore.worker import DistAsyncKVStore
 
 SHORT, LONG = 2.0, 30.0

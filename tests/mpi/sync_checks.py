@@ -10,7 +10,7 @@ import time
 import numpy
 from common import error_of
 
-from trainer_run.kvstore.sync import DistDeviceSyncKVStore, DistSyncKVStore
+from trainer_run.kvstore.dist_sync import DistDeviceSyncKVStore, DistSyncKVStore
 
 
 def checks(kv, seen: dict) -> None:

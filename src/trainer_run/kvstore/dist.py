@@ -4,10 +4,10 @@ Launch one process per rank, ``mpiexec -n 4 trainer-run kvstore=dist_sync``; eve
 builds the store with the same type (construction is collective). mpi4py is imported when a
 store is built (:mod:`.mpi`), so this module imports without it.
 
-- :mod:`.sync`: ``dist_sync`` and ``dist_device_sync``, every process a worker, each push
+- :mod:`.dist_sync`: ``dist_sync`` and ``dist_device_sync``, every process a worker, each push
   summed over all ranks.
 - :mod:`.worker` and :mod:`.server`: ``dist_async``, the last rank a parameter server that
-  applies every push as it arrives; :mod:`.protocol`: the messages between them.
+  applies every push as it arrives; :mod:`.wire`: the messages between them.
 
 **Stopping ranks.** A rank that stops with an error calls ``abort(reason)`` (the trainer does
 it for any exception): the other ranks raise :class:`~trainer_run.errors.RunStopped` with
@@ -44,7 +44,7 @@ it uncompressed), nor is a pull.
 from __future__ import annotations
 
 from . import DIST_TYPES
-from .sync import DistDeviceSyncKVStore, DistSyncKVStore
+from .dist_sync import DistDeviceSyncKVStore, DistSyncKVStore
 from .worker import DistAsyncKVStore
 
 __all__ = ["DistAsyncKVStore", "DistDeviceSyncKVStore", "DistSyncKVStore", "TYPES"]

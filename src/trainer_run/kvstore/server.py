@@ -2,7 +2,7 @@
 as it arrives, alone, with no waiting for other workers; a pull answers the current weights,
 and a pushpull answers its push with them once applied.
 
-It answers one message at a time, in arrival order (the layout is :mod:`.protocol`'s). Errors
+It answers one message at a time, in arrival order (the layout is :mod:`.wire`'s). Errors
 it finds in a worker's push or init are answered on that worker's next pull, barrier or
 ``close``. While some workers wait in a barrier or ``close``, a worker that has sent nothing
 for ``timeout`` is declared stopped: the waiting workers are told so (they raise RunStopped
@@ -10,7 +10,7 @@ with its message) and the server raises too; with no worker waiting it stops aft
 ``timeout`` without any message. An exception of the updater is told to the waiting workers,
 answered to every later request, and re-raised once the workers have stopped.
 
-Stopping on a signal: a worker asks with :data:`~.protocol.STOP_AT` (its signal, the
+Stopping on a signal: a worker asks with :data:`~.wire.STOP_AT` (its signal, the
 iteration it has finished), the server with its own signal (``stop_requested``); from then on
 every answer carries the signal, so each worker learns it within an iteration and asks too.
 Once every worker has asked (or closed), each is answered with the iteration to stop after:
@@ -26,7 +26,7 @@ import zipfile
 import numpy
 
 from ..errors import ConfigError, RunStopped
-from . import protocol
+from . import wire
 from .compression import GradientCompression, threshold_from_bits
 from .mpi import WAIT_SPIN_S, poll
 
@@ -71,18 +71,18 @@ class Server:
         now = time.monotonic()
         self.last_seen = [now] * self.n
         self.last_any = self.last_alive = now
-        self.h = numpy.zeros(protocol.HDR, dtype=numpy.int64)
+        self.h = numpy.zeros(wire.HDR, dtype=numpy.int64)
         self.status = self.MPI.Status()
 
     def run(self) -> dict:
         """Serves until every worker has stopped; returns the final weights ``{key: array}``
         or raises the failure that made the server give up."""
         MPI, comm, status = self.MPI, self.comm, self.status
-        probe = lambda: comm.Iprobe(MPI.ANY_SOURCE, protocol.REQ, status)  # noqa: E731
+        probe = lambda: comm.Iprobe(MPI.ANY_SOURCE, wire.REQ, status)  # noqa: E731
         while not self._finished():
             if poll(probe, self.keepalive, WAIT_SPIN_S):
                 source = status.Get_source()
-                comm.Recv([self.h, MPI.INT64_T], source, protocol.REQ)
+                comm.Recv([self.h, MPI.INT64_T], source, wire.REQ)
                 self.last_seen[source] = self.last_any = time.monotonic()
                 self._handle(source, self.h)
             if not self.stop_signal and self.stop_requested is not None:
@@ -109,48 +109,48 @@ class Server:
     # -- messages -------------------------------------------------------------------------------
     def _handle(self, worker, h) -> None:
         kind, code, nbytes = int(h[0]), int(h[1]), int(h[2])
-        if kind in protocol.WITH_DATA:
+        if kind in wire.WITH_DATA:
             name = self._receive(worker, bytearray(int(h[4]))) if h[4] else None
             data = self._take(worker, kind, code, nbytes, h)
-        if kind in (protocol.GONE, protocol.ABORTED):
+        if kind in (wire.GONE, wire.ABORTED):
             self.stopped.add(worker)
             self.waiting.pop(worker, None)
-            if kind == protocol.ABORTED:
+            if kind == wire.ABORTED:
                 self._fail(RunStopped, f"kvstore dist_async: worker {worker} stopped: "
                                        f"{bytes(data).decode(errors='replace')}")
             return
         if self.failure is not None:
-            if kind == protocol.STOP:
+            if kind == wire.STOP:
                 self.stopped.add(worker)
-            if kind in protocol.ANSWERED:
+            if kind in wire.ANSWERED:
                 self._answer_error(worker, RunStopped, self.failure[1])
             return
-        if kind == protocol.INIT:
+        if kind == wire.INIT:
             self._init(worker, code, data, name)
-        elif kind == protocol.DECLARE:
-            self._declare(worker, code, protocol.unpack_meta(h))
-        elif kind == protocol.PUSH:
+        elif kind == wire.DECLARE:
+            self._declare(worker, code, wire.unpack_meta(h))
+        elif kind == wire.PUSH:
             self._push(worker, code, data)
-        elif kind == protocol.PULL:
+        elif kind == wire.PULL:
             self._pull(worker, code)
-        elif kind == protocol.PUSHPULL:
+        elif kind == wire.PUSHPULL:
             self._push_pull(worker, code, data)
-        elif kind == protocol.OPTIMIZER:
+        elif kind == wire.OPTIMIZER:
             self._set_optimizer(worker, bytes(data).decode())
-        elif kind == protocol.COMPRESSION:
+        elif kind == wire.COMPRESSION:
             self._set_compression(worker, code)
-        elif kind == protocol.GET_STATES:
+        elif kind == wire.GET_STATES:
             self._get_states(worker, bool(code))
-        elif kind == protocol.SET_STATES:
+        elif kind == wire.SET_STATES:
             self._set_states(worker, bytes(data))
-        elif kind == protocol.BARRIER:
+        elif kind == wire.BARRIER:
             self.waiting[worker] = "barrier"
             self._release()
-        elif kind == protocol.STOP:
+        elif kind == wire.STOP:
             self.stopped.add(worker)
             self.waiting[worker] = "close"
             self._release()
-        elif kind == protocol.STOP_AT:
+        elif kind == wire.STOP_AT:
             self.stop_signal = self.stop_signal or code
             self.stop_votes[worker] = int(h[7])
             self.waiting[worker] = "stop"
@@ -159,13 +159,13 @@ class Server:
     def _take(self, worker, kind, code, nbytes, h):
         """Receives the data message after a header: into the key's push buffer when it fits,
         else into a new array (init) or scratch bytes (to be refused)."""
-        push = kind in protocol.PUSHES and code in self.grads
-        if push and int(h[3]) == protocol.PACKED and self.grads[code].dtype == numpy.float32:
+        push = kind in wire.PUSHES and code in self.grads
+        if push and int(h[3]) == wire.PACKED and self.grads[code].dtype == numpy.float32:
             return self._take_packed(worker, code, nbytes)
         if push and self.grads[code].nbytes == nbytes:
             return self._receive(worker, self.grads[code])
-        if kind == protocol.INIT:
-            dtype, shape = protocol.unpack_meta(h)
+        if kind == wire.INIT:
+            dtype, shape = wire.unpack_meta(h)
             array = numpy.empty(shape, dtype)
             if array.nbytes == nbytes:
                 return self._receive(worker, array)
@@ -188,7 +188,7 @@ class Server:
         return gc.dequantize(self._receive(worker, packed), grad.size, out=grad)
 
     def _receive(self, worker, into):
-        request = self.comm.Irecv([into, self.MPI.BYTE], worker, protocol.REQ_DATA)
+        request = self.comm.Irecv([into, self.MPI.BYTE], worker, wire.REQ_DATA)
         if not poll(request.Test, self.timeout):
             self._fail(RunStopped, f"worker {worker} sent a header but not its data for "
                                    f"{self.timeout:g} s")
@@ -255,7 +255,7 @@ class Server:
                                                    f"server does not have it: init it first")
         else:
             count = getattr(getattr(self.updater, "optimizer", None), "num_update", None)
-            self._answer(worker, protocol.OK, code, self.weights[code],
+            self._answer(worker, wire.OK, code, self.weights[code],
                          count=-1 if count is None else count)
 
     def _get_states(self, worker, dump_optimizer: bool) -> None:
@@ -264,7 +264,7 @@ class Server:
                                "has no get_states, so it cannot give its optimizer states")
             return
         blob = self.updater.get_states(dump_optimizer)
-        self._answer(worker, protocol.OK, data=numpy.frombuffer(blob, dtype=numpy.uint8))
+        self._answer(worker, wire.OK, data=numpy.frombuffer(blob, dtype=numpy.uint8))
 
     def _set_states(self, worker, blob: bytes) -> None:
         """Loads worker's states into the updater; an updater without ``set_states``, or
@@ -279,7 +279,7 @@ class Server:
             self._answer_error(worker, ValueError, f"kvstore dist_async: the server cannot load "
                                                    f"the optimizer states of worker {worker}: {e}")
             return
-        self._answer(worker, protocol.OK)
+        self._answer(worker, wire.OK)
 
     def _set_compression(self, worker, bits) -> None:
         """Records the worker's threshold (float32 ``bits``); one that differs from another
@@ -312,7 +312,7 @@ class Server:
                                f"{type(mine).__name__.lower()}; build both from the same config")
             return
         self.active = True
-        self._answer(worker, protocol.OK)
+        self._answer(worker, wire.OK)
 
     def _release(self) -> None:
         """Answers the barrier when every worker waits in it, and close() when every worker
@@ -325,7 +325,7 @@ class Server:
                 if w in self.errors:
                     self._answer_error(w, *self.errors.pop(w))
                 else:
-                    self._answer(w, protocol.OK)
+                    self._answer(w, wire.OK)
             self.waiting.clear()
         elif barrier and self.stopped:
             for w in barrier:
@@ -345,7 +345,7 @@ class Server:
                 if w in self.errors:
                     self._answer_error(w, *self.errors.pop(w))
                 else:
-                    self._answer(w, protocol.OK)
+                    self._answer(w, wire.OK)
 
     def _agree(self) -> None:
         """Answers every worker that asked to stop with the iteration to stop after: the
@@ -354,7 +354,7 @@ class Server:
         self.agreed = self.stop_signal if after >= 0 else 0
         for w in self.stop_votes:
             del self.waiting[w]
-            self._answer(w, protocol.OK, stop_after=after)
+            self._answer(w, wire.OK, stop_after=after)
         self.stop_votes.clear()
 
     # -- answers, failures, the clock ----------------------------------------------------------
@@ -364,19 +364,19 @@ class Server:
 
     def _answer(self, worker, status, code=0, data=None, count: int = -1, stop_after: int = -1) -> None:
         nbytes = 0 if data is None else data.nbytes
-        MPI, h = self.MPI, protocol.answer_header(status, code, nbytes, count, self.stop_signal, stop_after)
-        requests = [self.comm.Isend([h, MPI.INT64_T], worker, protocol.REP)]
+        MPI, h = self.MPI, wire.answer_header(status, code, nbytes, count, self.stop_signal, stop_after)
+        requests = [self.comm.Isend([h, MPI.INT64_T], worker, wire.REP)]
         if data is not None and data.nbytes:
-            requests.append(self.comm.Isend([data, MPI.BYTE], worker, protocol.REP_DATA))
+            requests.append(self.comm.Isend([data, MPI.BYTE], worker, wire.REP_DATA))
         if not poll(lambda: MPI.Request.Testall(requests), self.timeout):
             self._fail(RunStopped, f"kvstore dist_async server: worker {worker} did not take "
                                    f"its answer for {self.timeout:g} s")
 
     def _answer_error(self, worker, cls, message) -> None:
         text = message.encode()
-        MPI, h = self.MPI, protocol.error_header(cls, text)
-        requests = [self.comm.Isend([h, MPI.INT64_T], worker, protocol.REP),
-                    self.comm.Isend([text, MPI.BYTE], worker, protocol.REP_DATA)]
+        MPI, h = self.MPI, wire.error_header(cls, text)
+        requests = [self.comm.Isend([h, MPI.INT64_T], worker, wire.REP),
+                    self.comm.Isend([text, MPI.BYTE], worker, wire.REP_DATA)]
         poll(lambda: MPI.Request.Testall(requests), self.timeout)  # a dead worker: go on
 
     def _fail(self, error, message) -> None:
@@ -417,7 +417,7 @@ class Server:
         if self.waiting and now - self.last_alive >= self.keepalive:
             self.last_alive = now
             for w in self.waiting:
-                self._answer(w, protocol.ALIVE)
+                self._answer(w, wire.ALIVE)
 
     def _key(self, code):
         return self.names.get(code, code)

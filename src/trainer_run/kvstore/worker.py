@@ -45,7 +45,7 @@ processes.
   server (MXNet: rank 0 sends ``kSetGradientCompression``; here every worker does, and the
   server refuses a threshold that differs from another worker's). A compressed push sends the
   packed words of the worker's local sum, quantized on the host with its own residual, instead
-  of the gradient (the header's dtype field says uint32, see :mod:`.protocol`); the server
+  of the gradient (the header's dtype field says uint32, see :mod:`.wire`); the server
   dequantizes them into the key's receive buffer with that worker's threshold and applies the
   update as for any push. Errors the server finds are answered on the worker's next pull,
   barrier or ``close``, as for pushes.
@@ -58,7 +58,7 @@ import zlib
 import numpy
 
 from ..errors import ConfigError, RunStopped
-from . import mpi_job, protocol
+from . import mpi_job, wire
 from .compression import threshold_bits
 from .mpi import DEFAULT_TIMEOUT, WAIT_SPIN_S, check_timeout, dup, import_mpi, join_job, poll
 from .placement import HOST, copy_into
@@ -98,8 +98,8 @@ class DistAsyncKVStore(KVStore):
         self.is_server = self._comm.Get_rank() == self.server_rank
         self.rank = None if self.is_server else self._comm.Get_rank()
         self.num_workers = size - 1
-        self._out = numpy.zeros(protocol.HDR, dtype=numpy.int64)  # outgoing header, reused
-        self._in = numpy.zeros(protocol.HDR, dtype=numpy.int64)  # incoming header, reused
+        self._out = numpy.zeros(wire.HDR, dtype=numpy.int64)  # outgoing header, reused
+        self._in = numpy.zeros(wire.HDR, dtype=numpy.int64)  # incoming header, reused
         self._codes: dict = {}  # key -> its int64 code on the wire
         self._names: dict = {}  # code -> key
         self._optimizer = False
@@ -130,10 +130,10 @@ class DistAsyncKVStore(KVStore):
             stored, code = self._store[k], self._code(k)
             if self.rank == 0:
                 name = k.encode() if isinstance(k, str) else b""
-                self._send(protocol.INIT, code, stored, name=name, what=f"the init of key {k!r}")
+                self._send(wire.INIT, code, stored, name=name, what=f"the init of key {k!r}")
             else:
-                self._send(protocol.DECLARE, code, meta=stored, what=f"the init of key {k!r}")
-        self._send(protocol.BARRIER, what="the barrier after init")
+                self._send(wire.DECLARE, code, meta=stored, what=f"the init of key {k!r}")
+        self._send(wire.BARRIER, what="the barrier after init")
         self._reply("the barrier after init")
 
     def set_optimizer(self, optimizer) -> None:
@@ -141,7 +141,7 @@ class DistAsyncKVStore(KVStore):
         must have been started with an updater for the same optimizer."""
         self._worker("set_optimizer")
         name = numpy.frombuffer(type(optimizer).__name__.lower().encode(), dtype=numpy.uint8)
-        self._send(protocol.OPTIMIZER, data=name, what="set_optimizer")
+        self._send(wire.OPTIMIZER, data=name, what="set_optimizer")
         self._reply("set_optimizer")
         self._optimizer = True
 
@@ -149,7 +149,7 @@ class DistAsyncKVStore(KVStore):
         """Sends the sum of each key's local list to the server, which applies it alone."""
         self._worker("push")
         for k, data in self._pushes(key, value):
-            self._send(protocol.PUSH, self._code(k), data, what=f"the push of key {k!r}")
+            self._send(wire.PUSH, self._code(k), data, what=f"the push of key {k!r}")
 
     def set_gradient_compression(self, compression_params) -> None:
         """Compresses this worker's later pushes of float32 keys and tells the server the
@@ -157,7 +157,7 @@ class DistAsyncKVStore(KVStore):
         The server's refusal, if any, is raised by the next pull, barrier or ``close``."""
         self._worker("set_gradient_compression")
         gc = self._new_compression(compression_params)
-        self._send(protocol.COMPRESSION, threshold_bits(gc.threshold), what="set_gradient_compression")
+        self._send(wire.COMPRESSION, threshold_bits(gc.threshold), what="set_gradient_compression")
         self._compression = gc
 
     def pull(self, key, out=None, priority: int = 0, ignore_sparse: bool = True) -> None:
@@ -179,20 +179,20 @@ class DistAsyncKVStore(KVStore):
             check_out_dtype(k, arrays[0], self._store[k])
         for k, data in self._pushes(key, value):
             what = f"the pushpull of key {k!r}"
-            self._send(protocol.PUSHPULL, self._code(k), data, what=what)
+            self._send(wire.PUSHPULL, self._code(k), data, what=what)
             self._receive_weights(k, outs[k], what)
 
     def barrier(self) -> None:
         """Waits until every worker has called ``barrier`` (the server is no worker)."""
         self._worker("barrier")
-        self._send(protocol.BARRIER, what="the barrier")
+        self._send(wire.BARRIER, what="the barrier")
         self._reply("the barrier")
 
     def close(self) -> None:
         """Waits for every worker to close, then the server stops; later calls do nothing."""
         if self.is_server or self._closed or self._broken is not None:
             return  # a broken store has stopped already
-        self._send(protocol.STOP, what="close()")
+        self._send(wire.STOP, what="close()")
         self._reply("close()")
         self._closed = True
 
@@ -205,7 +205,7 @@ class DistAsyncKVStore(KVStore):
         self._broken = f"kvstore dist_async: worker {self.rank} stopped: {reason}"
         text = numpy.frombuffer(reason.encode(), dtype=numpy.uint8)
         try:
-            self._send(protocol.ABORTED, data=text, what="abort")
+            self._send(wire.ABORTED, data=text, what="abort")
         except RunStopped:
             pass  # the server is gone: nobody to tell
 
@@ -216,7 +216,7 @@ class DistAsyncKVStore(KVStore):
         finished, or None when a worker had already closed the store (the run goes on to its
         end)."""
         self._worker("stop_at")
-        self._send(protocol.STOP_AT, signum, iteration=iteration, what="the agreement to stop")
+        self._send(wire.STOP_AT, signum, iteration=iteration, what="the agreement to stop")
         self._reply("the agreement to stop")
         after = int(self._in[8])
         return after if after >= 0 else None
@@ -226,14 +226,14 @@ class DistAsyncKVStore(KVStore):
         safe format (MXNet refuses to save states of a dist store; here worker 0 checkpoints
         them)."""
         self._worker("get_optimizer_states")
-        self._send(protocol.GET_STATES, int(dump_optimizer), what="get_optimizer_states")
+        self._send(wire.GET_STATES, int(dump_optimizer), what="get_optimizer_states")
         return bytes(self._reply("get_optimizer_states", sized=True))
 
     def set_optimizer_states(self, blob: bytes) -> None:
         """Loads :meth:`get_optimizer_states` output into the server's updater (its
         ``set_states``); the server's refusal is raised here."""
         self._worker("set_optimizer_states")
-        self._send(protocol.SET_STATES, data=numpy.frombuffer(blob, dtype=numpy.uint8),
+        self._send(wire.SET_STATES, data=numpy.frombuffer(blob, dtype=numpy.uint8),
                    what="set_optimizer_states")
         self._reply("set_optimizer_states")
 
@@ -243,7 +243,7 @@ class DistAsyncKVStore(KVStore):
     def _fetch(self, groups: dict) -> None:
         for k, outs in groups.items():
             what = f"the pull of key {k!r}"
-            self._send(protocol.PULL, self._code(k), what=what)
+            self._send(wire.PULL, self._code(k), what=what)
             self._receive_weights(k, outs, what)
 
     def _pushes(self, key, value):
@@ -309,12 +309,12 @@ class DistAsyncKVStore(KVStore):
         """Sends a header (and ``name``, then ``data``, as raw bytes) to the server and waits
         until it has taken them."""
         MPI, h = self._MPI, self._out
-        protocol.pack_request(h, kind, code, data, meta, name, what, iteration)
-        requests = [self._comm.Isend([h, MPI.INT64_T], self.server_rank, protocol.REQ)]
+        wire.pack_request(h, kind, code, data, meta, name, what, iteration)
+        requests = [self._comm.Isend([h, MPI.INT64_T], self.server_rank, wire.REQ)]
         if name:
-            requests.append(self._comm.Isend([name, MPI.BYTE], self.server_rank, protocol.REQ_DATA))
+            requests.append(self._comm.Isend([name, MPI.BYTE], self.server_rank, wire.REQ_DATA))
         if data is not None:
-            requests.append(self._comm.Isend([data, MPI.BYTE], self.server_rank, protocol.REQ_DATA))
+            requests.append(self._comm.Isend([data, MPI.BYTE], self.server_rank, wire.REQ_DATA))
         if not poll(lambda: MPI.Request.Testall(requests), self.timeout):
             self._give_up(what)
 
@@ -325,21 +325,21 @@ class DistAsyncKVStore(KVStore):
         process has asked for (:attr:`stop_signal`)."""
         MPI, h = self._MPI, self._in
         while True:
-            request = self._comm.Irecv([h, MPI.INT64_T], self.server_rank, protocol.REP)
+            request = self._comm.Irecv([h, MPI.INT64_T], self.server_rank, wire.REP)
             if not poll(request.Test, self.timeout, WAIT_SPIN_S):
                 request.Cancel()
                 self._give_up(what)
-            if h[0] != protocol.ALIVE:
+            if h[0] != wire.ALIVE:
                 break
         status, nbytes, error = int(h[0]), int(h[2]), int(h[3])
-        if status == protocol.OK and h[7]:
+        if status == wire.OK and h[7]:
             self.stop_signal = int(h[7])
-        if status == protocol.ERROR:
+        if status == wire.ERROR:
             text = bytearray(nbytes)
-            request = self._comm.Irecv([text, MPI.BYTE], self.server_rank, protocol.REP_DATA)
+            request = self._comm.Irecv([text, MPI.BYTE], self.server_rank, wire.REP_DATA)
             if not poll(request.Test, self.timeout):
                 self._give_up(what)
-            cls = protocol.error_class(error)
+            cls = wire.error_class(error)
             message = text.decode(errors="replace")
             if cls is RunStopped:
                 self._broken = message
@@ -354,7 +354,7 @@ class DistAsyncKVStore(KVStore):
                                 f"{what} with {nbytes} bytes, expected "
                                 f"{0 if into is None else into.nbytes}")
                 raise RunStopped(self._broken)
-            request = self._comm.Irecv([into, MPI.BYTE], self.server_rank, protocol.REP_DATA)
+            request = self._comm.Irecv([into, MPI.BYTE], self.server_rank, wire.REP_DATA)
             if not poll(request.Test, self.timeout):
                 self._give_up(what)
         return into
@@ -362,8 +362,8 @@ class DistAsyncKVStore(KVStore):
     def _gone(self) -> None:
         """Tells a server that gave up that this worker has stopped too (no answer comes)."""
         h = self._out
-        protocol.pack_request(h, protocol.GONE)
-        request = self._comm.Isend([h, self._MPI.INT64_T], self.server_rank, protocol.REQ)
+        wire.pack_request(h, wire.GONE)
+        request = self._comm.Isend([h, self._MPI.INT64_T], self.server_rank, wire.REQ)
         poll(request.Test, 1.0)
 
     def _give_up(self, what: str):
