@@ -24,8 +24,8 @@ from trainer_run.loss_scaling import LossScaler
 from trainer_run.models import build_model
 from trainer_run.targets import Kind, instances_callable
 from trainer_run.training import StopTrigger, Trainer, time_limit
+from trainer_run.training.parameter_server import ParameterServer
 from trainer_run.training.profile import Profiler, synchronizer
-from trainer_run.training.server import ParameterServer
 from trainer_run.updaters import ParallelUpdater, StandardUpdater
 from trainer_run.updaters.clipping import global_norm_clip
 from trainer_run.updaters.weighting import batches_per_update

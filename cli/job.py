@@ -30,7 +30,7 @@ from trainer_run.data import record as data_record
 from trainer_run.errors import ConfigError, Diverged, RunStopped, StorageError, check
 from trainer_run.kvstore import mpi_job
 from trainer_run.training import Trainer
-from trainer_run.training.server import ParameterServer
+from trainer_run.training.parameter_server import ParameterServer
 from trainer_run.updaters import saved as saved_state
 
 from . import closing, schema, sweep_job, sweep_record, user_targets

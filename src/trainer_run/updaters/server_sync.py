@@ -1,6 +1,6 @@
 """ServerSync: a ``dist_async`` worker's side of the parameter server.
 
-The server (:class:`~trainer_run.training.server.ParameterServer`) owns the weights and the
+The server (:class:`~trainer_run.training.parameter_server.ParameterServer`) owns the weights and the
 optimizer; a worker pushes its gradients and pulls the weights back, one key per flat
 weight buffer (:class:`~.sync.KeyLayout`), and never applies the optimizer itself. Each push
 is an update of its own, applied as it arrives, so a worker's update averages over its own
