@@ -9,13 +9,12 @@ and is compared to them within float32 rounding.
 
 from __future__ import annotations
 
-import io
-import json
 import math
 import warnings
 
 import numpy as np
 import pytest
+from state_round_trip import check_round_trip
 
 from trainer_run.errors import ConfigError
 from trainer_run.optimizers import REGISTRY, SGD, Adam, IndexUpdater, Optimizer, create, get_updater, register
@@ -600,69 +599,16 @@ ROUND_TRIP = {
 }
 
 
-def _to_plain(u_state, opt_state):
-    """Optimizer state through JSON, updater arrays through an .npz file."""
-    text = json.dumps(opt_state)
-    buf = io.BytesIO()
-    np.savez(buf, **{f"{idx}:{k}": a for idx, arrays in u_state.items()
-                     for k, a in enumerate(arrays)})
-    buf.seek(0)
-    arrays = {}
-    with np.load(buf, allow_pickle=False) as npz:
-        for key in sorted(npz.files, key=lambda s: (s.split(":")[0], int(s.split(":")[1]))):
-            idx, _ = key.split(":")
-            arrays.setdefault(idx, []).append(npz[key])
-    return arrays, json.loads(text)
-
-
 @pytest.mark.parametrize("plain", [False, True], ids=["in_memory", "json_npz"])
 @pytest.mark.parametrize("case", list(ROUND_TRIP))
 def test_state_round_trip_mid_trajectory_is_bit_identical(case, plain):
     dtype = np.float16 if case == "sgd_multi_precision" else np.float32
     rng = np.random.default_rng(12)
     specs = MIXED[:3]
-    shapes = [s for _, s, _ in specs]
-    grads = random_grads(rng, shapes=shapes, steps=6, dtype=dtype)
+    grads = random_grads(rng, shapes=[s for _, s, _ in specs], steps=6, dtype=dtype)
     init = {n: rng.standard_normal(s).astype(dtype) for n, s, _ in specs}
-
-    def fresh(values):
-        store = ParamStore({n: Parameter(values[n].copy(), name=n, lr_mult=m)
-                            for n, _, m in specs})
-        opt = ROUND_TRIP[case]()
-        u = get_updater(opt)
-        u.attach(store)
-        return store, opt, u
-
-    # uninterrupted
-    store_a, _, u_a = fresh(init)
-    for g in grads:
-        set_grads(store_a, g)
-        u_a.step()
-
-    # three steps, save, restore into fresh objects, three more
-    store_b, opt_b, u_b = fresh(init)
-    for g in grads[:3]:
-        set_grads(store_b, g)
-        u_b.step()
-    saved_w = store_b.state_dict(lambda a: a)
-    saved_u = u_b.state_dict(lambda a: a)
-    saved_opt = opt_b.state_dict()
-    if plain:
-        saved_u, saved_opt = _to_plain(saved_u, saved_opt)
-
-    store_c, opt_c, u_c = fresh(saved_w)
-    u_c.load_state_dict(saved_u, np.asarray)
-    opt_c.load_state_dict(saved_opt)
-    assert opt_c.num_update == 3
-    for g in grads[3:]:
-        set_grads(store_c, g)
-        u_c.step()
-
-    for pa, pc in zip(store_a, store_c):
-        assert np.array_equal(pa.data, pc.data)
-    for i in u_a.states:
-        for a, c in zip(leaves(u_a.states[i]), leaves(u_c.states[i]), strict=True):
-            assert np.array_equal(a, c)
+    _, num_update = check_round_trip(ROUND_TRIP[case], specs, init, grads, plain)
+    assert num_update == 3
 
 
 def test_load_state_dict_needs_existing_states():

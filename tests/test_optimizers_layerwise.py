@@ -12,12 +12,12 @@ per-index path bit for bit.
 
 from __future__ import annotations
 
-import json
 import math
 import warnings
 
 import numpy as np
 import pytest
+from state_round_trip import check_round_trip
 
 from trainer_run.errors import ConfigError
 from trainer_run.optimizers import LAMB, LARS, AdamW, GroupAdaGrad, create, get_updater
@@ -513,47 +513,16 @@ ROUND_TRIP = {
 }
 
 
+@pytest.mark.parametrize("plain", [False, True], ids=["in_memory", "json_npz"])
 @pytest.mark.parametrize("case", list(ROUND_TRIP))
-def test_state_round_trip_mid_trajectory_is_bit_identical(case):
+def test_state_round_trip_mid_trajectory_is_bit_identical(case, plain):
     dtype = np.float16 if case.endswith("multi_precision") else np.float32
     rng = np.random.default_rng(10)
     specs = [("a", (3, 4), 1.0), ("b", (5, 2), 2.0), ("c", (4, 3), 1.0)]
     grads = random_grads(rng, [s for _, s, _ in specs], steps=6, dtype=dtype)
     init = {n: rng.standard_normal(s).astype(dtype) for n, s, _ in specs}
-
-    def fresh(values):
-        store = ParamStore({n: Parameter(values[n].copy(), name=n, lr_mult=m)
-                            for n, _, m in specs})
-        opt = ROUND_TRIP[case]()
-        u = get_updater(opt)
-        u.attach(store)
-        return store, opt, u
-
-    store_a, _, u_a = fresh(init)
-    for g in grads:
-        set_grads(store_a, g)
-        u_a.step()
-
-    store_b, opt_b, u_b = fresh(init)
-    for g in grads[:3]:
-        set_grads(store_b, g)
-        u_b.step()
-    saved_w = store_b.state_dict(lambda a: a.copy())
-    saved_u = u_b.state_dict(lambda a: a)
-    saved_opt = json.loads(json.dumps(opt_b.state_dict()))
-
-    store_c, opt_c, u_c = fresh(saved_w)
-    u_c.load_state_dict(saved_u, np.asarray)
-    opt_c.load_state_dict(saved_opt)
-    assert opt_c.num_update == 3
-    for g in grads[3:]:
-        set_grads(store_c, g)
-        u_c.step()
-    for pa, pc in zip(store_a, store_c):
-        assert np.array_equal(pa.data, pc.data)
-    for i in u_a.states:
-        for a, c in zip(leaves(u_a.states[i]), leaves(u_c.states[i]), strict=True):
-            assert np.array_equal(a, c)
+    _, num_update = check_round_trip(ROUND_TRIP[case], specs, init, grads, plain)
+    assert num_update == 3
 
 
 # -- 6. registry, defaults, argument checks ----------------------------------------------------------

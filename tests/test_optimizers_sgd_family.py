@@ -9,15 +9,13 @@ code with the library, which runs in float32 and is compared within float32 roun
 
 from __future__ import annotations
 
-import io
-import json
 import math
 import warnings
 
 import numpy as np
 import pytest
+from state_round_trip import check_round_trip
 
-from trainer_run.checkpoint import flatten, unflatten
 from trainer_run.errors import ConfigError
 from trainer_run.optimizers import REGISTRY, SGD, create, get_updater
 from trainer_run.params import Parameter, ParamStore
@@ -386,17 +384,6 @@ def test_fused_step_equals_per_index_path_exactly(case, layout):
 
 # -- 5. state round trip --------------------------------------------------------------------------
 
-def through_disk(tree):
-    """A state tree through JSON + .npz, as checkpoints store it."""
-    arrays: dict = {}
-    text = json.dumps(flatten(tree, arrays))
-    buffer = io.BytesIO()
-    np.savez(buffer, **arrays)
-    buffer.seek(0)
-    with np.load(buffer, allow_pickle=False) as npz:
-        return unflatten(json.loads(text), {k: npz[k] for k in npz.files})
-
-
 @pytest.mark.parametrize("plain", [False, True], ids=["in_memory", "json_npz"])
 @pytest.mark.parametrize("case", list(CASES))
 def test_state_round_trip_mid_trajectory_is_bit_identical(case, plain):
@@ -404,43 +391,9 @@ def test_state_round_trip_mid_trajectory_is_bit_identical(case, plain):
     specs = MIXED[:3]
     grads = random_grads(rng, shapes=[s for _, s, _ in specs], steps=6)
     init = {n: rng.standard_normal(s).astype(np.float32) for n, s, _ in specs}
-
-    def fresh(values):
-        store = ParamStore({n: Parameter(values[n].copy(), name=n, lr_mult=m) for n, _, m in specs})
-        opt = lib(case)
-        u = get_updater(opt)
-        u.attach(store)
-        return store, opt, u
-
-    store_a, _, u_a = fresh(init)
-    for g in grads:
-        set_grads(store_a, g)
-        u_a.step()
-
-    store_b, opt_b, u_b = fresh(init)
-    for g in grads[:3]:
-        set_grads(store_b, g)
-        u_b.step()
-    saved = {"weights": store_b.state_dict(lambda a: a), "states": u_b.state_dict(lambda a: a),
-             "optimizer": opt_b.state_dict(), "rng": opt_b.rng.bit_generator.state}
+    saved, _ = check_round_trip(lambda: lib(case), specs, init, grads, plain)
     if case.startswith("lbsgd"):
         assert len(saved["optimizer"]["cumgrads"]) == len(specs)
-    if plain:
-        saved = through_disk(saved)
-
-    store_c, opt_c, u_c = fresh(saved["weights"])       # a new rng, seeded from the state
-    u_c.load_state_dict(saved["states"], np.asarray)
-    opt_c.load_state_dict(saved["optimizer"])
-    opt_c.rng.bit_generator.state = saved["rng"]
-    for g in grads[3:]:
-        set_grads(store_c, g)
-        u_c.step()
-
-    for pa, pc in zip(store_a, store_c):
-        assert np.array_equal(pa.data, pc.data)
-    for i in u_a.states:
-        for a, c in zip(leaves(u_a.states[i]), leaves(u_c.states[i]), strict=True):
-            assert np.array_equal(a, c)
 
 
 # -- 6. LBSGD specifics ---------------------------------------------------------------------------
