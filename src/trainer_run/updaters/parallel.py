@@ -61,18 +61,18 @@ class ParallelUpdater(StandardUpdater):
                          prefetch=prefetch, profiler=profiler, clip_global_norm=clip_global_norm)
         self.devices = ids
         self.backends = [host] + [_replica_backend(host, d) for d in ids[1:]]
-        self.models = [self._models["main"]] + [_replicate(self._models["main"], b)
+        self.replicas = [self._models["main"]] + [_replicate(self._models["main"], b)
                                                 for b in self.backends[1:]]
         self.replica_stores = [self.stores["main"]] + [
-            _store(m, b) for m, b in zip(self.models[1:], self.backends[1:])]
+            _store(m, b) for m, b in zip(self.replicas[1:], self.backends[1:])]
         self._pool = None
 
     def on_replicas(self, fn) -> list:
         """``fn(r)`` for every replica ``r``, each in a thread of its own on its backend's
         device (NumPy's overflow warnings silenced there, as in :meth:`update_core`)."""
         if self._pool is None:
-            self._pool = ThreadPoolExecutor(len(self.models), thread_name_prefix="replica")
-        return list(self._pool.map(lambda r: self._on_replica(r, fn), range(len(self.models))))
+            self._pool = ThreadPoolExecutor(len(self.replicas), thread_name_prefix="replica")
+        return list(self._pool.map(lambda r: self._on_replica(r, fn), range(len(self.replicas))))
 
     def _on_replica(self, r: int, fn):
         with self.backends[r].activate(), self.silent_overflow():

@@ -149,9 +149,10 @@ class StandardUpdater:
         self.batches = Batches(lambda indices: self.sync.shard(indices), converter, prefetch,
                                self._iterators["main"])
         self.backends = [backend]
-        self.models = [self._models["main"]]
+        self.replicas = [self._models["main"]]
         self.replica_stores = [self.stores["main"]]
-        """The replicas of the main model, their backends and parameter stores (one here)."""
+        """The replicas of the main model (``replicas``), their backends and parameter stores (one
+        here); ``_models`` are the models by name (Chainer's ``models``: ``main`` and any other)."""
 
     def _connect(self, kvstore, asynchronous: bool) -> Sync:
         """The sync object of ``kvstore`` (see :mod:`.sync`)."""
@@ -291,7 +292,7 @@ class StandardUpdater:
             weights = [examples_in(part) / total for part in parts]
             with stage("forward"):
                 self.callbacks.fire("forward_on_start", iteration)
-                outs = self.on_replicas(lambda r: self.forward(parts[r], self.models[r]))
+                outs = self.on_replicas(lambda r: self.forward(parts[r], self.replicas[r]))
                 self.callbacks.fire("forward_on_finish", iteration)
             with stage("backward"):
                 self.callbacks.fire("backward_on_start", iteration)
