@@ -1,6 +1,7 @@
 """The one state round-trip harness of the optimizer tests: train six steps without a break,
 and three steps, save (weights, updater states, optimizer state, its random generator), restore
-into fresh objects, three more; the two must end bit-identical, weights and states."""
+into fresh objects, three more; the two must end bit-identical, weights and states. Its two
+helpers, :func:`set_grads` and :func:`leaves`, serve the optimizer tests as well."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ def through_disk(tree):
 
 
 def leaves(state):
+    """The arrays of an updater's state for one index (an array, a tuple of them, nested, or None)."""
     if state is None:
         return []
     if isinstance(state, (tuple, list)):
@@ -33,7 +35,8 @@ def leaves(state):
     return [state]
 
 
-def _set_grads(store, grads):
+def set_grads(store, grads):
+    """Each parameter's gradient, in the store's order, set to ``grads[i]``."""
     for i, p in enumerate(store):
         p.grad[...] = grads[i]
 
@@ -53,7 +56,7 @@ def check_round_trip(make_optimizer, specs, init, grads, plain: bool):
 
     def train(store, updater, steps):
         for g in steps:
-            _set_grads(store, g)
+            set_grads(store, g)
             updater.step()
 
     store_a, _, u_a = fresh(init)

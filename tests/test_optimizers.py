@@ -14,7 +14,7 @@ import warnings
 
 import numpy as np
 import pytest
-from state_round_trip import check_round_trip
+from state_round_trip import check_round_trip, leaves, set_grads
 
 from trainer_run.errors import ConfigError
 from trainer_run.optimizers import REGISTRY, SGD, Adam, IndexUpdater, Optimizer, create, get_updater, register
@@ -431,19 +431,6 @@ def make_store(rng, specs, dtype=np.float32):
               for name, shape, m in specs}
     start = {i: p.data.copy() for i, p in enumerate(params.values())}
     return ParamStore(params), start
-
-
-def set_grads(store, grads):
-    for i, p in enumerate(store):
-        p.grad[...] = grads[i]
-
-
-def leaves(state):
-    if state is None:
-        return []
-    if isinstance(state, (tuple, list)):
-        return [x for s in state for x in leaves(s)]
-    return [state]
 
 
 @pytest.mark.parametrize("specs", [UNIFORM, MIXED], ids=["uniform", "mixed_lr_mult"])

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from state_round_trip import leaves
 
 from trainer_run.cli.build import OPTIMIZER_KEYS
 from trainer_run.cli.schema import option_section
@@ -180,14 +181,6 @@ def random_weights(rng, shapes=SHAPES, dtype=np.float32):
 def random_grads(rng, shapes=SHAPES, steps=6, dtype=np.float32, scale=1.5):
     return [{i: (scale * rng.standard_normal(s)).astype(dtype) for i, s in enumerate(shapes)}
             for _ in range(steps)]
-
-
-def leaves(state):
-    if state is None:
-        return []
-    if isinstance(state, (tuple, list)):
-        return [x for s in state for x in leaves(s)]
-    return [state]
 
 
 def assert_close(actual, expected, atol=ATOL):

@@ -17,7 +17,7 @@ import warnings
 
 import numpy as np
 import pytest
-from state_round_trip import check_round_trip
+from state_round_trip import check_round_trip, leaves, set_grads
 
 from trainer_run.errors import ConfigError
 from trainer_run.optimizers import LAMB, LARS, AdamW, GroupAdaGrad, create, get_updater
@@ -192,14 +192,6 @@ def lib_states(kind, state):
     if kind in ("lamb", "adamw"):
         return state
     return state, None
-
-
-def leaves(state):
-    if state is None:
-        return []
-    if isinstance(state, (tuple, list)):
-        return [x for s in state for x in leaves(s)]
-    return [state]
 
 
 # -- 1. trajectories against the hand computation ---------------------------------------------
@@ -414,11 +406,6 @@ def make_store(rng, specs, dtype=np.float32):
     params = {n: Parameter(rng.standard_normal(s).astype(dtype), name=n, lr_mult=m)
               for n, s, m in specs}
     return ParamStore(params), {i: p.data.copy() for i, p in enumerate(params.values())}
-
-
-def set_grads(store, grads):
-    for i, p in enumerate(store):
-        p.grad[...] = grads[i]
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float16], ids=["float32", "float16_mp"])

@@ -14,7 +14,7 @@ import warnings
 
 import numpy as np
 import pytest
-from state_round_trip import check_round_trip
+from state_round_trip import check_round_trip, leaves, set_grads
 
 from trainer_run.errors import ConfigError
 from trainer_run.optimizers import REGISTRY, SGD, create, get_updater
@@ -199,14 +199,6 @@ def assert_close(actual, expected):
     np.testing.assert_allclose(np.asarray(actual, np.float64), expected, rtol=RTOL, atol=ATOL)
 
 
-def leaves(state):
-    if state is None:
-        return []
-    if isinstance(state, (tuple, list)):
-        return [x for s in state for x in leaves(s)]
-    return [state]
-
-
 def run_per_index(opt, weights, grads, hand=None):
     updater = get_updater(opt)
     for g in grads:
@@ -338,11 +330,6 @@ def make_store(rng, specs, dtype):
     params = {n: Parameter(rng.standard_normal(s).astype(dtype), name=n, lr_mult=m)
               for n, s, m in specs}
     return ParamStore(params), {i: p.data.copy() for i, p in enumerate(params.values())}
-
-
-def set_grads(store, grads):
-    for i, p in enumerate(store):
-        p.grad[...] = grads[i]
 
 
 @pytest.mark.parametrize("layout", list(LAYOUTS))
