@@ -18,7 +18,7 @@ that matrix for ``gW`` and scatters ``gx`` back (col2im): a compiled loop
 (:mod:`.loops`) where numba is installed, else one vectorised strided add per kernel offset,
 ``kh * kw`` in all; the two add in the same order and agree bit for bit.
 
-The helpers :func:`pair`, :func:`out_size` and :func:`windows` are shared with
+The helpers :func:`pair` and :func:`out_size` are shared with
 :mod:`trainer_run.functions.pooling`.
 """
 

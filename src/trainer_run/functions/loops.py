@@ -2,7 +2,8 @@
 out ``(C, H, W, N)``, the layout convolutions keep (:class:`~.convolution.Convolution2D`).
 
 Each loop computes exactly what the function's array code computes, in the same order of
-floating-point operations, so the two agree bit for bit; the functions launch a loop only where
+floating-point operations, so the two agree bit for bit (batch normalization's statistics, summed
+in float64 in one pass, agree to float32 rounding); the functions launch a loop only where
 :func:`trainer_run.jit.usable` allows (C-contiguous NumPy float arrays, numba enabled) and
 otherwise run their array code (CuPy arrays, no numba, other layouts). Every loop runs its
 ``prange`` over channels.

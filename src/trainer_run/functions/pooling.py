@@ -39,11 +39,6 @@ class _Pooling2D(Function):
         self.s = self.k if stride is None else pair(stride, "stride")
         self.p = pair(pad, "pad")
 
-    def _blocks(self, x):
-        """``x`` as ``(C, H, W, N)``: a view of a convolution's output, else a copy."""
-        self._x_shape = x.shape
-        return array_module(x).ascontiguousarray(x.transpose(1, 2, 3, 0))
-
     @staticmethod
     def _as_blocks(a):
         """``a`` (N, C, ., .) as a C-contiguous ``(C, ., ., N)`` array (a view where it is one)."""
@@ -60,9 +55,9 @@ class _Pooling2D(Function):
                 and shape[2] % self.k[1] == 0)
 
     def _padded(self, x, value):
-        """``x``'s blocks padded with ``value`` (the blocks themselves without padding), and the
-        output size."""
-        xb = self._blocks(x)
+        """``x``'s blocks padded with ``value`` (the blocks themselves without padding); records
+        ``x``'s shape and the output size."""
+        self._x_shape, xb = x.shape, self._as_blocks(x)
         (kh, kw), (sh, sw), (ph, pw) = self.k, self.s, self.p
         a, h, w, b = xb.shape
         self._out = out_size(h, kh, sh, ph), out_size(w, kw, sw, pw)
@@ -73,12 +68,12 @@ class _Pooling2D(Function):
         return xpad
 
     def _offsets(self, a):
-        """``(p, q, view)`` for each kernel offset in row-major order: ``view[., i, j, .] =
-        a[., i * sh + p, j * sw + q, .]``, of the output's size."""
+        """For each kernel offset ``(p, q)`` in row-major order, the view of ``a`` of the output's
+        size that the offset reads: ``view[., i, j, .] = a[., i * sh + p, j * sw + q, .]``."""
         (kh, kw), (sh, sw), (oh, ow) = self.k, self.s, self._out
         for p in range(kh):
             for q in range(kw):
-                yield p, q, a[:, p:p + sh * (oh - 1) + 1:sh, q:q + sw * (ow - 1) + 1:sw]
+                yield a[:, p:p + sh * (oh - 1) + 1:sh, q:q + sw * (ow - 1) + 1:sw]
 
     def _unpad(self, gpad):
         """The gradient of ``x`` from its padded blocks."""
@@ -95,7 +90,7 @@ class MaxPooling2D(_Pooling2D):
         xp = array_module(x)
         xpad = self._padded(x, -xp.inf)
         y = None
-        for _, _, view in self._offsets(xpad):
+        for view in self._offsets(xpad):
             y = view.copy() if y is None else xp.maximum(y, view, out=y)
         self._xpad, self._y = xpad, y
         return self._from_blocks(y)
@@ -105,18 +100,18 @@ class MaxPooling2D(_Pooling2D):
         xpad, y, gy = self._xpad, self._y, self._as_blocks(gy)
         self._xpad = self._y = None
         (kh, kw), (sh, sw) = self.k, self.s
-        if (kh, kw) == (2, 2) and self._tiles(xpad.shape):
+        if (kh, kw) == (2, 2) and self._tiles(xpad.shape) and jit.usable(loops.max_pool_2x2_backward,
+                                                                           xpad, y, gy):
             gx = xp.empty_like(xpad)
-            if jit.usable(loops.max_pool_2x2_backward, xpad, y, gy, gx):
-                jit.launch(loops.max_pool_2x2_backward, gx.size, xpad, y, gy, gx)
-                return (self._from_blocks(gx),)
+            jit.launch(loops.max_pool_2x2_backward, gx.size, xpad, y, gy, gx)
+            return (self._from_blocks(gx),)
         gpad = xp.zeros(xpad.shape, dtype=gy.dtype)
         if jit.usable(loops.max_pool_backward, xpad, y, gy, gpad):
             jit.launch(loops.max_pool_backward, gpad.size, xpad, y, gy, gpad, kh, kw, sh, sw)
             return (self._unpad(gpad),)
         taken = xp.zeros(y.shape, dtype=bool)
         zero = xp.zeros((), dtype=gy.dtype)
-        for (_, _, seen), (_, _, place) in zip(self._offsets(xpad), self._offsets(gpad)):
+        for seen, place in zip(self._offsets(xpad), self._offsets(gpad)):
             first = (seen == y) & ~taken  # row-major offsets: a window's first maximum takes its gradient
             taken |= first
             place += xp.where(first, gy, zero)
@@ -129,7 +124,7 @@ class AveragePooling2D(_Pooling2D):
     def forward(self, x):
         xpad = self._padded(x, 0)
         y = None
-        for _, _, view in self._offsets(xpad):
+        for view in self._offsets(xpad):
             y = view.copy() if y is None else array_module(x).add(y, view, out=y)
         y /= self.k[0] * self.k[1]
         self._pad_shape = xpad.shape
@@ -140,7 +135,7 @@ class AveragePooling2D(_Pooling2D):
         g = self._as_blocks(gy) / (self.k[0] * self.k[1])
         tiles = self._tiles(self._pad_shape)
         gpad = (xp.empty if tiles else xp.zeros)(self._pad_shape, dtype=g.dtype)
-        for _, _, place in self._offsets(gpad):
+        for place in self._offsets(gpad):
             if tiles:
                 place[...] = g
             else:
