@@ -86,11 +86,9 @@ def reuse_freed_blocks() -> bool:
     rather than falling between iterations. Returns whether the setting was made (False
     outside glibc)."""
     import ctypes
-    import ctypes.util
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        mallopt = libc.mallopt
-    except (OSError, AttributeError):
+        mallopt = ctypes.CDLL(None).mallopt  # the process's own symbols, libc's among them
+    except (OSError, AttributeError):  # no mallopt (not glibc)
         return False
     m_trim_threshold, m_mmap_threshold = -1, -3
     return bool(mallopt(m_mmap_threshold, KEPT_BLOCK) and mallopt(m_trim_threshold, (1 << 31) - 1))
