@@ -21,18 +21,18 @@ from .. import jit
 from ..backend import array_module
 from ..errors import check, check_number
 from ..jit import prange
+from .array_ops import average_into, decayed, square_average_into
 from .optimizer import Optimizer, register, scalars
+from .scalar_ops import decayed as decayed_one
 from .workspace import Workspace, chunks
 
 
 def _adam_loop(w, g, m, v, lr, wd, beta1, beta2, eps, rescale, clip, clipping):
     one = w.dtype.type(1)
     for i in prange(w.size):
-        gi = g[i] * rescale + w[i] * wd
-        if clipping:
-            gi = min(max(gi, -clip), clip)
-        mi = beta1 * m[i] + (one - beta1) * gi
-        vi = beta2 * v[i] + (one - beta2) * gi * gi
+        gi = decayed_one(g[i], w[i], rescale, wd, clip, clipping)
+        mi = m[i] * beta1 + gi * (one - beta1)
+        vi = v[i] * beta2 + gi * (one - beta2) * gi
         m[i] = mi
         v[i] = vi
         w[i] = w[i] - lr * mi / (numpy.sqrt(vi) + eps)
@@ -64,23 +64,6 @@ class Adam(Optimizer):
     def _corrected_lr(self, lr, t):
         return lr * math.sqrt(1.0 - self.beta2**t) / (1.0 - self.beta1**t)
 
-    def update(self, index, weight, grad, state, rescale_grad=None):
-        self._update_count(index)
-        t = self._index_update_count[index]
-        lr = self._corrected_lr(self._get_lr(index), t)
-        lr, wd, beta1, beta2, eps, rescale = scalars(
-            weight.dtype, lr, self._get_wd(index), self.beta1, self.beta2, self.epsilon,
-            self.grad_rescale(rescale_grad))
-        xp = array_module(weight)
-        mean, var = state
-        g = grad * rescale + weight * wd
-        if self.clipping:
-            clip = weight.dtype.type(self.clip_gradient)
-            g = xp.clip(g, -clip, clip)
-        mean[...] = beta1 * mean + (1 - beta1) * g
-        var[...] = beta2 * var + (1 - beta2) * g * g
-        weight[...] = weight - lr * mean / (xp.sqrt(var) + eps)
-
     def fused_step(self, weight, grad, state, lr, wd, count, segments, rescale_grad):
         lr = self._corrected_lr(lr, count)
         lr, wd, beta1, beta2, eps, rescale = scalars(
@@ -95,20 +78,9 @@ class Adam(Optimizer):
             return
         a, b = self._workspace.get(weight, 2)
         for n, (w, gr, m, v) in chunks(weight, grad, mean, var):
-            g, t = a[:n], b[:n]
-            xp.multiply(gr, rescale, out=g)
-            if wd:
-                xp.multiply(w, wd, out=t)
-                g += t
-            if clip is not None:
-                xp.clip(g, -clip, clip, out=g)
-            m *= beta1
-            xp.multiply(g, one - beta1, out=t)
-            m += t
-            v *= beta2
-            xp.multiply(g, one - beta2, out=t)
-            t *= g
-            v += t
+            g, t = decayed(xp, a[:n], b[:n], gr, w, rescale, wd, clip), b[:n]
+            average_into(xp, m, g, beta1, one - beta1, t)
+            square_average_into(xp, v, g, beta2, one - beta2, t)
             xp.sqrt(v, out=t)
             t += eps
             xp.multiply(m, lr, out=g)

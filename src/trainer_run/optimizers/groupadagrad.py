@@ -28,7 +28,8 @@ import numpy
 
 from ..backend import array_module
 from ..errors import ConfigError, check_number
-from .optimizer import Optimizer, mx_clip, register, scalars
+from .array_ops import mx_clip
+from .optimizer import Optimizer, register, scalars
 
 
 @register

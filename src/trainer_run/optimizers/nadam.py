@@ -32,7 +32,8 @@ from .. import jit
 from ..backend import array_module
 from ..errors import check, check_number
 from ..jit import prange
-from .optimizer import Optimizer, mx_clip, python_clip, register, scalars
+from .array_ops import mx_clip
+from .optimizer import Optimizer, python_clip, register, scalars
 from .workspace import Workspace, chunks
 
 

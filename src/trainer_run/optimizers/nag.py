@@ -28,7 +28,8 @@ from .. import jit
 from ..backend import array_module
 from ..errors import check_number
 from ..jit import prange
-from .optimizer import Optimizer, mx_clip, register, scalars
+from .array_ops import mx_clip
+from .optimizer import Optimizer, register, scalars
 from .scalar_ops import mx_clip as clip_one
 from .workspace import Workspace, chunks
 

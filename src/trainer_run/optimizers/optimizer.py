@@ -18,17 +18,20 @@ Shared behaviour (MXNet ``Optimizer``):
   :meth:`Optimizer.fused_update`: a loss-scaled step's, ``rescale_grad / scale``, as MXNet's
   AMP folds the scale into it); the optimizer's own ``rescale_grad`` is never changed.
 
-Subclasses implement ``create_state`` and ``update(index, weight, grad, state,
-rescale_grad=None)`` (the readable per-array reference; the step's factor is
-:meth:`Optimizer.grad_rescale` of the last argument) and may implement
-``fused_step(weight, grad, state, lr, wd, count, segments, rescale_grad)``: the same update on
-one flat buffer holding several parameters back to back, with scalar hyper-parameters (the
-step's factor among them), done in place with as few passes over memory as possible.
+Subclasses implement ``create_state`` and
+``fused_step(weight, grad, state, lr, wd, count, segments, rescale_grad)``: the update of one
+flat buffer holding one or several parameters back to back, with scalar hyper-parameters (the
+step's factor among them), done in place with as few passes over memory as possible. It is
+the optimizer's rule, written once for each execution path: a compiled loop
+(:mod:`trainer_run.jit`, element operations from :mod:`.scalar_ops`) and an array path over
+cache-sized chunks (:mod:`.array_ops`, :mod:`.workspace`), which give the same bits.
+:meth:`Optimizer.update` (one parameter) runs it on the parameter's arrays seen flat.
 ``segments`` lists one slice per parameter, for updates that need per-tensor reductions
 (LAMB's trust ratio); element-wise updates ignore it. Scalar hyper-parameters are cast to
 the weight's dtype before use, as MXNet's kernels do. An optimizer whose state is not shaped
-like the weight sets ``flat_state = False``; its states are then created per index and it is
-updated per index.
+like the weight sets ``flat_state = False`` and overrides ``update`` instead; its states are
+then created per index and it is updated per index. The readable formulas, in float64, are
+the tests' oracle (``tests/test_optimizers*.py``).
 """
 
 from __future__ import annotations
@@ -178,9 +181,18 @@ class Optimizer:
         return self.create_state(index, weight)
 
     def update(self, index, weight, grad, state, rescale_grad=None) -> None:
-        """Updates ``weight`` in place from ``grad`` and ``state`` (readable reference), with
-        the gradient factor :meth:`grad_rescale` of ``rescale_grad``."""
-        raise NotImplementedError(f"{type(self).__name__} must define update")
+        """Updates ``weight`` in place from ``grad`` and ``state``, with the gradient factor
+        :meth:`grad_rescale` of ``rescale_grad``: counts the update, then runs
+        :meth:`fused_step` on the arrays seen as one flat segment. An optimizer without a
+        fused step (state not shaped like the weight) overrides this."""
+        if self.fused_step is None:
+            raise NotImplementedError(f"{type(self).__name__} must define fused_step or update")
+        self._update_count(index)
+        flat = _Flat()
+        self.fused_step(flat(weight), grad.reshape(-1), flat.tree(state), self._get_lr(index),
+                        self._get_wd(index), self._index_update_count[index],
+                        [slice(0, weight.size)], self.grad_rescale(rescale_grad))
+        flat.write_back()
 
     def update_multi_precision(self, index, weight, grad, state, rescale_grad=None) -> None:
         """:meth:`update` through the float32 master copy when the state holds one.
@@ -283,24 +295,30 @@ class Optimizer:
             self.lr_scheduler.load_state_dict(state["lr_scheduler"])
 
 
-def mx_clip(xp, x, bound, out=None):
-    """MXNet's NDArray ``clip(x, -bound, bound)``, into ``out`` (which may be ``x``; a new
-    array when None).
+class _Flat:
+    """Arrays seen as one dimension: a view of a C-contiguous array, else a copy that
+    :meth:`write_back` copies into the original."""
 
-    The operator maps ``x > a_max`` to ``a_max``, else ``x < a_min`` to ``a_min``, else keeps
-    ``x``. For ``bound >= 0`` that is ``xp.clip``. For a negative ``bound`` (``a_min > a_max``)
-    every value becomes ``bound`` (where ``x > bound``) or ``-bound``; NaN stays NaN. Used by
-    the optimizers whose MXNet update clips on the Python side.
-    """
-    if out is None:
-        out = xp.empty_like(x)
-    if bound >= 0:
-        return xp.clip(x, -bound, bound, out=out)
-    xp.subtract(bound, x, out=out)           # >= 0 exactly where x <= bound
-    xp.heaviside(out, 1, out=out)            # 1 there (-> -bound), 0 where x > bound (-> bound)
-    out *= -2 * bound
-    out += bound
-    return out
+    def __init__(self):
+        self._copies = []
+
+    def __call__(self, array):
+        flat = array.reshape(-1)
+        if not array.flags.c_contiguous:
+            self._copies.append((array, flat))
+        return flat
+
+    def tree(self, state):
+        """``state`` (None, an array, or tuples of them) with every array flat."""
+        if state is None:
+            return None
+        if isinstance(state, (tuple, list)):
+            return type(state)(self.tree(s) for s in state)
+        return self(state)
+
+    def write_back(self) -> None:
+        for array, flat in self._copies:
+            array[...] = flat.reshape(array.shape)
 
 
 def python_clip(optimizer, dtype):

@@ -1,7 +1,8 @@
 """Element operations shared by compiled loops, with the rounding of their NumPy forms.
 
 Each is a :func:`.jit.kernel` (serial) called per element from inside other kernels; called
-from Python they run as plain Python on scalars.
+from Python they run as plain Python on scalars. Each repeats, for one element, the order of
+operations of its array form in :mod:`.array_ops`.
 """
 
 from __future__ import annotations
@@ -29,5 +30,19 @@ def _sign_loop(x, one):
     return one - one
 
 
+def _rescaled_loop(g, rescale, clip, clipping):
+    """``clip(g * rescale)`` of one element (:func:`.array_ops.rescaled`)."""
+    g = g * rescale
+    return mx_clip(g, clip) if clipping else g
+
+
+def _decayed_loop(g, w, rescale, wd, clip, clipping):
+    """``clip(g * rescale + w * wd)`` of one element (:func:`.array_ops.decayed`)."""
+    g = g * rescale + w * wd
+    return mx_clip(g, clip) if clipping else g
+
+
 mx_clip = jit.kernel(_mx_clip_loop, parallel=False)
+rescaled = jit.kernel(_rescaled_loop, parallel=False)
+decayed = jit.kernel(_decayed_loop, parallel=False)
 sign = jit.kernel(_sign_loop, parallel=False)

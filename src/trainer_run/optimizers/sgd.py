@@ -59,23 +59,6 @@ class SGD(Optimizer):
             return None
         return array_module(weight).zeros_like(weight)
 
-
-
-    def update(self, index, weight, grad, state, rescale_grad=None):
-        self._update_count(index)
-        lr, wd, momentum, rescale = scalars(weight.dtype, self._get_lr(index), self._get_wd(index),
-                                            self.momentum, self.grad_rescale(rescale_grad))
-        if self.clipping:
-            clip = weight.dtype.type(self.clip_gradient)
-            step = lr * array_module(grad).clip(rescale * grad, -clip, clip)
-        else:
-            step = (lr * rescale) * grad
-        if state is None:
-            weight[...] = (1 - lr * wd) * weight - step
-        else:
-            state[...] = momentum * state - (lr * wd) * weight - step
-            weight += state
-
     def fused_step(self, weight, grad, state, lr, wd, count, segments, rescale_grad):
         lr, wd, momentum, rescale = scalars(weight.dtype, lr, wd, self.momentum, rescale_grad)
         xp = array_module(weight)

@@ -24,7 +24,8 @@ import numpy
 from .. import jit
 from ..backend import array_module
 from ..jit import prange
-from .optimizer import Optimizer, mx_clip, register, scalars
+from .array_ops import mx_clip
+from .optimizer import Optimizer, register, scalars
 from .scalar_ops import mx_clip as clip_one
 from .workspace import Workspace, chunks
 

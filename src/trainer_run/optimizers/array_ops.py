@@ -1,0 +1,64 @@
+"""Operations of the optimizers' array path, on NumPy or CuPy chunks (see :mod:`.workspace`).
+
+Each writes into arrays it is given (a chunk of the weight or state, or a scratch buffer),
+so a fused step allocates nothing; each computes in a fixed order of operations, which the
+compiled loops (:mod:`.scalar_ops`) repeat element by element, so both paths give the same
+bits. ``clip`` is a bound of the weight's dtype, or None for no clipping.
+"""
+
+from __future__ import annotations
+
+
+def mx_clip(xp, x, bound, out=None):
+    """MXNet's NDArray ``clip(x, -bound, bound)``, into ``out`` (which may be ``x``; a new
+    array when None).
+
+    The operator maps ``x > a_max`` to ``a_max``, else ``x < a_min`` to ``a_min``, else keeps
+    ``x``. For ``bound >= 0`` that is ``xp.clip``. For a negative ``bound`` (``a_min > a_max``)
+    every value becomes ``bound`` (where ``x > bound``) or ``-bound``; NaN stays NaN. Used by
+    the optimizers whose MXNet update clips on the Python side.
+    """
+    if out is None:
+        out = xp.empty_like(x)
+    if bound >= 0:
+        return xp.clip(x, -bound, bound, out=out)
+    xp.subtract(bound, x, out=out)           # >= 0 exactly where x <= bound
+    xp.heaviside(out, 1, out=out)            # 1 there (-> -bound), 0 where x > bound (-> bound)
+    out *= -2 * bound
+    out += bound
+    return out
+
+
+def rescaled(xp, out, grad, rescale, clip):
+    """``clip(grad * rescale)`` into ``out`` (MXNet's clip, :func:`mx_clip`)."""
+    xp.multiply(grad, rescale, out=out)
+    if clip is not None:
+        mx_clip(xp, out, clip, out=out)
+    return out
+
+
+def decayed(xp, out, tmp, grad, weight, rescale, wd, clip):
+    """``clip(grad * rescale + weight * wd)`` into ``out``: weight decay before clipping,
+    as MXNet's Adam-family kernels add it; ``tmp`` is scratch."""
+    xp.multiply(grad, rescale, out=out)
+    if wd:
+        xp.multiply(weight, wd, out=tmp)
+        out += tmp
+    if clip is not None:
+        mx_clip(xp, out, clip, out=out)
+    return out
+
+
+def average_into(xp, average, value, beta, one_minus_beta, tmp):
+    """The moving average ``average = average * beta + value * one_minus_beta``, in place."""
+    average *= beta
+    xp.multiply(value, one_minus_beta, out=tmp)
+    average += tmp
+
+
+def square_average_into(xp, average, value, beta, one_minus_beta, tmp):
+    """``average = average * beta + (value * one_minus_beta) * value``, in place."""
+    average *= beta
+    xp.multiply(value, one_minus_beta, out=tmp)
+    tmp *= value
+    average += tmp
