@@ -295,9 +295,7 @@ def build_optimizer(section: dict, scheduler_section: dict | None, total_iterati
     section = dict(section)
     if scheduler_section is not None:
         scheduler = build_scheduler(scheduler_section, total_iterations)
-        # MXNet's optimizer writes its learning_rate into the schedule's base_lr; the schedule's
-        # own (optimizer.learning_rate unless set) is the rate both start from
-        section["learning_rate"] = scheduler.base_lr
+        section["learning_rate"] = None     # the schedule owns the rate; the optimizer asks it
     return instantiate("optimizer", section, {"lr_scheduler": scheduler}, runner=OPTIMIZER_KEYS,
                        kind=KINDS["optimizer"])
 

@@ -405,6 +405,19 @@ def test_optimizer_overwrites_scheduler_base_lr():
     assert lrs == pytest.approx([0.05, 0.3, 0.3, 0.3], rel=1e-5)
 
 
+def test_a_scheduler_without_learning_rate_owns_the_rate():
+    """MXNet 1.9: ``learning_rate=None`` beside a scheduler leaves its ``base_lr`` alone (SGD's
+    signature has no rate of its own); without a scheduler the rate is 0.01."""
+    sched = ConstantScheduler(base_lr=0.2)
+    opt = SGD(lr_scheduler=sched)
+    assert sched.base_lr == 0.2 and opt.learning_rate == 0.2
+    w, g = np.ones(2, np.float32), np.ones(2, np.float32)
+    get_updater(opt)(0, g, w)
+    assert_close(w, np.full(2, 0.8))
+    assert SGD().learning_rate == 0.01
+    assert Adam(learning_rate=None, lr_scheduler=ConstantScheduler(base_lr=0.3)).learning_rate == 0.3
+
+
 def test_set_learning_rate():
     opt = SGD(learning_rate=0.1)
     opt.set_learning_rate(0.25)

@@ -2,8 +2,10 @@
 
 Shared behaviour (MXNet ``Optimizer``):
 
-- ``learning_rate``, or ``lr_scheduler(num_update)`` when a scheduler is set; the
-  optimizer writes its ``learning_rate`` into the scheduler's ``base_lr``.
+- The learning rate has one owner: the scheduler when one is set (the optimizer asks it,
+  ``lr_scheduler(num_update)``), else ``learning_rate`` (default 0.01). As in MXNet 1.9, a
+  ``learning_rate`` given beside a scheduler is written into its ``base_lr``; without one
+  (``None``, as the command line passes it) the scheduler's own ``base_lr`` stands.
 - ``num_update`` is the largest per-index update count; each index counts its updates
   from ``begin_num_update``. Counting happens before the learning rate is read, so the
   first update sees ``num_update == begin_num_update + 1``.
@@ -67,16 +69,18 @@ class Optimizer:
     """Base class of all optimizers; see the module docstring for the shared semantics."""
 
     def __init__(self, rescale_grad=1.0, param_idx2name=None, wd=0.0, clip_gradient=None,
-                 learning_rate=0.01, lr_scheduler=None, begin_num_update=0,
+                 learning_rate=None, lr_scheduler=None, begin_num_update=0,
                  multi_precision=False, param_dict=None):
         self.rescale_grad = check_number("rescale_grad", rescale_grad)
-        self.lr = learning_rate_of(learning_rate)
+        if learning_rate is None and lr_scheduler is None:
+            learning_rate = 0.01
+        self.lr = None if learning_rate is None else learning_rate_of(learning_rate)
         self.wd = check_number("wd", wd, low=0)
         if clip_gradient is not None:
             clip_gradient = check_number("clip_gradient", clip_gradient)
         self.clip_gradient = clip_gradient
         self.lr_scheduler = lr_scheduler
-        if lr_scheduler is not None:
+        if lr_scheduler is not None and self.lr is not None:
             lr_scheduler.base_lr = self.lr
         self.begin_num_update = check_number("begin_num_update", begin_num_update, low=0,
                                              integer=True)

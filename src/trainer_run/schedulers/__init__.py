@@ -1,11 +1,12 @@
 """Learning-rate schedules with MXNet 1.9's class names, arguments and values.
 
 A scheduler is called with ``num_update``, the optimizer's count of updates (1 at the
-first update), and returns the learning rate. As in MXNet, the optimizer overwrites the
-scheduler's ``base_lr`` with its own ``learning_rate`` when attached; schedules that keep
-a private copy of their starting rate (``CosineScheduler.base_lr_orig`` and the warmup
-target ``warmup_final_lr``) take it at construction, exactly as MXNet does, so pass the
-same ``base_lr`` to both (the command line does this for you).
+first update), and returns the learning rate. The schedule owns the rate: an optimizer
+given one asks it at every update. As in MXNet 1.9, an optimizer built with an explicit
+``learning_rate`` overwrites the scheduler's ``base_lr`` with it; schedules that keep a
+private copy of their starting rate (``CosineScheduler.base_lr_orig`` and the warmup target
+``warmup_final_lr``) take it at construction, exactly as MXNet does, so pass the same rate
+to both, or ``learning_rate=None`` to the optimizer (the command line does).
 
 ``FactorScheduler`` and ``MultiFactorScheduler`` change their ``base_lr`` as they are
 called (MXNet's stateful schedules); ``ReduceOnPlateauScheduler`` (not in MXNet) is also

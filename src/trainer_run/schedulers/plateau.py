@@ -48,11 +48,10 @@ class ReduceOnPlateauScheduler(LRScheduler):
     here. Values given to ``step`` during the warmup count as usual; a reduction lowers
     ``base_lr``, which is used once the warmup is over.
 
-    As in MXNet, an optimizer writes its ``learning_rate`` into ``base_lr`` when attached,
-    so ``base_lr`` is the starting rate; from then on it is the current rate. ``reductions``
-    (how many times it was lowered; loading it lowers the ``base_lr`` it was built with as many
-    times),
-    ``best``, ``num_bad_epochs``, ``cooldown_counter`` and ``last_epoch`` (the number of
+    ``base_lr`` is the starting rate (an optimizer built with an explicit ``learning_rate``
+    writes it there, as in MXNet); from then on it is the current rate. ``reductions`` (how
+    many times it was lowered; loading it lowers the ``base_lr`` it was built with as many
+    times), ``best``, ``num_bad_epochs``, ``cooldown_counter`` and ``last_epoch`` (the number of
     values seen) are in ``state_dict``.
 
     Args:
