@@ -5,7 +5,8 @@ import pickle
 import numpy
 import pytest
 
-from trainer_run import kvstore
+from trainer_run import kvstore, optimizers
+from trainer_run.kvstore import wire
 from trainer_run.optimizers import SGD, get_updater
 
 LR, MOMENTUM, WD, RESCALE = 0.1, 0.9, 0.01, 0.5
@@ -161,3 +162,32 @@ def test_device_store_updates_on_the_device():
         updater(0, total, direct)
     assert isinstance(kv._store[0], cupy.ndarray)
     numpy.testing.assert_allclose(pulled(kv, 0, w0), direct, rtol=1e-6)
+
+
+def test_a_push_carrying_a_loss_scale_is_divided_out_by_the_optimizer_step():
+    """``push(..., scale=s)`` of ``s * g`` steps as the optimizer with ``rescale_grad / s`` on
+    ``s * g`` (how every local update undoes a loss scale), to the bit; the header of a
+    dist_async push carries the scale's float64 bits."""
+    rng = numpy.random.default_rng(0)
+    w0 = rng.standard_normal(10).astype(numpy.float32)
+    grads = [(3.0 * rng.standard_normal(10)).astype(numpy.float32) for _ in range(3)]
+    kv = kvstore.create("local")
+    kv.init(0, w0)
+    kv.set_optimizer(optimizers.create("adam", learning_rate=0.1, rescale_grad=0.5))
+    reference = optimizers.create("adam", learning_rate=0.1, rescale_grad=0.5 / 1000.0)
+    state, w = reference.create_state(0, w0), w0.copy()
+    for g in grads:
+        kv.push(0, g * numpy.float32(1000.0), scale=1000.0)
+        reference.update(0, w, g * numpy.float32(1000.0), state)
+    out = numpy.empty_like(w0)
+    kv.pull(0, out=out)
+    assert numpy.array_equal(out, w)
+    with pytest.raises(ValueError, match="only a store that updates with an optimizer"):
+        plain = kvstore.create("local")
+        plain.init(0, w0)
+        plain.push(0, w0, scale=2.0)
+    h = numpy.zeros(wire.HDR, dtype=numpy.int64)
+    wire.pack_request(h, wire.PUSH, 3, w0, scale=1000.0)
+    assert wire.scale_of(h) == 1000.0
+    wire.pack_request(h, wire.PUSH, 3, w0)
+    assert h[6] == 0 and wire.scale_of(h) == 1.0

@@ -4,7 +4,8 @@ The server (the last rank) applies plain SGD, ``w -= lr * g``, to every push as 
 Worker 1 starts pushing only after a pause, so worker 0's pulls in between must show its own
 pushes alone, and come without waiting for worker 1. The steps alternate a push of a local list
 then a pull, and a ``pushpull`` (one round trip) of lone arrays into the outputs and into a
-strided copy (first or second of a key's outputs). Each rank writes ``OUT/rank<r>.npz``.
+strided copy (first or second of a key's outputs), its gradients carrying a loss scale that
+the server's optimizer step divides out (exactly: a power of two). Each rank writes ``OUT/rank<r>.npz``.
 """
 
 import pickle
@@ -18,7 +19,7 @@ from common import error_of
 from trainer_run import optimizers
 from trainer_run.kvstore.worker import DistAsyncKVStore
 
-LR, STEPS, PAUSE = 0.5, 8, 1.0
+LR, STEPS, PAUSE, SCALE = 0.5, 8, 1.0, 4.0
 SHAPES = {0: (2, 3), 1: (1000,), 2: (7,)}
 
 
@@ -47,7 +48,8 @@ def worker(kv, seen: dict) -> None:
         grads = [rng.integers(-4, 5, size=s).astype(numpy.float32) for s in SHAPES.values()]
         if step % 2:
             pairs = [[o, s] if k % 2 else [s, o] for k, o, s in zip(SHAPES, outs, strided)]
-            kv.pushpull(list(SHAPES), grads, out=pairs)
+            scaled = [g * SCALE for g in grads]  # the server's step divides the scale out
+            kv.pushpull(list(SHAPES), scaled, out=pairs, scale=SCALE)
             seen["strided_copy"] = seen.get("strided_copy", True) and all(
                 numpy.array_equal(o, s) for o, s in zip(outs, strided))
         else:

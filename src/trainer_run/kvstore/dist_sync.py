@@ -140,7 +140,7 @@ class DistSyncKVStore(KVStore):
             raise ValueError("dist kvstore pull doesn't support ignore_sparse=False")
         super().pull(key, out=out, priority=priority)
 
-    def pushpull(self, key, value, out=None, priority: int = 0) -> None:
+    def pushpull(self, key, value, out=None, priority: int = 0, scale: float = 1.0) -> None:
         """A push then a pull, as one exchange. In its in-place form (``out`` None or
         ``value`` itself) each key's single host value is summed over the ranks where it lies
         and the store keeps that array as the key's value, without a copy: MXNet's store keeps
@@ -152,12 +152,12 @@ class DistSyncKVStore(KVStore):
             check_out_dtype(k, arrays[0], self._store[k])
         # (not when the store updates with an optimizer or compresses: those go through _reduce)
         if (outs is values and getattr(self, "_updater", None) is None and self._compression is None
-                and self._in_place(values)):
+                and scale == 1.0 and self._in_place(values)):
             for k, (array,) in values.items():
                 self._exchange(k, array, "sum")
                 self._store[k] = array
             return
-        super().pushpull(key, value, out=out, priority=priority)
+        super().pushpull(key, value, out=out, priority=priority, scale=scale)
 
     def _in_place(self, groups: dict) -> bool:
         """Whether every key has one writable C-contiguous host array, none overlapping."""
@@ -169,9 +169,9 @@ class DistSyncKVStore(KVStore):
         return not any(numpy.may_share_memory(a, b)
                        for i, a in enumerate(arrays) for b in arrays[i + 1:])
 
-    def push(self, key, value, priority: int = 0) -> None:
+    def push(self, key, value, priority: int = 0, scale: float = 1.0) -> None:
         self._usable()
-        super().push(key, value, priority=priority)
+        super().push(key, value, priority=priority, scale=scale)
 
     def barrier(self) -> None:
         """Waits until every rank has called ``barrier``."""

@@ -41,7 +41,8 @@ class Server:
         comm: the store's communicator; the workers are its ranks ``0 .. num_workers - 1``.
         num_workers: how many workers there are.
         timeout: seconds to wait for a worker that others wait for (None: forever).
-        updater: ``updater(key, grad, weight)``, updating ``weight`` in place, or None.
+        updater: ``updater(key, grad, weight)``, updating ``weight`` in place, or None; a push
+            whose gradient carries a loss scale calls it with ``scale=`` too.
         stop_requested: returns the server process's stop signal, or None (None: it has none).
 
     Attributes:
@@ -130,11 +131,11 @@ class Server:
         elif kind == wire.DECLARE:
             self._declare(worker, code, wire.unpack_meta(h))
         elif kind == wire.PUSH:
-            self._push(worker, code, data)
+            self._push(worker, code, data, wire.scale_of(h))
         elif kind == wire.PULL:
             self._pull(worker, code)
         elif kind == wire.PUSHPULL:
-            self._push_pull(worker, code, data)
+            self._push_pull(worker, code, data, wire.scale_of(h))
         elif kind == wire.OPTIMIZER:
             self._set_optimizer(worker, bytes(data).decode())
         elif kind == wire.COMPRESSION:
@@ -221,7 +222,9 @@ class Server:
                          f"{w.dtype.name}{list(w.shape)}; every worker must init the same keys "
                          f"with the same shapes and dtypes (worker 0's values are kept)")
 
-    def _push(self, worker, code, grad) -> None:
+    def _push(self, worker, code, grad, scale: float) -> None:
+        """Applies a push to the key's weights with the updater; a gradient that carries a
+        loss ``scale`` has it divided out by the optimizer step (the updater's ``scale``)."""
         key = self._key(code)
         if code not in self.weights:
             self._refuse(worker, ValueError, f"kvstore key {key!r}: push before the server "
@@ -234,14 +237,15 @@ class Server:
                                              f"the key holds {self.grads[code].nbytes}")
         else:
             try:
-                self.updater(key, grad, self.weights[code])
+                step = {} if scale == 1.0 else {"scale": scale}
+                self.updater(key, grad, self.weights[code], **step)
             except Exception as e:
                 self._fail(e, f"kvstore dist_async server: the update of key {key!r} pushed by "
                               f"worker {worker} failed: {type(e).__name__}: {e}")
 
-    def _push_pull(self, worker, code, grad) -> None:
+    def _push_pull(self, worker, code, grad, scale: float) -> None:
         """A push, then the answer to a pull of the key (or the failure the push caused)."""
-        self._push(worker, code, grad)
+        self._push(worker, code, grad, scale)
         if self.failure is not None:
             self._answer_error(worker, RunStopped, self.failure[1])
         else:

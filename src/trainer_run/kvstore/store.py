@@ -102,7 +102,7 @@ class KVStore:
         for k, v in pairs:
             self._store[k] = copy_into(empty_on(self._place(v), v.shape, v.dtype), v)
 
-    def push(self, key, value, priority: int = 0) -> None:
+    def push(self, key, value, priority: int = 0, scale: float = 1.0) -> None:
         """Sums the values pushed to each key (in list order); the sum replaces the stored value.
 
         Args:
@@ -110,9 +110,13 @@ class KVStore:
             value: an array or a list of arrays (one per replica); for a list of keys, a list
                 with one array or one list of arrays per key.
             priority: accepted for MXNet compatibility; operations run in call order.
+            scale: a factor the pushed gradients carry (a loss scale), for a store that
+                updates with an optimizer: the optimizer step divides it out (its gradient
+                factor is ``rescale_grad / scale``), as every other update does. Not MXNet's.
         """
+        self._check_scale(scale)
         for k, arrays in self._checked(key, value, "value").items():
-            self._push_one(k, arrays)
+            self._push_one(k, arrays, scale)
 
     def pull(self, key, out=None, priority: int = 0, ignore_sparse: bool = True) -> None:
         """Copies the stored value of each key into ``out`` in place.
@@ -128,15 +132,22 @@ class KVStore:
             raise ValueError("kvstore pull needs out=: the array(s) to copy the value into")
         self._copy_out(self._checked(key, out, "out"))
 
-    def pushpull(self, key, value, out=None, priority: int = 0) -> None:
+    def pushpull(self, key, value, out=None, priority: int = 0, scale: float = 1.0) -> None:
         """Pushes ``value`` then pulls the result into ``out``, or back into ``value`` when
         ``out`` is None (MXNet's in-place form). Both are checked before anything is written.
+        ``scale``: see :meth:`push`.
         """
+        self._check_scale(scale)
         values = self._checked(key, value, "value")
         outs = values if out is None else self._checked(key, out, "out")
         for k, arrays in values.items():
-            self._push_one(k, arrays)
+            self._push_one(k, arrays, scale)
         self._copy_out(outs)
+
+    def _check_scale(self, scale: float) -> None:
+        if scale != 1.0 and getattr(self, "_updater", None) is None:
+            raise ValueError(f"kvstore push with scale={scale!r}: only a store that updates with "
+                             f"an optimizer divides a scale out; call set_optimizer first")
 
     def broadcast(self, key, value, out, priority: int = 0) -> None:
         """Initialises ``key`` with ``value`` and pulls it into ``out`` (MXNet 1.9: the key
@@ -243,9 +254,9 @@ class KVStore:
                                  f"{self.type or 'kvstore'} store has no optimizer; call "
                                  f"set_optimizer(optimizer) first")
 
-    def _push_one(self, key, arrays) -> None:
+    def _push_one(self, key, arrays, scale: float = 1.0) -> None:
         """A push to one key: the sum replaces the stored value or, with an optimizer,
-        updates it."""
+        updates it (the sum carrying ``scale``)."""
         if self._updater is None:
             self._store[key] = self._reduce(key, arrays)
             return
@@ -260,7 +271,7 @@ class KVStore:
             else:
                 merged = copy_into(self._staging(key, weight), merged)
         with on_device(place_of(weight)):
-            self._updater(key, merged, weight)
+            self._updater(key, merged, weight, scale)
 
     # -- shared machinery -----------------------------------------------------------------
     def _pairs(self, keys, values, what: str) -> list:

@@ -7,9 +7,10 @@ A message is a header of :data:`HDR` int64 on tag :data:`REQ` (worker -> server)
 Header fields: 0 kind (a request) or status (an answer), 1 key code, 2 nbytes of the data
 message, 3 dtype char (a request) or error class (an error answer), 4 length of the key's name
 (str keys, init), 5 ndim, 6 the server optimizer's ``num_update`` in the answer to a pull (-1:
-none), 7 the iteration a worker has finished (a :data:`STOP_AT` request) or the stop signal
-some process of the job has asked for (every answer; 0: none), 8.. the shape (a request) or
-the iteration to stop after (the answer to :data:`STOP_AT`; -1: go on to the end).
+none) or the float64 bits of the loss scale a pushed gradient carries (a push; 0: none), 7 the
+iteration a worker has finished (a :data:`STOP_AT` request) or the stop signal some process of
+the job has asked for (every answer; 0: none), 8.. the shape (a request) or the iteration to
+stop after (the answer to :data:`STOP_AT`; -1: go on to the end).
 
 Gradient compression: a :data:`PUSH` (or :data:`PUSHPULL`) whose dtype char is :data:`PACKED`
 (uint32) to a float32 key carries 2-bit packed words; a :data:`COMPRESSION` header carries the
@@ -87,13 +88,16 @@ _ERROR_CODES = {ValueError: 1, ConfigError: 2, RunStopped: 3}
 
 
 def pack_request(h, kind, code=0, data=None, meta=None, name=b"", what: str = "",
-                 iteration: int = 0) -> None:
+                 iteration: int = 0, scale: float = 1.0) -> None:
     """Writes into ``h`` the header of a request of ``kind`` for key ``code``: the dtype and
     shape of ``data`` (or of ``meta`` when no data is sent), the nbytes of ``data``, the
-    length of ``name`` and the ``iteration`` finished. ValueError for an array of more than 32
-    dimensions (``what`` names the exchange)."""
+    length of ``name``, the ``iteration`` finished and the loss ``scale`` a pushed gradient
+    carries. ValueError for an array of more than 32 dimensions (``what`` names the
+    exchange)."""
     h[:] = 0
     h[0], h[1], h[7] = kind, code, iteration
+    if scale != 1.0:
+        h[6] = numpy.float64(scale).view(numpy.int64)
     array = data if data is not None else meta
     if array is not None:
         if array.ndim > _MAX_NDIM:
@@ -102,6 +106,11 @@ def pack_request(h, kind, code=0, data=None, meta=None, name=b"", what: str = ""
         h[8:8 + array.ndim] = array.shape
     h[2] = 0 if data is None else data.nbytes
     h[4] = len(name)
+
+
+def scale_of(h) -> float:
+    """The loss scale a push's header says its gradient carries (1.0: none)."""
+    return 1.0 if h[6] == 0 else float(h[6:7].view(numpy.float64)[0])
 
 
 def answer_header(status, code=0, nbytes: int = 0, count: int = -1, stop: int = 0,

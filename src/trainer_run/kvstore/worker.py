@@ -145,11 +145,12 @@ class DistAsyncKVStore(KVStore):
         self._reply("set_optimizer")
         self._optimizer = True
 
-    def push(self, key, value, priority: int = 0) -> None:
-        """Sends the sum of each key's local list to the server, which applies it alone."""
+    def push(self, key, value, priority: int = 0, scale: float = 1.0) -> None:
+        """Sends the sum of each key's local list to the server, which applies it alone
+        (``scale``: see :meth:`.KVStore.push`)."""
         self._worker("push")
         for k, data in self._pushes(key, value):
-            self._send(wire.PUSH, self._code(k), data, what=f"the push of key {k!r}")
+            self._send(wire.PUSH, self._code(k), data, what=f"the push of key {k!r}", scale=scale)
 
     def set_gradient_compression(self, compression_params) -> None:
         """Compresses this worker's later pushes of float32 keys and tells the server the
@@ -169,17 +170,17 @@ class DistAsyncKVStore(KVStore):
             raise ValueError("kvstore pull needs out=: the array(s) to copy the value into")
         self._fetch(self._checked(key, out, "out"))
 
-    def pushpull(self, key, value, out=None, priority: int = 0) -> None:
+    def pushpull(self, key, value, out=None, priority: int = 0, scale: float = 1.0) -> None:
         """A push, then a pull into ``out`` (into ``value`` when ``out`` is None), key by key,
         each in one round trip: the server answers the push with the key's weights once it
-        has applied it."""
+        has applied it (``scale``: see :meth:`.KVStore.push`)."""
         self._worker("pushpull")
         outs = self._checked(key, value if out is None else out, "out")
         for k, arrays in outs.items():
             check_out_dtype(k, arrays[0], self._store[k])
         for k, data in self._pushes(key, value):
             what = f"the pushpull of key {k!r}"
-            self._send(wire.PUSHPULL, self._code(k), data, what=what)
+            self._send(wire.PUSHPULL, self._code(k), data, what=what, scale=scale)
             self._receive_weights(k, outs[k], what)
 
     def barrier(self) -> None:
@@ -305,11 +306,11 @@ class DistAsyncKVStore(KVStore):
             raise RunStopped(self._broken)
 
     def _send(self, kind, code=0, data=None, *, meta=None, name=b"", what: str,
-              iteration: int = 0) -> None:
+              iteration: int = 0, scale: float = 1.0) -> None:
         """Sends a header (and ``name``, then ``data``, as raw bytes) to the server and waits
         until it has taken them."""
         MPI, h = self._MPI, self._out
-        wire.pack_request(h, kind, code, data, meta, name, what, iteration)
+        wire.pack_request(h, kind, code, data, meta, name, what, iteration, scale)
         requests = [self._comm.Isend([h, MPI.INT64_T], self.server_rank, wire.REQ)]
         if name:
             requests.append(self._comm.Isend([name, MPI.BYTE], self.server_rank, wire.REQ_DATA))

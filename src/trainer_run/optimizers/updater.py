@@ -41,13 +41,24 @@ class IndexUpdater:
         self._groups: list[tuple] = []
         self._flat: dict = {}
 
-    def __call__(self, index, grad, weight) -> None:
+    def __call__(self, index, grad, weight, scale: float = 1.0) -> None:
+        """Updates ``weight`` of ``index`` (or of each index of a list) from ``grad``;
+        ``scale``, a factor ``grad`` carries (a loss scale), is divided out by the optimizer
+        step (see :meth:`step`)."""
         if isinstance(index, (list, tuple)):
+            if scale != 1.0:
+                raise ValueError("the list form of an updater call takes no scale")
             self._update_list(index, grad, weight)
             return
         if index not in self.states:
             self.states[index] = self.optimizer.create_state_multi_precision(index, weight)
-        self.optimizer.update_multi_precision(index, weight, grad, self.states[index])
+        self.optimizer.update_multi_precision(index, weight, grad, self.states[index],
+                                              self._factor(scale))
+
+    def _factor(self, scale: float):
+        """The step's gradient factor for gradients that carry ``scale``: the optimizer's
+        ``rescale_grad / scale`` (None, the optimizer's own, when ``scale`` is 1)."""
+        return None if scale == 1.0 else self.optimizer.rescale_grad / scale
 
     def _update_list(self, indices, grads, weights) -> None:
         """The list form: each array through the optimizer's fused kernel where it has one
@@ -107,7 +118,7 @@ class IndexUpdater:
         is then the optimizer's ``rescale_grad / scale``, passed to the optimizer with the
         step, so the unscaling happens in the optimizer's precision (MXNet's AMP)."""
         opt = self.optimizer
-        rescale_grad = None if scale == 1.0 else opt.rescale_grad / scale
+        rescale_grad = self._factor(scale)
         if opt.order_sensitive and len(self._groups) > 1:
             members = sorted((i, p) for group, _, _ in self._groups
                              for i, p in zip(group.indices, group.params))
@@ -117,10 +128,10 @@ class IndexUpdater:
         for entry in self._groups:
             self._step_group(entry, entry[0].data, entry[0].grad, rescale_grad)
 
-    def step_group(self, k: int, data, grad) -> None:
+    def step_group(self, k: int, data, grad, scale: float = 1.0) -> None:
         """Group ``k``'s part of :meth:`step` on ``data`` and ``grad``, flat arrays laid out
         like the group's buffers (a kvstore server's own), updated in place of them."""
-        self._step_group(self._groups[k], data, grad)
+        self._step_group(self._groups[k], data, grad, self._factor(scale))
 
     def _step_group(self, entry, data, grad, rescale_grad=None) -> None:
         group, flat, is_flat = entry
@@ -207,8 +218,8 @@ class GroupUpdater:
         self.index_updater = get_updater(optimizer)
         self.index_updater.attach(store)
 
-    def __call__(self, key, grad, weight) -> None:
-        self.index_updater.step_group(key, weight.reshape(-1), grad.reshape(-1))
+    def __call__(self, key, grad, weight, scale: float = 1.0) -> None:
+        self.index_updater.step_group(key, weight.reshape(-1), grad.reshape(-1), scale)
 
     def get_states(self, dump_optimizer: bool = False) -> bytes:
         return self.index_updater.get_states(dump_optimizer)

@@ -55,17 +55,15 @@ class ServerSync(StoreSync):
 
     def push_pull(self, iteration: int, stores: list, scale: float = 1.0) -> None:
         """One update, made by the server: the replicas' gradients (``stores``; they carry a
-        factor ``scale`` and are divided by it first, in their own dtype) are pushed, summed
-        and applied there as they arrive, and the server's current weights are pulled into
-        the main replica, one key at a time, between the comm callbacks. The local optimizer
-        then follows the server's update count (for the learning rate it reports)."""
+        factor ``scale``, sent with them and divided out by the server's optimizer step as by
+        every local one) are pushed, summed and applied there as they arrive, and the
+        server's current weights are pulled into the main replica, one key at a time, between
+        the comm callbacks. The local optimizer then follows the server's update count (for
+        the learning rate it reports)."""
         with self.communication(iteration):
             for k, key in enumerate(self.keys.groups):
                 grads = [s.groups[k].grad for s in stores]
-                if scale != 1.0:
-                    for g in grads:
-                        g *= g.dtype.type(1.0 / scale)
-                self.kvstore.pushpull(key, grads, out=stores[0].groups[k].data)
+                self.kvstore.pushpull(key, grads, out=stores[0].groups[k].data, scale=scale)
         if self.kvstore.num_update is not None:
             self.optimizer.follow(self.kvstore.num_update)
 
