@@ -302,8 +302,8 @@ def test_set_states_refuses_a_pickled_blob_unexecuted(tmp_path, form):
     if form == "object array member":
         with np.load(io.BytesIO(blob), allow_pickle=False) as data:
             original = {k: data[k] for k in data.files}
-        assert "states/0" in original
-        crafted = _npz_with_object_member(original, "states/0", marker)
+        assert "states/0/0" in original                 # index 0's first (only) array
+        crafted = _npz_with_object_member(original, "states/0/0", marker)
     else:
         crafted = pickle.dumps(Payload(marker))
     with pytest.raises(ValueError, match="pickle"):

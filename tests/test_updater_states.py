@@ -1,6 +1,7 @@
 """MXNet-style get_states / set_states in a safe format, and the list form of the updater."""
 
 import io
+import json
 import zipfile
 
 import numpy as np
@@ -128,3 +129,32 @@ def test_a_servers_group_updates_equal_the_local_step(name, kwargs):
     for group, w in zip(local.groups, weights):
         np.testing.assert_array_equal(w, group.data)
     assert group_updater.optimizer.num_update == updater.optimizer.num_update == 3
+
+
+def test_a_refused_set_states_writes_nothing():
+    """The optimizer's kind is checked before any state is copied: a blob dumped by Adam
+    leaves an SGD updater's states as they were."""
+    source = optimizers.get_updater(optimizers.create("adam"))
+    source(0, np.ones(3, np.float32), np.zeros(3, np.float32))
+    target = optimizers.get_updater(optimizers.create("sgd", momentum=0.9))
+    target(0, np.full(3, 2.0, np.float32), np.zeros(3, np.float32))
+    before = target.states[0].copy()
+    with pytest.raises(ValueError, match="adam"):
+        target.set_states(source.get_states(dump_optimizer=True))
+    np.testing.assert_array_equal(target.states[0], before)
+
+
+def test_states_saved_as_nested_trees_still_load():
+    """Blobs written before the states were saved as flat lists of arrays held each state as
+    its tree (``states/<index>/<i>`` per tuple member): they load into the same states."""
+    rng = np.random.default_rng(3)
+    mean, var = rng.normal(size=4).astype(np.float32), rng.random(4).astype(np.float32)
+    manifest = {"states": {"0": [{"__array__": "states/0/0"}, {"__array__": "states/0/1"}]}}
+    buffer = io.BytesIO()
+    np.savez(buffer, __manifest__=np.frombuffer(json.dumps(manifest).encode(), np.uint8),
+             **{"states/0/0": mean, "states/0/1": var})
+    updater = optimizers.get_updater(optimizers.create("adam"))
+    updater(0, np.zeros(4, np.float32), np.zeros(4, np.float32))
+    updater.set_states(buffer.getvalue())
+    np.testing.assert_array_equal(updater.states[0][0], mean)
+    np.testing.assert_array_equal(updater.states[0][1], var)

@@ -45,7 +45,7 @@ import numpy
 
 from ..backend import array_module
 from ..optimizers import get_updater
-from ..states import check_state, map_state
+from ..optimizers.optimizer import index_key
 from . import state_files
 from .compression import GradientCompression
 from .placement import HOST, copy_into, empty_on, on_device, place_of
@@ -227,25 +227,12 @@ class KVStore:
 
     def set_optimizer_states(self, blob: bytes) -> None:
         """Restores :meth:`get_optimizer_states` output (and, if dumped, the optimizer's
-        settings and counters): every state is checked against the existing one before any is
-        written, and each is placed where its key's weight lives."""
+        settings and counters) through the updater's ``set_states``: everything is checked
+        before anything is written; each state lands on its key's device, and the state of a
+        key not updated yet waits for its first update."""
         self._need_updater("load")
-        reader = get_updater(self._updater.optimizer)  # the same optimizer: settings load into it
-        reader.set_states(blob)  # numpy.load(allow_pickle=False): object arrays are refused too
-        states = self._updater.states
-        loaded = {str(i) if self._key_type is str else i: s for i, s in reader.states.items()}
-        pairs = {key: check_state(f"kvstore key {key!r}", states[key], state)  # all, then write
-                 for key, state in loaded.items() if key in states}
-        for key, state in loaded.items():
-            if key in states:
-                for dst, src in zip(*pairs[key]):
-                    copy_into(dst, src)
-            elif key in self._store and place_of(self._store[key]) is not HOST:
-                place = place_of(self._store[key])
-                states[key] = map_state(state, lambda a, p=place: copy_into(
-                    empty_on(p, a.shape, a.dtype), a))
-            else:
-                states[key] = state
+        key_of = str if self._key_type is str else index_key
+        self._updater.set_states(blob, key_of=key_of, name=lambda key: f"kvstore key {key!r}")
 
     def _need_updater(self, verb: str) -> None:
         if self._updater is None:

@@ -10,20 +10,19 @@ updates each in turn.
 state is created once as flat buffers and every index's state is a view into them, so the
 per-index path and the fused path (:meth:`IndexUpdater.step`) read and write the same
 memory and may be mixed freely.
+
+Saving and loading the states is :mod:`.saved_states`'s: states loaded for an index that has
+none yet wait until the optimizer creates it (at its first update, or when attached).
 """
 
 from __future__ import annotations
 
 import contextlib
-import io
-import json
 from typing import Any
 
-import numpy
-
 from .. import jit
-from ..background_write import host_copy
-from ..states import check_state, flatten, map_state, state_leaves, unflatten
+from ..states import map_state, state_leaves
+from . import saved_states
 from .optimizer import Optimizer, index_key
 
 
@@ -40,6 +39,7 @@ class IndexUpdater:
         self.states: dict[Any, Any] = {}
         self._groups: list[tuple] = []
         self._flat: dict = {}
+        self._waiting: dict = {}  # index -> saved leaves loaded before its state existed
 
     def __call__(self, index, grad, weight, scale: float = 1.0) -> None:
         """Updates ``weight`` of ``index`` (or of each index of a list) from ``grad``;
@@ -51,7 +51,7 @@ class IndexUpdater:
             self._update_list(index, grad, weight)
             return
         if index not in self.states:
-            self.states[index] = self.optimizer.create_state_multi_precision(index, weight)
+            self._set_state(index, self.optimizer.create_state_multi_precision(index, weight))
         self.optimizer.update_multi_precision(index, weight, grad, self.states[index],
                                               self._factor(scale))
 
@@ -71,7 +71,7 @@ class IndexUpdater:
         with jit.batch() if together else contextlib.nullcontext():
             for index, grad, weight in zip(indices, grads, weights):
                 if index not in self.states:
-                    self.states[index] = opt.create_state_multi_precision(index, weight)
+                    self._set_state(index, opt.create_state_multi_precision(index, weight))
                 flat = self._flat_state(index) if fusable else _NOT_FLAT
                 if flat is not _NOT_FLAT and weight.flags.c_contiguous and grad.flags.c_contiguous:
                     opt.fused_update([index], weight.reshape(-1), grad.reshape(-1), flat)
@@ -101,12 +101,12 @@ class IndexUpdater:
         for group in store.groups:
             if not opt.flat_state:
                 for index, p in zip(group.indices, group.params):
-                    self.states[index] = opt.create_state_multi_precision(index, p.data)
+                    self._set_state(index, opt.create_state_multi_precision(index, p.data))
                 self._groups.append((group, None, False))
                 continue
             flat = opt.create_state_multi_precision(group.indices[0], group.data)
             for k, index in enumerate(group.indices):
-                self.states[index] = map_state(flat, lambda a, k=k: group.view(a, k))
+                self._set_state(index, map_state(flat, lambda a, k=k: group.view(a, k)))
             self._groups.append((group, flat, True))
 
     def step(self, scale: float = 1.0) -> None:
@@ -143,59 +143,50 @@ class IndexUpdater:
             opt.update_multi_precision(index, group.view(data, k), group.view(grad, k),
                                        self.states[index], rescale_grad)
 
-    # -- state ------------------------------------------------------------------------------
+    # -- state (the format: :mod:`.saved_states`) ---------------------------------------
+    def _set_state(self, index, state) -> None:
+        """Makes ``state`` index ``index``'s, filled from states loaded for it earlier."""
+        waiting = self._waiting.pop(index, None)
+        if waiting is not None:
+            saved_states.copy_leaves(saved_states.checked({index: state}, {index: waiting[0]}),
+                                     waiting[1])
+        self.states[index] = state
+
     def state_dict(self, to_numpy) -> dict:
-        """index -> list of host copies (read-only, see :func:`~trainer_run.background_write.host_copy`;
-        None entries dropped) in the state's flattened order."""
-        return {str(i): [host_copy(a, to_numpy) for a in state_leaves(s)] for i, s in self.states.items()}
+        """The states as saved (:func:`.saved_states.saved`)."""
+        return saved_states.saved(self.states, to_numpy)
+
+    def load_state_dict(self, loaded: dict, asarray=None) -> None:
+        """Copies saved states (:func:`.saved_states.saved`'s form; a checkpoint's) into the
+        existing ones, moved with ``asarray`` (default: onto each state's device). Every
+        state is checked first (ValueError; KeyError for an index without a state: attach
+        the parameters first); a refused load writes nothing."""
+        missing = [k for k in loaded if index_key(k) not in self.states]
+        if missing:
+            raise KeyError(f"no optimizer state for index {missing[0]}; attach the parameters first")
+        self._load({index_key(k): v for k, v in loaded.items()}, asarray, lambda i: f"index {i}")
 
     def get_states(self, dump_optimizer: bool = False) -> bytes:
-        """All states as bytes in a safe format (an ``.npz`` archive with a JSON manifest; no
-        pickle). With ``dump_optimizer`` the optimizer's hyper-parameters, counters and
-        scheduler state are included, as MXNet's ``get_states(dump_optimizer=True)``."""
-        arrays: dict = {}
-        manifest = {"states": flatten({str(k): _plain(v) for k, v in self.states.items()}, arrays,
-                                      "states")}
-        if dump_optimizer:
-            opt = self.optimizer
-            manifest["optimizer"] = {"name": type(opt).__name__.lower(),
-                                     "hyper": opt.hyper_parameters(),
-                                     "state": flatten(opt.state_dict(), arrays, "optimizer")}
-        buffer = io.BytesIO()
-        numpy.savez(buffer, **{MANIFEST: numpy.frombuffer(json.dumps(manifest).encode(), numpy.uint8)},
-                    **arrays)
-        return buffer.getvalue()
+        """All states as a blob in the safe format (:func:`.saved_states.encode`); with
+        ``dump_optimizer`` the optimizer's hyper-parameters, counters and scheduler state too,
+        as MXNet's ``get_states(dump_optimizer=True)``."""
+        return saved_states.encode(self.states, self.optimizer if dump_optimizer else None)
 
-    def set_states(self, blob: bytes, asarray=numpy.asarray) -> None:
-        """Restores :meth:`get_states` output. States of indices that already exist (e.g.
-        views of attached flat groups) are filled in place; others are created from the
-        saved arrays (moved with ``asarray``)."""
-        with numpy.load(io.BytesIO(blob), allow_pickle=False) as data:
-            arrays = {k: data[k] for k in data.files}
-        manifest = json.loads(arrays.pop(MANIFEST).tobytes().decode())
-        for key, saved in unflatten(manifest["states"], arrays).items():
-            index = index_key(key)
-            if index in self.states:
-                _copy_into(key, self.states[index], saved, asarray)
-            else:
-                self.states[index] = map_state(_tuples(saved), asarray)
-        if "optimizer" in manifest:
-            dumped = manifest["optimizer"]
-            opt = self.optimizer
-            if dumped["name"] != type(opt).__name__.lower():
-                raise ValueError(f"the states hold a {dumped['name']} optimizer, not "
-                                 f"{type(opt).__name__.lower()}")
-            for name, value in dumped["hyper"].items():
-                setattr(opt, name, value)
-            opt.load_state_dict(unflatten(dumped["state"], arrays))
+    def set_states(self, blob: bytes, asarray=None, key_of=index_key,
+                   name=lambda index: f"index {index}") -> None:
+        """Restores :meth:`get_states` output once all of it is checked: the optimizer's kind
+        when dumped, then every state (ValueError naming it with ``name(index)``; nothing
+        written). Blob keys become indices through ``key_of``. A state loaded for an index
+        without one yet is kept until the optimizer creates it (MXNet loads states before the
+        first update)."""
+        loaded, dumped = saved_states.decode(blob)
+        saved_states.check_optimizer(self.optimizer, dumped)
+        self._load({key_of(k): v for k, v in loaded.items()}, asarray, name)
+        saved_states.restore_optimizer(self.optimizer, dumped)
 
-    def load_state_dict(self, arrays: dict, asarray) -> None:
-        """Copies saved state arrays into the existing states (which must already exist)."""
-        for key, saved in arrays.items():
-            index = index_key(key)
-            if index not in self.states:
-                raise KeyError(f"no optimizer state for index {key}; attach the parameters first")
-            _copy_into(key, self.states[index], saved, asarray)
+    def _load(self, loaded: dict, asarray, name) -> None:
+        saved_states.copy_leaves(saved_states.checked(self.states, loaded, name), asarray)
+        self._waiting.update({i: (v, asarray) for i, v in loaded.items() if i not in self.states})
 
 
 class GroupUpdater:
@@ -228,26 +219,7 @@ class GroupUpdater:
         self.index_updater.set_states(blob)
 
 
-MANIFEST = "__manifest__"
 _NOT_FLAT = object()
-
-
-def _copy_into(key, state, saved, asarray) -> None:
-    """Copies saved arrays (a list, or a structure with the same leaves) into ``state``."""
-    for dst, src in zip(*check_state(f"index {key}", state, saved)):
-        dst[...] = asarray(src)
-
-
-def _plain(state):
-    """A state with host NumPy arrays (for serialising)."""
-    return map_state(state, lambda a: a if isinstance(a, numpy.ndarray) else a.get())
-
-
-def _tuples(state):
-    """Saved lists back to the tuples optimizers create."""
-    if isinstance(state, list):
-        return tuple(_tuples(s) for s in state)
-    return state
 
 
 def _contiguous(*items) -> bool:
