@@ -3,7 +3,7 @@
 10M float32 parameters in 100 tensors with fixed random gradients. For each optimizer:
 
 - reference: the per-array ``update`` (MXNet's per-index updater, one call per tensor);
-- fused: one step of the flat parameter groups (``IndexUpdater.step``), compiled with numba
+- fused: one step of the flat parameter groups (``IndexApplier.step``), compiled with numba
   when installed (``pip install trainer-run[fast]``), else the chunked NumPy path;
 - PyTorch 2.13 CPU on the same sizes where it has the optimizer (fused implementation where
   it has one), run from its own venv (``$TORCH_PYTHON`` or ``/work/torch-venv/bin/python``);

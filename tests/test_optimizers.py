@@ -17,7 +17,7 @@ import pytest
 from state_round_trip import check_round_trip, leaves, set_grads
 
 from trainer_run.errors import ConfigError
-from trainer_run.optimizers import REGISTRY, SGD, Adam, IndexUpdater, Optimizer, create, get_updater, register
+from trainer_run.optimizers import REGISTRY, SGD, Adam, IndexApplier, Optimizer, create, get_updater, register
 from trainer_run.params import Parameter, ParamStore
 from trainer_run.schedulers import ConstantScheduler, CosineScheduler
 
@@ -656,7 +656,7 @@ def test_register_custom_optimizer(monkeypatch):
     w = np.zeros(2, np.float32)
     get_updater(opt)(0, np.ones(2, np.float32), w)
     assert_close(w, np.full(2, 1.0))
-    assert isinstance(get_updater(opt), IndexUpdater)
+    assert isinstance(get_updater(opt), IndexApplier)
 
     class SGD(Optimizer):      # same lower-case name as the built-in: MXNet warns
         pass

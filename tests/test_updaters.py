@@ -34,7 +34,7 @@ def params(updater) -> dict:
 
 
 def states(updater) -> dict:
-    return {k: [a.copy() for a in v] for k, v in updater._param_updaters["main"].state_dict(
+    return {k: [a.copy() for a in v] for k, v in updater._appliers["main"].state_dict(
         np.asarray).items()}
 
 
@@ -197,7 +197,7 @@ def test_fp16_runs_in_float16_with_float32_master_weights():
     run(updater, 5)
     model_params = updater.get_model().params()
     assert all(p.data.dtype == np.float16 and p.grad.dtype == np.float16 for p in model_params.values())
-    store_states = updater._param_updaters["main"].states
+    store_states = updater._appliers["main"].states
     for index, p in enumerate(model_params.values()):
         master = store_states[index][0]
         assert master.dtype == np.float32

@@ -11,13 +11,13 @@ class is then available as ``trainer_run.optimizers.<ClassName>``.
 import importlib
 import pkgutil
 
+from .applier import GroupApplier, IndexApplier, get_updater
 from .optimizer import REGISTRY, Optimizer, create, learning_rate_of, register
-from .updater import GroupUpdater, IndexUpdater, get_updater
 
 for _module in pkgutil.iter_modules(__path__):
     importlib.import_module(f"{__name__}.{_module.name}")
 globals().update({klass.__name__: klass for klass in REGISTRY.values()})
 
-__all__ = ["GroupUpdater", "IndexUpdater", "Optimizer", "REGISTRY", "create", "get_updater",
+__all__ = ["GroupApplier", "IndexApplier", "Optimizer", "REGISTRY", "create", "get_updater",
            "learning_rate_of", "register",
            *sorted(klass.__name__ for klass in REGISTRY.values())]

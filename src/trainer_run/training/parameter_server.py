@@ -3,7 +3,7 @@
 ``mpiexec -n N trainer-run kvstore=dist_async`` starts N processes from one config; the last
 rank builds the same model and optimizer as the workers (with its scheduler and counters)
 and, instead of training, serves: every push of a worker is one update of that key's flat
-group, as :class:`~trainer_run.optimizers.GroupUpdater` computes it, applied as it arrives.
+group, as :class:`~trainer_run.optimizers.GroupApplier` computes it, applied as it arrives.
 Worker 0's weights and optimizer states replace the server's own before the first push (so a
 resumed run continues from its checkpoint), and worker 0 fetches the states back for every
 checkpoint. :meth:`ParameterServer.run` returns once every worker has closed the store.
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy
 
-from ..optimizers import GroupUpdater
+from ..optimizers import GroupApplier
 from ..params import ParamStore
 from . import stop_signals
 
@@ -40,7 +40,7 @@ class ParameterServer:
     def __init__(self, kvstore, model, optimizer, backend=None):
         xp = backend.xp if backend is not None else numpy
         self.kvstore = kvstore
-        self.group_updater = GroupUpdater(optimizer, ParamStore(model.params(), xp))
+        self.group_updater = GroupApplier(optimizer, ParamStore(model.params(), xp))
         self.status = "ready"
         self.stop_signal = None
         self.weights: dict = {}

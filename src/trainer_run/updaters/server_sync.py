@@ -19,16 +19,16 @@ from .sync import StoreSync
 
 class ServerSync(StoreSync):
     """The ``dist_async`` worker side of ``kvstore`` for a model whose main parameter store
-    is ``store``, trained by ``optimizer`` whose states ``index_updater`` keeps (the local
+    is ``store``, trained by ``optimizer`` whose states ``applier`` keeps (the local
     copies: they set up the server and are refreshed from it before a checkpoint);
     ``callbacks`` get the comm hooks."""
 
     updates_on_server = True
 
-    def __init__(self, kvstore, store, callbacks, optimizer, index_updater):
+    def __init__(self, kvstore, store, callbacks, optimizer, applier):
         super().__init__(kvstore, store, callbacks)
         self.optimizer = optimizer
-        self.index_updater = index_updater
+        self.applier = applier
         self.started = False
         self._stop: tuple | None = None  # (signal, the iteration to stop after) once agreed
 
@@ -47,7 +47,7 @@ class ServerSync(StoreSync):
         kv, keys = self.kvstore, list(self.keys.groups)
         kv.init(keys, [g.data for g in stores[0].groups])
         if self.rank == 0:
-            kv.set_optimizer_states(self.index_updater.get_states(dump_optimizer=True))
+            kv.set_optimizer_states(self.applier.get_states(dump_optimizer=True))
         kv.barrier()
         kv.set_optimizer(self.optimizer)
         kv.pull(keys, out=[[s.groups[k].data for s in stores] for k in range(len(keys))])
@@ -87,4 +87,4 @@ class ServerSync(StoreSync):
         this worker's last pull; pushes of other workers that reached the server in between
         are in the states only: asynchronous training has no common moment)."""
         if self.started:
-            self.index_updater.set_states(self.kvstore.get_optimizer_states(dump_optimizer=True))
+            self.applier.set_states(self.kvstore.get_optimizer_states(dump_optimizer=True))

@@ -5,7 +5,7 @@ An updater owns the iteration: it draws a batch from the ``'main'`` iterator, co
 runs the model forward and backward, and applies the ``'main'`` optimizer. Iterators,
 optimizers and models may be given as dicts by name; a bare one is registered as
 ``'main'``. Each optimizer is applied through an
-:class:`~trainer_run.optimizers.IndexUpdater` attached to the flat parameter store of the
+:class:`~trainer_run.optimizers.IndexApplier` attached to the flat parameter store of the
 model of the same name, so the optimizer step is one fused pass per parameter group. What
 crosses a kvstore (summing gradients over replicas and worker processes, their metrics and
 stop votes, the ``dist_async`` server) is the updater's sync object's (:mod:`.sync`).
@@ -139,12 +139,12 @@ class StandardUpdater:
         xp = backend.xp if backend is not None else numpy
         self.stores = {name: ParamStore(m.params(), xp, persistents_of(m))
                        for name, m in self._models.items()}
-        self._param_updaters = {}
+        self._appliers = {}
         for name, opt in self._optimizers.items():
             if backend is not None and opt.rng is None:
                 opt.set_rng(backend.rng)
-            self._param_updaters[name] = get_updater(opt)
-            self._param_updaters[name].attach(self.stores[name])
+            self._appliers[name] = get_updater(opt)
+            self._appliers[name].attach(self.stores[name])
         self.sync = self._connect(kvstore, asynchronous)
         self.batches = Batches(lambda indices: self.sync.shard(indices), converter, prefetch,
                                self._iterators["main"])
@@ -162,7 +162,7 @@ class StandardUpdater:
             return Sync()
         if asynchronous:
             return ServerSync(kvstore, self.stores["main"], self.callbacks,
-                              self._optimizers["main"], self._param_updaters["main"])
+                              self._optimizers["main"], self._appliers["main"])
         return GradientSync(kvstore, self.stores["main"], self.callbacks)
 
     @property
@@ -317,7 +317,7 @@ class StandardUpdater:
             with self.profiler.stage("communication"):
                 self.sync.push_pull(iteration, self.replica_stores, scale)
         else:
-            self._param_updaters["main"].step(scale)
+            self._appliers["main"].step(scale)
         self.callbacks.fire("update_on_finish", iteration)
 
     # -- pieces subclasses reuse ------------------------------------------------------------
@@ -367,7 +367,7 @@ class StandardUpdater:
             "backend": self.backend.state_dict() if self.backend is not None else None,
             "iterators": {n: it.state_dict() for n, it in self._iterators.items()},
             "optimizers": {n: opt.state_dict() for n, opt in self._optimizers.items()},
-            "optimizer_states": {n: u.state_dict(to_numpy) for n, u in self._param_updaters.items()},
+            "optimizer_states": {n: u.state_dict(to_numpy) for n, u in self._appliers.items()},
             "models": {n: s.state_dict(to_numpy) for n, s in self.stores.items()},
             "loss_scaler": self.loss_scaler.state_dict() if self.loss_scaler is not None else None,
             **self.nan.state_dict(),
@@ -389,7 +389,7 @@ class StandardUpdater:
             store.load_state_dict(state["models"][name], asarray)
         for name, opt in self._optimizers.items():
             opt.load_state_dict(state["optimizers"][name])
-            self._param_updaters[name].load_state_dict(state["optimizer_states"][name], asarray)
+            self._appliers[name].load_state_dict(state["optimizer_states"][name], asarray)
         if self.loss_scaler is not None:
             if state.get("loss_scaler") is None:
                 raise ValueError("the saved state has no loss scaler; it was trained without one")

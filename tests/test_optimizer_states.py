@@ -117,7 +117,7 @@ def test_a_servers_group_updates_equal_the_local_step(name, kwargs):
     assert len(local.groups) == 2
     updater = optimizers.get_updater(optimizers.create(name, learning_rate=0.1, **kwargs))
     updater.attach(local)
-    group_updater = optimizers.GroupUpdater(optimizers.create(name, learning_rate=0.1, **kwargs), server)
+    group_updater = optimizers.GroupApplier(optimizers.create(name, learning_rate=0.1, **kwargs), server)
     weights = [g.data.copy() for g in local.groups]  # the server's own arrays
     for _ in range(3):
         grads = [rng.normal(size=g.size).astype(np.float32) for g in local.groups]

@@ -1,14 +1,16 @@
-"""MXNet's per-index updater, extended to flat parameter groups.
+"""Appliers: an optimizer applied to weights, with the optimizer's state of each index
+(MXNet's per-index ``optimizer.Updater``), extended to flat parameter groups.
 
-``get_updater(optimizer)`` returns an :class:`IndexUpdater`: called as
-``updater(index, grad, weight)`` it creates the index's state on first use (through
+Here "updater" names the iteration only (:mod:`trainer_run.updaters`, Chainer's); the
+object MXNet calls an updater is an applier. ``get_updater(optimizer)`` keeps MXNet's name and
+returns an :class:`IndexApplier`: called as ``applier(index, grad, weight)`` it creates the index's state on first use (through
 ``create_state_multi_precision``) and applies ``update_multi_precision`` in place, exactly
 as MXNet's ``optimizer.Updater``. Called with lists of indices, gradients and weights it
 updates each in turn.
 
-:meth:`IndexUpdater.attach` binds a :class:`~trainer_run.params.ParamStore`: each group's
+:meth:`IndexApplier.attach` binds a :class:`~trainer_run.params.ParamStore`: each group's
 state is created once as flat buffers and every index's state is a view into them, so the
-per-index path and the fused path (:meth:`IndexUpdater.step`) read and write the same
+per-index path and the fused path (:meth:`IndexApplier.step`) read and write the same
 memory and may be mixed freely.
 
 Saving and loading the states is :mod:`.saved_states`'s: states loaded for an index that has
@@ -26,12 +28,12 @@ from . import saved_states
 from .optimizer import Optimizer, index_key
 
 
-def get_updater(optimizer: Optimizer) -> "IndexUpdater":
+def get_updater(optimizer: Optimizer) -> "IndexApplier":
     """The per-index updater closure for ``optimizer`` (MXNet ``optimizer.get_updater``)."""
-    return IndexUpdater(optimizer)
+    return IndexApplier(optimizer)
 
 
-class IndexUpdater:
+class IndexApplier:
     """Keeps optimizer states per index and applies the optimizer to weights in place."""
 
     def __init__(self, optimizer: Optimizer):
@@ -189,34 +191,34 @@ class IndexUpdater:
         self._waiting.update({i: (v, asarray) for i, v in loaded.items() if i not in self.states})
 
 
-class GroupUpdater:
+class GroupApplier:
     """``updater(key, grad, weight)`` over the flat groups of a
     :class:`~trainer_run.params.ParamStore`: key ``k`` is group ``k``, ``grad`` and ``weight``
     its flat gradient and weights (as a kvstore server holds them). ``weight`` takes the
-    group's step in place, exactly as in :meth:`IndexUpdater.step` (the same fused pass,
+    group's step in place, exactly as in :meth:`IndexApplier.step` (the same fused pass,
     per-parameter multipliers and counts); the store only lays out the groups.
 
     This is what a ``dist_async`` server runs: the same numbers as a local update of the
     same group with the same gradient. An order-sensitive optimizer (Nadam, whose one
     ``m_schedule`` advances at every parameter's update) sees the parameters in the order the
     groups are pushed, group by group, rather than in index order across groups as
-    :meth:`IndexUpdater.step` does. ``get_states`` / ``set_states`` are the
-    :class:`IndexUpdater`'s (safe format).
+    :meth:`IndexApplier.step` does. ``get_states`` / ``set_states`` are the
+    :class:`IndexApplier`'s (safe format).
     """
 
     def __init__(self, optimizer: Optimizer, store):
         self.optimizer = optimizer
-        self.index_updater = get_updater(optimizer)
-        self.index_updater.attach(store)
+        self.applier = get_updater(optimizer)
+        self.applier.attach(store)
 
     def __call__(self, key, grad, weight, scale: float = 1.0) -> None:
-        self.index_updater.step_group(key, weight.reshape(-1), grad.reshape(-1), scale)
+        self.applier.step_group(key, weight.reshape(-1), grad.reshape(-1), scale)
 
     def get_states(self, dump_optimizer: bool = False) -> bytes:
-        return self.index_updater.get_states(dump_optimizer)
+        return self.applier.get_states(dump_optimizer)
 
     def set_states(self, blob: bytes) -> None:
-        self.index_updater.set_states(blob)
+        self.applier.set_states(blob)
 
 
 _NOT_FLAT = object()
