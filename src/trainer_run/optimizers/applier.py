@@ -1,12 +1,12 @@
 """Appliers: an optimizer applied to weights, with the optimizer's state of each index
 (MXNet's per-index ``optimizer.Updater``), extended to flat parameter groups.
 
-Here "updater" names the iteration only (:mod:`trainer_run.updaters`, Chainer's); the
-object MXNet calls an updater is an applier. ``get_updater(optimizer)`` keeps MXNet's name and
-returns an :class:`IndexApplier`: called as ``applier(index, grad, weight)`` it creates the index's state on first use (through
-``create_state_multi_precision``) and applies ``update_multi_precision`` in place, exactly
-as MXNet's ``optimizer.Updater``. Called with lists of indices, gradients and weights it
-updates each in turn.
+Here "updater" names the iteration only (:mod:`trainer_run.updaters`, Chainer's); the object
+MXNet calls an updater is an applier. ``get_updater(optimizer)`` keeps MXNet's name and
+returns an :class:`IndexApplier`: called as ``applier(index, grad, weight)`` it creates the
+index's state on first use (through ``create_state_multi_precision``) and applies
+``update_multi_precision`` in place, exactly as MXNet's ``optimizer.Updater``. Called with
+lists of indices, gradients and weights it updates each in turn.
 
 :meth:`IndexApplier.attach` binds a :class:`~trainer_run.params.ParamStore`: each group's
 state is created once as flat buffers and every index's state is a view into them, so the

@@ -15,33 +15,33 @@ from __future__ import annotations
 
 import numpy
 
-from .sync import StoreSync
+from .sync import KVStoreSync
 
 
-class GradientSync(StoreSync):
+class GradientSync(KVStoreSync):
     """Sums gradients through ``kvstore`` (a synchronous store) for the replicas of a model
-    whose main parameter store is ``store``; ``callbacks`` get the comm hooks. Making it
-    inits the gradient keys and, with several workers, overwrites ``store``'s parameters
+    whose main parameter store is ``params``; ``callbacks`` get the comm hooks. Making it
+    inits the gradient keys and, with several workers, overwrites ``params``'s parameters
     with rank 0's."""
 
-    def __init__(self, kvstore, store, callbacks):
-        super().__init__(kvstore, store, callbacks)
+    def __init__(self, kvstore, params, callbacks):
+        super().__init__(kvstore, params, callbacks)
         self._metrics_key_ready = False
         self._stop_vote = self._stop_agreed = 0  # signal numbers: this worker's, all workers' sum
         self._finish_vote = self._finish_agreed = 0  # this worker's (0 or 1), all workers' sum
-        for key, group in zip(self.keys.groups, store.groups):
+        for key, group in zip(self.keys.groups, params.groups):
             kvstore.init(key, group.grad)
         if self.num_workers > 1:
-            for key, group in zip(self.keys.broadcasts, store.groups):
+            for key, group in zip(self.keys.broadcasts, params.groups):
                 kvstore.broadcast(key, group.data, out=group.data)
 
-    def reduce(self, iteration: int, stores: list) -> None:
-        """Sums the gradients of every replica (``stores``, the main one first) and worker
+    def reduce(self, iteration: int, replicas: list) -> None:
+        """Sums the gradients of every replica (``replicas``, the main one first) and worker
         into the main replica's, one key per flat buffer, between the comm callbacks."""
         with self.communication(iteration):
             for k, key in enumerate(self.keys.groups):
-                self.kvstore.pushpull(key, [s.groups[k].grad for s in stores],
-                                      out=stores[0].groups[k].grad)
+                self.kvstore.pushpull(key, [s.groups[k].grad for s in replicas],
+                                      out=replicas[0].groups[k].grad)
 
     def global_metrics(self, metrics: dict) -> dict:
         """Metrics weighted by this worker's share of the global batch, summed over workers:

@@ -14,19 +14,19 @@ Gluon's Trainer inits its kvstore lazily).
 
 from __future__ import annotations
 
-from .sync import StoreSync
+from .sync import KVStoreSync
 
 
-class ServerSync(StoreSync):
+class ServerSync(KVStoreSync):
     """The ``dist_async`` worker side of ``kvstore`` for a model whose main parameter store
-    is ``store``, trained by ``optimizer`` whose states ``applier`` keeps (the local
+    is ``params``, trained by ``optimizer`` whose states ``applier`` keeps (the local
     copies: they set up the server and are refreshed from it before a checkpoint);
     ``callbacks`` get the comm hooks."""
 
     updates_on_server = True
 
-    def __init__(self, kvstore, store, callbacks, optimizer, applier):
-        super().__init__(kvstore, store, callbacks)
+    def __init__(self, kvstore, params, callbacks, optimizer, applier):
+        super().__init__(kvstore, params, callbacks)
         self.optimizer = optimizer
         self.applier = applier
         self.started = False
@@ -38,23 +38,23 @@ class ServerSync(StoreSync):
         shard = batch[self.rank::self.num_workers]
         return shard, len(shard)
 
-    def before_update(self, stores: list) -> None:
+    def before_update(self, replicas: list) -> None:
         """Before the first update: one key per flat weight buffer, worker 0's weights and
         optimizer states (with its counters) go to the server, and every worker pulls the
-        weights into every replica (``stores``)."""
+        weights into every replica (``replicas``)."""
         if self.started:
             return
         kv, keys = self.kvstore, list(self.keys.groups)
-        kv.init(keys, [g.data for g in stores[0].groups])
+        kv.init(keys, [g.data for g in replicas[0].groups])
         if self.rank == 0:
             kv.set_optimizer_states(self.applier.get_states(dump_optimizer=True))
         kv.barrier()
         kv.set_optimizer(self.optimizer)
-        kv.pull(keys, out=[[s.groups[k].data for s in stores] for k in range(len(keys))])
+        kv.pull(keys, out=[[s.groups[k].data for s in replicas] for k in range(len(keys))])
         self.started = True
 
-    def push_pull(self, iteration: int, stores: list, scale: float = 1.0) -> None:
-        """One update, made by the server: the replicas' gradients (``stores``; they carry a
+    def push_pull(self, iteration: int, replicas: list, scale: float = 1.0) -> None:
+        """One update, made by the server: the replicas' gradients (``replicas``; they carry a
         factor ``scale``, sent with them and divided out by the server's optimizer step as by
         every local one) are pushed, summed and applied there as they arrive, and the
         server's current weights are pulled into the main replica, one key at a time, between
@@ -62,8 +62,8 @@ class ServerSync(StoreSync):
         the learning rate it reports)."""
         with self.communication(iteration):
             for k, key in enumerate(self.keys.groups):
-                grads = [s.groups[k].grad for s in stores]
-                self.kvstore.pushpull(key, grads, out=stores[0].groups[k].data, scale=scale)
+                grads = [s.groups[k].grad for s in replicas]
+                self.kvstore.pushpull(key, grads, out=replicas[0].groups[k].data, scale=scale)
         if self.kvstore.num_update is not None:
             self.optimizer.follow(self.kvstore.num_update)
 

@@ -58,13 +58,13 @@ class Sync:
         batch's, since the workers' gradients are summed."""
         return batch[self.rank::self.num_workers], len(batch)
 
-    def before_update(self, stores: list) -> None:
-        """Called before every update with the replicas' parameter stores (the main
+    def before_update(self, replicas: list) -> None:
+        """Called before every update with the replicas' parameter replicas (the main
         replica's first); nothing to do here."""
 
-    def reduce(self, iteration: int, stores: list) -> None:
+    def reduce(self, iteration: int, replicas: list) -> None:
         """Sums the gradients of every replica and worker into the main replica's
-        (``stores[0]``); nothing to sum here."""
+        (``replicas[0]``); nothing to sum here."""
 
     def global_metrics(self, metrics: dict) -> dict:
         """The update's metrics over every worker's examples; here this process's."""
@@ -91,14 +91,14 @@ class Sync:
         """The run is ending with an error: tells the other processes ``reason``."""
 
 
-class StoreSync(Sync):
+class KVStoreSync(Sync):
     """What the two kvstore modes share: the store (its rank and number of workers, closing
-    and aborting), the keys of a model whose main parameter store is ``store``, and
+    and aborting), the keys of a model whose main parameter store is ``params``, and
     ``callbacks``, whose comm hooks fire around every exchange of gradients."""
 
-    def __init__(self, kvstore, store, callbacks):
+    def __init__(self, kvstore, params, callbacks):
         self.kvstore = kvstore
-        self.keys = KeyLayout(len(store.groups))
+        self.keys = KeyLayout(len(params.groups))
         self.callbacks = callbacks
 
     @property
