@@ -12,13 +12,12 @@ not None`` (0 zeroes the gradient, a negative bound gives the operator's odd res
 
 from __future__ import annotations
 
-import json
 import warnings
 from pathlib import Path
 
 import numpy as np
 import pytest
-from state_round_trip import leaves
+from state_round_trip import check_round_trip, leaves
 
 from trainer_run.cli.build import OPTIMIZER_KEYS
 from trainer_run.cli.schema import option_section
@@ -410,38 +409,8 @@ def test_state_round_trip_mid_trajectory_is_bit_identical(name, dtype):
     grads = random_grads(rng, shapes=[s for _, s, _ in specs], steps=6, dtype=dtype)
     init = {n: rng.standard_normal(s).astype(dtype) for n, s, _ in specs}
 
-    def fresh(values):
-        store = ParamStore({n: Parameter(values[n].copy(), name=n, lr_mult=m) for n, _, m in specs})
-        opt = lib_for(name, multi_precision=dtype == np.float16)
-        updater = get_updater(opt)
-        updater.attach(store)
-        return store, opt, updater
-
-    def run(store, updater, steps):
-        for g in steps:
-            for i, p in enumerate(store):
-                p.grad[...] = g[i]
-            updater.step()
-
-    store_a, _, u_a = fresh(init)                     # uninterrupted
-    run(store_a, u_a, grads)
-
-    store_b, opt_b, u_b = fresh(init)                 # three steps, save ...
-    run(store_b, u_b, grads[:3])
-    saved_w = store_b.state_dict(lambda a: a.copy())
-    saved_u = u_b.state_dict(lambda a: a)
-    saved_opt = json.loads(json.dumps(opt_b.state_dict()))
-
-    store_c, opt_c, u_c = fresh(saved_w)              # ... restore into new objects, three more
-    u_c.load_state_dict(saved_u, np.asarray)
-    opt_c.load_state_dict(saved_opt)
-    run(store_c, u_c, grads[3:])
-
-    for pa, pc in zip(store_a, store_c):
-        assert np.array_equal(pa.data, pc.data)
-    for i in u_a.states:
-        for a, c in zip(leaves(u_a.states[i]), leaves(u_c.states[i]), strict=True):
-            assert np.array_equal(a, c)
+    check_round_trip(lambda: lib_for(name, multi_precision=dtype == np.float16), specs, init, grads,
+                     plain=True)
 
 
 # -- 6. registry, configs and argument checks ---------------------------------------------------
