@@ -1,8 +1,9 @@
-"""Optimizer step throughput: every registered optimizer, reference vs fused, vs PyTorch.
+"""Optimizer step throughput: every registered optimizer, per tensor vs fused, vs PyTorch.
 
 10M float32 parameters in 100 tensors with fixed random gradients. For each optimizer:
 
-- reference: the per-array ``update`` (MXNet's per-index updater, one call per tensor);
+- per tensor: ``update`` one tensor at a time (MXNet's per-index updater, one call per tensor:
+  the fused step on that tensor alone);
 - fused: one step of the flat parameter groups (``IndexApplier.step``), compiled with numba
   when installed (``pip install trainer-run[fast]``), else the chunked NumPy path;
 - PyTorch 2.13 CPU on the same sizes where it has the optimizer (fused implementation where
@@ -75,12 +76,12 @@ def measure(name: str, total: int, tensors: int, repeats: int, rounds: int) -> d
         opt.rng = numpy.random.default_rng(0)
         return opt
 
-    reference = optimizers.get_updater(make())
+    per_tensor = optimizers.get_updater(make())
     ref_weights = [w.copy() for w in weights]
 
-    def reference_step():
+    def per_tensor_step():
         for i, (w, g) in enumerate(zip(ref_weights, grads)):
-            reference(i, g, w)
+            per_tensor(i, g, w)
 
     store = ParamStore({f"p{i}": Parameter(w.copy()) for i, w in enumerate(weights)})
     for p, g in zip(store, grads):
@@ -93,14 +94,14 @@ def measure(name: str, total: int, tensors: int, repeats: int, rounds: int) -> d
     moved = 4 * (3 + 2 * state_arrays)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        ref_rate = _rate(reference_step, count, max(1, repeats // 2))
+        ref_rate = _rate(per_tensor_step, count, max(1, repeats // 2))
         fused.step()
         samples = []
         for _ in range(rounds):
             bound = bandwidth(total * 4) / moved
             rate = max(_rate(fused.step, count, 1) for _ in range(repeats))
             samples.append((rate, bound, rate / bound))
-    return {"name": name, "reference": ref_rate, "path": "fused" if fusable else "per-index",
+    return {"name": name, "per_tensor": ref_rate, "path": "fused" if fusable else "per-index",
             "bytes": moved, **dict(zip(("fused", "bound", "of_bound"),
                                        map(statistics.median, zip(*samples))))}
 
@@ -171,7 +172,7 @@ def main() -> None:
     print(f"{args.params:,} float32 parameters in {args.tensors} tensors; M params/s, higher is "
           f"better; bound = in-place stream bandwidth / bytes moved per parameter, measured "
           f"beside each of {args.rounds} rounds (medians)")
-    header = (f"{'optimizer':<13}{'reference':>10}{'fused':>9} {'path':<10}{'PyTorch':>9} "
+    header = (f"{'optimizer':<13}{'per tensor':>11}{'fused':>9} {'path':<10}{'PyTorch':>9} "
               f"{'impl':<8}{'vs torch':>9}{'vs torch adam':>14}{'bytes':>6}{'bound':>8}"
               f"{'fused/bound':>12}")
     print(header)
@@ -180,7 +181,7 @@ def main() -> None:
         row = measure(name, args.params, args.tensors, args.repeats, args.rounds)
         torch_row = peer.get(PEER_NAMES.get(name, ""), {})
         t = torch_row.get("params_per_s")
-        print(f"{name:<13}{row['reference'] / 1e6:>10.0f}{row['fused'] / 1e6:>9.0f} {row['path']:<10}"
+        print(f"{name:<13}{row['per_tensor'] / 1e6:>11.0f}{row['fused'] / 1e6:>9.0f} {row['path']:<10}"
               f"{(t or 0) / 1e6:>9.0f} {torch_row.get('impl', '-'):<8}"
               f"{(row['fused'] / t if t else float('nan')):>9.2f}"
               f"{(row['fused'] / adam_peer if adam_peer else float('nan')):>14.2f}"
