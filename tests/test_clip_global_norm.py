@@ -141,11 +141,11 @@ def test_a_non_finite_global_norm_stops_or_skips_by_the_nan_policy():
     assert_params_close(params(stopped), before, rtol=0, atol=0)  # not applied
     skipping = poisoned(nan_policy="skip")
     run(skipping, 3)
-    assert skipping.status()["skipped_steps"] == 3 and skipping.iteration == 3
+    assert skipping.readings()["skipped_steps"] == 3 and skipping.iteration == 3
     assert_params_close(params(skipping), before, rtol=0, atol=0)
     scaled = poisoned(loss_scaler=DynamicLossScaler(8))
     run(scaled, 2)
-    assert scaled.status() == {"loss_scale": 2.0, "skipped_steps": 2}  # backed off twice
+    assert scaled.readings() == {"loss_scale": 2.0, "skipped_steps": 2}  # backed off twice
     assert_params_close(params(scaled), before, rtol=0, atol=0)
 
 

@@ -26,7 +26,7 @@ def test_static_scaler_always_applies_and_never_changes():
     for finite in (True, False, False, True, False):
         assert scaler.record(finite) == "apply"
         assert scaler.scale == 1024.0
-    assert scaler.status() == {"loss_scale": 1024.0}
+    assert scaler.readings() == {"loss_scale": 1024.0}
 
 
 def test_static_scale_is_a_hyper_parameter_not_state():
@@ -37,14 +37,14 @@ def test_static_scale_is_a_hyper_parameter_not_state():
     other = LossScaler(8.0)
     other.load_state_dict(state)
     assert other.scale == 8.0
-    assert other.status() == {"loss_scale": 8.0}
+    assert other.readings() == {"loss_scale": 8.0}
 
 
 # -- dynamic, skip ----------------------------------------------------------------------------
 def test_dynamic_scaler_grows_after_exactly_interval_clean_steps_and_backs_off_on_overflow():
     scaler = DynamicLossScaler(scale=8, scaling_factor=2, interval=3)
     assert scaler.dynamic is True
-    assert scaler.status() == {"loss_scale": 8.0, "skipped_steps": 0}
+    assert scaler.readings() == {"loss_scale": 8.0, "skipped_steps": 0}
     T, F = True, False
     steps = [T, T, T,      # 3 clean steps: grows 8 -> 16 on the third
              T, T, T,      # another interval: 16 -> 32
@@ -65,7 +65,7 @@ def test_dynamic_scaler_grows_after_exactly_interval_clean_steps_and_backs_off_o
         ("apply", 8.0, 1, 3), ("apply", 8.0, 2, 3), ("apply", 16.0, 0, 3),
     ]
     assert _trace(scaler, steps) == expected
-    assert scaler.status() == {"loss_scale": 16.0, "skipped_steps": 3}
+    assert scaler.readings() == {"loss_scale": 16.0, "skipped_steps": 3}
 
 
 def test_dynamic_scaler_with_interval_one_grows_every_clean_step():
@@ -123,7 +123,7 @@ def test_restored_scaler_continues_like_the_original(on_overflow):
     restored = DynamicLossScaler(on_overflow=on_overflow, max_retries=2, scaling_factor=2,
                                  interval=3)
     restored.load_state_dict(state)
-    assert restored.status() == original.status()
+    assert restored.readings() == original.readings()
     ours = _trace(original, rest)
     theirs = _trace(restored, rest)
     assert theirs == ours

@@ -138,7 +138,7 @@ def test_static_scale_1024_equals_no_scaling_in_float32(optimizer, args):
     scaled = make(optimizer=optimizer, opt_args=args, loss_scaler=LossScaler(1024))
     assert_params_close(run(plain, 8), run(scaled, 8), rtol=1e-6, atol=0)
     assert scaled.get_optimizer("main").rescale_grad == args.get("rescale_grad", 1.0)
-    assert scaled.status() == {"loss_scale": 1024.0}
+    assert scaled.readings() == {"loss_scale": 1024.0}
 
 
 def overflowing(at: set, **kwargs):
@@ -174,7 +174,7 @@ def test_overflow_skips_the_step_halves_the_scale_and_training_continues():
     for k, arrays in states(updater).items():
         for a, b in zip(arrays, before_states[k]):
             np.testing.assert_array_equal(a, b)
-    assert updater.status() == {"loss_scale": 512.0, "skipped_steps": 1}
+    assert updater.readings() == {"loss_scale": 512.0, "skipped_steps": 1}
     run(updater, 2)
     assert optimizer.num_update == 5 and scaler.clean_steps == 2
     assert not np.array_equal(params(updater)["l1/W"], after["l1/W"])

@@ -45,7 +45,7 @@ class LossScaler:
         """The verdict on one computed set of gradients: always ``"apply"``."""
         return "apply"
 
-    def status(self) -> dict:
+    def readings(self) -> dict:
         """Values shown in the progress bar and written to ``metrics.jsonl``."""
         return {"loss_scale": self.scale}
 
@@ -100,7 +100,7 @@ class DynamicLossScaler(LossScaler):
         self.skipped_steps += 1
         return "skip"
 
-    def status(self) -> dict:
+    def readings(self) -> dict:
         return {"loss_scale": self.scale, "skipped_steps": self.skipped_steps}
 
     def state_dict(self) -> dict:

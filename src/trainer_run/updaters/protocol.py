@@ -8,7 +8,7 @@ run ends with an exception (so that the other processes stop at once), ``finaliz
 the end; ``state_dict`` / ``load_state_dict`` checkpoint it. After each ``update()`` the
 Trainer copies ``observation`` (the update's metrics, by bare name: ``loss``) into its own
 :attr:`~trainer_run.training.Trainer.observation`, which is what extensions read: no
-extension reads the updater's. Extensions read ``iteration``, ``epoch_detail``, ``status()``
+extension reads the updater's. Extensions read ``iteration``, ``epoch_detail``, ``readings()``
 (values to show beside the metrics: the loss scale, skipped steps) and ``params_finite()``
 (whether every trained parameter is finite, checked before a checkpoint). ``state_dict``
 keeps the main model's parameters where :func:`~trainer_run.updaters.main_params` finds
@@ -46,7 +46,7 @@ class Updater(Protocol):
 
     def finalize(self) -> None: ...
 
-    def status(self) -> dict: ...
+    def readings(self) -> dict: ...
 
     def params_finite(self) -> bool: ...
 

@@ -235,9 +235,9 @@ class StandardUpdater:
         one's time limit is reached); see :meth:`.sync.Sync.agree_to_finish`."""
         return self.sync.agree_to_finish(asked)
 
-    def status(self) -> dict:
+    def readings(self) -> dict:
         """Current values worth showing beside the metrics (the loss scale, skipped steps)."""
-        status = self.loss_scaler.status() if self.loss_scaler is not None else {}
+        status = self.loss_scaler.readings() if self.loss_scaler is not None else {}
         if self.nan.policy == "skip" and not self._dynamic:
             status["skipped_steps"] = self.nan.skipped_steps
         return status

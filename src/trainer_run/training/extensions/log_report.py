@@ -15,7 +15,7 @@ from ..trainer import metric_name
 class LogReport(Extension):
     """Every iteration accumulates the trainer's observation; when ``log_trigger`` fires it
     makes one row: ``iteration``, ``epoch`` (epoch_detail), ``time`` (the wall clock, ISO 8601
-    with the UTC offset), ``elapsed_s``, ``lr``, the updater's current ``status()`` values as
+    with the UTC offset), ``elapsed_s``, ``lr``, the updater's current ``readings()`` as
     they are (``loss_scale``, ``skipped_steps`` under dynamic loss scaling), and the mean of
     each observed metric since the previous log point (named by
     :func:`~..trainer.metric_name`: ``train/<name>`` for the training step's, validation keys
@@ -74,7 +74,7 @@ class LogReport(Extension):
                "elapsed_s": self.elapsed_s}
         if self.optimizer is not None:
             row["lr"] = self.optimizer.learning_rate
-        row.update(updater.status())
+        row.update(updater.readings())
         for name in sorted(self._sums):
             row[name] = float(self._sums[name]) / self._counts[name]
         self._sums, self._counts = {}, {}

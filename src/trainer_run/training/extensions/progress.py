@@ -61,7 +61,7 @@ class Readout:
         fields += self._objective()
         if self.optimizer is not None:
             fields.append(("lr", f"{self.optimizer.learning_rate:.3g}"))
-        fields += [(k.replace("_", " "), f"{v:g}") for k, v in self._trainer.updater.status().items()]
+        fields += [(k.replace("_", " "), f"{v:g}") for k, v in self._trainer.updater.readings().items()]
         return fields
 
     def _objective(self) -> list[tuple[str, str]]:

@@ -70,7 +70,7 @@ class Summary(Extension):
             summary["init_from"] = self.init_from
         if self.objective is not None:
             summary["objective"] = self.objective.summary()
-        summary.update(updater.status())
+        summary.update(updater.readings())
         summary.update({k: v for k, v in self.log_report.last.items()
                         if k.startswith(("train/", "val/"))})
         if self.held_out is not None and self.held_out.metrics:
