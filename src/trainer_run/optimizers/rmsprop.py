@@ -32,11 +32,9 @@ from ..errors import check_number
 from ..jit import prange
 from .array_ops import decayed_always, mean_square_into, mx_clip
 from .optimizer import Optimizer, register, scalars
-from .scalar_ops import average as average_one
 from .scalar_ops import decayed as decayed_one
 from .scalar_ops import mean_square as mean_square_one
 from .scalar_ops import mx_clip as mx_clip_one
-from .scalar_ops import square_average as square_average_one
 from .workspace import Workspace, chunks
 
 
@@ -54,8 +52,9 @@ def _rmspropalex_loop(w, g, n, ga, d, lr, wd, gamma1, one_minus_gamma1, gamma2, 
                       clip, clipping, clip_w, clipping_w):
     for i in prange(w.size):
         gi = decayed_one(g[i], w[i], rescale, wd, clip, clipping)
-        ni = square_average_one(n[i], gi, gamma1, one_minus_gamma1)
-        gai = average_one(ga[i], gi, gamma1, one_minus_gamma1)
+        share = gi * one_minus_gamma1
+        ni = n[i] * gamma1 + share * gi
+        gai = ga[i] * gamma1 + share
         di = gamma2 * d[i] - lr * gi / numpy.sqrt(ni - gai * gai + eps)
         n[i] = ni
         ga[i] = gai
@@ -90,7 +89,7 @@ def _rmspropalex_arrays(xp, workspace, weight, grad, n, g_avg, delta, lr, wd, ga
     for size, (w, gr, nn, ga, d) in chunks(weight, grad, n, g_avg, delta):
         t, u = b[:size], c[:size]
         g = decayed_always(xp, a[:size], t, gr, w, rescale, wd, clip)
-        xp.multiply(g, one_minus_gamma1, out=t)
+        xp.multiply(g, one_minus_gamma1, out=t)     # the share of g, as in the loop
         nn *= gamma1
         nn += xp.multiply(t, g, out=u)
         ga *= gamma1
