@@ -25,10 +25,10 @@ import numpy
 
 from .. import jit
 from ..backend import array_module
-from ..errors import check, check_number
+from ..errors import check_number
 from ..jit import prange
 from .array_ops import average_into, decayed_always
-from .optimizer import Optimizer, python_clip, register, scalars
+from .optimizer import Optimizer, below_one, python_clip, register, scalars
 from .scalar_ops import average as average_one
 from .scalar_ops import decayed as decayed_one
 from .workspace import Workspace, chunks
@@ -54,8 +54,7 @@ class Adamax(Optimizer):
 
     def __init__(self, learning_rate=0.002, beta1=0.9, beta2=0.999, **kwargs):
         super().__init__(learning_rate=learning_rate, **kwargs)
-        self.beta1 = check_number("beta1", beta1, low=0, high=1)
-        check(self.beta1 < 1, f"beta1 must be < 1, got {beta1!r} (lr_t divides by 1 - beta1**t)")
+        self.beta1 = below_one("beta1", beta1, "lr_t divides by 1 - beta1**t")
         self.beta2 = check_number("beta2", beta2, low=0, high=1)
         self._workspace = Workspace()
 

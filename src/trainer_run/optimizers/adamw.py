@@ -32,10 +32,10 @@ import numpy
 
 from .. import jit
 from ..backend import array_module
-from ..errors import check, check_number
+from ..errors import check_number
 from ..jit import prange
 from .array_ops import average_into, mean_square_into, rescaled
-from .optimizer import Optimizer, register, scalars
+from .optimizer import Optimizer, below_one, register, scalars
 from .scalar_ops import average as average_one
 from .scalar_ops import mean_square as mean_square_one
 from .scalar_ops import rescaled as rescaled_one
@@ -65,12 +65,10 @@ class AdamW(Optimizer):
     def __init__(self, learning_rate=0.001, beta1=0.9, beta2=0.999, epsilon=1e-6,
                  correct_bias=True, **kwargs):
         super().__init__(learning_rate=learning_rate, **kwargs)
-        self.beta1 = check_number("beta1", beta1, low=0, high=1)
-        check(self.beta1 < 1, f"beta1 must be < 1, got {beta1!r} (eta divides by 1 - beta1**t; "
-              "without correct_bias the mean would stay 0)")
-        self.beta2 = check_number("beta2", beta2, low=0, high=1)
-        check(self.beta2 < 1, f"beta2 must be < 1, got {beta2!r} (eta would be 0; without "
-              "correct_bias var would stay 0 and the step be mean / epsilon)")
+        self.beta1 = below_one("beta1", beta1, "eta divides by 1 - beta1**t; without "
+                               "correct_bias the mean would stay 0")
+        self.beta2 = below_one("beta2", beta2, "eta would be 0; without correct_bias var would "
+                               "stay 0 and the step be mean / epsilon")
         self.epsilon = check_number("epsilon", epsilon, low=0)
         self.correct_bias = bool(correct_bias)
         self._workspace = Workspace()

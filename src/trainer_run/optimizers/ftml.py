@@ -24,7 +24,7 @@ from ..backend import array_module
 from ..errors import check, check_number
 from ..jit import prange
 from .array_ops import average_into, decayed_always, mean_square_into
-from .optimizer import Optimizer, register, scalars
+from .optimizer import Optimizer, below_one, register, scalars
 from .scalar_ops import average as average_one
 from .scalar_ops import decayed as decayed_one
 from .scalar_ops import mean_square as mean_square_one
@@ -73,12 +73,8 @@ class FTML(Optimizer):
     def __init__(self, beta1=0.6, beta2=0.999, epsilon=1e-8, **kwargs):
         super().__init__(**kwargs)
         check(self.lr > 0, f"learning_rate must be > 0, got {self.lr!r} (d_t divides by it)")
-        self.beta1 = check_number("beta1", beta1, low=0, high=1)
-        check(self.beta1 < 1, f"beta1 must be < 1, got {beta1!r} (d_t would be 0 and the weight "
-              "-z / d_t)")
-        self.beta2 = check_number("beta2", beta2, low=0, high=1)
-        check(self.beta2 < 1, f"beta2 must be < 1, got {beta2!r} (v / (1 - beta2**t) would be "
-              "0 / 0)")
+        self.beta1 = below_one("beta1", beta1, "d_t would be 0 and the weight -z / d_t")
+        self.beta2 = below_one("beta2", beta2, "v / (1 - beta2**t) would be 0 / 0")
         self.epsilon = check_number("epsilon", epsilon, low=0)
         self._workspace = Workspace()
 

@@ -31,10 +31,10 @@ import numpy
 
 from .. import jit
 from ..backend import array_module
-from ..errors import check, check_number
+from ..errors import check_number
 from ..jit import prange
 from .array_ops import average_into, decayed_always, square_average_into
-from .optimizer import Optimizer, python_clip, register, scalars
+from .optimizer import Optimizer, below_one, python_clip, register, scalars
 from .scalar_ops import average as average_one
 from .scalar_ops import decayed as decayed_one
 from .scalar_ops import square_average as square_average_one
@@ -87,9 +87,7 @@ class Nadam(Optimizer):
                  schedule_decay=0.004, **kwargs):
         super().__init__(learning_rate=learning_rate, **kwargs)
         self.beta1 = check_number("beta1", beta1, low=0, high=1)
-        self.beta2 = check_number("beta2", beta2, low=0, high=1)
-        check(self.beta2 < 1, f"beta2 must be < 1, got {beta2!r} (v / (1 - beta2**t) would be "
-              "0 / 0)")
+        self.beta2 = below_one("beta2", beta2, "v / (1 - beta2**t) would be 0 / 0")
         self.epsilon = check_number("epsilon", epsilon, low=0)
         self.schedule_decay = check_number("schedule_decay", schedule_decay, low=0)
         self.m_schedule = 1.0
