@@ -47,10 +47,11 @@ def _ftml_loop(w, g, d, v, z, wd, beta1, one_minus_beta1, beta2, one_minus_beta2
 _ftml_kernel = jit.kernel(_ftml_loop)
 
 
-def _ftml_arrays(xp, scratch, weight, grad, d, v, z, wd, beta1, one_minus_beta1, beta2,
+def _ftml_arrays(xp, workspace, weight, grad, d, v, z, wd, beta1, one_minus_beta1, beta2,
                  one_minus_beta2, eps, rescale, d_scale, v_div, clip):
-    """:func:`_ftml_loop` on arrays, chunk by chunk (``clip``: a bound or None)."""
-    a, b = scratch
+    """:func:`_ftml_loop` on arrays, chunk by chunk, with scratch from ``workspace``
+    (``clip``: a bound or None)."""
+    a, b = workspace.get(weight, 2)
     for n, (w, gr, dd, vv, zz) in chunks(weight, grad, d, v, z):
         g, t = decayed_always(xp, a[:n], b[:n], gr, w, rescale, wd, clip), b[:n]
         mean_square_into(xp, vv, g, beta2, one_minus_beta2, t)
@@ -99,5 +100,4 @@ class FTML(Optimizer):
             jit.launch(_ftml_kernel, weight.size, weight, grad, *state, *step,
                        clip if clip is not None else weight.dtype.type(0), clip is not None)
             return
-        _ftml_arrays(array_module(weight), self._workspace.get(weight, 2), weight, grad, *state,
-                     *step, clip)
+        _ftml_arrays(array_module(weight), self._workspace, weight, grad, *state, *step, clip)

@@ -48,9 +48,10 @@ def _ftrl_loop(w, g, z, n, lr, wd, lamda1, beta, rescale, clip, clipping):
 _ftrl_kernel = jit.kernel(_ftrl_loop)
 
 
-def _ftrl_arrays(xp, scratch, weight, grad, z, n, lr, wd, lamda1, beta, rescale, clip):
-    """:func:`_ftrl_loop` on arrays, chunk by chunk (``clip``: a bound or None)."""
-    a, b, c = scratch
+def _ftrl_arrays(xp, workspace, weight, grad, z, n, lr, wd, lamda1, beta, rescale, clip):
+    """:func:`_ftrl_loop` on arrays, chunk by chunk, with scratch from ``workspace``
+    (``clip``: a bound or None)."""
+    a, b, c = workspace.get(weight, 3)
     for size, (w, gr, zz, nn) in chunks(weight, grad, z, n):
         g, t, u = rescaled(xp, a[:size], gr, rescale, clip), b[:size], c[:size]
         xp.multiply(g, g, out=t)
@@ -95,5 +96,4 @@ class Ftrl(Optimizer):
             jit.launch(_ftrl_kernel, weight.size, weight, grad, *state, *step,
                        clip if clip is not None else step[0], clip is not None)
             return
-        _ftrl_arrays(array_module(weight), self._workspace.get(weight, 3), weight, grad, *state,
-                     *step, clip)
+        _ftrl_arrays(array_module(weight), self._workspace, weight, grad, *state, *step, clip)

@@ -56,11 +56,12 @@ def _nadam_loop(w, g, m, v, lr, wd, beta1, one_minus_beta1, beta2, one_minus_bet
 _nadam_kernel = jit.kernel(_nadam_loop)
 
 
-def _nadam_arrays(xp, scratch, weight, grad, m, v, lr, wd, beta1, one_minus_beta1, beta2,
+def _nadam_arrays(xp, workspace, weight, grad, m, v, lr, wd, beta1, one_minus_beta1, beta2,
                   one_minus_beta2, eps, rescale, grad_div, m_div, v_div, one_minus_momentum,
                   momentum_next, clip):
-    """:func:`_nadam_loop` on arrays, chunk by chunk (``clip``: a bound or None)."""
-    a, b = scratch
+    """:func:`_nadam_loop` on arrays, chunk by chunk, with scratch from ``workspace``
+    (``clip``: a bound or None)."""
+    a, b = workspace.get(weight, 2)
     for n, (w, gr, mm, vv) in chunks(weight, grad, m, v):
         g, t = decayed_always(xp, a[:n], b[:n], gr, w, rescale, wd, clip), b[:n]
         average_into(xp, mm, g, beta1, one_minus_beta1, t)
@@ -118,8 +119,7 @@ class Nadam(Optimizer):
                     jit.launch(_nadam_kernel, arrays[0].size, *arrays, *step,
                                clip if clip is not None else step[0], clip is not None)
                 else:
-                    _nadam_arrays(array_module(weight), self._workspace.get(weight, 2), *arrays,
-                                  *step, clip)
+                    _nadam_arrays(array_module(weight), self._workspace, *arrays, *step, clip)
 
     # -- state ----------------------------------------------------------------------------
     def state_dict(self) -> dict:

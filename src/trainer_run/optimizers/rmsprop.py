@@ -69,7 +69,8 @@ _rmspropalex_kernel = jit.kernel(_rmspropalex_loop)
 
 def _rmsprop_arrays(xp, workspace, weight, grad, n, lr, wd, gamma1, one_minus_gamma1, eps,
                     rescale, clip, clip_w):
-    """:func:`_rmsprop_loop` on arrays, chunk by chunk (each clip: a bound or None)."""
+    """:func:`_rmsprop_loop` on arrays, chunk by chunk, with scratch from ``workspace``
+    (each clip: a bound or None)."""
     a, b = workspace.get(weight, 2)
     for size, (w, gr, nn) in chunks(weight, grad, n):
         g, t = decayed_always(xp, a[:size], b[:size], gr, w, rescale, wd, clip), b[:size]
@@ -84,7 +85,8 @@ def _rmsprop_arrays(xp, workspace, weight, grad, n, lr, wd, gamma1, one_minus_ga
 
 def _rmspropalex_arrays(xp, workspace, weight, grad, n, g_avg, delta, lr, wd, gamma1,
                         one_minus_gamma1, gamma2, eps, rescale, clip, clip_w):
-    """:func:`_rmspropalex_loop` on arrays, chunk by chunk (each clip: a bound or None)."""
+    """:func:`_rmspropalex_loop` on arrays, chunk by chunk, with scratch from ``workspace``
+    (each clip: a bound or None)."""
     a, b, c = workspace.get(weight, 3)
     for size, (w, gr, nn, ga, d) in chunks(weight, grad, n, g_avg, delta):
         t, u = b[:size], c[:size]
