@@ -14,7 +14,7 @@ The learning rate (and any scheduler) is not used, as in MXNet. ``1 - rho`` is c
 double precision and then cast to the weight's dtype, as NDArray scalar operators do.
 
 Clipping follows the Python code (``clip_gradient is not None``; see
-:func:`.adagrad.ndarray_clip`). MXNet scales the caller's gradient in place
+:func:`.array_ops.mx_clip`). MXNet scales the caller's gradient in place
 (``grad *= rescale_grad``); here the gradient is left untouched (same weights and states).
 """
 
@@ -26,23 +26,20 @@ from .. import jit
 from ..backend import array_module
 from ..errors import check_number
 from ..jit import prange
-from .array_ops import mx_clip
+from .array_ops import rescaled, square_average_into
 from .optimizer import Optimizer, python_clip, register, scalars
+from .scalar_ops import rescaled as rescaled_one
+from .scalar_ops import square_average as square_average_one
 from .workspace import Workspace, chunks
 
 
 def _adadelta_loop(w, g, acc_g, acc_d, wd, rho, one_minus_rho, eps, rescale, clip, clipping):
     for i in prange(w.size):
-        gi = g[i] * rescale
-        if clipping:
-            if gi > clip:
-                gi = clip
-            elif gi < -clip:
-                gi = -clip
-        ag = acc_g[i] * rho + one_minus_rho * gi * gi
+        gi = rescaled_one(g[i], rescale, clip, clipping)
+        ag = square_average_one(acc_g[i], gi, rho, one_minus_rho)
         acc_g[i] = ag
         delta = numpy.sqrt(acc_d[i] + eps) / numpy.sqrt(ag + eps) * gi
-        acc_d[i] = acc_d[i] * rho + one_minus_rho * delta * delta
+        acc_d[i] = square_average_one(acc_d[i], delta, rho, one_minus_rho)
         w[i] = w[i] - (delta + w[i] * wd)
 
 
@@ -63,54 +60,25 @@ class AdaDelta(Optimizer):
         xp = array_module(weight)
         return xp.zeros_like(weight), xp.zeros_like(weight)  # accumulated g, accumulated delta
 
-    def update(self, index, weight, grad, state, rescale_grad=None):
-        self._update_count(index)
-        wd, rho, one_minus_rho, eps, rescale = scalars(
-            weight.dtype, self._get_wd(index), self.rho, 1.0 - self.rho, self.epsilon,
-            self.grad_rescale(rescale_grad))
-        xp = array_module(weight)
-        g = grad * rescale
-        clipping, clip = python_clip(self, weight.dtype)
-        if clipping:
-            g = mx_clip(xp, g, clip)
-        acc_g, acc_delta = state
-        acc_g *= rho
-        acc_g += one_minus_rho * g * g
-        delta = xp.sqrt(acc_delta + eps) / xp.sqrt(acc_g + eps) * g
-        acc_delta *= rho
-        acc_delta += one_minus_rho * delta * delta
-        weight -= delta + wd * weight
-
     def fused_step(self, weight, grad, state, lr, wd, count, segments, rescale_grad):
         wd, rho, one_minus_rho, eps, rescale = scalars(
             weight.dtype, wd, self.rho, 1.0 - self.rho, self.epsilon, rescale_grad)
-        xp = array_module(weight)
-        clipping, clip = python_clip(self, weight.dtype)
+        clip = python_clip(self, weight.dtype)[1]
         acc_g, acc_delta = state
         if jit.usable(_adadelta_kernel, weight, grad, acc_g, acc_delta):
             jit.launch(_adadelta_kernel, weight.size, weight, grad, acc_g, acc_delta, wd, rho,
-                       one_minus_rho, eps, rescale, clip if clipping else rho, clipping)
+                       one_minus_rho, eps, rescale, clip if clip is not None else rho,
+                       clip is not None)
             return
+        xp = array_module(weight)
         a, b, c = self._workspace.get(weight, 3)
         for n, (w, gr, ag, ad) in chunks(weight, grad, acc_g, acc_delta):
-            g, t, u = a[:n], b[:n], c[:n]
-            xp.multiply(gr, rescale, out=g)
-            if clipping:
-                mx_clip(xp, g, clip, out=g)
-            xp.multiply(g, one_minus_rho, out=t)
-            t *= g
-            ag *= rho
-            ag += t
-            xp.add(ad, eps, out=t)
-            xp.sqrt(t, out=t)
-            xp.add(ag, eps, out=u)
-            xp.sqrt(u, out=u)
-            t /= u
+            g, t, u = rescaled(xp, a[:n], gr, rescale, clip), b[:n], c[:n]
+            square_average_into(xp, ag, g, rho, one_minus_rho, t)
+            xp.sqrt(xp.add(ad, eps, out=t), out=t)
+            t /= xp.sqrt(xp.add(ag, eps, out=u), out=u)
             t *= g                      # delta
-            xp.multiply(t, one_minus_rho, out=u)
-            u *= t
-            ad *= rho
-            ad += u
+            square_average_into(xp, ad, t, rho, one_minus_rho, u)
             xp.multiply(w, wd, out=u)
             u += t
             w -= u

@@ -32,20 +32,22 @@ import numpy
 
 from .. import jit
 from ..backend import array_module
-from ..errors import check, check_number
+from ..errors import check_number
 from ..jit import prange
-from .optimizer import Optimizer, register, scalars
+from .array_ops import average_into, mean_square_into, rescaled
+from .optimizer import Optimizer, below_one, register, scalars
+from .scalar_ops import average as average_one
+from .scalar_ops import mean_square as mean_square_one
+from .scalar_ops import rescaled as rescaled_one
 from .workspace import Workspace, chunks
 
 
 def _adamw_loop(w, g, m, v, eta, wd, beta1, beta2, eps, rescale, clip, clipping):
     one = w.dtype.type(1)
     for i in prange(w.size):
-        gi = g[i] * rescale
-        if clipping:
-            gi = min(max(gi, -clip), clip)
-        mi = beta1 * m[i] + (one - beta1) * gi
-        vi = beta2 * v[i] + (one - beta2) * (gi * gi)
+        gi = rescaled_one(g[i], rescale, clip, clipping)
+        mi = average_one(m[i], gi, beta1, one - beta1)
+        vi = mean_square_one(v[i], gi, beta2, one - beta2)
         m[i] = mi
         v[i] = vi
         w[i] = w[i] - eta * (mi / (numpy.sqrt(vi) + eps) + wd * w[i])
@@ -63,12 +65,10 @@ class AdamW(Optimizer):
     def __init__(self, learning_rate=0.001, beta1=0.9, beta2=0.999, epsilon=1e-6,
                  correct_bias=True, **kwargs):
         super().__init__(learning_rate=learning_rate, **kwargs)
-        self.beta1 = check_number("beta1", beta1, low=0, high=1)
-        check(self.beta1 < 1, f"beta1 must be < 1, got {beta1!r} (eta divides by 1 - beta1**t; "
-              "without correct_bias the mean would stay 0)")
-        self.beta2 = check_number("beta2", beta2, low=0, high=1)
-        check(self.beta2 < 1, f"beta2 must be < 1, got {beta2!r} (eta would be 0; without "
-              "correct_bias var would stay 0 and the step be mean / epsilon)")
+        self.beta1 = below_one("beta1", beta1, "eta divides by 1 - beta1**t; without "
+                               "correct_bias the mean would stay 0")
+        self.beta2 = below_one("beta2", beta2, "eta would be 0; without correct_bias var would "
+                               "stay 0 and the step be mean / epsilon")
         self.epsilon = check_number("epsilon", epsilon, low=0)
         self.correct_bias = bool(correct_bias)
         self._workspace = Workspace()
@@ -76,8 +76,6 @@ class AdamW(Optimizer):
     def create_state(self, index, weight):
         xp = array_module(weight)
         return xp.zeros_like(weight), xp.zeros_like(weight)
-
-
 
     def _eta(self, lr, t):
         if not self.correct_bias:
@@ -89,26 +87,6 @@ class AdamW(Optimizer):
         """adamw_update does nothing when rescale_grad is 0 or not finite."""
         return not math.isfinite(rescale_grad) or rescale_grad == 0
 
-    def update(self, index, weight, grad, state, rescale_grad=None):
-        self._update_count(index)
-        t = self._index_update_count[index]
-        eta = self._eta(self._get_lr(index), t)
-        wd = self._get_wd(index)
-        rescale_grad = self.grad_rescale(rescale_grad)
-        if self._skipped(rescale_grad):
-            return
-        eta, wd, beta1, beta2, eps, rescale = scalars(
-            weight.dtype, eta, wd, self.beta1, self.beta2, self.epsilon, rescale_grad)
-        xp = array_module(weight)
-        mean, var = state
-        g = rescale * grad
-        if self.clipping:
-            clip = weight.dtype.type(self.clip_gradient)
-            g = xp.clip(g, -clip, clip)
-        mean[...] = beta1 * mean + (1 - beta1) * g
-        var[...] = beta2 * var + (1 - beta2) * xp.square(g)
-        weight[...] = weight - eta * (mean / (xp.sqrt(var) + eps) + wd * weight)
-
     def fused_step(self, weight, grad, state, lr, wd, count, segments, rescale_grad):
         if self._skipped(rescale_grad):
             return
@@ -116,31 +94,22 @@ class AdamW(Optimizer):
             weight.dtype, self._eta(lr, count), wd, self.beta1, self.beta2, self.epsilon,
             rescale_grad)
         one = weight.dtype.type(1)
-        xp = array_module(weight)
         clip = weight.dtype.type(self.clip_gradient) if self.clipping else None
         mean, var = state
         if jit.usable(_adamw_kernel, weight, grad, mean, var):
             jit.launch(_adamw_kernel, weight.size, weight, grad, mean, var, eta, wd, beta1, beta2,
                        eps, rescale, clip if clip is not None else one, clip is not None)
             return
+        xp = array_module(weight)
         a, b = self._workspace.get(weight, 2)
         for n, (w, gr, m, v) in chunks(weight, grad, mean, var):
-            g, t = a[:n], b[:n]
-            xp.multiply(gr, rescale, out=g)
-            if clip is not None:
-                xp.clip(g, -clip, clip, out=g)
-            m *= beta1
-            xp.multiply(g, one - beta1, out=t)
-            m += t
-            v *= beta2
-            xp.square(g, out=t)
-            t *= one - beta2
-            v += t
+            g, t = rescaled(xp, a[:n], gr, rescale, clip), b[:n]
+            average_into(xp, m, g, beta1, one - beta1, t)
+            mean_square_into(xp, v, g, beta2, one - beta2, t)
             xp.sqrt(v, out=t)
             t += eps
             xp.divide(m, t, out=g)
             if wd:
-                xp.multiply(w, wd, out=t)
-                g += t
+                g += xp.multiply(w, wd, out=t)
             g *= eta
             w -= g

@@ -49,6 +49,25 @@ def decayed(xp, out, tmp, grad, weight, rescale, wd, clip):
     return out
 
 
+def decayed_always(xp, out, tmp, grad, weight, rescale, wd, clip):
+    """:func:`decayed` with ``weight * wd`` added even when ``wd`` is 0, as the compiled
+    :func:`.scalar_ops.decayed` adds it: an inf or NaN weight then spoils its own gradient
+    (``inf * 0`` is NaN) and ``-0 + 0`` gives ``+0`` (the rule of RMSProp, FTML, Adamax and
+    Nadam, whose kernels always add the product)."""
+    xp.multiply(grad, rescale, out=out)
+    out += xp.multiply(weight, wd, out=tmp)
+    return out if clip is None else mx_clip(xp, out, clip, out=out)
+
+
+def mean_square_into(xp, average, value, beta, one_minus_beta, tmp):
+    """``average = average * beta + (value * value) * one_minus_beta``, in place: the square
+    first, unlike :func:`square_average_into` (MXNet's AdamW, FTML and RMSProp kernels)."""
+    average *= beta
+    xp.multiply(value, value, out=tmp)
+    tmp *= one_minus_beta
+    average += tmp
+
+
 def average_into(xp, average, value, beta, one_minus_beta, tmp):
     """The moving average ``average = average * beta + value * one_minus_beta``, in place."""
     average *= beta

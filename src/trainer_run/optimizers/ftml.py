@@ -23,22 +23,21 @@ from .. import jit
 from ..backend import array_module
 from ..errors import check, check_number
 from ..jit import prange
-from .optimizer import Optimizer, register, scalars
+from .array_ops import average_into, decayed_always, mean_square_into
+from .optimizer import Optimizer, below_one, register, scalars
+from .scalar_ops import average as average_one
+from .scalar_ops import decayed as decayed_one
+from .scalar_ops import mean_square as mean_square_one
 from .workspace import Workspace, chunks
 
 
 def _ftml_loop(w, g, d, v, z, wd, beta1, one_minus_beta1, beta2, one_minus_beta2, eps, rescale,
                d_scale, v_div, clip, clipping):
     for i in prange(w.size):
-        gi = rescale * g[i] + wd * w[i]
-        if clipping:
-            if gi > clip:
-                gi = clip
-            elif gi < -clip:
-                gi = -clip
-        vi = beta2 * v[i] + one_minus_beta2 * (gi * gi)
+        gi = decayed_one(g[i], w[i], rescale, wd, clip, clipping)
+        vi = mean_square_one(v[i], gi, beta2, one_minus_beta2)
         d_t = d_scale * (numpy.sqrt(vi / v_div) + eps)
-        zi = beta1 * z[i] + one_minus_beta1 * gi - (d_t - beta1 * d[i]) * w[i]
+        zi = average_one(z[i], gi, beta1, one_minus_beta1) - (d_t - beta1 * d[i]) * w[i]
         v[i] = vi
         z[i] = zi
         d[i] = d_t
@@ -48,6 +47,26 @@ def _ftml_loop(w, g, d, v, z, wd, beta1, one_minus_beta1, beta2, one_minus_beta2
 _ftml_kernel = jit.kernel(_ftml_loop)
 
 
+def _ftml_arrays(xp, workspace, weight, grad, d, v, z, wd, beta1, one_minus_beta1, beta2,
+                 one_minus_beta2, eps, rescale, d_scale, v_div, clip):
+    """:func:`_ftml_loop` on arrays, chunk by chunk, with scratch from ``workspace``
+    (``clip``: a bound or None)."""
+    a, b = workspace.get(weight, 2)
+    for n, (w, gr, dd, vv, zz) in chunks(weight, grad, d, v, z):
+        g, t = decayed_always(xp, a[:n], b[:n], gr, w, rescale, wd, clip), b[:n]
+        mean_square_into(xp, vv, g, beta2, one_minus_beta2, t)
+        xp.sqrt(xp.divide(vv, v_div, out=t), out=t)
+        t += eps
+        t *= d_scale                # d_t
+        average_into(xp, zz, g, beta1, one_minus_beta1, g)
+        dd *= beta1
+        xp.subtract(t, dd, out=dd)  # d_t - beta1 * d
+        dd *= w
+        zz -= dd
+        dd[...] = t
+        xp.negative(xp.divide(zz, t, out=w), out=w)
+
+
 @register
 class FTML(Optimizer):
     """FTML; see the module docstring for the update rule."""
@@ -55,12 +74,8 @@ class FTML(Optimizer):
     def __init__(self, beta1=0.6, beta2=0.999, epsilon=1e-8, **kwargs):
         super().__init__(**kwargs)
         check(self.lr > 0, f"learning_rate must be > 0, got {self.lr!r} (d_t divides by it)")
-        self.beta1 = check_number("beta1", beta1, low=0, high=1)
-        check(self.beta1 < 1, f"beta1 must be < 1, got {beta1!r} (d_t would be 0 and the weight "
-              "-z / d_t)")
-        self.beta2 = check_number("beta2", beta2, low=0, high=1)
-        check(self.beta2 < 1, f"beta2 must be < 1, got {beta2!r} (v / (1 - beta2**t) would be "
-              "0 / 0)")
+        self.beta1 = below_one("beta1", beta1, "d_t would be 0 and the weight -z / d_t")
+        self.beta2 = below_one("beta2", beta2, "v / (1 - beta2**t) would be 0 / 0")
         self.epsilon = check_number("epsilon", epsilon, low=0)
         self._workspace = Workspace()
 
@@ -69,66 +84,20 @@ class FTML(Optimizer):
         return xp.zeros_like(weight), xp.zeros_like(weight), xp.zeros_like(weight)  # d, v, z
 
     def _scalars(self, dtype, lr, wd, t, rescale_grad):
-        """The kernel's scalars in ``dtype``, with ``(1 - beta1**t) / lr`` and ``1 - beta2**t``
-        computed in ``dtype`` as the kernel computes them."""
+        """The loops' scalars in ``dtype`` (from ``wd`` to ``v_div``), with
+        ``d_scale = (1 - beta1**t) / lr`` and ``v_div = 1 - beta2**t`` computed in ``dtype``
+        as the kernel computes them."""
         lr, wd, beta1, beta2, eps, rescale, t = scalars(dtype, lr, wd, self.beta1, self.beta2,
                                                         self.epsilon, rescale_grad, t)
         one = dtype.type(1)
-        return (lr, wd, beta1, one - beta1, beta2, one - beta2, eps, rescale,
+        return (wd, beta1, one - beta1, beta2, one - beta2, eps, rescale,
                 (one - beta1**t) / lr, one - beta2**t)
 
-    def update(self, index, weight, grad, state, rescale_grad=None):
-        self._update_count(index)
-        t = self._index_update_count[index]
-        lr, wd, beta1, one_minus_beta1, beta2, one_minus_beta2, eps, rescale, d_scale, v_div = \
-            self._scalars(weight.dtype, self._get_lr(index), self._get_wd(index), t,
-                          self.grad_rescale(rescale_grad))
-        xp = array_module(weight)
-        d, v, z = state
-        g = rescale * grad + wd * weight
-        if self.clipping:
-            clip = weight.dtype.type(self.clip_gradient)
-            g = xp.clip(g, -clip, clip)
-        v[...] = beta2 * v + one_minus_beta2 * (g * g)
-        d_t = d_scale * (xp.sqrt(v / v_div) + eps)
-        z[...] = beta1 * z + one_minus_beta1 * g - (d_t - beta1 * d) * weight
-        d[...] = d_t
-        weight[...] = -z / d_t
-
     def fused_step(self, weight, grad, state, lr, wd, count, segments, rescale_grad):
-        lr, wd, beta1, one_minus_beta1, beta2, one_minus_beta2, eps, rescale, d_scale, v_div = \
-            self._scalars(weight.dtype, lr, wd, count, rescale_grad)
-        xp = array_module(weight)
+        step = self._scalars(weight.dtype, lr, wd, count, rescale_grad)
         clip = weight.dtype.type(self.clip_gradient) if self.clipping else None
-        d, v, z = state
-        if jit.usable(_ftml_kernel, weight, grad, d, v, z):
-            jit.launch(_ftml_kernel, weight.size, weight, grad, d, v, z, wd, beta1, one_minus_beta1,
-                       beta2, one_minus_beta2, eps, rescale, d_scale, v_div,
-                       clip if clip is not None else eps, clip is not None)
+        if jit.usable(_ftml_kernel, weight, grad, *state):
+            jit.launch(_ftml_kernel, weight.size, weight, grad, *state, *step,
+                       clip if clip is not None else weight.dtype.type(0), clip is not None)
             return
-        a, b = self._workspace.get(weight, 2)
-        for n, (w, gr, dd, vv, zz) in chunks(weight, grad, d, v, z):
-            g, t = a[:n], b[:n]
-            xp.multiply(gr, rescale, out=g)
-            xp.multiply(w, wd, out=t)
-            g += t
-            if clip is not None:
-                xp.clip(g, -clip, clip, out=g)
-            xp.multiply(g, g, out=t)
-            t *= one_minus_beta2
-            vv *= beta2
-            vv += t
-            xp.divide(vv, v_div, out=t)
-            xp.sqrt(t, out=t)
-            t += eps
-            t *= d_scale                # d_t
-            zz *= beta1
-            g *= one_minus_beta1
-            zz += g
-            dd *= beta1
-            xp.subtract(t, dd, out=dd)  # d_t - beta1 * d
-            dd *= w
-            zz -= dd
-            dd[...] = t
-            xp.divide(zz, t, out=w)
-            xp.negative(w, out=w)
+        _ftml_arrays(array_module(weight), self._workspace, weight, grad, *state, *step, clip)

@@ -25,7 +25,9 @@ from .. import jit
 from ..backend import array_module
 from ..errors import check, check_number
 from ..jit import prange
+from .array_ops import rescaled
 from .optimizer import Optimizer, register, scalars
+from .scalar_ops import rescaled as rescaled_one
 from .workspace import Workspace, chunks
 
 
@@ -33,12 +35,7 @@ def _ftrl_loop(w, g, z, n, lr, wd, lamda1, beta, rescale, clip, clipping):
     one = w.dtype.type(1)
     zero = w.dtype.type(0)
     for i in prange(w.size):
-        gi = g[i] * rescale
-        if clipping:
-            if gi > clip:
-                gi = clip
-            elif gi < -clip:
-                gi = -clip
+        gi = rescaled_one(g[i], rescale, clip, clipping)
         ni = n[i]
         zi = z[i] + (gi - (numpy.sqrt(ni + gi * gi) - numpy.sqrt(ni)) * w[i] / lr)
         ni = ni + gi * gi
@@ -49,6 +46,31 @@ def _ftrl_loop(w, g, z, n, lr, wd, lamda1, beta, rescale, clip, clipping):
 
 
 _ftrl_kernel = jit.kernel(_ftrl_loop)
+
+
+def _ftrl_arrays(xp, workspace, weight, grad, z, n, lr, wd, lamda1, beta, rescale, clip):
+    """:func:`_ftrl_loop` on arrays, chunk by chunk, with scratch from ``workspace``
+    (``clip``: a bound or None)."""
+    a, b, c = workspace.get(weight, 3)
+    for size, (w, gr, zz, nn) in chunks(weight, grad, z, n):
+        g, t, u = rescaled(xp, a[:size], gr, rescale, clip), b[:size], c[:size]
+        xp.multiply(g, g, out=t)
+        xp.sqrt(nn, out=u)          # sqrt(n) before the update
+        nn += t                     # n + g * g, the same sum as inside the square root
+        xp.sqrt(nn, out=t)
+        xp.subtract(t, u, out=u)
+        u *= w
+        u /= lr
+        zz += xp.subtract(g, u, out=u)
+        t += beta                   # t holds sqrt(n) of the updated n
+        t /= lr
+        t += wd
+        xp.sign(zz, out=g)
+        g *= lamda1
+        g -= zz
+        g /= t
+        xp.greater(xp.abs(zz, out=t), lamda1, out=t)
+        xp.multiply(g, t, out=w)
 
 
 @register
@@ -67,54 +89,11 @@ class Ftrl(Optimizer):
         xp = array_module(weight)
         return xp.zeros_like(weight), xp.zeros_like(weight)  # z, n
 
-    def update(self, index, weight, grad, state, rescale_grad=None):
-        self._update_count(index)
-        lr, wd, lamda1, beta, rescale = scalars(weight.dtype, self._get_lr(index),
-                                                self._get_wd(index), self.lamda1, self.beta,
-                                                self.grad_rescale(rescale_grad))
-        xp = array_module(weight)
-        z, n = state
-        g = grad * rescale
-        if self.clipping:
-            clip = weight.dtype.type(self.clip_gradient)
-            g = xp.clip(g, -clip, clip)
-        z += g - (xp.sqrt(n + g * g) - xp.sqrt(n)) * weight / lr
-        n += g * g
-        weight[...] = ((xp.sign(z) * lamda1 - z) / ((beta + xp.sqrt(n)) / lr + wd)
-                       * (xp.abs(z) > lamda1))
-
     def fused_step(self, weight, grad, state, lr, wd, count, segments, rescale_grad):
-        lr, wd, lamda1, beta, rescale = scalars(weight.dtype, lr, wd, self.lamda1, self.beta,
-                                                rescale_grad)
-        xp = array_module(weight)
+        step = scalars(weight.dtype, lr, wd, self.lamda1, self.beta, rescale_grad)
         clip = weight.dtype.type(self.clip_gradient) if self.clipping else None
-        z, n = state
-        if jit.usable(_ftrl_kernel, weight, grad, z, n):
-            jit.launch(_ftrl_kernel, weight.size, weight, grad, z, n, lr, wd, lamda1, beta, rescale,
-                         clip if clip is not None else lr, clip is not None)
+        if jit.usable(_ftrl_kernel, weight, grad, *state):
+            jit.launch(_ftrl_kernel, weight.size, weight, grad, *state, *step,
+                       clip if clip is not None else step[0], clip is not None)
             return
-        a, b, c = self._workspace.get(weight, 3)
-        for size, (w, gr, zz, nn) in chunks(weight, grad, z, n):
-            g, t, u = a[:size], b[:size], c[:size]
-            xp.multiply(gr, rescale, out=g)
-            if clip is not None:
-                xp.clip(g, -clip, clip, out=g)
-            xp.multiply(g, g, out=t)
-            xp.sqrt(nn, out=u)          # sqrt(n) before the update
-            nn += t                     # n + g * g, the same sum as inside the square root
-            xp.sqrt(nn, out=t)
-            xp.subtract(t, u, out=u)
-            u *= w
-            u /= lr
-            xp.subtract(g, u, out=u)
-            zz += u
-            t += beta                   # t holds sqrt(n) of the updated n
-            t /= lr
-            t += wd
-            xp.sign(zz, out=g)
-            g *= lamda1
-            g -= zz
-            g /= t
-            xp.abs(zz, out=t)
-            xp.greater(t, lamda1, out=t)
-            xp.multiply(g, t, out=w)
+        _ftrl_arrays(array_module(weight), self._workspace, weight, grad, *state, *step, clip)

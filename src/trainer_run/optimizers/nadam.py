@@ -15,12 +15,13 @@ Per update ``t`` of an index (its own update count)::
 Source: ``Nadam.update`` in ``mxnet/optimizer/optimizer.py`` (1.x). The scalar factors are
 computed in double precision and cast to the weight's dtype, as NDArray scalar operators
 do. Clipping follows the Python code (``clip_gradient is not None``; see
-:func:`.adagrad.ndarray_clip`).
+:func:`.array_ops.mx_clip`).
 
 ``m_schedule`` is kept once per optimizer, as MXNet does, and advances at every update of
 any index, so its value depends on the order of the updates. :meth:`Nadam.fused_step`
 therefore walks the group's parameters (``segments``) in order and advances the schedule
-once per parameter, exactly as calling :meth:`Nadam.update` per index in that order would.
+once per parameter, exactly as updating each index in that order (:meth:`.Optimizer.update`)
+would.
 ``m_schedule`` is part of :meth:`Nadam.state_dict`.
 """
 
@@ -30,24 +31,22 @@ import numpy
 
 from .. import jit
 from ..backend import array_module
-from ..errors import check, check_number
+from ..errors import check_number
 from ..jit import prange
-from .array_ops import mx_clip
-from .optimizer import Optimizer, python_clip, register, scalars
+from .array_ops import average_into, decayed_always, square_average_into
+from .optimizer import Optimizer, below_one, python_clip, register, scalars
+from .scalar_ops import average as average_one
+from .scalar_ops import decayed as decayed_one
+from .scalar_ops import square_average as square_average_one
 from .workspace import Workspace, chunks
 
 
 def _nadam_loop(w, g, m, v, lr, wd, beta1, one_minus_beta1, beta2, one_minus_beta2, eps, rescale,
                 grad_div, m_div, v_div, one_minus_momentum, momentum_next, clip, clipping):
     for i in prange(w.size):
-        gi = g[i] * rescale + w[i] * wd
-        if clipping:
-            if gi > clip:
-                gi = clip
-            elif gi < -clip:
-                gi = -clip
-        mi = m[i] * beta1 + one_minus_beta1 * gi
-        vi = v[i] * beta2 + one_minus_beta2 * gi * gi
+        gi = decayed_one(g[i], w[i], rescale, wd, clip, clipping)
+        mi = average_one(m[i], gi, beta1, one_minus_beta1)
+        vi = square_average_one(v[i], gi, beta2, one_minus_beta2)
         m[i] = mi
         v[i] = vi
         m_bar = one_minus_momentum * (gi / grad_div) + momentum_next * (mi / m_div)
@@ -55,6 +54,28 @@ def _nadam_loop(w, g, m, v, lr, wd, beta1, one_minus_beta1, beta2, one_minus_bet
 
 
 _nadam_kernel = jit.kernel(_nadam_loop)
+
+
+def _nadam_arrays(xp, workspace, weight, grad, m, v, lr, wd, beta1, one_minus_beta1, beta2,
+                  one_minus_beta2, eps, rescale, grad_div, m_div, v_div, one_minus_momentum,
+                  momentum_next, clip):
+    """:func:`_nadam_loop` on arrays, chunk by chunk, with scratch from ``workspace``
+    (``clip``: a bound or None)."""
+    a, b = workspace.get(weight, 2)
+    for n, (w, gr, mm, vv) in chunks(weight, grad, m, v):
+        g, t = decayed_always(xp, a[:n], b[:n], gr, w, rescale, wd, clip), b[:n]
+        average_into(xp, mm, g, beta1, one_minus_beta1, t)
+        square_average_into(xp, vv, g, beta2, one_minus_beta2, t)
+        g /= grad_div
+        g *= one_minus_momentum
+        xp.divide(mm, m_div, out=t)
+        t *= momentum_next
+        g += t                          # m_bar
+        g *= lr
+        xp.sqrt(xp.divide(vv, v_div, out=t), out=t)
+        t += eps
+        g /= t
+        w -= g
 
 
 @register
@@ -67,9 +88,7 @@ class Nadam(Optimizer):
                  schedule_decay=0.004, **kwargs):
         super().__init__(learning_rate=learning_rate, **kwargs)
         self.beta1 = check_number("beta1", beta1, low=0, high=1)
-        self.beta2 = check_number("beta2", beta2, low=0, high=1)
-        check(self.beta2 < 1, f"beta2 must be < 1, got {beta2!r} (v / (1 - beta2**t) would be "
-              "0 / 0)")
+        self.beta2 = below_one("beta2", beta2, "v / (1 - beta2**t) would be 0 / 0")
         self.epsilon = check_number("epsilon", epsilon, low=0)
         self.schedule_decay = check_number("schedule_decay", schedule_decay, low=0)
         self.m_schedule = 1.0
@@ -89,71 +108,18 @@ class Nadam(Optimizer):
                        self.epsilon, rescale_grad, 1.0 - self.m_schedule,
                        1.0 - m_schedule_next, 1.0 - self.beta2**t, 1.0 - momentum_t, momentum_t_1)
 
-    def update(self, index, weight, grad, state, rescale_grad=None):
-        self._update_count(index)
-        t = self._index_update_count[index]
-        (lr, wd, beta1, one_minus_beta1, beta2, one_minus_beta2, eps, rescale, grad_div, m_div,
-         v_div, one_minus_momentum, momentum_next) = self._advance_schedule(
-            weight.dtype, self._get_lr(index), self._get_wd(index), t, self.grad_rescale(rescale_grad))
-        xp = array_module(weight)
-        g = grad * rescale + wd * weight
-        clipping, clip = python_clip(self, weight.dtype)
-        if clipping:
-            g = mx_clip(xp, g, clip)
-        m, v = state
-        m *= beta1
-        m += one_minus_beta1 * g
-        v *= beta2
-        v += one_minus_beta2 * g * g
-        grad_prime = g / grad_div
-        m_prime = m / m_div
-        v_prime = v / v_div
-        m_bar = one_minus_momentum * grad_prime + momentum_next * m_prime
-        weight -= lr * m_bar / (xp.sqrt(v_prime) + eps)
-
     def fused_step(self, weight, grad, state, lr, wd, count, segments, rescale_grad):
-        xp = array_module(weight)
-        clipping, clip = python_clip(self, weight.dtype)
-        mean, var = state
-        use_jit = jit.usable(_nadam_kernel, weight, grad, mean, var)
-        if not use_jit:
-            a, b = self._workspace.get(weight, 2)
+        clip = python_clip(self, weight.dtype)[1]
+        compiled = jit.usable(_nadam_kernel, weight, grad, *state)
         with jit.batch():                       # segments' kernels run spread over the cores
-            for s in segments:                      # one schedule step per parameter, in order
-                (lr_, wd_, beta1, one_minus_beta1, beta2, one_minus_beta2, eps, rescale, grad_div,
-                 m_div, v_div, one_minus_momentum, momentum_next) = self._advance_schedule(
-                    weight.dtype, lr, wd, count, rescale_grad)
-                if use_jit:
-                    jit.launch(_nadam_kernel, weight[s].size, weight[s], grad[s], mean[s], var[s], lr_,
-                               wd_, beta1, one_minus_beta1, beta2, one_minus_beta2, eps, rescale,
-                               grad_div, m_div, v_div, one_minus_momentum, momentum_next,
-                               clip if clipping else lr_, clipping)
-                    continue
-                for n, (w, gr, m, v) in chunks(weight[s], grad[s], mean[s], var[s]):
-                    g, t = a[:n], b[:n]
-                    xp.multiply(gr, rescale, out=g)
-                    xp.multiply(w, wd_, out=t)
-                    g += t
-                    if clipping:
-                        mx_clip(xp, g, clip, out=g)
-                    m *= beta1
-                    xp.multiply(g, one_minus_beta1, out=t)
-                    m += t
-                    v *= beta2
-                    xp.multiply(g, one_minus_beta2, out=t)
-                    t *= g
-                    v += t
-                    g /= grad_div
-                    g *= one_minus_momentum
-                    xp.divide(m, m_div, out=t)
-                    t *= momentum_next
-                    g += t                          # m_bar
-                    g *= lr_
-                    xp.divide(v, v_div, out=t)
-                    xp.sqrt(t, out=t)
-                    t += eps
-                    g /= t
-                    w -= g
+            for s in segments:                  # one schedule step per parameter, in order
+                step = self._advance_schedule(weight.dtype, lr, wd, count, rescale_grad)
+                arrays = (weight[s], grad[s], *(x[s] for x in state))
+                if compiled:
+                    jit.launch(_nadam_kernel, arrays[0].size, *arrays, *step,
+                               clip if clip is not None else step[0], clip is not None)
+                else:
+                    _nadam_arrays(array_module(weight), self._workspace, *arrays, *step, clip)
 
     # -- state ----------------------------------------------------------------------------
     def state_dict(self) -> dict:

@@ -43,7 +43,7 @@ import warnings
 import numpy
 
 from .. import jit, registry
-from ..errors import ConfigError, check_number
+from ..errors import ConfigError, check, check_number
 
 REGISTRY: dict[str, type] = {}
 """Optimizer classes by lower-case class name (MXNet's rule)."""
@@ -58,6 +58,14 @@ def learning_rate_of(value) -> float:
     """``value`` as a learning rate: a number >= 0 (the rule of :class:`Optimizer` and of
     :meth:`Optimizer.set_learning_rate`)."""
     return check_number("learning_rate", value, low=0)
+
+
+def below_one(name: str, value, why: str) -> float:
+    """``value`` as a decay rate in ``[0, 1)``; the message refusing 1 says ``why`` (what
+    ``name = 1`` would break)."""
+    rate = check_number(name, value, low=0, high=1)
+    check(rate < 1, f"{name} must be < 1, got {value!r} ({why})")
+    return rate
 
 
 def create(name: str, **kwargs) -> "Optimizer":

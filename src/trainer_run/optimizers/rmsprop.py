@@ -30,56 +30,82 @@ from .. import jit
 from ..backend import array_module
 from ..errors import check_number
 from ..jit import prange
+from .array_ops import decayed_always, mean_square_into, mx_clip
 from .optimizer import Optimizer, register, scalars
+from .scalar_ops import decayed as decayed_one
+from .scalar_ops import mean_square as mean_square_one
+from .scalar_ops import mx_clip as mx_clip_one
 from .workspace import Workspace, chunks
 
 
 def _rmsprop_loop(w, g, n, lr, wd, gamma1, one_minus_gamma1, eps, rescale, clip, clipping,
                   clip_w, clipping_w):
     for i in prange(w.size):
-        gi = rescale * g[i] + wd * w[i]
-        if clipping:
-            if gi > clip:
-                gi = clip
-            elif gi < -clip:
-                gi = -clip
-        ni = one_minus_gamma1 * (gi * gi) + gamma1 * n[i]
+        gi = decayed_one(g[i], w[i], rescale, wd, clip, clipping)
+        ni = mean_square_one(n[i], gi, gamma1, one_minus_gamma1)
         n[i] = ni
         wi = w[i] - lr * (gi / numpy.sqrt(ni + eps))
-        if clipping_w:
-            if wi > clip_w:
-                wi = clip_w
-            elif wi < -clip_w:
-                wi = -clip_w
-        w[i] = wi
+        w[i] = mx_clip_one(wi, clip_w) if clipping_w else wi
 
 
 def _rmspropalex_loop(w, g, n, ga, d, lr, wd, gamma1, one_minus_gamma1, gamma2, eps, rescale,
                       clip, clipping, clip_w, clipping_w):
     for i in prange(w.size):
-        gi = rescale * g[i] + wd * w[i]
-        if clipping:
-            if gi > clip:
-                gi = clip
-            elif gi < -clip:
-                gi = -clip
-        ni = one_minus_gamma1 * gi * gi + gamma1 * n[i]
-        gai = one_minus_gamma1 * gi + gamma1 * ga[i]
+        gi = decayed_one(g[i], w[i], rescale, wd, clip, clipping)
+        share = gi * one_minus_gamma1
+        ni = n[i] * gamma1 + share * gi
+        gai = ga[i] * gamma1 + share
         di = gamma2 * d[i] - lr * gi / numpy.sqrt(ni - gai * gai + eps)
         n[i] = ni
         ga[i] = gai
         d[i] = di
         wi = w[i] + di
-        if clipping_w:
-            if wi > clip_w:
-                wi = clip_w
-            elif wi < -clip_w:
-                wi = -clip_w
-        w[i] = wi
+        w[i] = mx_clip_one(wi, clip_w) if clipping_w else wi
 
 
 _rmsprop_kernel = jit.kernel(_rmsprop_loop)
 _rmspropalex_kernel = jit.kernel(_rmspropalex_loop)
+
+
+def _rmsprop_arrays(xp, workspace, weight, grad, n, lr, wd, gamma1, one_minus_gamma1, eps,
+                    rescale, clip, clip_w):
+    """:func:`_rmsprop_loop` on arrays, chunk by chunk, with scratch from ``workspace``
+    (each clip: a bound or None)."""
+    a, b = workspace.get(weight, 2)
+    for size, (w, gr, nn) in chunks(weight, grad, n):
+        g, t = decayed_always(xp, a[:size], b[:size], gr, w, rescale, wd, clip), b[:size]
+        mean_square_into(xp, nn, g, gamma1, one_minus_gamma1, t)
+        xp.sqrt(xp.add(nn, eps, out=t), out=t)
+        xp.divide(g, t, out=t)
+        t *= lr
+        w -= t
+        if clip_w is not None:
+            mx_clip(xp, w, clip_w, out=w)
+
+
+def _rmspropalex_arrays(xp, workspace, weight, grad, n, g_avg, delta, lr, wd, gamma1,
+                        one_minus_gamma1, gamma2, eps, rescale, clip, clip_w):
+    """:func:`_rmspropalex_loop` on arrays, chunk by chunk, with scratch from ``workspace``
+    (each clip: a bound or None)."""
+    a, b, c = workspace.get(weight, 3)
+    for size, (w, gr, nn, ga, d) in chunks(weight, grad, n, g_avg, delta):
+        t, u = b[:size], c[:size]
+        g = decayed_always(xp, a[:size], t, gr, w, rescale, wd, clip)
+        xp.multiply(g, one_minus_gamma1, out=t)     # the share of g, as in the loop
+        nn *= gamma1
+        nn += xp.multiply(t, g, out=u)
+        ga *= gamma1
+        ga += t
+        xp.subtract(nn, xp.multiply(ga, ga, out=u), out=u)
+        u += eps
+        xp.sqrt(u, out=u)
+        xp.multiply(g, lr, out=t)
+        t /= u
+        d *= gamma2
+        d -= t
+        w += d
+        if clip_w is not None:
+            mx_clip(xp, w, clip_w, out=w)
 
 
 @register
@@ -110,96 +136,24 @@ class RMSProp(Optimizer):
         return (xp.zeros_like(weight),)  # n
 
     def _scalars(self, dtype, lr, wd, rescale_grad):
+        """The loops' scalars in ``dtype`` (``lr`` to ``rescale``, ``gamma2`` only when
+        centered) and the bounds of the two clips (None: no clipping)."""
         lr, wd, gamma1, gamma2, eps, rescale = scalars(dtype, lr, wd, self.gamma1, self.gamma2,
                                                        self.epsilon, rescale_grad)
+        centered = (gamma2,) if self.centered else ()
+        step = (lr, wd, gamma1, dtype.type(1) - gamma1, *centered, eps, rescale)
         clip = dtype.type(self.clip_gradient) if self.clipping else None
         clip_w = dtype.type(self.clip_weights) if self.clipping_weights else None
-        return lr, wd, gamma1, gamma2, eps, rescale, clip, clip_w
-
-    def update(self, index, weight, grad, state, rescale_grad=None):
-        self._update_count(index)
-        lr, wd, gamma1, gamma2, eps, rescale, clip, clip_w = self._scalars(
-            weight.dtype, self._get_lr(index), self._get_wd(index), self.grad_rescale(rescale_grad))
-        one = weight.dtype.type(1)
-        xp = array_module(weight)
-        g = rescale * grad + wd * weight
-        if clip is not None:
-            g = xp.clip(g, -clip, clip)
-        if not self.centered:
-            (n,) = state
-            n[...] = (one - gamma1) * (g * g) + gamma1 * n
-            new = weight - lr * (g / xp.sqrt(n + eps))
-        else:
-            n, g_avg, delta = state
-            n[...] = (one - gamma1) * g * g + gamma1 * n
-            g_avg[...] = (one - gamma1) * g + gamma1 * g_avg
-            delta[...] = gamma2 * delta - lr * g / xp.sqrt(n - g_avg * g_avg + eps)
-            new = weight + delta
-        if clip_w is not None:
-            new = xp.clip(new, -clip_w, clip_w)
-        weight[...] = new
+        return step, clip, clip_w
 
     def fused_step(self, weight, grad, state, lr, wd, count, segments, rescale_grad):
-        lr, wd, gamma1, gamma2, eps, rescale, clip, clip_w = self._scalars(weight.dtype, lr, wd, rescale_grad)
-        one = weight.dtype.type(1)
-        xp = array_module(weight)
-        flags = (clip if clip is not None else one, clip is not None,
-                 clip_w if clip_w is not None else one, clip_w is not None)
-        if not self.centered:
-            (n,) = state
-            if jit.usable(_rmsprop_kernel, weight, grad, n):
-                jit.launch(_rmsprop_kernel, weight.size, weight, grad, n, lr, wd, gamma1, one - gamma1,
-                           eps, rescale, *flags)
-                return
-            a, b = self._workspace.get(weight, 2)
-            for size, (w, gr, nn) in chunks(weight, grad, n):
-                g, t = a[:size], b[:size]
-                _clipped_grad(xp, gr, w, rescale, wd, clip, g, t)
-                xp.multiply(g, g, out=t)
-                t *= one - gamma1
-                nn *= gamma1
-                nn += t
-                xp.add(nn, eps, out=t)
-                xp.sqrt(t, out=t)
-                xp.divide(g, t, out=t)
-                t *= lr
-                w -= t
-                if clip_w is not None:
-                    xp.clip(w, -clip_w, clip_w, out=w)
+        step, clip, clip_w = self._scalars(weight.dtype, lr, wd, rescale_grad)
+        kernel, arrays = ((_rmspropalex_kernel, _rmspropalex_arrays) if self.centered
+                          else (_rmsprop_kernel, _rmsprop_arrays))
+        if jit.usable(kernel, weight, grad, *state):
+            one = weight.dtype.type(1)
+            jit.launch(kernel, weight.size, weight, grad, *state, *step,
+                       clip if clip is not None else one, clip is not None,
+                       clip_w if clip_w is not None else one, clip_w is not None)
             return
-        n, g_avg, delta = state
-        if jit.usable(_rmspropalex_kernel, weight, grad, n, g_avg, delta):
-            jit.launch(_rmspropalex_kernel, weight.size, weight, grad, n, g_avg, delta, lr, wd, gamma1,
-                       one - gamma1, gamma2, eps, rescale, *flags)
-            return
-        a, b, c = self._workspace.get(weight, 3)
-        for size, (w, gr, nn, ga, d) in chunks(weight, grad, n, g_avg, delta):
-            g, t, u = a[:size], b[:size], c[:size]
-            _clipped_grad(xp, gr, w, rescale, wd, clip, g, t)
-            xp.multiply(g, one - gamma1, out=t)     # (1 - gamma1) * g
-            xp.multiply(t, g, out=u)
-            nn *= gamma1
-            nn += u
-            ga *= gamma1
-            ga += t
-            xp.multiply(ga, ga, out=u)
-            xp.subtract(nn, u, out=u)
-            u += eps
-            xp.sqrt(u, out=u)
-            xp.multiply(g, lr, out=t)
-            t /= u
-            d *= gamma2
-            d -= t
-            w += d
-            if clip_w is not None:
-                xp.clip(w, -clip_w, clip_w, out=w)
-
-
-def _clipped_grad(xp, grad, weight, rescale, wd, clip, out, tmp):
-    """``clip(rescale * grad + wd * weight)`` into ``out`` (``tmp`` is scratch)."""
-    xp.multiply(grad, rescale, out=out)
-    xp.multiply(weight, wd, out=tmp)
-    out += tmp
-    if clip is not None:
-        xp.clip(out, -clip, clip, out=out)
-    return out
+        arrays(array_module(weight), self._workspace, weight, grad, *state, *step, clip, clip_w)

@@ -42,7 +42,25 @@ def _decayed_loop(g, w, rescale, wd, clip, clipping):
     return mx_clip(g, clip) if clipping else g
 
 
+def _average_loop(a, x, beta, one_minus_beta):
+    """``a * beta + x * one_minus_beta`` (:func:`.array_ops.average_into`)."""
+    return a * beta + x * one_minus_beta
+
+
+def _square_average_loop(a, x, beta, one_minus_beta):
+    """``a * beta + (x * one_minus_beta) * x`` (:func:`.array_ops.square_average_into`)."""
+    return a * beta + x * one_minus_beta * x
+
+
+def _mean_square_loop(a, x, beta, one_minus_beta):
+    """``a * beta + (x * x) * one_minus_beta`` (:func:`.array_ops.mean_square_into`)."""
+    return a * beta + (x * x) * one_minus_beta
+
+
 mx_clip = jit.kernel(_mx_clip_loop, parallel=False)
 rescaled = jit.kernel(_rescaled_loop, parallel=False)
 decayed = jit.kernel(_decayed_loop, parallel=False)
+average = jit.kernel(_average_loop, parallel=False)
+square_average = jit.kernel(_square_average_loop, parallel=False)
+mean_square = jit.kernel(_mean_square_loop, parallel=False)
 sign = jit.kernel(_sign_loop, parallel=False)
