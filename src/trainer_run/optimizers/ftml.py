@@ -73,8 +73,8 @@ class FTML(Optimizer):
 
     def __init__(self, beta1=0.6, beta2=0.999, epsilon=1e-8, **kwargs):
         super().__init__(**kwargs)
-        check(self.lr is None or self.lr > 0,
-              f"learning_rate must be > 0, got {self.lr!r} (d_t divides by it)")
+        check(self.starting_rate > 0,
+              f"learning_rate must be > 0, got {self.starting_rate!r} (d_t divides by it)")
         self.beta1 = below_one("beta1", beta1, "d_t would be 0 and the weight -z / d_t")
         self.beta2 = below_one("beta2", beta2, "v / (1 - beta2**t) would be 0 / 0")
         self.epsilon = check_number("epsilon", epsilon, low=0)

@@ -79,8 +79,8 @@ class Ftrl(Optimizer):
 
     def __init__(self, lamda1=0.01, learning_rate=0.1, beta=1, **kwargs):
         super().__init__(learning_rate=learning_rate, **kwargs)
-        check(self.lr is None or self.lr > 0,
-              f"learning_rate must be > 0, got {self.lr!r} (z and the weight divide by it)")
+        check(self.starting_rate > 0,
+              f"learning_rate must be > 0, got {self.starting_rate!r} (z and the weight divide by it)")
         self.lamda1 = check_number("lamda1", lamda1, low=0)
         self.beta = check_number("beta", beta, low=0)
         self._workspace = Workspace()

@@ -113,6 +113,12 @@ class Optimizer:
             return self.lr_scheduler(self.num_update)
         return self.lr
 
+    @property
+    def starting_rate(self) -> float:
+        """The rate training starts from: ``learning_rate``, or the scheduler's ``base_lr``
+        when it owns the rate."""
+        return self.lr if self.lr is not None else self.lr_scheduler.base_lr
+
     def set_learning_rate(self, lr: float) -> None:
         """Sets the learning rate; refused (UserWarning raised) when a scheduler is set."""
         if self.lr_scheduler is not None:
