@@ -234,7 +234,7 @@ def _show(result: dict) -> None:
 
 def _write(run_dir: Path, result: dict) -> Path:
     """``<run>/eval/<time>.json`` (a new name each second; never an existing file)."""
-    from trainer_run import files, strict_json
+    from trainer_run.storage import files, strict_json
 
     folder = Path(run_dir) / "eval"
     stamp = datetime.now().strftime("%Y-%m-%d_%H-%M-%S")

@@ -90,7 +90,7 @@ def run(options: argparse.Namespace) -> int:
     results.show(rows, console)
     try:
         if options.csv:
-            from trainer_run.files import write_atomic
+            from trainer_run.storage.files import write_atomic
 
             write_atomic(options.csv, results.csv_text(rows))
             console.print(f"csv: {options.csv}", highlight=False, soft_wrap=True)

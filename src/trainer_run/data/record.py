@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy
 
-from .. import files, strict_json
+from ..storage import files, strict_json
 from .datasets import Data
 
 FILES = ("data.json", "normalization.npz")

@@ -45,7 +45,7 @@ import numpy
 
 from ..backend import array_module
 from ..optimizers import get_updater
-from ..states import check_state, map_state
+from ..storage.states import check_state, map_state
 from . import state_files
 from .compression import GradientCompression
 from .placement import HOST, copy_into, empty_on, on_device, place_of
@@ -196,7 +196,7 @@ class KVStore:
 
     def save_optimizer_states(self, fname, dump_optimizer: bool = False) -> None:
         """Writes :meth:`get_optimizer_states` to ``fname``, replacing it atomically
-        (:func:`trainer_run.files.write_atomic`: a refused write raises StorageError naming
+        (:func:`trainer_run.storage.files.write_atomic`: a refused write raises StorageError naming
         the file and leaves it as it was)."""
         state_files.write(fname, self.get_optimizer_states(dump_optimizer))
 

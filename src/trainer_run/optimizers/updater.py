@@ -22,8 +22,8 @@ from typing import Any
 import numpy
 
 from .. import jit
-from ..background_write import host_copy
-from ..states import check_state, flatten, map_state, state_leaves, unflatten
+from ..storage.background_write import host_copy
+from ..storage.states import check_state, flatten, map_state, state_leaves, unflatten
 from .optimizer import Optimizer, index_key
 
 
