@@ -5,7 +5,7 @@
   20 and with none but the last, alternating ``--rounds`` times (the machine may be shared).
   Each run's speed is ``summary.json``'s ``samples_per_s`` (training time alone). Target: with
   checkpoints at least 0.95x without.
-- Write: :func:`trainer_run.checkpoint.save` of that state's arrays (the peer: ``numpy.savez``
+- Write: :func:`trainer_run.storage.checkpoint.save` of that state's arrays (the peer: ``numpy.savez``
   of the same arrays to one file followed by ``fsync``; the bound: the disk's sequential
   write of as many bytes from one buffer, with ``fsync``), the three timed in turn, best of
   ``--writes``. Target: at least 0.8x the peer's speed.
@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy
 
-from trainer_run import checkpoint
+from trainer_run.storage import checkpoint
 
 ARGS = ("dataset=mnist_like", "dataset.size=4000", "model.hidden_sizes=[1000,1000]",
         "dataset.batch_size=100", "optimizer=adam", "trainer.progress=false",

@@ -41,8 +41,8 @@ from peers import torch_python
 from trainer_run import optimizers
 from trainer_run.backend import get_backend
 from trainer_run.data import ArrayDataset, SerialIterator
+from trainer_run.data.input_scaling import Normalized, fit
 from trainer_run.data.mapped import open_npy
-from trainer_run.data.normalization import Normalized, fit
 from trainer_run.models import MLP
 from trainer_run.updaters import StandardUpdater
 

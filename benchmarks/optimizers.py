@@ -37,7 +37,7 @@ from peers import torch_envs, torch_python
 from trainer_run import jit, optimizers
 from trainer_run.jit import prange
 from trainer_run.params import Parameter, ParamStore
-from trainer_run.states import state_leaves
+from trainer_run.storage.states import state_leaves
 
 HERE = Path(__file__).resolve().parent
 SETTINGS = {"sgd": {"momentum": 0.9}, "nag": {"momentum": 0.9}, "lars": {"momentum": 0.9},

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from trainer_run import checkpoint
 from trainer_run.errors import ConfigError
+from trainer_run.storage import checkpoint
 from trainer_run.training import time_limit
 
 from . import argv as args

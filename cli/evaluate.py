@@ -84,7 +84,7 @@ def evaluate(run_dir: Path, overrides: list[str]) -> dict:
     import warnings
 
     from trainer_run import load_model
-    from trainer_run.data import normalization
+    from trainer_run.data import input_scaling
     from trainer_run.data import record as data_record
     from trainer_run.errors import check
     from trainer_run.trained import read_sections
@@ -105,7 +105,7 @@ def evaluate(run_dir: Path, overrides: list[str]) -> dict:
     record = data_record.read(run_dir)
     examples = _split(section, saved.get("seed", 0), record["task"], split)
     _check_fits(examples, record, split)
-    dataset = normalization.Normalized(examples, trained.normalization)
+    dataset = input_scaling.Normalized(examples, trained.normalization)
     return {"run": str(run_dir), "checkpoint": trained.weights.record(), "split": split,
             "dataset": section, "examples": len(dataset),
             "metrics": _measure(trained.model, dataset, section["batch_size"], split)}
@@ -234,7 +234,7 @@ def _show(result: dict) -> None:
 
 def _write(run_dir: Path, result: dict) -> Path:
     """``<run>/eval/<time>.json`` (a new name each second; never an existing file)."""
-    from trainer_run import files, strict_json
+    from trainer_run.storage import files, strict_json
 
     folder = Path(run_dir) / "eval"
     stamp = datetime.now().strftime("%Y-%m-%d_%H-%M-%S")

@@ -25,7 +25,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from trainer_run.yaml_files import read
+from trainer_run.storage.yaml_files import read
 
 from . import argv as args
 from .options import (

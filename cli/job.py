@@ -25,10 +25,11 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from trainer_run import checkpoint, files, memory, module, run_directory, trust, weights
+from trainer_run import memory, module, run_directory, trust, weights
 from trainer_run.data import record as data_record
 from trainer_run.errors import ConfigError, Diverged, RunStopped, StorageError, check
 from trainer_run.kvstore import mpi_job
+from trainer_run.storage import checkpoint, files
 from trainer_run.training import Trainer
 from trainer_run.training.parameter_server import ParameterServer
 from trainer_run.updaters import saved as saved_state

@@ -2,7 +2,7 @@
 
 It reads run folders and sweep folders (:func:`results.collect`), prints the same ranked
 table as the end of a sweep (:func:`results.show`, fitted to the terminal's width) on stdout,
-and writes a PNG of each run's objective curve (:mod:`trainer_run.results.plot`; runs that
+and writes a PNG of each run's objective curve (:mod:`trainer_run.results.comparison_plot`; runs that
 differ only by seed as one line, their mean, with a band) and, with ``--csv``, the table as
 CSV. Everything
 is read and checked before anything is written: a folder that is neither a run nor a sweep,
@@ -90,7 +90,7 @@ def run(options: argparse.Namespace) -> int:
     results.show(rows, console)
     try:
         if options.csv:
-            from trainer_run.files import write_atomic
+            from trainer_run.storage.files import write_atomic
 
             write_atomic(options.csv, results.csv_text(rows))
             console.print(f"csv: {options.csv}", highlight=False, soft_wrap=True)
@@ -116,7 +116,7 @@ def _plot(curves, name, mode, target: Path, console, asked: bool) -> None:
     """Draws the curves into ``target``. When the file was not ``asked`` for (the default
     place, in the folder read) and the disk refuses it, the table stands: a warning says so."""
     from trainer_run.errors import StorageError
-    from trainer_run.results import plot
+    from trainer_run.results import comparison_plot
 
     from .report import warn
 
@@ -124,7 +124,7 @@ def _plot(curves, name, mode, target: Path, console, asked: bool) -> None:
         warn(f"no plot: no run logged {name or 'an objective'} in its metrics.jsonl yet")
         return
     try:
-        plot.draw(curves, name, mode, target)
+        comparison_plot.draw(curves, name, mode, target)
     except ImportError:
         warn(f"no plot: the comparison plot needs matplotlib ({EXTRA})")
         return

@@ -30,9 +30,10 @@ from typing import Callable
 import yaml
 from omegaconf import DictConfig, OmegaConf
 
-from trainer_run import checkpoint, run_directory, trust, yaml_files
+from trainer_run import run_directory, trust
 from trainer_run.config_upgrade import upgrade
 from trainer_run.errors import ConfigError
+from trainer_run.storage import checkpoint, yaml_files
 from trainer_run.updaters import saved as saved_state
 
 from . import argv as args

@@ -30,9 +30,10 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
-from trainer_run import checkpoint, files, run_directory, strict_json
+from trainer_run import run_directory
 from trainer_run.data import record as data_record
 from trainer_run.errors import ConfigError, Diverged
+from trainer_run.storage import checkpoint, files, strict_json
 from trainer_run.training import Trainer
 
 from .report import fail_line, inform, warn

@@ -15,7 +15,8 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from trainer_run import files, trust
+from trainer_run import trust
+from trainer_run.storage import files
 
 RECORD = "multirun.yaml"
 MARK = "multirun.sig"

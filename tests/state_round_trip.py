@@ -10,9 +10,9 @@ import json
 
 import numpy as np
 
-from trainer_run.checkpoint import flatten, unflatten
 from trainer_run.optimizers import get_updater
 from trainer_run.params import Parameter, ParamStore
+from trainer_run.storage.checkpoint import flatten, unflatten
 
 
 def through_disk(tree):

@@ -18,8 +18,9 @@ import pytest
 from helpers import load_npz, run_cli
 
 import trainer_run
-from trainer_run import checkpoint, weights
+from trainer_run import weights
 from trainer_run.errors import ConfigError
+from trainer_run.storage import checkpoint
 
 QUIET = ("trainer.progress=false",)
 TRAIN = ("dataset=npz", "dataset.path=train.npz", "dataset.test_path=test.npz",

@@ -8,10 +8,10 @@ import threading
 import numpy
 import pytest
 
-from trainer_run.background_write import BackgroundWrite, frozen, host_copy
 from trainer_run.optimizers import create, get_updater
 from trainer_run.params import Parameter, ParamStore
-from trainer_run.states import state_leaves
+from trainer_run.storage.background_write import BackgroundWrite, frozen, host_copy
+from trainer_run.storage.states import state_leaves
 
 
 def test_writes_run_in_order_and_never_overlap():

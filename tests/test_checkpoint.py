@@ -6,8 +6,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from trainer_run import checkpoint, run_directory
+from trainer_run import run_directory
 from trainer_run.errors import ConfigError
+from trainer_run.storage import checkpoint
 
 
 def _state(i):

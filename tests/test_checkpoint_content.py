@@ -11,7 +11,7 @@ import numpy
 import pytest
 from helpers import load_npz, run_cli
 
-from trainer_run import checkpoint
+from trainer_run.storage import checkpoint
 from trainer_run.updaters import saved
 
 QUIET = "trainer.progress=false"

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from helpers import run_cli
 
-from trainer_run import checkpoint
 from trainer_run.errors import ConfigError
+from trainer_run.storage import checkpoint
 
 
 def _state(i: int) -> dict:

@@ -12,7 +12,7 @@ import zlib
 import numpy as np
 import pytest
 
-from trainer_run import checkpoint, checksums, npz
+from trainer_run.storage import checkpoint, checksums, npz
 
 ARRAYS = {
     "params/l1/W": np.arange(12, dtype=np.float32).reshape(3, 4),

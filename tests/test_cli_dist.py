@@ -17,7 +17,7 @@ import pytest
 from helpers import load_npz, read_jsonl, run_cli
 from test_kvstore_dist import SCRIPTS, mpiexec, run  # noqa: F401  (mpiexec is a fixture)
 
-from trainer_run import checkpoint
+from trainer_run.storage import checkpoint
 
 COMMON = ("optimizer=sgd", "optimizer.momentum=0.9", "trainer.progress=false", "trainer.log_interval=10",
           "trainer.eval_interval=10", "trainer.checkpoint_interval=10")

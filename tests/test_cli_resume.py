@@ -254,7 +254,7 @@ def test_a_checkpoint_from_before_a_new_key_resumes_with_its_default():
 def test_loggers_saved_before_they_named_a_target_resume_with_ours(tmp_path, base_run):
     """``logger: {jsonl: {}, csv: {delimiter: ","}}`` (a run saved before loggers had
     ``_target_``): each gets our option's target, and the log goes on without a gap."""
-    from trainer_run import checkpoint
+    from trainer_run.storage import checkpoint
 
     run = _copy(base_run, tmp_path)
     found = checkpoint.find(run / "checkpoints" / "iter_00000010")

@@ -1,7 +1,7 @@
-"""trainer-report's comparison.png (results/curves.py, results/plot.py): runs that differ only by
-seed are one line, their mean, with a band from their lowest to their highest value and "n
-seeds" in the legend; the legend is whole, inside the axes when short, else beside them with
-the figure widened and made taller to hold it."""
+"""trainer-report's comparison.png (results/curves.py, results/comparison_plot.py): runs that
+differ only by seed are one line, their mean, with a band from their lowest to their highest
+value and "n seeds" in the legend; the legend is whole, inside the axes when short, else
+beside them with the figure widened and made taller to hold it."""
 
 from __future__ import annotations
 
@@ -56,17 +56,17 @@ def test_without_seed_groups_each_run_is_its_own_line_and_seeds_alone_make_one()
 
 
 def test_the_title_says_what_a_line_and_a_band_are():
-    from trainer_run.results import plot
+    from trainer_run.results import comparison_plot
 
     single = [Curve("x", [10], [1.0])]
     grouped = [Curve("x (2 seeds)", [10], [1.0], low=[0.5], high=[1.5], seeds=2)]
-    assert plot.title("val/loss", "min", single) == "val/loss (min); dots: each line's best"
-    assert plot.title("val/loss", "min", grouped) == (
+    assert comparison_plot.title("val/loss", "min", single) == "val/loss (min); dots: each line's best"
+    assert comparison_plot.title("val/loss", "min", grouped) == (
         "val/loss (min); dots: each line's best\nline: mean over the seeds; band: their lowest to highest")
-    assert plot.wrapped("learning_rate=0.01238 wd=6.023e-05 batch_size=32") == (
+    assert comparison_plot.wrapped("learning_rate=0.01238 wd=6.023e-05 batch_size=32") == (
         "learning_rate=0.01238 wd=6.023e-05\nbatch_size=32")
-    assert plot.legend_inside(["a"] * 8) and not plot.legend_inside(["a"] * 9)
-    assert not plot.legend_inside(["x" * 41])
+    assert comparison_plot.legend_inside(["a"] * 8) and not comparison_plot.legend_inside(["a"] * 9)
+    assert not comparison_plot.legend_inside(["x" * 41])
 
 
 def _inside(inner, outer) -> bool:
@@ -78,22 +78,24 @@ def _inside(inner, outer) -> bool:
                                           (30, "learning_rate=0.0{} wd=0.000{} batch_size=128")])
 def test_the_legend_is_whole_inside_the_figure(count, label):
     pytest.importorskip("matplotlib")
-    from trainer_run.results import plot
+    from trainer_run.results import comparison_plot
 
     made = [Curve(label.format(i, i), [10, 20], [1.0 / (i + 1), 0.5 / (i + 1)]) for i in range(count)]
-    figure = plot.figure(made, "val/loss", "min")
+    figure = comparison_plot.figure(made, "val/loss", "min")
     renderer = figure.canvas.get_renderer()
     axes = figure.axes[0]
     legend = axes.get_legend()
     assert len(legend.get_texts()) == count
     assert _inside(legend.get_window_extent(renderer), figure.bbox)
     axes_inches = axes.get_position().width * figure.get_figwidth()
-    assert axes_inches == pytest.approx(plot.SIZE[0] - plot.MARGINS["left"] - plot.MARGINS["right"])
+    assert axes_inches == pytest.approx(comparison_plot.SIZE[0] - comparison_plot.MARGINS["left"]
+                                        - comparison_plot.MARGINS["right"])
     if count == 3:  # short: inside the axes, the figure at its size
-        assert tuple(figure.get_size_inches()) == plot.SIZE
+        assert tuple(figure.get_size_inches()) == comparison_plot.SIZE
         assert _inside(legend.get_window_extent(renderer), axes.get_window_extent(renderer))
     else:  # beside the axes: wider, and taller for 30 two-line entries
-        assert figure.get_figwidth() > plot.SIZE[0] and figure.get_figheight() > plot.SIZE[1]
+        width, height = comparison_plot.SIZE
+        assert figure.get_figwidth() > width and figure.get_figheight() > height
         assert legend.get_window_extent(renderer).x0 > axes.get_window_extent(renderer).x1
 
 
@@ -115,10 +117,10 @@ def test_trainer_report_draws_a_seed_sweep_as_means(tmp_path, monkeypatch):
             json.dumps({"iteration": 10 * (i + 1), "val/loss": v}) + "\n" for i, v in enumerate(values)))
     (sweep / "multirun.yaml").write_text("hydra: {}\n")
     from trainer_run.cli import report_command
-    from trainer_run.results import plot
+    from trainer_run.results import comparison_plot
 
     drawn = []
-    monkeypatch.setattr(plot, "draw", lambda made, *args: drawn.append(made))
+    monkeypatch.setattr(comparison_plot, "draw", lambda made, *args: drawn.append(made))
     with pytest.raises(SystemExit) as ended:
         report_command.main([str(sweep)])
     assert ended.value.code == 0

@@ -13,10 +13,11 @@ import pytest
 import yaml
 from helpers import load_npz, read_jsonl, run_cli
 
-from trainer_run import checkpoint, load_model
+from trainer_run import load_model
 from trainer_run.cli.options import CONFIGS, option_section
 from trainer_run.config_upgrade import DTYPES, TARGETS, upgrade
 from trainer_run.errors import ConfigError
+from trainer_run.storage import checkpoint
 
 CALLBACKS = {hook: None for hook in ("forward_on_start", "forward_on_finish", "backward_on_start",
                                      "backward_on_finish", "comm_on_start", "comm_on_finish",

@@ -134,7 +134,7 @@ def test_a_user_callback_stops_the_run_where_it_chooses_and_resumes_with_its_sta
     user(folder, f"resume={run}", "callbacks.stop.iteration=23")
     summary = json.loads((run / "summary.json").read_text())
     assert (summary["iteration"], summary["stop_reason"]) == (23, "stopped by StopAt at 23")
-    from trainer_run import checkpoint
+    from trainer_run.storage import checkpoint
 
     state = checkpoint.load(checkpoint.find(run))
     assert state["trainer"]["extensions"]["stop"] == {"calls": 23}

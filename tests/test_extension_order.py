@@ -11,9 +11,9 @@ import numpy as np
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from trainer_run import checkpoint
 from trainer_run.cli.build import build_trainer
 from trainer_run.cli.options import CONFIGS
+from trainer_run.storage import checkpoint
 from trainer_run.training import PRIORITY_EDITOR, PRIORITY_READER, PRIORITY_WRITER
 from trainer_run.training.extensions import (
     EarlyStopping,

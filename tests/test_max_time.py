@@ -13,11 +13,12 @@ import pytest
 from helpers import load_npz, make_synthetic, read_jsonl, run_cli
 from test_updaters import ThreadStore
 
-from trainer_run import checkpoint, optimizers
+from trainer_run import optimizers
 from trainer_run.backend import get_backend
 from trainer_run.data import SerialIterator
 from trainer_run.errors import ConfigError
 from trainer_run.models import MLP
+from trainer_run.storage import checkpoint
 from trainer_run.training import AnyOf, IntervalTrigger, StopTrigger, Trainer
 from trainer_run.training import trainer as trainer_module
 from trainer_run.training.extensions import Evaluator, LogReport, Snapshot, Summary

@@ -13,11 +13,12 @@ import numpy as np
 import pytest
 from helpers import run_cli
 
-from trainer_run import memory, npz
+from trainer_run import memory
 from trainer_run.data import synthetic
 from trainer_run.data.idx import read_idx
 from trainer_run.errors import ConfigError
 from trainer_run.layers import Linear
+from trainer_run.storage import npz
 
 
 def test_available_bytes_reads_memavailable_and_check_fits_refuses_beyond_it(monkeypatch):

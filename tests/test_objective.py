@@ -6,8 +6,8 @@ import math
 import numpy as np
 import pytest
 
-from trainer_run import checkpoint
 from trainer_run.errors import ConfigError
+from trainer_run.storage import checkpoint
 from trainer_run.training.extensions import EarlyStopping, Objective
 
 

@@ -18,8 +18,8 @@ import numpy
 import pytest
 from helpers import load_npz, read_jsonl
 
-from trainer_run import checkpoint
 from trainer_run.errors import ConfigError
+from trainer_run.storage import checkpoint
 from trainer_run.updaters import main_params
 
 QUIET = "trainer.progress=false"

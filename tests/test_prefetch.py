@@ -18,7 +18,7 @@ from trainer_run import kvstore as kvstores
 from trainer_run import optimizers
 from trainer_run.backend import get_backend
 from trainer_run.data import ArrayDataset, SerialIterator, SubDataset
-from trainer_run.data.normalization import Normalized, fit
+from trainer_run.data.input_scaling import Normalized, fit
 from trainer_run.data.prefetch import Prefetcher
 from trainer_run.errors import ConfigError
 from trainer_run.models import MLP

@@ -1,5 +1,5 @@
 """The rules from a loader's arrays to a run's data: task, labels, hold-out split, checks and
-normalization (trainer_run.data.prepare and normalization), against hand computations."""
+normalization (trainer_run.data.prepare and input_scaling), against hand computations."""
 
 import numpy as np
 import pytest
@@ -184,8 +184,8 @@ def test_unit_refuses_float_inputs():
 
 
 def test_standardize_uses_the_training_split_only_in_float64_chunks(monkeypatch):
-    from trainer_run.data import normalization
-    monkeypatch.setattr(normalization, "CHUNK_BYTES", 64)  # many chunks: the merge is exercised
+    from trainer_run.data import input_scaling
+    monkeypatch.setattr(input_scaling, "CHUNK_BYTES", 64)  # many chunks: the merge is exercised
     rng = _rng(1)
     x = (rng.normal(3.0, 2.0, size=(200, 3)) * [1, 10, 0]).astype(np.float32)
     data = prepare((x, np.arange(200) % 2), _rng(), 0.25, normalize="standardize")

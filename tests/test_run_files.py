@@ -13,8 +13,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from trainer_run import checkpoint, files, strict_json
 from trainer_run.errors import StorageError
+from trainer_run.storage import checkpoint, files, strict_json
 from trainer_run.training.extensions import LogReport, Summary
 
 FULL = "No space left on device"

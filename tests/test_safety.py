@@ -19,8 +19,9 @@ import numpy as np
 import pytest
 from helpers import load_npz, read_jsonl, run_cli, run_files
 
-from trainer_run import checkpoint, optimizers
+from trainer_run import optimizers
 from trainer_run.errors import ConfigError
+from trainer_run.storage import checkpoint
 from trainer_run.updaters import main_params
 
 QUIET = "trainer.progress=false"

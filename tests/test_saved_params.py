@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 from test_training import _trainer
 
-from trainer_run import checkpoint
 from trainer_run.backend import get_backend
 from trainer_run.models import MLP
+from trainer_run.storage import checkpoint
 from trainer_run.updaters import load_main_params, main_params
 
 

@@ -25,7 +25,7 @@ from trainer_run.schedulers import (
     create,
 )
 from trainer_run.training import AnyOf, IntervalTrigger, StopTrigger, Trainer
-from trainer_run.training.extensions.plateau import PlateauStep
+from trainer_run.training.extensions.plateau_step import PlateauStep
 from trainer_run.training.trainer import PRIORITY_EDITOR, PRIORITY_READER, PRIORITY_WRITER
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs" / "scheduler"

@@ -14,11 +14,12 @@ from helpers import run_cli
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from trainer_run import checkpoint, optimizers
+from trainer_run import optimizers
 from trainer_run.cli import schema
 from trainer_run.cli.build import build_optimizer, build_trainer
 from trainer_run.cli.options import PRESETS
 from trainer_run.errors import ConfigError
+from trainer_run.storage import checkpoint
 
 ALL_OPTIONS = [(group, option) for group in schema.GROUPS if group not in PRESETS
                for option in schema.OPTIONS[group] if schema.option_section(group, option)]

@@ -16,8 +16,8 @@ from helpers import read_jsonl, run_cli
 
 from trainer_run import results
 from trainer_run.cli import report_command
+from trainer_run.results import comparison_plot
 from trainer_run.results import curves as comparison_curves
-from trainer_run.results import plot as comparison_plot
 
 QUICK = ("trainer.max_iterations=40", "trainer.eval_interval=10", "trainer.log_interval=10",
          "trainer.progress=false")

@@ -6,10 +6,11 @@ import numpy as np
 import pytest
 from helpers import make_synthetic
 
-from trainer_run import checkpoint, optimizers
+from trainer_run import optimizers
 from trainer_run.backend import get_backend
 from trainer_run.data import SerialIterator
 from trainer_run.models import MLP
+from trainer_run.storage import checkpoint
 from trainer_run.training import AnyOf, IntervalTrigger, StopTrigger, Trainer
 from trainer_run.training.extensions import Evaluator, LogReport, Snapshot, Summary
 from trainer_run.updaters import StandardUpdater

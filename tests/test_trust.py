@@ -17,8 +17,9 @@ import pytest
 import yaml
 from test_kvstore_dist import mpiexec  # noqa: F401  (a fixture)
 
-from trainer_run import checkpoint, load_model, trust
+from trainer_run import load_model, trust
 from trainer_run.errors import ConfigError
+from trainer_run.storage import checkpoint
 
 QUICK = ("trainer.max_iterations=6", "trainer.checkpoint_interval=3", "trainer.eval_interval=3",
          "trainer.log_interval=3", "trainer.progress=false", "dataset.size=200")
@@ -99,12 +100,12 @@ def test_named_code_lists_every_foreign_target_and_hook_but_no_builtin():
               "updater": {"callbacks": {"forward_on_start": "mod.hook",
                                         "update_on_finish": ["a.b", {"_target_": "c.d"}],
                                         "backward_on_start": None}},
-              "logger": {"csv": {"_target_": "trainer_run.files.write_atomic"}}}
+              "logger": {"csv": {"_target_": "trainer_run.storage.files.write_atomic"}}}
     assert trust.named_code(config) == [
         "dataset._target_=my.data", "dataset.inner[0]._target_=x.y",
         "updater.callbacks.forward_on_start=mod.hook", "updater.callbacks.update_on_finish[0]=a.b",
         "updater.callbacks.update_on_finish[1]._target_=c.d",
-        "logger.csv._target_=trainer_run.files.write_atomic"]  # ours, but not an option's
+        "logger.csv._target_=trainer_run.storage.files.write_atomic"]  # ours, but not an option's
 
 
 def test_builtins_are_the_targets_of_our_config_files():

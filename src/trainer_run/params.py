@@ -25,7 +25,7 @@ import numpy
 
 from .autograd import Variable
 from .backend import array_module
-from .background_write import host_copy
+from .storage.background_write import host_copy
 
 
 class Parameter(Variable):
@@ -207,7 +207,7 @@ class ParamStore:
 
     def state_dict(self, to_numpy) -> dict:
         """name -> host copy of each parameter's and persistent value (read-only, see
-        :func:`~trainer_run.background_write.host_copy`)."""
+        :func:`~trainer_run.storage.background_write.host_copy`)."""
         values = {**self.params, **self.persistents}
         return {name: host_copy(p.data, to_numpy) for name, p in values.items()}
 

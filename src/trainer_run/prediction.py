@@ -8,7 +8,7 @@
   it could be read as a batch of one image without its channel axis (``(1, H, W)``), as
   PyTorch's layers read an input without a batch axis: its outputs have no batch axis.
 - **Batches.** The examples go through the model ``batch_size`` at a time, each normalized as
-  the run normalized its batches (:func:`trainer_run.data.normalization.transform`) and, as the
+  the run normalized its batches (:func:`trainer_run.data.input_scaling.transform`) and, as the
   run's converter does, floating inputs cast to the run's dtype; so the memory used beyond the
   inputs and the outputs is one batch's (an input array may be memory-mapped).
 - **Mode.** The model runs in evaluation mode (no dropout, batch norm's running statistics;
@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy
 
 from .autograd import as_data, no_grad
-from .data import normalization
+from .data import input_scaling
 from .module import evaluating
 
 
@@ -97,5 +97,5 @@ def _forward(forward, raw: numpy.ndarray, values: dict, dtype: numpy.dtype) -> n
 
 def _inputs(raw: numpy.ndarray, values: dict, dtype: numpy.dtype) -> numpy.ndarray:
     """A batch of raw inputs as the run's converter gave the model its batches."""
-    x = normalization.transform(values, raw)
+    x = input_scaling.transform(values, raw)
     return x.astype(dtype, copy=False) if x.dtype.kind == "f" else numpy.asarray(x)

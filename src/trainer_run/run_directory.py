@@ -31,8 +31,9 @@ from pathlib import Path
 
 import yaml
 
-from . import files, trust, yaml_files
+from . import trust
 from .errors import ConfigError
+from .storage import files, yaml_files
 
 LOCK = ".lock"
 CHECKPOINTS = "checkpoints"

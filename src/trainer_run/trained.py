@@ -1,7 +1,7 @@
 """A trained model back from its run directory (:func:`load_model`, also
 ``trainer_run.load_model``), for prediction outside the run, without Hydra or the command.
 
-The run's ``.hydra/config.yaml`` is read as data (:mod:`trainer_run.yaml_files`); its
+The run's ``.hydra/config.yaml`` is read as data (:mod:`trainer_run.storage.yaml_files`); its
 ``model`` and ``backend`` sections (upgraded from an older form by
 :mod:`trainer_run.config_upgrade`) are checked by :mod:`trainer_run.trust` before anything they
 name is imported, then the model is built as the run built it

@@ -36,7 +36,7 @@ from pathlib import Path
 import yaml
 
 from .errors import ConfigError
-from .yaml_files import Loader
+from .storage.yaml_files import Loader
 
 TARGET = "_target_"
 HOOKS = "updater.callbacks"

@@ -27,8 +27,9 @@ from pathlib import Path
 
 import numpy
 
-from . import checkpoint, npz, updaters
+from . import updaters
 from .errors import ConfigError
+from .storage import checkpoint, npz
 
 CHOICES = ("best", "last")
 """The names :func:`resolve` takes for a run's weights; anything else is a path."""

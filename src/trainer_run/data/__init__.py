@@ -1,8 +1,9 @@
 """The user's data and the run's: the dataset protocol and records (``datasets``), synthetic
-sets (``synthetic``), the rules from a loader's arrays to a run's data (``prepare``),
-normalization, iterators and background prefetch, memory-mapped arrays (``mapped``), and the
-loaders of array files, CSV tables, IDX files and the standard image sets (``array_files``,
-``csv_files``, ``image_sets`` with ``idx``, ``cifar`` and ``download``)."""
+sets (``synthetic``), the rules from a loader's arrays to a run's data (``prepare``), the
+inputs' scaling (``input_scaling``: ``dataset.normalize``), iterators and background prefetch,
+memory-mapped arrays (``mapped``), and the loaders of array files, CSV tables, IDX files and
+the standard image sets (``array_files``, ``csv_files``, ``image_sets`` with ``idx``, ``cifar``
+and ``download``)."""
 
 from .datasets import ArrayDataset, Data, Splits, SubDataset, split_random, stratified_positions
 from .iterators import SerialIterator

@@ -34,9 +34,9 @@ from pathlib import Path
 
 import numpy
 
-from .. import files
 from ..errors import ConfigError
 from ..memory import check_fits
+from ..storage import files
 
 FOLDER = "cifar-10-batches-bin"
 TRAIN = tuple(f"data_batch_{i}.bin" for i in range(1, 6))

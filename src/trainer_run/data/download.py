@@ -50,8 +50,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 
-from .. import files as run_files
 from ..errors import ConfigError, Interrupted, check_number
+from ..storage import files as run_files
 from ..training import stop_signals
 
 LOCK = ".fetch.lock"

@@ -26,9 +26,9 @@ from pathlib import Path
 
 import numpy
 
-from .. import files
 from ..errors import ConfigError
 from ..memory import check_fits
+from ..storage import files
 
 TYPES = {0x08: numpy.uint8, 0x09: numpy.int8, 0x0B: numpy.int16, 0x0C: numpy.int32,
          0x0D: numpy.float32, 0x0E: numpy.float64}

@@ -20,7 +20,7 @@ The rules, in order:
    infinity. Each failure is a :class:`~trainer_run.errors.ConfigError` naming the file.
 5. **Validation.** Without a validation split, ``val_fraction`` of the training examples are
    held out at random from the data's generator, stratified by class for classification.
-6. **Normalization** (``dataset.normalize``, see :mod:`trainer_run.data.normalization`) is
+6. **Normalization** (``dataset.normalize``, see :mod:`trainer_run.data.input_scaling`) is
    fitted on the training split only and applied to every split.
 """
 
@@ -31,7 +31,7 @@ import inspect
 import numpy
 
 from ..errors import ConfigError, check, check_number
-from . import normalization
+from . import input_scaling
 from .datasets import ArrayDataset, Data, Splits, SubDataset, stratified_positions, take
 
 TASKS = ("auto", "classification", "regression")
@@ -66,8 +66,8 @@ def prepare(result, rng, val_fraction: float = 0.2, task: str = "auto", normaliz
     else:
         train, val = _hold_out(train, labels["train"], kind, val_fraction, rng)
     test = ArrayDataset(*inputs["test"], labels["test"]) if "test" in labels else None
-    values = normalization.fit(normalize, train, splits.source("train"))
-    wrap = normalization.applied(values)
+    values = input_scaling.fit(normalize, train, splits.source("train"))
+    wrap = input_scaling.applied(values)
     shape = tuple(int(d) for d in inputs["train"][0].shape[1:])
     data = Data(wrap(train), wrap(val), shape, out_size, kind, wrap(test), names, note, values,
                 splits.files)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy
 
-from .. import files, strict_json
+from ..storage import files, strict_json
 from .datasets import Data
 
 FILES = ("data.json", "normalization.npz")
@@ -44,7 +44,7 @@ def read(folder: Path) -> dict:
 
 def normalization(record: dict) -> dict:
     """The normalization values of a record read by :func:`read`, as
-    :func:`trainer_run.data.normalization.transform` takes them (``{}`` for none)."""
+    :func:`trainer_run.data.input_scaling.transform` takes them (``{}`` for none)."""
     kind = record.get("normalize", "none")
     if kind == "unit":
         return {"kind": kind, "scale": numpy.float32(record["scale"])}

@@ -8,8 +8,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .. import files
 from ..errors import ConfigError
+from ..storage import files
 
 __all__ = ["read", "write"]
 
@@ -17,7 +17,7 @@ _ZIP_MAGIC = b"PK\x03\x04"  # how every .npz archive (a zip file) begins
 
 
 def write(fname, blob: bytes) -> None:
-    """Replaces ``fname`` with ``blob`` atomically (:func:`trainer_run.files.write_atomic`: a
+    """Replaces ``fname`` with ``blob`` atomically (:func:`trainer_run.storage.files.write_atomic`: a
     refused write raises StorageError naming the file and leaves it as it was)."""
     files.write_atomic(Path(fname), blob)
 

@@ -207,7 +207,7 @@ class KVStore:
 
     def save_optimizer_states(self, fname, dump_optimizer: bool = False) -> None:
         """Writes :meth:`get_optimizer_states` to ``fname``, replacing it atomically
-        (:func:`trainer_run.files.write_atomic`: a refused write raises StorageError naming
+        (:func:`trainer_run.storage.files.write_atomic`: a refused write raises StorageError naming
         the file and leaves it as it was)."""
         state_files.write(fname, self.get_optimizer_states(dump_optimizer))
 

@@ -23,7 +23,7 @@ import contextlib
 from typing import Any
 
 from .. import jit
-from ..states import map_state, state_leaves
+from ..storage.states import map_state, state_leaves
 from . import saved_states
 from .optimizer import Optimizer, index_key
 

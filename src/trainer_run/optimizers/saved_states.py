@@ -23,15 +23,15 @@ import json
 import numpy
 
 from ..backend import array_module
-from ..background_write import host_copy
-from ..states import check_state, flatten, state_leaves, unflatten
+from ..storage.background_write import host_copy
+from ..storage.states import check_state, flatten, state_leaves, unflatten
 
 MANIFEST = "__manifest__"
 
 
 def saved(states: dict, to_numpy=lambda a: a) -> dict:
     """``{str(index): [host array, ...]}`` of ``states`` (read-only host copies, see
-    :func:`~trainer_run.background_write.host_copy`, made with ``to_numpy``)."""
+    :func:`~trainer_run.storage.background_write.host_copy`, made with ``to_numpy``)."""
     return {str(i): [host_copy(a, to_numpy) for a in state_leaves(s)] for i, s in states.items()}
 
 

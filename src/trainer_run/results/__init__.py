@@ -4,7 +4,7 @@
 objective and groups runs that differ only by seed; :mod:`.report` renders the rows as the
 console's table (fitted to its width by :mod:`.fit`), CSV and Markdown (cells by
 :mod:`.table`); :mod:`.curves` reads each run's objective curve (one per seed group: mean
-and band) and :mod:`.plot` draws them into one PNG (matplotlib). The end of a sweep and
+and band) and :mod:`.comparison_plot` draws them into one PNG (matplotlib). The end of a sweep and
 ``trainer-report`` use them; so can a notebook::
 
     from trainer_run import results

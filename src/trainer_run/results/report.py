@@ -16,7 +16,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
-from ..files import write_atomic
+from ..storage.files import write_atomic
 from . import table as render
 from .fit import Column, constant, fit
 from .folders import Row

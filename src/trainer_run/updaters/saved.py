@@ -1,8 +1,8 @@
 """The trained model's parameters in a run's checkpoint: the one place that knows where a
-checkpoint's state keeps them (:mod:`trainer_run.checkpoint` stores any tree and knows no
+checkpoint's state keeps them (:mod:`trainer_run.storage.checkpoint` stores any tree and knows no
 layout).
 
-A run's checkpoint (:data:`trainer_run.checkpoint.RUN_STATE`) holds the Trainer's state
+A run's checkpoint (:data:`trainer_run.storage.checkpoint.RUN_STATE`) holds the Trainer's state
 under ``trainer``; the Trainer keeps its updater's under ``updater``
 (:meth:`~trainer_run.training.Trainer.state_dict`); an updater
 (:class:`~.standard.StandardUpdater` and its subclasses) keeps each model's parameters and
@@ -10,7 +10,7 @@ persistent values, as host arrays by path, under ``models`` by the model's name,
 one under ``main``.
 
 It also says what a run checkpoint's content must be for a resume to use it (:func:`check`,
-:func:`check_fits`): :func:`trainer_run.checkpoint.find` verifies bytes and schema, these
+:func:`check_fits`): :func:`trainer_run.storage.checkpoint.find` verifies bytes and schema, these
 verify meaning, so a newest checkpoint whose checksums match but whose content is wrong is
 passed over like a damaged one.
 """
@@ -22,8 +22,8 @@ from typing import Callable, Mapping
 
 import numpy
 
-from .. import checkpoint
 from ..module import load_arrays, persistents_of
+from ..storage import checkpoint
 
 PATH = ("trainer", "updater", "models", "main")
 """Where a run checkpoint's state keeps the main model's arrays."""
@@ -33,8 +33,8 @@ SECTIONS = ("iterators", "optimizers", "optimizer_states", "models")
 
 def main_params(state: dict, source="the state") -> dict:
     """The main model's arrays (path -> array: parameters and persistent values) in
-    ``state``, a run checkpoint's state tree (:func:`trainer_run.checkpoint.load`'s). Raises
-    :class:`~trainer_run.checkpoint.CheckpointError` naming ``source`` and the path when they
+    ``state``, a run checkpoint's state tree (:func:`trainer_run.storage.checkpoint.load`'s). Raises
+    :class:`~trainer_run.storage.checkpoint.CheckpointError` naming ``source`` and the path when they
     are not there."""
     node = state
     for key in PATH:
@@ -48,7 +48,7 @@ def main_params(state: dict, source="the state") -> dict:
 def load_main_params(model, path) -> None:
     """Loads the main model's parameters (and persistent values) of the checkpoint directory
     ``path`` into ``model`` (anything with ``params()``) in place. Raises
-    :class:`~trainer_run.checkpoint.CheckpointError` for a checkpoint that cannot be read or
+    :class:`~trainer_run.storage.checkpoint.CheckpointError` for a checkpoint that cannot be read or
     holds no model parameters, and ValueError / KeyError naming the first parameter that is
     missing or has another shape (:func:`~trainer_run.module.load_arrays`)."""
     path = Path(path)
@@ -56,11 +56,11 @@ def load_main_params(model, path) -> None:
 
 
 def check(tree: dict, arrays: Mapping | None = None) -> None:
-    """Checks the content of a run checkpoint's JSON tree (:func:`trainer_run.checkpoint.load_tree`'s,
+    """Checks the content of a run checkpoint's JSON tree (:func:`trainer_run.storage.checkpoint.load_tree`'s,
     arrays as ``{"__array__": key}``) as far as it can be known without the model: the trainer's
     ``elapsed_time`` is a number, its updater's ``iteration`` a non-negative integer, the
     updater holds each of :data:`SECTIONS` as an object and the main model's arrays as array
-    references. Raises :class:`~trainer_run.checkpoint.CheckpointError` saying what is wrong
+    references. Raises :class:`~trainer_run.storage.checkpoint.CheckpointError` saying what is wrong
     (``arrays``, the archive's headers, is not needed: the signature of a ``find`` check)."""
     trainer = tree.get("trainer")
     updater = trainer.get("updater") if isinstance(trainer, dict) else None
@@ -82,11 +82,11 @@ def check(tree: dict, arrays: Mapping | None = None) -> None:
 
 
 def check_fits(model) -> Callable[[dict, Mapping], None]:
-    """A check for :func:`trainer_run.checkpoint.find` (``check(tree, arrays)``, ``arrays``
+    """A check for :func:`trainer_run.storage.checkpoint.find` (``check(tree, arrays)``, ``arrays``
     the archive's headers: key -> (shape, dtype), no array data read): :func:`check`, then
     that the main model's arrays are those of ``model`` (its parameters and persistent values,
     each present with its shape and dtype). Raises
-    :class:`~trainer_run.checkpoint.CheckpointError` naming the first that is not."""
+    :class:`~trainer_run.storage.checkpoint.CheckpointError` naming the first that is not."""
     expected = {path: p.data for path, p in {**model.params(), **persistents_of(model)}.items()}
 
     def fits(tree: dict, arrays: Mapping) -> None:

@@ -4,7 +4,7 @@ from .evaluator import Evaluator
 from .held_out import HeldOutEvaluator
 from .log_report import LogReport
 from .objective import EarlyStopping, Objective
-from .plateau import PlateauStep
+from .plateau_step import PlateauStep
 from .profile_report import ProfileReport
 from .progress import MetricsTable, Progress, Readout
 from .snapshot import Snapshot

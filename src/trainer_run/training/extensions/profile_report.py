@@ -8,7 +8,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from ... import files, strict_json
+from ...storage import files, strict_json
 from ..extension import PRIORITY_READER, Extension
 from ..profile import OTHER, STARTUP
 

@@ -1,4 +1,4 @@
-"""Snapshot: writes the full training state as a checkpoint (see :mod:`trainer_run.checkpoint`)."""
+"""Snapshot: writes the full training state as a checkpoint (see :mod:`trainer_run.storage.checkpoint`)."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ from pathlib import Path
 
 import numpy
 
-from ... import checkpoint, files
-from ...background_write import BackgroundWrite, frozen
 from ...errors import Diverged
+from ...storage import checkpoint, files
+from ...storage.background_write import BackgroundWrite, frozen
 from ..extension import PRIORITY_READER, Extension
 
 
@@ -17,7 +17,7 @@ class Snapshot(Extension):
     ``trainer.state_dict()`` plus ``extra`` (e.g. the run's config) under
     ``<out>/checkpoints``, keeping the newest ``keep`` checkpoints (None: all). The state is
     taken (its arrays copied) at the iteration; the files are written on a background thread
-    (:mod:`trainer_run.background_write`) while training goes on, one write at a time, and
+    (:mod:`trainer_run.storage.background_write`) while training goes on, one write at a time, and
     the end of training waits for the last one.
 
     A state whose parameters hold NaN or inf is never saved: the run stops with

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy
 
-from ... import files, strict_json
+from ...storage import files, strict_json
 from ..extension import PRIORITY_READER, Extension
 
 

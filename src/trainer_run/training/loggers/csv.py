@@ -8,7 +8,7 @@ import math
 import numbers
 from pathlib import Path
 
-from ... import files
+from ...storage import files
 from .base import Logger, RunInfo
 
 FILE = "metrics.csv"

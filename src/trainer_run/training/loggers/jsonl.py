@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ... import files, strict_json
+from ...storage import files, strict_json
 from .base import Logger
 
 FILE = "metrics.jsonl"

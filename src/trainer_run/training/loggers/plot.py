@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ... import files
 from ...errors import ConfigError
+from ...storage import files
 from . import plot_layout as layout
 from .base import Logger, RunInfo
 

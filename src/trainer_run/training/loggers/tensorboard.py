@@ -11,8 +11,8 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-from ... import files
 from ...errors import ConfigError
+from ...storage import files
 from .base import NOT_METRICS, Logger
 
 try:
@@ -37,7 +37,7 @@ class TensorBoard(Logger):
     so far (atomically), then removes the older ones, so a resumed run holds each row once.
 
     tensorboardX makes the events; the records are written here, without its background
-    thread: each row's events are one :func:`trainer_run.files.append`, whole or not at all,
+    thread: each row's events are one :func:`trainer_run.storage.files.append`, whole or not at all,
     and a disk that refuses is one :class:`~trainer_run.errors.StorageError` naming the
     event file (no traceback from a thread or at exit)."""
 

@@ -14,7 +14,7 @@ import math
 import textwrap
 from pathlib import Path
 
-from ..files import write_atomic
+from ..storage.files import write_atomic
 from .curves import Curve
 
 SIZE = (9.0, 5.0)  # inches, at DPI: a 900 x 500 PNG when the legend fits inside the axes

@@ -6,7 +6,7 @@ without copying them; :meth:`~ZipArchive.close` writes the central directory. Ev
 record uses the ZIP64 extensions (as ``numpy.savez`` does for its members), so members
 and archives of any size take one code path; :mod:`zipfile` and ``numpy.load`` read the
 result. The archive keeps the checksum of every byte it wrote
-(:class:`~trainer_run.checksums.Running`), each member's data read once for
+(:class:`~trainer_run.storage.checksums.Running`), each member's data read once for
 both its CRC-32 and the archive's.
 """
 

@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 from typing import Mapping
 
-from .errors import ConfigError
+from ..errors import ConfigError
 
 FORMAT = 1  # the newest layout this code writes and reads
 FORMAT_KEY = "format"

@@ -8,7 +8,7 @@ in a directory ``<checkpoints>/iter_<iteration>/`` holding
   version, :data:`FORMAT`; the key is reserved);
 - ``arrays.npz``: the arrays by key, a zip of ``.npy`` files (``numpy.load(...,
   allow_pickle=False)`` reads them);
-- ``checksums.json``: the checksums of the two files above (:mod:`trainer_run.checksums`:
+- ``checksums.json``: the checksums of the two files above (:mod:`trainer_run.storage.checksums`:
   CRC-32 and size, computed while writing; SHA-256 in checkpoints written before), written last.
 
 Writing goes to a temporary directory whose files are flushed and fsynced, then renamed
@@ -22,8 +22,8 @@ written the same way as ``latest``.
 
 Loading verifies the checksums before parsing anything, then the schema: ``state.json``
 must be a JSON object of a format this code reads, whose array references all name members
-of ``arrays.npz`` (:mod:`trainer_run.checkpoint_schema`), and ``arrays.npz`` a zip of
-``.npy`` arrays loadable without pickle (:mod:`trainer_run.npz`). A checkpoint without
+of ``arrays.npz`` (:mod:`trainer_run.storage.checkpoint_schema`), and ``arrays.npz`` a zip of
+``.npy`` arrays loadable without pickle (:mod:`trainer_run.storage.npz`). A checkpoint without
 ``"format"`` is format 1: checkpoints written before the version was recorded have exactly
 that layout. Nothing is ever unpickled: a truncated, corrupted, malformed or crafted
 checkpoint is refused with a :class:`CheckpointError` naming the file.
@@ -46,10 +46,10 @@ import shutil
 from pathlib import Path
 from typing import Callable, Collection, Mapping
 
+from ..errors import ConfigError, StorageError
 from . import checkpoint_schema as schema
 from . import checksums, files, npz
 from .checkpoint_schema import FORMAT, CheckpointError, NewerFormatError
-from .errors import ConfigError, StorageError
 from .states import flatten, unflatten
 
 STATE = "state.json"
@@ -96,7 +96,7 @@ def save(state: dict, directory: Path, iteration: int, keep: int | None = None,
 
 def _write_files(state: dict, tmp: Path, final: Path) -> None:
     """Writes the three files into ``tmp``; a refused write names the file under ``final``.
-    The arrays are checksummed as they are written (:func:`trainer_run.npz.write`)."""
+    The arrays are checksummed as they are written (:func:`trainer_run.storage.npz.write`)."""
     if tmp.exists():
         shutil.rmtree(tmp)
     tmp.mkdir()
@@ -164,7 +164,7 @@ def load_tree(path: Path, require: Mapping[str, type] | None = None) -> dict:
 
 def verify(path: Path) -> None:
     """Checks that every file of checkpoint ``path`` exists and matches its checksum
-    (:mod:`trainer_run.checksums`: CRC-32 and size, or the SHA-256 older checkpoints hold)."""
+    (:mod:`trainer_run.storage.checksums`: CRC-32 and size, or the SHA-256 older checkpoints hold)."""
     path = Path(path)
     try:
         recorded = json.loads((path / CHECKSUMS).read_text())
@@ -190,7 +190,7 @@ def load_params(model, path: Path) -> None:
     ``.npz`` of ``.npy`` arrays, or a directory), and ValueError / KeyError naming the first
     parameter that is missing or has another shape. This module knows no state's layout: a
     checkpoint directory's parameters load with :func:`trainer_run.updaters.load_main_params`."""
-    from .module import load_arrays
+    from ..module import load_arrays
 
     path = Path(path)
     if path.is_dir():
@@ -256,7 +256,7 @@ def find(path: Path, report: Callable[[str], None] = lambda message: None,
 
     ``check(tree, arrays)`` judges the content, which this module does not know: it is given
     each candidate's tree (as :func:`load_tree` returns it) and its arrays' headers (key ->
-    (shape, dtype), :func:`trainer_run.npz.members`: no array data is read) and raises
+    (shape, dtype), :func:`trainer_run.storage.npz.members`: no array data is read) and raises
     :class:`CheckpointError` saying what is wrong; such a candidate is refused or passed over
     as a damaged one is, ``checkpoint <path> is malformed: <what>``. The caller that knows the
     layout passes it (a run's: :func:`trainer_run.updaters.saved.check`).

@@ -1,4 +1,4 @@
-"""Normalization of the inputs ``x`` (an example's first array), ``dataset.normalize``:
+"""Input scaling: the normalization of the inputs ``x`` (an example's first array), ``dataset.normalize``:
 
 - ``none``: the arrays as stored (the converter casts float inputs to the compute dtype).
 - ``unit``: unsigned integers (uint8 pixels) to float32 in [0, 1], divided by the type's

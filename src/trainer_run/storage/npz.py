@@ -1,7 +1,7 @@
 """Writing ``.npz`` archives in one pass, and reading them without pickle.
 
 :func:`write` stores arrays as ``numpy.savez`` does (a zip of uncompressed ``.npy``
-members, :mod:`trainer_run.ziparchive`), sending each array's memory to the file as it is
+members, :mod:`trainer_run.storage.ziparchive`), sending each array's memory to the file as it is
 (no copy) in one pass that also yields the file's checksum.
 
 An archive is accepted when it is a zip file whose members are all ``.npy`` arrays
@@ -27,7 +27,7 @@ from typing import BinaryIO, Mapping
 import numpy
 from numpy.lib import format as npy
 
-from .memory import check_fits
+from ..memory import check_fits
 from .ziparchive import ZipArchive
 
 # Everything a crafted zip file can make the zipfile module raise while reading it.
@@ -39,7 +39,7 @@ def write(file: BinaryIO, arrays: Mapping[str, numpy.ndarray]) -> dict:
     """Writes ``arrays`` to the binary stream ``file`` as an ``.npz`` archive, member
     ``<key>.npy`` per array (``.npy`` format 1.0, or 2.0 where a header needs it), which
     ``numpy.load(..., allow_pickle=False)`` reads back; returns the checksum of the bytes
-    written (:mod:`trainer_run.checksums`). ValueError for an array holding Python objects
+    written (:mod:`trainer_run.storage.checksums`). ValueError for an array holding Python objects
     (only pickle could store it)."""
     archive = ZipArchive(file)
     for key, array in arrays.items():

@@ -17,7 +17,7 @@ import os
 from pathlib import Path
 from typing import BinaryIO, Callable, Union
 
-from .errors import StorageError
+from ..errors import StorageError
 
 Content = Union[str, bytes, Callable[[BinaryIO], object]]
 
