@@ -81,3 +81,44 @@ def square_average_into(xp, average, value, beta, one_minus_beta, tmp):
     xp.multiply(value, one_minus_beta, out=tmp)
     tmp *= value
     average += tmp
+
+
+def scaled_step(xp, out, grad, lr, rescale, clip):
+    """``lr * clip(grad * rescale)`` into ``out`` or, unclipped, ``grad * (lr * rescale)``:
+    the step of MXNet's SGD-family kernels, with their association."""
+    if clip is None:
+        return xp.multiply(grad, lr * rescale, out=out)
+    rescaled(xp, out, grad, rescale, clip)
+    out *= lr
+    return out
+
+
+def momentum_into(xp, mom, weight, step, momentum, decay, tmp):
+    """The SGD-family momentum ``mom = mom * momentum - weight * decay - step``, in place
+    (``mom`` is the negative of the velocity, as in MXNet's kernels); ``decay`` None leaves
+    the weight term out (a caller's zero decay; :data:`.scalar_ops.momentum` always has it,
+    which differs only where a weight is not finite). ``tmp`` is scratch."""
+    mom *= momentum
+    if decay is not None:
+        xp.multiply(weight, decay, out=tmp)
+        mom -= tmp
+    mom -= step
+    return mom
+
+
+def decayed_after_clip(xp, out, tmp, grad, weight, rescale, wd, clip):
+    """``clip(grad * rescale) + weight * wd`` into ``out``: weight decay after clipping, as
+    MXNet's Python-side updates (NAG, SGLD) add it; ``tmp`` is scratch."""
+    rescaled(xp, out, grad, rescale, clip)
+    xp.multiply(weight, wd, out=tmp)
+    out += tmp
+    return out
+
+
+def sign(xp, x, out, scratch):
+    """MXNet's ``(x > 0) - (x < 0)`` into ``out`` (0 for zeros and NaN); ``scratch`` is
+    scratch."""
+    xp.greater(x, 0, out=out)
+    xp.less(x, 0, out=scratch)
+    out -= scratch
+    return out

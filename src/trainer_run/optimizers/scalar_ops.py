@@ -22,7 +22,8 @@ def _mx_clip_loop(x, bound):
 
 
 def _sign_loop(x, one):
-    """MXNet's ``(x > 0) - (x < 0)`` of one element as ``one``'s type (0 for NaN)."""
+    """MXNet's ``(x > 0) - (x < 0)`` of one element as ``one``'s type (0 for NaN)
+    (:func:`.array_ops.sign`)."""
     if x > 0:
         return one
     if x < 0:
@@ -64,3 +65,26 @@ average = jit.kernel(_average_loop, parallel=False)
 square_average = jit.kernel(_square_average_loop, parallel=False)
 mean_square = jit.kernel(_mean_square_loop, parallel=False)
 sign = jit.kernel(_sign_loop, parallel=False)
+
+
+def _scaled_step_loop(g, lr, rescale, clip, clipping):
+    """``lr * clip(g * rescale)`` or, unclipped, ``(lr * rescale) * g`` of one element
+    (:func:`.array_ops.scaled_step`)."""
+    if clipping:
+        return lr * rescaled(g, rescale, clip, clipping)
+    return (lr * rescale) * g
+
+
+def _momentum_loop(m, w, step, momentum, decay):
+    """``m * momentum - w * decay - step`` of one element (:func:`.array_ops.momentum_into`)."""
+    return m * momentum - w * decay - step
+
+
+def _decayed_after_clip_loop(g, w, rescale, wd, clip, clipping):
+    """``clip(g * rescale) + w * wd`` of one element (:func:`.array_ops.decayed_after_clip`)."""
+    return rescaled(g, rescale, clip, clipping) + w * wd
+
+
+scaled_step = jit.kernel(_scaled_step_loop, parallel=False)
+momentum = jit.kernel(_momentum_loop, parallel=False)
+decayed_after_clip = jit.kernel(_decayed_after_clip_loop, parallel=False)

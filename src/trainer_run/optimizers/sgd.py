@@ -20,19 +20,19 @@ from .. import jit
 from ..backend import array_module
 from ..errors import check_number
 from ..jit import prange
+from .array_ops import momentum_into, scaled_step
 from .optimizer import Optimizer, register, scalars
+from .scalar_ops import momentum as momentum_one
+from .scalar_ops import scaled_step as scaled_step_one
 from .workspace import Workspace, chunks
 
 
 def _sgd_loop(w, g, m, lr, wd, momentum, rescale, clip, clipping, with_momentum):
     one = w.dtype.type(1)
     for i in prange(w.size):
-        if clipping:
-            step = lr * min(max(rescale * g[i], -clip), clip)
-        else:
-            step = (lr * rescale) * g[i]
+        step = scaled_step_one(g[i], lr, rescale, clip, clipping)
         if with_momentum:
-            mi = momentum * m[i] - (lr * wd) * w[i] - step
+            mi = momentum_one(m[i], w[i], step, momentum, lr * wd)
             m[i] = mi
             w[i] = w[i] + mi
         else:
@@ -42,22 +42,30 @@ def _sgd_loop(w, g, m, lr, wd, momentum, rescale, clip, clipping, with_momentum)
 _sgd_kernel = jit.kernel(_sgd_loop)
 
 
-@register
-class SGD(Optimizer):
-    """SGD with optional momentum; see the module docstring for the update rule."""
+class MomentumOptimizer(Optimizer):
+    """Base of the SGD family (SGD, NAG, Signum, LARS, LBSGD): ``momentum`` in [0, 1] and a
+    state of one momentum buffer like the weight, None when ``momentum`` is 0."""
 
-    master_first = False  # MXNet's SGD keeps ``(state, master)``
-
-    def __init__(self, momentum=0.0, lazy_update=True, **kwargs):
+    def __init__(self, momentum=0.0, **kwargs):
         super().__init__(**kwargs)
         self.momentum = check_number("momentum", momentum, low=0, high=1)
-        self.lazy_update = bool(lazy_update)
         self._workspace = Workspace()
 
     def create_state(self, index, weight):
         if self.momentum == 0.0:
             return None
         return array_module(weight).zeros_like(weight)
+
+
+@register
+class SGD(MomentumOptimizer):
+    """SGD with optional momentum; see the module docstring for the update rule."""
+
+    master_first = False  # MXNet's SGD keeps ``(state, master)``
+
+    def __init__(self, momentum=0.0, lazy_update=True, **kwargs):
+        super().__init__(momentum=momentum, **kwargs)
+        self.lazy_update = bool(lazy_update)
 
     def fused_step(self, weight, grad, state, lr, wd, count, segments, rescale_grad):
         lr, wd, momentum, rescale = scalars(weight.dtype, lr, wd, self.momentum, rescale_grad)
@@ -68,29 +76,15 @@ class SGD(Optimizer):
                        wd, momentum, rescale, clip if clip is not None else lr, clip is not None,
                        state is not None)
             return
-        (tmp,) = self._workspace.get(weight, 1)
+        a, b = self._workspace.get(weight, 2)
         if state is None:
             decay = 1 - lr * wd
             for n, (w, g) in chunks(weight, grad):
-                t = _scaled_step(xp, g, lr, rescale, clip, tmp[:n])
+                step = scaled_step(xp, a[:n], g, lr, rescale, clip)
                 if wd:
                     w *= decay
-                w -= t
+                w -= step
             return
         for n, (w, g, m) in chunks(weight, grad, state):
-            m *= momentum
-            if wd:
-                xp.multiply(w, lr * wd, out=tmp[:n])
-                m -= tmp[:n]
-            m -= _scaled_step(xp, g, lr, rescale, clip, tmp[:n])
-            w += m
-
-
-def _scaled_step(xp, g, lr, rescale, clip, out):
-    """``lr * clip(rescale * g)`` or, unclipped, ``(lr * rescale) * g``, into ``out``."""
-    if clip is None:
-        return xp.multiply(g, lr * rescale, out=out)
-    xp.multiply(g, rescale, out=out)
-    xp.clip(out, -clip, clip, out=out)
-    out *= lr
-    return out
+            step = scaled_step(xp, a[:n], g, lr, rescale, clip)
+            w += momentum_into(xp, m, w, step, momentum, lr * wd if wd else None, b[:n])
