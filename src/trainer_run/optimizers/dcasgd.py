@@ -12,7 +12,7 @@ of the weight when the state is created::
 The order of operations is the seed's. With ``momentum > 0`` MXNet 1.x crashes (it tests
 the truth value of the momentum NDArray, ``if mom:``); this implements the intended
 formula above. Clipping applies whenever ``clip_gradient is not None`` (0 clips every
-gradient to 0), through MXNet's ``clip`` operator (see :func:`.nag.clip_op`).
+gradient to 0), through MXNet's ``clip`` operator (:func:`.array_ops.mx_clip`).
 """
 
 from __future__ import annotations
@@ -21,17 +21,15 @@ from .. import jit
 from ..backend import array_module
 from ..errors import check_number
 from ..jit import prange
-from .array_ops import mx_clip
-from .optimizer import Optimizer, register, scalars
-from .scalar_ops import mx_clip as clip_one
+from .array_ops import rescaled
+from .optimizer import Optimizer, python_clip, register, scalars
+from .scalar_ops import rescaled as rescaled_one
 from .workspace import Workspace, chunks
 
 
 def _dcasgd_loop(w, g, p, m, lr, wd, momentum, lamda, rescale, clip, clipping, with_momentum):
     for i in prange(w.size):
-        gi = g[i] * rescale
-        if clipping:
-            gi = clip_one(gi, clip)
+        gi = rescaled_one(g[i], rescale, clip, clipping)
         wi = w[i]
         step = -lr * (gi + wd * wi + lamda * gi * gi * (wi - p[i]))
         if with_momentum:
@@ -59,42 +57,21 @@ class DCASGD(Optimizer):
         mom = None if self.momentum == 0.0 else xp.zeros_like(weight)
         return (mom, weight.copy())                      # (momentum, previous weight)
 
-    def update(self, index, weight, grad, state, rescale_grad=None):
-        self._update_count(index)
-        lr, wd, momentum, lamda, rescale = scalars(
-            weight.dtype, self._get_lr(index), self._get_wd(index), self.momentum, self.lamda,
-            self.grad_rescale(rescale_grad))
-        xp = array_module(weight)
-        g = grad * rescale
-        if self.clip_gradient is not None:
-            mx_clip(xp, g, weight.dtype.type(self.clip_gradient), out=g)
-        mom, previous_weight = state
-        step = -lr * (g + wd * weight + lamda * g * g * (weight - previous_weight))
-        if mom is not None:
-            mom *= momentum
-            mom += step
-            step = mom
-        previous_weight[...] = weight
-        weight += step
-
     def fused_step(self, weight, grad, state, lr, wd, count, segments, rescale_grad):
         lr, wd, momentum, lamda, rescale = scalars(weight.dtype, lr, wd, self.momentum,
                                                    self.lamda, rescale_grad)
         xp = array_module(weight)
-        clip = weight.dtype.type(self.clip_gradient) if self.clip_gradient is not None else None
+        clipping, clip = python_clip(self, weight.dtype)
         mom, previous = state
         moms = () if mom is None else (mom,)
         if jit.usable(_dcasgd_kernel, weight, grad, previous, *moms):
             jit.launch(_dcasgd_kernel, weight.size, weight, grad, previous,
                        previous if mom is None else mom, lr, wd, momentum, lamda, rescale,
-                       clip if clip is not None else lr, clip is not None, mom is not None)
+                       clip if clipping else lr, clipping, mom is not None)
             return
         a, b, c = self._workspace.get(weight, 3)
         for n, (w, gr, p, *m) in chunks(weight, grad, previous, *moms):
-            g, t, d = a[:n], b[:n], c[:n]
-            xp.multiply(gr, rescale, out=g)
-            if clip is not None:
-                mx_clip(xp, g, clip, out=g)
+            g, t, d = rescaled(xp, a[:n], gr, rescale, clip), b[:n], c[:n]
             xp.multiply(w, wd, out=t)
             t += g                                        # g + wd * weight
             xp.multiply(g, lamda, out=d)

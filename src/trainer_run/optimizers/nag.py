@@ -19,27 +19,24 @@ multi-precision layout ``(master, momentum)`` are the seed's.
 
 Like the other Python-side optimizers of MXNet, clipping is applied whenever
 ``clip_gradient is not None`` (0 clips every gradient to 0), through MXNet's ``clip``
-operator (:func:`clip_op`).
+operator (:func:`.array_ops.mx_clip`).
 """
 
 from __future__ import annotations
 
 from .. import jit
 from ..backend import array_module
-from ..errors import check_number
 from ..jit import prange
-from .array_ops import mx_clip
-from .optimizer import Optimizer, register, scalars
-from .scalar_ops import mx_clip as clip_one
-from .workspace import Workspace, chunks
+from .array_ops import decayed_after_clip
+from .optimizer import python_clip, register, scalars
+from .scalar_ops import decayed_after_clip as decayed_after_clip_one
+from .sgd import MomentumOptimizer
+from .workspace import chunks
 
 
 def _nag_loop(w, g, m, lr, wd, momentum, rescale, clip, clipping, with_momentum):
     for i in prange(w.size):
-        gi = g[i] * rescale
-        if clipping:
-            gi = clip_one(gi, clip)
-        gi = gi + w[i] * wd
+        gi = decayed_after_clip_one(g[i], w[i], rescale, wd, clip, clipping)
         if with_momentum:
             mi = m[i] * momentum + gi
             m[i] = mi
@@ -51,61 +48,27 @@ _nag_kernel = jit.kernel(_nag_loop)
 
 
 @register
-class NAG(Optimizer):
+class NAG(MomentumOptimizer):
     """Nesterov accelerated SGD; see the module docstring for the update rule."""
-
-    def __init__(self, momentum=0.0, **kwargs):
-        super().__init__(**kwargs)
-        self.momentum = check_number("momentum", momentum, low=0, high=1)
-        self._workspace = Workspace()
-
-    def create_state(self, index, weight):
-        if self.momentum == 0.0:
-            return None
-        return array_module(weight).zeros_like(weight)
-
-    def update(self, index, weight, grad, state, rescale_grad=None):
-        self._update_count(index)
-        lr, wd, momentum, rescale = scalars(weight.dtype, self._get_lr(index), self._get_wd(index),
-                                            self.momentum, self.grad_rescale(rescale_grad))
-        xp = array_module(weight)
-        g = grad * rescale
-        if self.clip_gradient is not None:
-            mx_clip(xp, g, weight.dtype.type(self.clip_gradient), out=g)
-        if state is None:
-            weight += -lr * (g + wd * weight)
-            return
-        state *= momentum
-        g += wd * weight
-        state += g
-        g += momentum * state
-        weight += -lr * g
 
     def fused_step(self, weight, grad, state, lr, wd, count, segments, rescale_grad):
         lr, wd, momentum, rescale = scalars(weight.dtype, lr, wd, self.momentum, rescale_grad)
         xp = array_module(weight)
-        clip = weight.dtype.type(self.clip_gradient) if self.clip_gradient is not None else None
+        clipping, clip = python_clip(self, weight.dtype)
         moms = () if state is None else (state,)
         if jit.usable(_nag_kernel, weight, grad, *moms):
             jit.launch(_nag_kernel, weight.size, weight, grad, weight if state is None else state,
-                       lr, wd, momentum, rescale, clip if clip is not None else lr,
-                       clip is not None, state is not None)
+                       lr, wd, momentum, rescale, clip if clipping else lr, clipping,
+                       state is not None)
             return
         a, b = self._workspace.get(weight, 2)
         for n, (w, gr, *m) in chunks(weight, grad, *moms):
-            g, t = a[:n], b[:n]
-            xp.multiply(gr, rescale, out=g)
-            if clip is not None:
-                mx_clip(xp, g, clip, out=g)
-            xp.multiply(w, wd, out=t)
-            if state is None:
-                g += t
-            else:
+            g = decayed_after_clip(xp, a[:n], b[:n], gr, w, rescale, wd, clip)
+            if m:
                 (m,) = m
                 m *= momentum
-                g += t
                 m += g
-                xp.multiply(m, momentum, out=t)
-                g += t
+                xp.multiply(m, momentum, out=b[:n])
+                g += b[:n]
             g *= -lr
             w += g

@@ -10,9 +10,10 @@ None`` (0 clips every gradient to 0), through MXNet's ``clip`` operator.
 
 The noise comes from ``self.rng`` (a NumPy ``Generator`` given by ``set_rng``; the updater
 gives its backend's, so it is seeded and checkpointed with the run): ``standard_normal`` in
-float64, scaled by ``sqrt(lr)`` in float64 and cast to the weight's dtype. The fused step draws the
-same numbers in the same order as per-index updates of the group's parameters in index
-order (a flat group holds them back to back), so both paths agree bit for bit.
+float64, scaled by ``sqrt(lr)`` in float64 and cast to the weight's dtype. A step draws its
+numbers in chunks from that one stream, element after element, so a fused group (its
+parameters back to back) draws what per-index updates of its parameters in index order draw,
+and the compiled loop and the NumPy path draw alike.
 """
 
 from __future__ import annotations
@@ -24,9 +25,9 @@ import numpy
 from .. import jit
 from ..backend import array_module
 from ..jit import prange
-from .array_ops import mx_clip
-from .optimizer import Optimizer, register, scalars
-from .scalar_ops import mx_clip as clip_one
+from .array_ops import decayed_after_clip
+from .optimizer import Optimizer, python_clip, register, scalars
+from .scalar_ops import decayed_after_clip as decayed_after_clip_one
 from .workspace import Workspace, chunks
 
 NOISE_CHUNK = 1 << 16
@@ -35,10 +36,7 @@ NOISE_CHUNK = 1 << 16
 
 def _sgld_loop(w, g, z, half_lr, wd, rescale, scale, clip, clipping):
     for i in prange(w.size):
-        gi = g[i] * rescale
-        if clipping:
-            gi = clip_one(gi, clip)
-        wi = w[i] + half_lr * (gi + wd * w[i])
+        wi = w[i] + half_lr * decayed_after_clip_one(g[i], w[i], rescale, wd, clip, clipping)
         w[i] = wi + w.dtype.type(z[i] * scale)
 
 
@@ -64,25 +62,12 @@ class SGLD(Optimizer):
                                "updater with a backend gives the backend's)")
         return self.rng
 
-    def update(self, index, weight, grad, state, rescale_grad=None):
-        self._update_count(index)
-        lr = self._get_lr(index)
-        half_lr, wd, rescale = scalars(weight.dtype, -lr / 2, self._get_wd(index),
-                                       self.grad_rescale(rescale_grad))
-        xp = array_module(weight)
-        g = grad * rescale
-        if self.clip_gradient is not None:
-            mx_clip(xp, g, weight.dtype.type(self.clip_gradient), out=g)
-        weight += half_lr * (g + wd * weight)
-        noise = math.sqrt(lr) * self._generator().standard_normal(weight.shape)
-        weight += xp.asarray(noise.astype(weight.dtype))
-
     def fused_step(self, weight, grad, state, lr, wd, count, segments, rescale_grad):
         rng = self._generator()
         scale = math.sqrt(lr)
         half_lr, wd, rescale = scalars(weight.dtype, -lr / 2, wd, rescale_grad)
         xp = array_module(weight)
-        clip = weight.dtype.type(self.clip_gradient) if self.clip_gradient is not None else None
+        clipping, clip = python_clip(self, weight.dtype)
         if jit.usable(_sgld_kernel, weight, grad):
             with jit.unbatched():                         # the noise buffer is reused
                 for lo in range(0, weight.size, NOISE_CHUNK):
@@ -90,16 +75,11 @@ class SGLD(Optimizer):
                     z = self._host_buffers(w.size, weight.dtype)[0]
                     rng.standard_normal(out=z)
                     jit.launch(_sgld_kernel, w.size, w, gr, z, half_lr, wd, rescale, scale,
-                               clip if clip is not None else wd, clip is not None)
+                               clip if clipping else wd, clipping)
             return
         a, b = self._workspace.get(weight, 2)
         for n, (w, gr) in chunks(weight, grad):
-            g, t = a[:n], b[:n]
-            xp.multiply(gr, rescale, out=g)
-            if clip is not None:
-                mx_clip(xp, g, clip, out=g)
-            xp.multiply(w, wd, out=t)
-            g += t
+            g = decayed_after_clip(xp, a[:n], b[:n], gr, w, rescale, wd, clip)
             g *= half_lr
             w += g
             z, noise = self._host_buffers(n, weight.dtype)
