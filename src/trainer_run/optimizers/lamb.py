@@ -31,8 +31,7 @@ copy) and ``||weight||`` is that of the master copy, as ``weight32.norm()`` in 1
 Compiled, it works block by block (about ``BLOCK`` elements of whole parameters): phase 1
 of a chunk computes the chunk's sums of squares of the weight and of the update while the
 chunk is in cache, and phase 2 re-reads the block from cache, so memory sees one pass. The
-norms are :mod:`.sumsq`'s: the same whatever the thread count, and the same as the
-per-index ``update``'s.
+norms are :mod:`.sumsq`'s: the same whatever the thread count, in both paths.
 """
 
 from __future__ import annotations
@@ -43,8 +42,10 @@ from .. import jit
 from ..backend import array_module
 from ..errors import check, check_number
 from ..jit import prange
+from .array_ops import average_into, rescaled, square_average_into
 from .optimizer import Optimizer, register, scalars
-from .sumsq import chunk_sumsq, chunk_table, segment_sums, sum_of_squares
+from .scalar_ops import rescaled as rescaled_one
+from .sumsq import chunk_sums, chunk_table, segment_sums, sum_of_squares
 from .workspace import Workspace, chunks
 
 BLOCK = 1 << 19
@@ -70,9 +71,7 @@ def _phase1(w, g, m, v, r, wd, beta1, beta2, eps, rescale, clip, clipping, c1, c
     """Phase 1 on (views of) a chunk into the scratch ``r``."""
     one = w.dtype.type(1)
     for j in range(w.size):
-        gi = g[j] * rescale
-        if clipping:
-            gi = min(max(gi, -clip), clip)
+        gi = rescaled_one(g[j], rescale, clip, clipping)
         mi = beta1 * m[j] + (one - beta1) * gi
         vi = beta2 * v[j] + (one - beta2) * gi * gi
         m[j] = mi
@@ -102,23 +101,21 @@ def _lamb_loop(w, g, m, v, r, lo, hi, first, blocks, lr, wd, beta1, beta2, eps, 
     sums = numpy.zeros((lo.size, 2), numpy.float64)
     rates = numpy.empty(lo.size, w.dtype)
     for b in range(blocks.size - 1):
-        c0, c1_ = first[blocks[b]], first[blocks[b + 1]]
-        for k in prange(c1_ - c0):
-            c = c0 + k
-            a, z = lo[c], hi[c]
+        c0, c_end = first[blocks[b]], first[blocks[b + 1]]
+        for k in prange(c_end - c0):
+            a, z = lo[c0 + k], hi[c0 + k]
             _phase1_kernel(w[a:z], g[a:z], m[a:z], v[a:z], r[a:z], wd, beta1, beta2, eps,
                            rescale, clip, clipping, c1, c2, corrected)
-            sums[c, 0] = chunk_sumsq(w[a:z])
-            sums[c, 1] = chunk_sumsq(r[a:z])
+            chunk_sums(sums, c0 + k, w[a:z], r[a:z])
         for s in range(blocks[b], blocks[b + 1]):
             wsum, rsum = segment_sums(sums, first, s)
             rate = _trust_rate(lr, w.dtype.type(numpy.sqrt(wsum)), w.dtype.type(numpy.sqrt(rsum)),
                                lower, upper)
             for c in range(first[s], first[s + 1]):
                 rates[c] = rate
-        for k in prange(c1_ - c0):
-            c = c0 + k
-            _phase2_kernel(w[lo[c]:hi[c]], r[lo[c]:hi[c]], rates[c])
+        for k in prange(c_end - c0):
+            a, z = lo[c0 + k], hi[c0 + k]
+            _phase2_kernel(w[a:z], r[a:z], rates[c0 + k])
 
 
 _lamb_kernel = jit.kernel(_lamb_loop)
@@ -131,12 +128,10 @@ class LAMB(Optimizer):
     def __init__(self, learning_rate=0.001, beta1=0.9, beta2=0.999, epsilon=1e-6,
                  lower_bound=None, upper_bound=None, bias_correction=True, **kwargs):
         super().__init__(learning_rate=learning_rate, **kwargs)
-        self.beta1 = check_number("beta1", beta1, low=0, high=1)
-        check(self.beta1 < 1, f"beta1 must be < 1, got {beta1!r} (mean_hat divides by "
-              "1 - beta1**t; without bias_correction the mean would stay 0)")
-        self.beta2 = check_number("beta2", beta2, low=0, high=1)
-        check(self.beta2 < 1, f"beta2 must be < 1, got {beta2!r} (var_hat divides by "
-              "1 - beta2**t; without bias_correction var would stay 0)")
+        self.beta1 = _decay_rate("beta1", beta1, "mean_hat divides by 1 - beta1**t; without "
+                                 "bias_correction the mean would stay 0")
+        self.beta2 = _decay_rate("beta2", beta2, "var_hat divides by 1 - beta2**t; without "
+                                 "bias_correction var would stay 0")
         self.epsilon = check_number("epsilon", epsilon, low=0)
         self.lower_bound = None if lower_bound is None else check_number("lower_bound",
                                                                           lower_bound)
@@ -150,7 +145,6 @@ class LAMB(Optimizer):
         xp = array_module(weight)
         return xp.zeros_like(weight), xp.zeros_like(weight)
 
-    # -- pieces shared by both paths ---------------------------------------------------
     def _corrections(self, t, dtype):
         """(1 - beta1**t) as a double and (1 - beta2**t) in ``dtype``, as the kernel has them."""
         kind = numpy.dtype(dtype).type
@@ -159,7 +153,8 @@ class LAMB(Optimizer):
         return 1.0 - float(beta1_t), kind(1) - beta2_t
 
     def _trust_lr(self, lr, r1, r2, dtype):
-        """lamb_update_phase2's learning rate from the two norms, in ``dtype``."""
+        """lamb_update_phase2's learning rate from the two norms, in ``dtype`` (the array
+        path's; the compiled loop's is :func:`_trust_rate_loop`)."""
         kind = numpy.dtype(dtype).type
         lr = kind(lr)
         if self.lower_bound and self.lower_bound >= 0:
@@ -172,67 +167,40 @@ class LAMB(Optimizer):
             return lr
         return lr * r1 / r2
 
-    # -- reference ---------------------------------------------------------------------
-    def update(self, index, weight, grad, state, rescale_grad=None):
-        self._update_count(index)
-        t = self._index_update_count[index]
-        lr, wd = self._get_lr(index), self._get_wd(index)
-        beta1, beta2, eps, wd, rescale = scalars(weight.dtype, self.beta1, self.beta2,
-                                                 self.epsilon, wd, self.grad_rescale(rescale_grad))
-        xp = array_module(weight)
-        mean, var = state
-        # phase 1
-        g = grad * rescale
-        if self.clipping:
-            clip = weight.dtype.type(self.clip_gradient)
-            g = xp.clip(g, -clip, clip)
-        mean[...] = beta1 * mean + (1 - beta1) * g
-        var[...] = beta2 * var + (1 - beta2) * g * g
-        if self.bias_correction:
-            c1, c2 = self._corrections(t, weight.dtype)
-            mean_hat = (mean.astype(numpy.float64) / c1).astype(weight.dtype)
-            var_hat = var / c2
-            r = mean_hat / (xp.sqrt(var_hat) + eps) + wd * weight
-        else:
-            r = mean / (xp.sqrt(var) + eps) + wd * weight
-        # phase 2
-        lr_t = self._trust_lr(lr, _norm(weight.reshape(-1)), _norm(r.reshape(-1)), weight.dtype)
-        weight[...] = weight - lr_t * r
-
-    # -- fused -------------------------------------------------------------------------
     def fused_step(self, weight, grad, state, lr, wd, count, segments, rescale_grad):
         dtype = weight.dtype
-        beta1, beta2, eps, wd, rescale = scalars(dtype, self.beta1, self.beta2, self.epsilon,
-                                                 wd, rescale_grad)
         one = dtype.type(1)
-        xp = array_module(weight)
+        phase1 = scalars(dtype, wd, self.beta1, self.beta2, self.epsilon, rescale_grad)
         clip = dtype.type(self.clip_gradient) if self.clipping else None
         c1, c2 = self._corrections(count, dtype) if self.bias_correction else (1.0, one)
         mean, var = state
+        r = self._phase1_buffer(weight)
         if jit.usable(_lamb_kernel, weight, grad, mean, var):
             bound = [dtype.type(b) if b and b >= 0 else dtype.type(-1)
                      for b in (self.lower_bound, self.upper_bound)]
-            jit.launch(_lamb_kernel, weight.size, weight, grad, mean, var,
-                       self._phase1_buffer(weight), *chunk_table(segments, BLOCK),
-                       dtype.type(lr), wd, beta1, beta2, eps, rescale,
+            jit.launch(_lamb_kernel, weight.size, weight, grad, mean, var, r,
+                       *chunk_table(segments, BLOCK), dtype.type(lr), *phase1,
                        clip if clip is not None else one, clip is not None, c1, c2,
                        self.bias_correction, *bound)
             return
-        r = self._phase1_buffer(weight)
+        self._phase1_chunks(weight, grad, mean, var, r, *phase1, clip, c1, c2)
+        for seg in segments:
+            w_seg, r_seg = weight[seg], r[seg]
+            lr_t = self._trust_lr(lr, _norm(w_seg), _norm(r_seg), dtype)
+            for _, (w, rr) in chunks(w_seg, r_seg):
+                rr *= lr_t
+                w -= rr
+
+    def _phase1_chunks(self, weight, grad, mean, var, r, wd, beta1, beta2, eps, rescale, clip,
+                       c1, c2):
+        """Phase 1 of the array path into ``r``, chunk by chunk."""
+        xp = array_module(weight)
+        one = weight.dtype.type(1)
         a, b = self._workspace.get(weight, 2)
-        # phase 1: one pass over the group
         for n, (w, gr, m, v, rr) in chunks(weight, grad, mean, var, r):
-            g, tmp = a[:n], b[:n]
-            xp.multiply(gr, rescale, out=g)
-            if clip is not None:
-                xp.clip(g, -clip, clip, out=g)
-            m *= beta1
-            xp.multiply(g, one - beta1, out=tmp)
-            m += tmp
-            v *= beta2
-            xp.multiply(g, one - beta2, out=tmp)
-            tmp *= g
-            v += tmp
+            g, tmp = rescaled(xp, a[:n], gr, rescale, clip), b[:n]
+            average_into(xp, m, g, beta1, one - beta1, tmp)
+            square_average_into(xp, v, g, beta2, one - beta2, tmp)
             if self.bias_correction:
                 xp.divide(m, c1, out=rr, dtype=numpy.float64, casting="unsafe")
                 xp.divide(v, c2, out=tmp)
@@ -245,13 +213,6 @@ class LAMB(Optimizer):
             if wd:
                 xp.multiply(w, wd, out=tmp)
                 rr += tmp
-        # phase 2: one pass over the group, segment by segment with its trust ratio
-        for seg in segments:
-            w_seg, r_seg = weight[seg], r[seg]
-            lr_t = self._trust_lr(lr, _norm(w_seg), _norm(r_seg), dtype)
-            for _, (w, rr) in chunks(w_seg, r_seg):
-                rr *= lr_t
-                w -= rr
 
     def _phase1_buffer(self, like):
         """A flat buffer of ``like``'s size and dtype for phase 1's output, kept between steps."""
@@ -262,6 +223,14 @@ class LAMB(Optimizer):
             buf = xp.empty(like.size, dtype=like.dtype)
             self._phase1_out[key] = buf
         return buf[:like.size]
+
+
+def _decay_rate(name, value, reason):
+    """``value`` checked as a moving average's decay rate: in [0, 1), else ``reason`` is why
+    1 is refused."""
+    rate = check_number(name, value, low=0, high=1)
+    check(rate < 1, f"{name} must be < 1, got {value!r} ({reason})")
+    return rate
 
 
 def _norm(x):

@@ -4,8 +4,9 @@ A sum runs in float64 over fixed chunks of ``SUM_CHUNK`` elements (counted from 
 tensor's start), each chunk with eight interleaved partial sums, the chunk sums then added
 in order from 0.0. The result depends on the values only: not on the thread count, the
 memory alignment, or whether a fused loop computes it chunk by chunk inside its own pass
-(with :data:`chunk_sumsq`) or :func:`sum_of_squares` afterwards. Without numba (or for
-float16 and CuPy arrays) the sum is a float64 ``dot``.
+(:data:`chunk_sumsq`; :data:`chunk_sums` and :data:`block_sums` take two arrays' at once) or
+:func:`sum_of_squares` afterwards. Without numba (or for float16 and CuPy arrays) the sum is
+a float64 ``dot``.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import numpy
 
 from .. import jit
 from ..backend import array_module
+from ..jit import prange
 
 SUM_CHUNK = 1 << 14
 
@@ -87,3 +89,22 @@ def chunk_table(segments, block: int):
     if blocks[-1] != len(segments):
         blocks.append(len(segments))
     return lo, hi, first, numpy.array(blocks, numpy.int64)
+
+
+def _chunk_sums_loop(sums, c, x, y):
+    """Row ``c`` of ``sums``: the sums of squares of the chunks ``x`` and ``y`` (a fused loop's
+    two norms, chunk by chunk, as in :func:`chunk_table`)."""
+    sums[c, 0] = chunk_sumsq(x)
+    sums[c, 1] = chunk_sumsq(y)
+
+
+def _block_sums_loop(sums, x, y, lo, hi, c0, c1):
+    """Rows ``c0`` to ``c1`` of ``sums``: :data:`chunk_sums` of those chunks of ``x`` and
+    ``y``, in parallel."""
+    for k in prange(c1 - c0):
+        c = c0 + k
+        chunk_sums(sums, c, x[lo[c]:hi[c]], y[lo[c]:hi[c]])
+
+
+chunk_sums = jit.kernel(_chunk_sums_loop, parallel=False)
+block_sums = jit.kernel(_block_sums_loop)
