@@ -31,7 +31,7 @@ all parameters. It is part of :meth:`state_dict`.
 
 The sums of squares are :mod:`.sumsq`'s (float64 in fixed chunks, rounded to float32 for
 ``multi_lars``; MXNet's multi_sum_sq accumulates in float32): the same whatever the thread
-count, in the per-index and the fused path alike. Multi-precision keeps MXNet's
+count, in the compiled and the array path alike. Multi-precision keeps MXNet's
 ``(momentum, master)`` state; the norms are taken, as in MXNet, of the float16 weight and
 gradient. ``fused_step`` computes each segment's norms and then updates it with its own
 rate; compiled, block by block (about ``BLOCK`` elements of whole parameters), so that the
@@ -46,9 +46,13 @@ from .. import jit
 from ..backend import array_module
 from ..errors import check_number
 from ..jit import prange
-from .optimizer import Optimizer, register, scalars
-from .sumsq import chunk_sumsq, chunk_table, segment_sums, sum_of_squares
-from .workspace import Workspace, chunks
+from .array_ops import momentum_into, scaled_step
+from .optimizer import register, scalars
+from .scalar_ops import momentum as momentum_one
+from .scalar_ops import scaled_step as scaled_step_one
+from .sgd import MomentumOptimizer
+from .sumsq import block_sums, chunk_table, segment_sums, sum_of_squares
+from .workspace import chunks
 
 BLOCK = 1 << 19
 """Elements (whole tensors) a fused step finishes before the next: the update pass re-reads
@@ -57,7 +61,7 @@ them from cache after the norms' pass."""
 
 def _layer_rate(wsum, gsum, layerwise, lr, wd, eta, eps, rescale, lr_plain, one):
     """multi_lars's rate (float32 arithmetic) as ``one``'s type; ``lr_plain`` where the
-    parameter takes no layer-wise rate."""
+    parameter takes no layer-wise rate. Both paths' (the array path runs it as Python)."""
     if not layerwise:
         return lr_plain
     f = numpy.float32
@@ -74,14 +78,10 @@ _layer_rate_kernel = jit.kernel(_layer_rate, parallel=False)
 def _update(w, g, m, lr, wd, momentum, rescale, clip, clipping, with_momentum):
     """preloaded_multi_sgd(_mom)_update on (views of) a chunk with the layer's rate ``lr``."""
     for j in range(w.size):
-        if clipping:
-            step = lr * min(max(rescale * g[j], -clip), clip)
-        else:
-            step = (lr * rescale) * g[j]
+        step = scaled_step_one(g[j], lr, rescale, clip, clipping)
         if with_momentum:
-            mj = momentum * m[j] - (lr * wd) * w[j] - step
-            m[j] = mj
-            w[j] = w[j] + mj
+            m[j] = momentum_one(m[j], w[j], step, momentum, lr * wd)
+            w[j] = w[j] + m[j]
         else:
             w[j] = w[j] + (-((lr * wd) * w[j]) - step)
 
@@ -99,21 +99,17 @@ def _lars_loop(w, g, m, lo, hi, first, blocks, layerwise, lr32, wd32, eta32, eps
     sums = numpy.zeros((lo.size, 2), numpy.float64)
     rates = numpy.empty(lo.size, w.dtype)
     for b in range(blocks.size - 1):
-        c0, c1 = first[blocks[b]], first[blocks[b + 1]]
-        for k in prange(c1 - c0):
-            c = c0 + k
-            sums[c, 0] = chunk_sumsq(w[lo[c]:hi[c]])
-            sums[c, 1] = chunk_sumsq(g[lo[c]:hi[c]])
+        c0, c_end = first[blocks[b]], first[blocks[b + 1]]
+        block_sums(sums, w, g, lo, hi, c0, c_end)
         for s in range(blocks[b], blocks[b + 1]):
             wsum, gsum = segment_sums(sums, first, s)
             rate = _layer_rate_kernel(wsum, gsum, layerwise[s], lr32, wd32, eta32, eps32,
                                       rescale32, lr_plain, one)
             for c in range(first[s], first[s + 1]):
                 rates[c] = rate
-        for k in prange(c1 - c0):
-            c = c0 + k
-            a, z = lo[c], hi[c]
-            _update_kernel(w[a:z], g[a:z], m[a:z], rates[c], wd, momentum, rescale, clip,
+        for k in prange(c_end - c0):
+            a, z = lo[c0 + k], hi[c0 + k]
+            _update_kernel(w[a:z], g[a:z], m[a:z], rates[c0 + k], wd, momentum, rescale, clip,
                            clipping, with_momentum)
 
 
@@ -123,15 +119,14 @@ _NO_LARS_SUFFIXES = ("gamma", "beta", "bias")
 
 
 @register
-class LARS(Optimizer):
+class LARS(MomentumOptimizer):
     """LARS; see the module docstring for the update rule."""
 
     master_first = False  # MXNet's LARS keeps ``(state, master)``
 
     def __init__(self, momentum=0.0, lazy_update=True, eta=0.001, eps=0,
                  momentum_correction=True, **kwargs):
-        super().__init__(**kwargs)
-        self.momentum = check_number("momentum", momentum, low=0, high=1)
+        super().__init__(momentum=momentum, **kwargs)
         self.lazy_update = bool(lazy_update)
         self.eta = check_number("eta", eta, low=0)
         self.eps = check_number("eps", eps, low=0)
@@ -139,22 +134,13 @@ class LARS(Optimizer):
         self.last_lr = None
         self.cur_lr = None
         self._lr_round = None
-        self._workspace = Workspace()
-        self._fused_context = None
+        self._group = None
 
     def set_wd_mult(self, args_wd_mult: dict) -> None:
         """MXNet LARS: named parameters not ending in ``_weight`` default to ``wd_mult`` 0."""
         self.wd_mult = {n: 0.0 for n in self.idx2name.values() if not n.endswith("_weight")}
         self.wd_mult.update(args_wd_mult)
 
-    def create_state(self, index, weight):
-        if self.momentum == 0.0:
-            return None
-        return array_module(weight).zeros_like(weight)
-
-
-
-    # -- pieces shared by both paths ---------------------------------------------------
     def _uses_lars(self, index) -> bool:
         name = self.idx2name[index] if index in self.idx2name else str(index)
         return not name.endswith(_NO_LARS_SUFFIXES)
@@ -170,112 +156,85 @@ class LARS(Optimizer):
             return self.momentum * (self.cur_lr / self.last_lr)
         return self.momentum
 
-    def _layer_lr(self, lr, wd, w_sum_sq, g_sum_sq, rescale_grad):
-        """multi_lars: the layer's learning rate, in float32."""
-        f = numpy.float32
-        lr, wd, w_sum_sq, g_sum_sq = f(lr), f(wd), f(float(w_sum_sq)), f(float(g_sum_sq))
-        w_norm = numpy.sqrt(w_sum_sq)
-        if w_norm > 0 and g_sum_sq > 0:
-            return lr * f(self.eta) * w_norm / (numpy.sqrt(g_sum_sq) * f(rescale_grad)
-                                                + wd * w_norm + f(self.eps))
-        return lr
-
-    # -- reference ---------------------------------------------------------------------
+    # -- the base updates, with the indices at hand -------------------------------------
     def update(self, index, weight, grad, state, rescale_grad=None):
-        self._update(index, weight, grad, state, weight, grad, self.grad_rescale(rescale_grad))
+        self._in_group([index], None, None, super().update, index, weight, grad, state,
+                       rescale_grad)
 
     def update_multi_precision(self, index, weight, grad, state, rescale_grad=None):
-        """Through the float32 master; the norms are of the float16 weight and gradient."""
-        if self.multi_precision and weight.dtype == numpy.float16:
-            mom, master = state
-            self._update(index, master, grad.astype(numpy.float32), mom, weight, grad,
-                         self.grad_rescale(rescale_grad))
-            weight[...] = master
-        else:
-            self.update(index, weight, grad, state, rescale_grad)
+        self._in_group([index], weight, grad, super().update_multi_precision, index, weight,
+                       grad, state, rescale_grad)
 
-    def _update(self, index, weight, grad, mom, norm_weight, norm_grad, rescale_grad):
-        self._update_count(index)
-        lr, wd = self._get_lr(index), self._get_wd(index)
-        momentum = self._current_momentum()
-        if self._uses_lars(index):
-            lr = self._layer_lr(lr, wd, sum_of_squares(norm_weight.reshape(-1)),
-                                sum_of_squares(norm_grad.reshape(-1)), rescale_grad)
-        lr, wd, momentum, rescale = scalars(weight.dtype, lr, wd, momentum, rescale_grad)
-        if self.clipping:
-            clip = weight.dtype.type(self.clip_gradient)
-            step = lr * array_module(grad).clip(rescale * grad, -clip, clip)
-        else:
-            step = (lr * rescale) * grad
-        if mom is None:
-            weight[...] = weight + (-((lr * wd) * weight) - step)
-        else:
-            mom[...] = momentum * mom - (lr * wd) * weight - step
-            weight[...] = weight + mom
-
-    # -- fused -------------------------------------------------------------------------
     def fused_update(self, indices, weight, grad, state, segments=None, rescale_grad=None) -> None:
-        """The base fused update, with the group's indices (for the names) and, for float16
-        weights with a master copy, the float16 arrays (for the norms) at hand."""
-        half = self.multi_precision and weight.dtype == numpy.float16
-        self._fused_context = (list(indices), weight if half else None, grad if half else None)
-        try:
-            super().fused_update(indices, weight, grad, state, segments, rescale_grad)
-        finally:
-            self._fused_context = None
+        self._in_group(indices, weight, grad, super().fused_update, indices, weight, grad, state,
+                       segments, rescale_grad)
 
+    def _in_group(self, indices, weight, grad, call, *args):
+        """``call(*args)`` with :meth:`fused_step` knowing the indices updated (their names
+        decide the layer-wise rate) and, for float16 weights with a master copy, the float16
+        weight and gradient seen flat (MXNet takes the norms of those). Inside another such
+        call, the outer call's stand."""
+        if self._group is not None:
+            return call(*args)
+        half = weight is not None and self.multi_precision and weight.dtype == numpy.float16
+        self._group = (list(indices), weight.reshape(-1) if half else None,
+                       grad.reshape(-1) if half else None)
+        try:
+            return call(*args)
+        finally:
+            self._group = None
+
+    # -- the step -----------------------------------------------------------------------
     def fused_step(self, weight, grad, state, lr, wd, count, segments, rescale_grad):
-        indices, norm_weight, norm_grad = self._fused_context or (None, None, None)
-        if norm_weight is None:
-            norm_weight, norm_grad = weight, grad
+        indices, norm_weight, norm_grad = self._group or (None, None, None)
+        layerwise = self._layerwise(indices, len(segments))
         momentum = self._current_momentum()
-        xp = array_module(weight)
         dtype = weight.dtype
+        f = numpy.float32
+        multi_lars = (f(lr), f(wd), f(self.eta), f(self.eps), f(rescale_grad), dtype.type(lr))
+        _, wd_, mom_, rescale = scalars(dtype, lr, wd, momentum, rescale_grad)
         clip = dtype.type(self.clip_gradient) if self.clipping else None
-        layerwise = [index is None or self._uses_lars(index) for index in
-                     (indices[k if len(indices) == len(segments) else 0] if indices else None
-                      for k in range(len(segments)))]
         moms = () if state is None else (state,)
-        if norm_weight is weight and jit.usable(_lars_kernel, weight, grad, *moms):
-            f = numpy.float32
-            _, wd_, mom_, rescale = scalars(dtype, lr, wd, momentum, rescale_grad)
+        if norm_weight is None and jit.usable(_lars_kernel, weight, grad, *moms):
             jit.launch(_lars_kernel, weight.size, weight, grad, weight if state is None else state,
-                       *chunk_table(segments, BLOCK), numpy.array(layerwise), f(lr), f(wd),
-                       f(self.eta), f(self.eps), f(rescale_grad), dtype.type(lr), wd_, mom_,
-                       rescale, clip if clip is not None else wd_, clip is not None,
+                       *chunk_table(segments, BLOCK), numpy.array(layerwise), *multi_lars, wd_,
+                       mom_, rescale, clip if clip is not None else wd_, clip is not None,
                        state is not None)
             return
-        tmp, step = self._workspace.get(weight, 2)
+        if norm_weight is None:
+            norm_weight, norm_grad = weight, grad
         for k, seg in enumerate(segments):
-            layer_lr = lr
-            if layerwise[k]:
-                layer_lr = self._layer_lr(lr, wd, sum_of_squares(norm_weight[seg]),
-                                          sum_of_squares(norm_grad[seg]), rescale_grad)
-            lr_, wd_, mom_, rescale = scalars(dtype, layer_lr, wd, momentum, rescale_grad)
-            arrays = (weight[seg], grad[seg]) + (() if state is None else (state[seg],))
-            for n, (w, g, *m) in chunks(*arrays):
-                s, t = step[:n], tmp[:n]
-                if clip is None:
-                    xp.multiply(g, lr_ * rescale, out=s)
-                else:
-                    xp.multiply(g, rescale, out=s)
-                    xp.clip(s, -clip, clip, out=s)
-                    s *= lr_
-                if m:
-                    (m,) = m
-                    m *= mom_
-                    if wd_:
-                        xp.multiply(w, lr_ * wd_, out=t)
-                        m -= t
-                    m -= s
-                    w += m
-                elif wd_:
-                    xp.multiply(w, lr_ * wd_, out=t)
-                    xp.negative(t, out=t)
-                    t -= s
-                    w += t
-                else:
-                    w -= s
+            sums = ((sum_of_squares(norm_weight[seg]), sum_of_squares(norm_grad[seg]))
+                    if layerwise[k] else (0.0, 0.0))
+            rate = _layer_rate(*sums, layerwise[k], *multi_lars, dtype.type(1))
+            self._segment_step(weight[seg], grad[seg], None if state is None else state[seg],
+                               *scalars(dtype, rate, wd, momentum, rescale_grad), clip)
+
+    def _layerwise(self, indices, count):
+        """Per segment, whether it takes the layer-wise rate: by its own index's name where
+        ``indices`` has one per segment, else by the first index's (all of them without
+        indices)."""
+        if not indices:
+            return [True] * count
+        if len(indices) == count:
+            return [self._uses_lars(index) for index in indices]
+        return [self._uses_lars(indices[0])] * count
+
+    def _segment_step(self, weight, grad, mom, lr, wd, momentum, rescale, clip):
+        """The array path's preloaded_multi_sgd(_mom)_update of one segment at its rate."""
+        xp = array_module(weight)
+        tmp, step = self._workspace.get(weight, 2)
+        for n, (w, g, *m) in chunks(weight, grad, *(() if mom is None else (mom,))):
+            s = scaled_step(xp, step[:n], g, lr, rescale, clip)
+            if m:
+                w += momentum_into(xp, m[0], w, s, momentum, lr * wd if wd else None, tmp[:n])
+            elif wd:
+                xp.multiply(w, lr * wd, out=tmp[:n])
+                xp.negative(tmp[:n], out=tmp[:n])
+                tmp[:n] -= s
+                w += tmp[:n]
+            else:
+                w -= s
 
     # -- state ----------------------------------------------------------------------------
     def state_dict(self) -> dict:
