@@ -40,13 +40,14 @@ import numpy
 
 from ..backend import array_module
 from ..errors import ConfigError, check_number
-from .optimizer import Optimizer, index_key, register, scalars
+from .optimizer import index_key, register, scalars
+from .sgd import MomentumOptimizer
 
 STRATEGIES = ("linear", "power2", "sqrt", "lars")
 
 
 @register
-class LBSGD(Optimizer):
+class LBSGD(MomentumOptimizer):
     """Large-batch SGD; see the module docstring for the update rule."""
 
     flat_state = False      # the cumulated gradients live on the Python side, per index
@@ -54,8 +55,7 @@ class LBSGD(Optimizer):
     def __init__(self, momentum=0.0, multi_precision=False, warmup_strategy="linear",
                  warmup_epochs=5, batch_scale=1, updates_per_epoch=32, begin_epoch=0,
                  num_epochs=60, **kwargs):
-        super().__init__(multi_precision=multi_precision, **kwargs)
-        self.momentum = check_number("momentum", momentum, low=0, high=1)
+        super().__init__(momentum=momentum, multi_precision=multi_precision, **kwargs)
         if warmup_strategy not in STRATEGIES:
             raise ConfigError(f"warmup_strategy must be one of {', '.join(STRATEGIES)}, "
                               f"got {warmup_strategy!r}")
@@ -68,11 +68,6 @@ class LBSGD(Optimizer):
         self.init_updates = self.begin_epoch * self.updates_per_epoch
         self.num_epochs = check_number("num_epochs", num_epochs, low=0, integer=True)
         self.cumgrads: dict = {}
-
-    def create_state(self, index, weight):
-        if self.momentum == 0.0:
-            return None
-        return array_module(weight).zeros_like(weight)
 
     # -- MXNet's helpers --------------------------------------------------------------------
     def _get_lbmult(self, nup):
