@@ -44,7 +44,9 @@ from ..errors import check, check_number
 from ..jit import prange
 from .array_ops import average_into, rescaled, square_average_into
 from .optimizer import Optimizer, register, scalars
+from .scalar_ops import average as average_one
 from .scalar_ops import rescaled as rescaled_one
+from .scalar_ops import square_average as square_average_one
 from .sumsq import chunk_sums, chunk_table, segment_sums, sum_of_squares
 from .workspace import Workspace, chunks
 
@@ -72,8 +74,8 @@ def _phase1(w, g, m, v, r, wd, beta1, beta2, eps, rescale, clip, clipping, c1, c
     one = w.dtype.type(1)
     for j in range(w.size):
         gi = rescaled_one(g[j], rescale, clip, clipping)
-        mi = beta1 * m[j] + (one - beta1) * gi
-        vi = beta2 * v[j] + (one - beta2) * gi * gi
+        mi = average_one(m[j], gi, beta1, one - beta1)
+        vi = square_average_one(v[j], gi, beta2, one - beta2)
         m[j] = mi
         v[j] = vi
         if corrected:
