@@ -40,10 +40,10 @@ import numpy
 
 from .. import jit
 from ..backend import array_module
-from ..errors import check, check_number
+from ..errors import check_number
 from ..jit import prange
 from .array_ops import average_into, rescaled, square_average_into
-from .optimizer import Optimizer, register, scalars
+from .optimizer import Optimizer, below_one, register, scalars
 from .scalar_ops import average as average_one
 from .scalar_ops import rescaled as rescaled_one
 from .scalar_ops import square_average as square_average_one
@@ -76,8 +76,7 @@ def _phase1(w, g, m, v, r, wd, beta1, beta2, eps, rescale, clip, clipping, c1, c
         gi = rescaled_one(g[j], rescale, clip, clipping)
         mi = average_one(m[j], gi, beta1, one - beta1)
         vi = square_average_one(v[j], gi, beta2, one - beta2)
-        m[j] = mi
-        v[j] = vi
+        m[j], v[j] = mi, vi
         if corrected:
             mean_hat = w.dtype.type(numpy.float64(mi) / c1)
             r[j] = mean_hat / (numpy.sqrt(vi / c2) + eps) + wd * w[j]
@@ -130,10 +129,10 @@ class LAMB(Optimizer):
     def __init__(self, learning_rate=0.001, beta1=0.9, beta2=0.999, epsilon=1e-6,
                  lower_bound=None, upper_bound=None, bias_correction=True, **kwargs):
         super().__init__(learning_rate=learning_rate, **kwargs)
-        self.beta1 = _decay_rate("beta1", beta1, "mean_hat divides by 1 - beta1**t; without "
-                                 "bias_correction the mean would stay 0")
-        self.beta2 = _decay_rate("beta2", beta2, "var_hat divides by 1 - beta2**t; without "
-                                 "bias_correction var would stay 0")
+        self.beta1 = below_one("beta1", beta1, "mean_hat divides by 1 - beta1**t; without "
+                               "bias_correction the mean would stay 0")
+        self.beta2 = below_one("beta2", beta2, "var_hat divides by 1 - beta2**t; without "
+                               "bias_correction var would stay 0")
         self.epsilon = check_number("epsilon", epsilon, low=0)
         self.lower_bound = None if lower_bound is None else check_number("lower_bound",
                                                                           lower_bound)
@@ -225,14 +224,6 @@ class LAMB(Optimizer):
             buf = xp.empty(like.size, dtype=like.dtype)
             self._phase1_out[key] = buf
         return buf[:like.size]
-
-
-def _decay_rate(name, value, reason):
-    """``value`` checked as a moving average's decay rate: in [0, 1), else ``reason`` is why
-    1 is refused."""
-    rate = check_number(name, value, low=0, high=1)
-    check(rate < 1, f"{name} must be < 1, got {value!r} ({reason})")
-    return rate
 
 
 def _norm(x):
