@@ -85,7 +85,8 @@ def square_average_into(xp, average, value, beta, one_minus_beta, tmp):
 
 def scaled_step(xp, out, grad, lr, rescale, clip):
     """``lr * clip(grad * rescale)`` into ``out`` or, unclipped, ``grad * (lr * rescale)``:
-    the step of MXNet's SGD-family kernels, with their association."""
+    the step of MXNet's SGD-family kernels, with their association (``clip >= 0``: the
+    kernels clip only then)."""
     if clip is None:
         return xp.multiply(grad, lr * rescale, out=out)
     rescaled(xp, out, grad, rescale, clip)

@@ -69,9 +69,10 @@ sign = jit.kernel(_sign_loop, parallel=False)
 
 def _scaled_step_loop(g, lr, rescale, clip, clipping):
     """``lr * clip(g * rescale)`` or, unclipped, ``(lr * rescale) * g`` of one element
-    (:func:`.array_ops.scaled_step`)."""
+    (:func:`.array_ops.scaled_step`); ``clip >= 0``, as MXNet's kernels clip only then, so the
+    clip is a plain ``min(max(...))``."""
     if clipping:
-        return lr * rescaled(g, rescale, clip, clipping)
+        return lr * min(max(g * rescale, -clip), clip)
     return (lr * rescale) * g
 
 

@@ -38,11 +38,12 @@ def _signum_loop(w, g, m, lr, decay, momentum, decay_m, rescale, clip, clipping,
     """signsgd_update (``w * decay - lr * sign(g)``) or signum_update, where ``decay_m`` is
     ``(1 - momentum) * wd``."""
     one = w.dtype.type(1)
+    rate_m = one - momentum
     for i in prange(w.size):
         if not with_momentum:
             w[i] = w[i] * decay - lr * sign_one(g[i], one)
             continue
-        step = scaled_step_one(g[i], one - momentum, rescale, clip, clipping)
+        step = scaled_step_one(g[i], rate_m, rescale, clip, clipping)
         mi = momentum_one(m[i], w[i], step, momentum, decay_m)
         m[i] = mi
         w[i] = w[i] * decay + lr * sign_one(mi, one)
