@@ -28,6 +28,8 @@ def _defaults(klass) -> dict:
         if init is not None:
             defaults.update({p.name: p.default for p in inspect.signature(init).parameters.values()
                              if p.default is not inspect.Parameter.empty})
+    if "learning_rate" in defaults and defaults["learning_rate"] is None:
+        defaults["learning_rate"] = 0.01  # MXNet 1.9: None is 0.01 when no scheduler owns the rate
     return defaults
 
 
