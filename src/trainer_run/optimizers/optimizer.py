@@ -145,6 +145,17 @@ class Optimizer:
         learning rate it reports is the server's."""
         self.num_update = num_update
 
+    counts_updates = True
+    """Whether an update counts (MXNet's ``Test`` optimizer does not)."""
+
+    def _counted(self, indices) -> int:
+        """Counts an update of each of ``indices`` (when :attr:`counts_updates`); the first
+        one's count."""
+        if self.counts_updates:
+            for index in indices:
+                self._update_count(index)
+        return self._index_update_count.get(indices[0], self.begin_num_update)
+
     def _update_count(self, index) -> None:
         count = self._index_update_count.get(index, self.begin_num_update) + 1
         self._index_update_count[index] = count
@@ -205,11 +216,11 @@ class Optimizer:
         fused step (state not shaped like the weight) overrides this."""
         if self.fused_step is None:
             raise NotImplementedError(f"{type(self).__name__} must define fused_step or update")
-        self._update_count(index)
+        count = self._counted([index])
         flat = _Flat()
         self.fused_step(flat(weight), grad.reshape(-1), flat.tree(state), self._get_lr(index),
-                        self._get_wd(index), self._index_update_count[index],
-                        [slice(0, weight.size)], self.grad_rescale(rescale_grad))
+                        self._get_wd(index), count, [slice(0, weight.size)],
+                        self.grad_rescale(rescale_grad))
         flat.write_back()
 
     def update_multi_precision(self, index, weight, grad, state, rescale_grad=None) -> None:
@@ -256,10 +267,8 @@ class Optimizer:
         is one tensor) gives each parameter's slice; ``rescale_grad`` this step's gradient
         factor (None: the optimizer's).
         """
-        for index in indices:
-            self._update_count(index)
+        count = self._counted(indices)
         first = indices[0]
-        count = self._index_update_count[first]
         segments = segments if segments is not None else [slice(0, weight.size)]
         lr, wd, rescale = self._get_lr(first), self._get_wd(first), self.grad_rescale(rescale_grad)
         if self.multi_precision and weight.dtype == numpy.float16:
