@@ -14,7 +14,8 @@ def pytest_collection_modifyitems(items):
     time a process against the clock run on one worker, one after the other, never beside each
     other: on a 2-core machine two of them at once could miss their timeouts."""
     for item in items:
-        if item.get_closest_marker("mpi") or item.module.__name__ in SERIAL_MODULES:
+        if (item.get_closest_marker("mpi") or item.get_closest_marker("cluster")
+                or item.module.__name__ in SERIAL_MODULES):
             item.add_marker(pytest.mark.xdist_group("serial"))
 
 

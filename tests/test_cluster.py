@@ -1,0 +1,62 @@
+"""MPI across hosts: ranks on different hosts (network namespaces, see ``cluster_hosts.py``)
+talking over TCP keep the promises the single-host tests make.
+
+Run them with ``pytest -m cluster`` as root (they make network namespaces); they skip where
+namespaces cannot be made or MPI is missing."""
+
+import json
+import sys
+
+import numpy
+import pytest
+from cluster_hosts import Hosts, available
+from helpers import load_npz, run_cli
+from test_cli_dist import ASYNC, COMMON
+from test_kvstore_dist import mpiexec, run  # noqa: F401  (mpiexec is a fixture)
+
+pytestmark = pytest.mark.cluster
+
+
+@pytest.fixture(scope="module")
+def hosts(tmp_path_factory, mpiexec):  # noqa: F811
+    why = available()
+    if why is not None:
+        pytest.skip(why)
+    with Hosts(3, tmp_path_factory.mktemp("hosts")) as made:
+        yield made
+
+
+def test_dist_sync_one_rank_on_each_of_two_hosts_equals_one_process_of_the_doubled_batch(
+        hosts, mpiexec, tmp_path):  # noqa: F811
+    """Rank 0 on node1, rank 1 on node2, batch 25 each, equal one process of batch 50 within the
+    single-host test's tolerance; the gradients crossed node2's link (its eth0 received at least
+    one float32 gradient of the model per iteration)."""
+    before = hosts.received("node2")
+    code, out = run(hosts.mpiexec(mpiexec, ["node1", "node2"],
+                                  [sys.executable, "-m", "trainer_run.cli", *COMMON, "kvstore=dist_sync",
+                                   "dataset.batch_size=25", "trainer.max_iterations=30",
+                                   f"hydra.run.dir={tmp_path / 'two'}"]), timeout=180)
+    assert code == 0, out
+    single = run_cli(*COMMON, "dataset.batch_size=50", "trainer.max_iterations=30",
+                     f"hydra.run.dir={tmp_path / 'one'}")
+    assert single.returncode == 0, single.stderr
+    two, one = load_npz(tmp_path / "two" / "model.npz"), load_npz(tmp_path / "one" / "model.npz")
+    for k in one:
+        numpy.testing.assert_allclose(two[k], one[k], rtol=1e-5, atol=1e-6, err_msg=k)
+    gradient_bytes = 4 * sum(v.size for v in one.values())
+    assert hosts.received("node2") - before >= 30 * gradient_bytes
+
+
+def test_dist_async_with_its_server_and_two_workers_on_three_hosts_learns(hosts, mpiexec, tmp_path):  # noqa: F811
+    """Worker 0 on node1, worker 1 on node2, the server (the last rank) on node3: the default
+    model reaches the single-host test's accuracy, and the server's link carried the pushes."""
+    before = hosts.received("node3")
+    out = tmp_path / "async"
+    code, log = run(hosts.mpiexec(mpiexec, ["node1", "node2", "node3"],
+                                  [sys.executable, "-m", "trainer_run.cli", *ASYNC,
+                                   "trainer.max_iterations=600", f"hydra.run.dir={out}"]), timeout=240)
+    assert code == 0, log
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["status"] == "completed"
+    assert summary["val/accuracy"] >= 0.9, summary
+    assert hosts.received("node3") - before >= 600 * 2 * 4 * 1000  # 2 workers' pushes, > 1k params
