@@ -125,6 +125,21 @@ class Hosts:
                              capture_output=True, text=True, check=True).stdout
         return int(out)
 
+    def processes(self, host: str, program: str, containing: str) -> list[int]:
+        """The pids of ``host``'s processes that run ``program`` with ``containing`` among its
+        arguments."""
+        pids = subprocess.run(["ip", "netns", "pids", self.namespace(host)], capture_output=True,
+                              text=True).stdout.split()
+        found = []
+        for pid in pids:
+            try:
+                argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
+            except OSError:
+                continue
+            if argv[0] == program and containing in argv:
+                found.append(int(pid))
+        return found
+
     def cut(self, host: str) -> None:
         """Takes ``host``'s link down: it can no longer reach or be reached."""
         _ip("-n", self.namespace(host), "link", "set", "eth0", "down")

@@ -5,7 +5,11 @@ Run them with ``pytest -m cluster`` as root (they make network namespaces); they
 namespaces cannot be made or MPI is missing."""
 
 import json
+import os
+import signal
+import subprocess
 import sys
+import time
 
 import numpy
 import pytest
@@ -13,6 +17,8 @@ from cluster_hosts import Hosts, available
 from helpers import load_npz, run_cli
 from test_cli_dist import ASYNC, COMMON
 from test_kvstore_dist import mpiexec, run  # noqa: F401  (mpiexec is a fixture)
+
+from trainer_run.storage import checkpoint
 
 pytestmark = pytest.mark.cluster
 
@@ -60,3 +66,39 @@ def test_dist_async_with_its_server_and_two_workers_on_three_hosts_learns(hosts,
     assert summary["status"] == "completed"
     assert summary["val/accuracy"] >= 0.9, summary
     assert hosts.received("node3") - before >= 600 * 2 * 4 * 1000  # 2 workers' pushes, > 1k params
+
+
+def test_a_host_cut_off_mid_run_ends_the_job_and_the_run_resumes_on_the_other(hosts, mpiexec, tmp_path):  # noqa: F811
+    """node2's link goes down once the first checkpoint is written: rank 0 on node1 gives up
+    after kvstore.timeout, says so in one line, writes its summary (failed) and ends with the
+    job's abort; the last complete checkpoint verifies, and the run resumes on node1 alone to a
+    later iteration. (MPICH's mpiexec itself waits on for the lost host's process manager
+    until TCP gives up on it: the test ends it.)"""
+    out = tmp_path / "cut"
+    command = hosts.mpiexec(mpiexec, ["node1", "node2"],
+                            [sys.executable, "-m", "trainer_run.cli", *COMMON, "kvstore=dist_sync",
+                             "kvstore.timeout=5", "dataset.batch_size=25",
+                             "trainer.max_iterations=1000000", f"hydra.run.dir={out}"])
+    job = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                           start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not list((out / "checkpoints").glob("iter_*")) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        hosts.cut("node2")
+        cut_at = time.monotonic()
+        while hosts.processes("node1", sys.executable, "trainer_run.cli") and time.monotonic() < cut_at + 30:
+            time.sleep(0.1)
+        rank_0_ended = time.monotonic() - cut_at
+    finally:
+        os.killpg(job.pid, signal.SIGKILL)
+    log, _ = job.communicate()
+    assert rank_0_ended < 5 + 15, log
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["status"] == "failed", log
+    assert "error: kvstore dist_sync: rank 0 waited 5 s for the other 1 rank(s)" in log, log
+    last = max(int(p.name.split("_")[1]) for p in (out / "checkpoints").glob("iter_*"))
+    checkpoint.verify(checkpoint.find(out))
+    resumed = run_cli(f"resume={out}", f"trainer.max_iterations={last + 20}")
+    assert resumed.returncode == 0, resumed.stderr
+    assert json.loads((out / "summary.json").read_text())["iteration"] == last + 20

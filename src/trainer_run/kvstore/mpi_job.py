@@ -18,6 +18,7 @@ outlives its report by more than the kvstore's timeout, and ends with one exit s
 from __future__ import annotations
 
 import contextlib
+import faulthandler
 import os
 import sys
 import time
@@ -89,13 +90,22 @@ def end(status: int) -> int:
     return int(statuses[0])
 
 
+ABORT_GRACE_S = 5.0
+"""How long ``MPI_Abort`` may take before this process ends itself, with status 1."""
+
+
 def _abort(status: int) -> None:
     """Flushes this process's output, then ends every rank of the job with ``MPI_Abort``
     (it does not return): ``mpiexec`` exits with ``status`` (MPICH prints one
-    ``Abort(status) ...`` line)."""
+    ``Abort(status) ...`` line). ``MPI_Abort`` can spin, holding the GIL, on a host that has
+    dropped off the network (MPICH 5 over TCP, measured: still running after 30 s); after
+    :data:`ABORT_GRACE_S` a watchdog outside the interpreter (``faulthandler``'s) ends the
+    process with status 1 (everything has been written and reported)."""
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()
+    _job["devnull"] = open(os.devnull, "w")  # noqa: SIM115  (faulthandler writes there until the end)
+    faulthandler.dump_traceback_later(ABORT_GRACE_S, file=_job["devnull"], exit=True)
     comm = _job["comm"] if _job["comm"] is not None else _job["MPI"].COMM_WORLD
     comm.Abort(status)
 
