@@ -15,6 +15,7 @@ runs in the namespaces and removes them and their files.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -32,18 +33,37 @@ exec ip netns exec "{prefix}${{host#node}}" unshare --uts sh -c "hostname $host 
 
 
 def available() -> str | None:
-    """None when network namespaces can be made here, else why not (for a skip)."""
+    """None when hosts can be made here (a namespace, a veth pair, a process with its own host
+    name inside it), else why not (for a skip). Namespaces left by an earlier test process
+    that was killed are removed first."""
     if os.geteuid() != 0:
         return "the cluster tests make network namespaces: they need root"
     for tool in ("ip", "unshare"):
         if shutil.which(tool) is None:
             return f"the cluster tests need {tool} (Debian: iproute2, util-linux)"
-    probe = f"trprobe{os.getpid()}"
-    made = subprocess.run(["ip", "netns", "add", probe], capture_output=True, text=True)
-    if made.returncode != 0:
-        return f"ip netns add failed: {made.stderr.strip()}"
-    subprocess.run(["ip", "netns", "del", probe], capture_output=True)
+    _remove_stale()
+    probe = f"tr{os.getpid()}probe"
+    steps = [["ip", "netns", "add", probe],
+             ["ip", "-n", probe, "link", "add", "a0", "type", "veth", "peer", "name", "b0"],
+             ["ip", "netns", "exec", probe, "unshare", "--uts", "sh", "-c", "hostname probe"]]
+    try:
+        for step in steps:
+            done = subprocess.run(step, capture_output=True, text=True)
+            if done.returncode != 0:
+                return f"{' '.join(step[:4])} failed here: {done.stderr.strip()}"
+    finally:
+        subprocess.run(["ip", "netns", "del", probe], capture_output=True)
     return None
+
+
+def _remove_stale() -> None:
+    """Removes the namespaces (and ``/etc/netns`` files) of test processes that are gone."""
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    for name in (line.split()[0] for line in listed.splitlines() if line.strip()):
+        match = re.fullmatch(r"tr(\d+)(h\d+|sw|probe)", name)
+        if match and not Path(f"/proc/{match.group(1)}").exists():
+            subprocess.run(["ip", "netns", "del", name], capture_output=True)
+            shutil.rmtree(Path("/etc/netns") / name, ignore_errors=True)
 
 
 def _ip(*args: str) -> None:
@@ -56,8 +76,8 @@ class Hosts:
 
     def __init__(self, count: int, workdir: Path, net: int = 77):
         self.names = [f"node{i}" for i in range(1, count + 1)]
-        self.prefix = f"tr{os.getpid() % 100000}h"
-        self.switch = f"tr{os.getpid() % 100000}sw"
+        self.prefix = f"tr{os.getpid()}h"
+        self.switch = f"tr{os.getpid()}sw"
         self.net = net
         self.workdir = Path(workdir)
         self.launcher = self.workdir / "netns-launcher"

@@ -15,6 +15,7 @@ import numpy
 import pytest
 from cluster_hosts import Hosts, available
 from helpers import load_npz, run_cli
+from test_cli_compression import COMPRESSED
 from test_cli_dist import ASYNC, COMMON
 from test_kvstore_dist import mpiexec, run  # noqa: F401  (mpiexec is a fixture)
 
@@ -102,3 +103,18 @@ def test_a_host_cut_off_mid_run_ends_the_job_and_the_run_resumes_on_the_other(ho
     resumed = run_cli(f"resume={out}", f"trainer.max_iterations={last + 20}")
     assert resumed.returncode == 0, resumed.stderr
     assert json.loads((out / "summary.json").read_text())["iteration"] == last + 20
+
+
+def test_compressed_gradients_across_hosts_equal_the_single_host_run(hosts, mpiexec, tmp_path):  # noqa: F811
+    """2-bit compression with one rank on each of two hosts gives the bits of the same job on
+    one host (each rank quantizes with its own residual; the sum order is the same)."""
+    args = [sys.executable, "-m", "trainer_run.cli", "kvstore=dist_sync", "dataset.batch_size=25",
+            "trainer.progress=false", "trainer.max_iterations=200", *COMPRESSED]
+    across_hosts = hosts.mpiexec(mpiexec, ["node1", "node2"], [*args, f"hydra.run.dir={tmp_path / 'hosts'}"])
+    code, out = run(across_hosts, timeout=180)
+    assert code == 0, out
+    code, out = run([mpiexec, "-n", "2", *args, f"hydra.run.dir={tmp_path / 'one'}"], timeout=180)
+    assert code == 0, out
+    across, local = load_npz(tmp_path / "hosts" / "model.npz"), load_npz(tmp_path / "one" / "model.npz")
+    for k in local:
+        numpy.testing.assert_array_equal(across[k], local[k], err_msg=k)
