@@ -14,7 +14,7 @@ def pytest_collection_modifyitems(items):
     time a process against the clock run on one worker, one after the other, never beside each
     other: on a 2-core machine two of them at once could miss their timeouts."""
     for item in items:
-        if (item.get_closest_marker("mpi") or item.get_closest_marker("cluster")
+        if (any(item.get_closest_marker(m) for m in ("mpi", "cluster", "slurm"))
                 or item.module.__name__ in SERIAL_MODULES):
             item.add_marker(pytest.mark.xdist_group("serial"))
 
