@@ -3,6 +3,7 @@
 Run them with ``pytest -m slurm`` as root on a machine with ``slurm-wlm`` and ``munge``
 (Debian); they skip elsewhere."""
 
+import csv
 import sys
 
 import numpy
@@ -36,3 +37,30 @@ def test_srun_runs_a_dist_sync_job_that_equals_one_process_of_the_doubled_batch(
     two, one = load_npz(tmp_path / "two" / "model.npz"), load_npz(tmp_path / "one" / "model.npz")
     for k in one:
         numpy.testing.assert_allclose(two[k], one[k], rtol=1e-5, atol=1e-6, err_msg=k)
+
+
+def _ranked(sweep_dir):
+    """``(rank, overrides, best)`` rows of a sweep's results.csv."""
+    rows = list(csv.DictReader((sweep_dir / "results.csv").open()))
+    return [(r["rank"], r["overrides"], float(r["best"])) for r in rows]
+
+
+def test_a_sweep_with_the_submitit_slurm_launcher_runs_its_jobs_through_the_scheduler(slurm, tmp_path):
+    """``-m hydra/launcher=submitit_slurm``: both jobs are SLURM jobs (scontrol: COMPLETED),
+    and the ranked table is the local sweep's."""
+    pytest.importorskip("hydra_plugins.hydra_submitit_launcher")
+    sweep = ["optimizer=adam,sgd", "trainer.max_iterations=200", "trainer.progress=false"]
+    done = slurm.run([sys.executable, "-m", "trainer_run.cli", "-m", "hydra/launcher=submitit_slurm",
+                      "hydra.launcher.partition=debug", "hydra.launcher.timeout_min=10",
+                      "hydra.launcher.cpus_per_task=1", *sweep, f"hydra.sweep.dir={tmp_path / 'slurm'}"],
+                     timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    local = run_cli("-m", *sweep, f"hydra.sweep.dir={tmp_path / 'local'}")
+    assert local.returncode == 0, local.stderr
+    assert _ranked(tmp_path / "slurm") == _ranked(tmp_path / "local")
+    job_ids = {p.name.split("_")[0] for p in (tmp_path / "slurm" / ".submitit").iterdir()
+               if p.name[0].isdigit()}
+    assert job_ids, "no submitit job folders"
+    for job_id in job_ids:
+        shown = slurm.run(["scontrol", "show", "job", job_id])
+        assert shown.stdout.count("JobState=COMPLETED") == 2, (job_ids, shown)  # the array's two tasks
