@@ -26,6 +26,7 @@ from __future__ import annotations
 import errno
 import os
 import re
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -41,7 +42,7 @@ from trainer_run.errors import ConfigError
 from trainer_run.kvstore import mpi_job
 
 from . import argv as args
-from . import job, override_keys, sweep_record, sweeps, user_targets
+from . import job, override_keys, slurm_check, sweep_record, sweeps, user_targets
 from . import resume as resumes
 from .job import on_rank_0
 from .options import OPTIONS, root_config
@@ -100,6 +101,9 @@ def main(argv: list[str] | None = None) -> None:
         run_hydra()
     except (HydraException, OmegaConfBaseException) as e:
         fail(_explained(typed, e))
+    except subprocess.CalledProcessError as e:  # a launcher's command (sbatch) refused the jobs
+        fail(f"{Path(str(e.cmd[0])).name} failed with exit status {e.returncode} (its own message "
+             f"is above); nothing more was submitted")
     except YAMLError as e:  # a config file of the user's that is not YAML
         fail(f"a config file does not parse: {describe(e)}")
     except UnicodeDecodeError:
@@ -229,6 +233,7 @@ def prepare(argv: list[str]) -> list[str]:
     argv = user_targets.rewrite(argv)
     if multirun:  # a single run's keys are checked if Hydra refuses them
         override_keys.check_overrides(argv)
+        slurm_check.check(argv)
     argv = name_run_dir(argv)
     resume = args.value(argv, "resume")
     if not args.is_null(resume):

@@ -64,7 +64,7 @@ def available() -> str | None:
     return None
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -103,8 +103,9 @@ class Slurm:
                      f"--log-file={munge / 'munged.log'}", f"--pid-file={munge / 'munged.pid'}",
                      f"--seed-file={munge / 'seed'}"])
         self._wait(lambda: socket_path.exists(), "munged")
+        self.ctld_port = free_port()
         (self.dir / "slurm.conf").write_text(CONFIG.format(
-            host=self.host, socket=socket_path, ctld_port=_free_port(), d_port=_free_port(),
+            host=self.host, socket=socket_path, ctld_port=self.ctld_port, d_port=free_port(),
             dir=self.dir, cpus=os.cpu_count()))
         self._spawn([_sbin("slurmctld"), "-D", "-c"])
         self._spawn([_sbin("slurmd"), "-D"])

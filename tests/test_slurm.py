@@ -4,12 +4,13 @@ Run them with ``pytest -m slurm`` as root on a machine with ``slurm-wlm`` and ``
 (Debian); they skip elsewhere."""
 
 import csv
+import subprocess
 import sys
 
 import numpy
 import pytest
 from helpers import load_npz, run_cli
-from slurm_cluster import Slurm, available
+from slurm_cluster import Slurm, available, free_port
 from test_cli_dist import COMMON
 
 pytestmark = pytest.mark.slurm
@@ -64,3 +65,33 @@ def test_a_sweep_with_the_submitit_slurm_launcher_runs_its_jobs_through_the_sche
     for job_id in job_ids:
         shown = slurm.run(["scontrol", "show", "job", job_id])
         assert shown.stdout.count("JobState=COMPLETED") == 2, (job_ids, shown)  # the array's two tasks
+
+
+def _one_line(done) -> str:
+    assert done.returncode == 2, done.stdout + done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), done.stderr
+    return lines[0]
+
+
+def test_a_partition_that_does_not_exist_is_one_line_and_nothing_is_written(slurm, tmp_path):
+    done = slurm.run([sys.executable, "-m", "trainer_run.cli", "-m", "hydra/launcher=submitit_slurm",
+                      "hydra.launcher.partition=nosuch", "optimizer=adam,sgd",
+                      f"hydra.sweep.dir={tmp_path / 'sweep'}"])
+    assert _one_line(done) == ("error: hydra.launcher.partition=nosuch is not a partition of this "
+                               "cluster; sinfo lists debug")
+    assert not (tmp_path / "sweep").exists()
+
+
+def test_slurm_not_running_is_one_line_and_nothing_is_written(slurm, tmp_path):
+    """A config naming a controller nobody listens on (ports of a cluster that is down)."""
+    down = tmp_path / "slurm.conf"
+    conf = (slurm.dir / "slurm.conf").read_text()
+    down.write_text(conf.replace(f"SlurmctldPort={slurm.ctld_port}", f"SlurmctldPort={free_port()}"))
+    done = subprocess.run([sys.executable, "-m", "trainer_run.cli", "-m", "hydra/launcher=submitit_slurm",
+                           "optimizer=adam,sgd", f"hydra.sweep.dir={tmp_path / 'sweep'}"],
+                          env={**slurm.env, "SLURM_CONF": str(down)}, capture_output=True, text=True,
+                          timeout=120)
+    line = _one_line(done)
+    assert line.startswith("error: SLURM does not answer (") and "is slurmctld running?" in line, line
+    assert not (tmp_path / "sweep").exists()
