@@ -145,7 +145,7 @@ class KVStore:
         self._copy_out(outs)
 
     def _check_scale(self, scale: float) -> None:
-        if scale != 1.0 and getattr(self, "_updater", None) is None:
+        if scale != 1.0 and self._updater is None:
             raise ValueError(f"kvstore push with scale={scale!r}: only a store that updates with "
                              f"an optimizer divides a scale out; call set_optimizer first")
 

@@ -44,6 +44,7 @@ import numpy
 
 from .. import jit, registry
 from ..errors import ConfigError, check, check_number
+from ..storage.states import map_state
 
 REGISTRY: dict[str, type] = {}
 """Optimizer classes by lower-case class name (MXNet's rule)."""
@@ -218,7 +219,7 @@ class Optimizer:
             raise NotImplementedError(f"{type(self).__name__} must define fused_step or update")
         count = self._counted([index])
         flat = _Flat()
-        self.fused_step(flat(weight), grad.reshape(-1), flat.tree(state), self._get_lr(index),
+        self.fused_step(flat(weight), grad.reshape(-1), map_state(state, flat), self._get_lr(index),
                         self._get_wd(index), count, [slice(0, weight.size)],
                         self.grad_rescale(rescale_grad))
         flat.write_back()
@@ -334,14 +335,6 @@ class _Flat:
         if not array.flags.c_contiguous:
             self._copies.append((array, flat))
         return flat
-
-    def tree(self, state):
-        """``state`` (None, an array, or tuples of them) with every array flat."""
-        if state is None:
-            return None
-        if isinstance(state, (tuple, list)):
-            return type(state)(self.tree(s) for s in state)
-        return self(state)
 
     def write_back(self) -> None:
         for array, flat in self._copies:

@@ -32,13 +32,18 @@ MANIFEST = "__manifest__"
 def saved(states: dict, to_numpy=lambda a: a) -> dict:
     """``{str(index): [host array, ...]}`` of ``states`` (read-only host copies, see
     :func:`~trainer_run.storage.background_write.host_copy`, made with ``to_numpy``)."""
-    return {str(i): [host_copy(a, to_numpy) for a in state_leaves(s)] for i, s in states.items()}
+    return _by_index(states, lambda a: host_copy(a, to_numpy))
+
+
+def _by_index(states: dict, convert) -> dict:
+    """The saved form of ``states``, each array through ``convert``."""
+    return {str(i): [convert(a) for a in state_leaves(s)] for i, s in states.items()}
 
 
 def encode(states: dict, optimizer=None) -> bytes:
     """``states`` as a blob; with ``optimizer`` its name, hyper-parameters and counters too."""
     arrays: dict = {}
-    manifest = {"states": flatten(saved(states, _to_host), arrays, "states")}
+    manifest = {"states": flatten(_by_index(states, _to_host), arrays, "states")}  # written now: no copy
     if optimizer is not None:
         manifest["optimizer"] = {"name": type(optimizer).__name__.lower(),
                                  "hyper": optimizer.hyper_parameters(),
