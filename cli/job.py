@@ -34,7 +34,7 @@ from trainer_run.training import Trainer
 from trainer_run.training.parameter_server import ParameterServer
 from trainer_run.updaters import saved as saved_state
 
-from . import closing, schema, sweep_job, sweep_record, user_targets
+from . import closing, schema, slurm_requeue, sweep_job, sweep_record, user_targets
 from . import resume as resumes
 from .build import Run, build_run, build_server, trainer_of
 from .report import (
@@ -243,6 +243,7 @@ def _write_record(out: Path, cfg: DictConfig) -> None:
     signature = trust.sign((folder / "config.yaml").read_bytes())
     if signature is not None:
         files.write_atomic(folder / trust.RECORD_SIGNATURE, signature + "\n")
+    slurm_requeue.record(folder)
 
 
 def _play(role: Trainer | ParameterServer, out: Path) -> None:
@@ -264,6 +265,8 @@ def _play(role: Trainer | ParameterServer, out: Path) -> None:
         closing.last_lines(role, out, _launcher(), sweep_job.sweeping())
         late_signal(role.status)
     if role.status == "interrupted":
+        if _is_rank_0():
+            slurm_requeue.requeue(role.stop_signal)
         sys.exit(128 + (role.stop_signal or 2))
 
 

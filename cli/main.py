@@ -42,7 +42,7 @@ from trainer_run.errors import ConfigError
 from trainer_run.kvstore import mpi_job
 
 from . import argv as args
-from . import job, override_keys, slurm_check, sweep_record, sweeps, user_targets
+from . import job, override_keys, slurm_check, slurm_requeue, sweep_record, sweeps, user_targets
 from . import resume as resumes
 from .job import on_rank_0
 from .options import OPTIONS, root_config
@@ -234,6 +234,8 @@ def prepare(argv: list[str]) -> list[str]:
     if multirun:  # a single run's keys are checked if Hydra refuses them
         override_keys.check_overrides(argv)
         slurm_check.check(argv)
+    else:
+        argv = slurm_requeue.continued(argv)
     argv = name_run_dir(argv)
     resume = args.value(argv, "resume")
     if not args.is_null(resume):

@@ -25,7 +25,7 @@ SlurmctldHost={host}
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
-AuthInfo=socket={socket}
+AuthInfo=socket={socket},cred_expire=10
 CredType=cred/munge
 SlurmctldPort={ctld_port}
 SlurmdPort={d_port}
@@ -43,10 +43,14 @@ MpiDefault=none
 ReturnToService=2
 JobRequeue=1
 KillWait=5
+SchedulerParameters=sched_interval=1
+PreemptType=preempt/partition_prio
+PreemptMode=REQUEUE
 JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
 NodeName={host} CPUs={cpus} State=UNKNOWN
-PartitionName=debug Nodes={host} Default=YES MaxTime=INFINITE State=UP
+PartitionName=debug Nodes={host} Default=YES MaxTime=INFINITE State=UP PriorityTier=1
+PartitionName=urgent Nodes={host} MaxTime=INFINITE State=UP PriorityTier=2 PreemptMode=OFF
 """
 
 

@@ -96,14 +96,19 @@ def without(row: dict, *keys) -> dict:
     return {k: v for k, v in row.items() if k not in keys}
 
 
-def assert_same_run(out: Path, reference: Path) -> None:
-    """model.npz bit for bit, metrics.jsonl and summary.json apart from the timings."""
+def assert_same_model_and_metrics(out: Path, reference: Path) -> None:
+    """model.npz bit for bit, metrics.jsonl apart from the timings."""
     expected, actual = load_npz(reference / "model.npz"), load_npz(out / "model.npz")
     assert sorted(actual) == sorted(expected)
     for key in expected:
         numpy.testing.assert_array_equal(actual[key], expected[key], err_msg=key, strict=True)
     assert ([without(r, "elapsed_s", "time") for r in read_jsonl(out / "metrics.jsonl")]
             == [without(r, "elapsed_s", "time") for r in read_jsonl(reference / "metrics.jsonl")])
+
+
+def assert_same_run(out: Path, reference: Path) -> None:
+    """:func:`assert_same_model_and_metrics`, and summary.json apart from the timings."""
+    assert_same_model_and_metrics(out, reference)
     timings = ("elapsed_s", "samples_per_s")
     assert without(summary_of(out), *timings) == without(summary_of(reference), *timings)
 

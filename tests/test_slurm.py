@@ -6,11 +6,14 @@ Run them with ``pytest -m slurm`` as root on a machine with ``slurm-wlm`` and ``
 import csv
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 from helpers import run_cli
 from slurm_cluster import Slurm, available, free_port
 from test_cli_dist import COMMON, assert_equals_one_process_of_batch_50
+from test_preemption import assert_same_model_and_metrics, assert_same_run
 
 pytestmark = pytest.mark.slurm
 
@@ -73,7 +76,7 @@ def test_a_partition_that_does_not_exist_is_one_line_and_nothing_is_written(slur
                       "hydra.launcher.partition=nosuch", "optimizer=adam,sgd",
                       f"hydra.sweep.dir={tmp_path / 'sweep'}"])
     assert _one_line(done) == ("error: hydra.launcher.partition=nosuch is not a partition of this "
-                               "cluster; sinfo lists debug")
+                               "cluster; sinfo lists debug, urgent")
     assert not (tmp_path / "sweep").exists()
 
 
@@ -89,3 +92,119 @@ def test_slurm_not_running_is_one_line_and_nothing_is_written(slurm, tmp_path):
     line = _one_line(done)
     assert line.startswith("error: SLURM does not answer (") and "is slurmctld running?" in line, line
     assert not (tmp_path / "sweep").exists()
+
+
+# -- preemption and requeue ------------------------------------------------------------------
+
+LONG = ("optimizer=adam", "trainer.max_iterations=4000", "dataset.batch_size=800", "trainer.progress=false",
+        "trainer.checkpoint_interval=100", "trainer.log_interval=50", "trainer.eval_interval=500")
+"""A run of a few seconds, checkpointed every 100 iterations: long enough to stop halfway."""
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory):
+    """The run :data:`LONG` trained without a stop, to compare the requeued ones with."""
+    out = tmp_path_factory.mktemp("uninterrupted") / "run"
+    done = run_cli(*LONG, f"hydra.run.dir={out}")
+    assert done.returncode == 0, done.stderr
+    return out
+
+
+def _rows(folder: Path) -> int:
+    return sum(p.read_bytes().count(b"\n") for p in folder.rglob("metrics.jsonl")) if folder.exists() else 0
+
+
+def _halfway(folder: Path, timeout: float = 120) -> None:
+    """Waits until a run under ``folder`` has logged 8 rows (iteration 400 of 4000)."""
+    deadline = time.monotonic() + timeout
+    while _rows(folder) < 8:
+        assert time.monotonic() < deadline, f"no run under {folder} logged 8 rows in {timeout:g} s"
+        time.sleep(0.02)
+
+
+def _job(slurm, job_id: str) -> dict:
+    """``scontrol show job``'s fields (``JobState``, ``Restarts``, ...)."""
+    shown = slurm.run(["scontrol", "show", "job", job_id]).stdout
+    return dict(field.split("=", 1) for field in shown.split() if "=" in field)
+
+
+def _finished(slurm, job_id: str, timeout: float = 180) -> dict:
+    """The job's fields once it has ended (requeued jobs pass through PENDING again)."""
+    deadline = time.monotonic() + timeout
+    while (job := _job(slurm, job_id)).get("JobState") not in ("COMPLETED", "FAILED", "CANCELLED"):
+        assert time.monotonic() < deadline, f"job {job_id} still {job.get('JobState')} after {timeout:g} s"
+        time.sleep(0.5)
+    return job
+
+
+def _sbatch(slurm, folder: Path, *overrides: str, partition: str = "debug") -> str:
+    """A requeueable batch job running ``srun trainer-run LONG overrides`` in ``folder``; its id."""
+    script = folder / "train.sh"
+    script.write_text(f"#!/bin/bash\nsrun {sys.executable} -m trainer_run.cli {' '.join(LONG + overrides)}\n")
+    done = slurm.run(["sbatch", "--requeue", "--open-mode=append", "-p", partition, "-D", str(folder),
+                      "-o", str(folder / "job.out"), str(script)])
+    assert done.returncode == 0, done.stderr
+    return done.stdout.split()[-1]
+
+
+def test_usr1_checkpoints_requeues_the_job_and_the_restart_resumes_bit_for_bit(slurm, tmp_path,
+                                                                               uninterrupted):
+    """``#SBATCH --signal=USR1@<s>``'s signal (sent here by scancel): the run stops with a
+    checkpoint and requeues its own job (``scontrol requeue``); the job starts again with the
+    same command, which resumes the run it recorded and ends bit-identical to one that never
+    stopped."""
+    out = tmp_path / "run"
+    job_id = _sbatch(slurm, tmp_path, f"hydra.run.dir={out}")
+    _halfway(out)
+    assert slurm.run(["scancel", "--signal=USR1", job_id]).returncode == 0
+    job = _finished(slurm, job_id)
+    log = (tmp_path / "job.out").read_text()
+    assert job["JobState"] == "COMPLETED" and job["Restarts"] == "1", (job, log)
+    assert f"SIGUSR1: SLURM job {job_id} requeued" in log, log
+    assert f"SLURM job {job_id} was requeued (restart 1): continuing its run in {out}" in log, log
+    assert_same_run(out, uninterrupted)
+
+
+def test_preemption_by_a_more_urgent_job_requeues_the_run_and_it_resumes_bit_for_bit(slurm, tmp_path,
+                                                                                      uninterrupted):
+    """Real preemption: a job of the higher-priority partition ``urgent`` needs the whole node,
+    SLURM sends the run SIGTERM (twice: step and job) and requeues it (PreemptMode=REQUEUE).
+    The run names no ``hydra.run.dir``: the restarted job finds its run among ``runs/<date>/<time>``
+    by the job id it recorded."""
+    job_id = _sbatch(slurm, tmp_path)
+    _halfway(tmp_path / "runs")
+    urgent = slurm.run(["sbatch", "-p", "urgent", "--exclusive", "-o", "/dev/null", "--wrap", "true"])
+    assert urgent.returncode == 0, urgent.stderr
+    job = _finished(slurm, job_id)
+    log = (tmp_path / "job.out").read_text()
+    assert job["JobState"] == "COMPLETED" and job["Restarts"] == "1", (job, log)
+    (out,) = (tmp_path / "runs").glob("*/*")
+    assert "DUE TO PREEMPTION" in log and "interrupted at iteration" in log, log
+    assert "again: aborting" not in log, log  # SLURM's second SIGTERM (job after step) is no abort
+    assert f"SLURM job {job_id} was requeued (restart 1): continuing its run in" in log, log
+    assert_same_run(out, uninterrupted)
+
+
+def test_a_sweep_job_signalled_by_submitit_requeues_and_resumes_bit_for_bit(slurm, tmp_path, uninterrupted):
+    """``hydra/launcher=submitit_slurm`` sends USR2 before the time limit (``signal_delay_s``);
+    sent here by scancel. The run checkpoints first, then submitit's handler requeues the job;
+    the job runs again and resumes in its folder."""
+    pytest.importorskip("hydra_plugins.hydra_submitit_launcher")
+    sweep = tmp_path / "sweep"
+    proc = subprocess.Popen([sys.executable, "-m", "trainer_run.cli", "-m", "hydra/launcher=submitit_slurm",
+                             "hydra.launcher.partition=debug", "hydra.launcher.timeout_min=60",
+                             "hydra.launcher.cpus_per_task=1", *LONG, f"hydra.sweep.dir={sweep}"],
+                            env=slurm.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        _halfway(sweep)
+        (job_id,) = {p.name.split("_")[0] for p in (sweep / ".submitit").iterdir() if p.name[0].isdigit()}
+        assert slurm.run(["scancel", "--signal=USR2", job_id]).returncode == 0
+        said, _ = proc.communicate(timeout=180)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, said
+    job = _finished(slurm, job_id)
+    assert job["JobState"] == "COMPLETED" and job["Restarts"] == "1", job
+    logs = "".join(p.read_text() for p in (sweep / ".submitit").rglob("*_log.*"))
+    assert "metrics (interrupted)" in logs and "job 0: resuming" in logs, logs
+    assert_same_model_and_metrics(sweep / "0", uninterrupted)

@@ -230,7 +230,7 @@ class Trainer:
         self.stop_signal = self.stop_signal or stop_signals.requested()
         agreed = self.updater.agree_to_stop(self.stop_signal)
         if agreed and self.stop_signal is None:
-            self.stop_signal = agreed if agreed in stop_signals.SIGNALS else signal.SIGTERM
+            self.stop_signal = agreed if agreed in stop_signals.handled() else signal.SIGTERM
         return bool(agreed)
 
     def _out_of_time(self) -> bool:

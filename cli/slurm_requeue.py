@@ -1,0 +1,115 @@
+"""A run in a SLURM job that is preempted or reaches its time limit goes on where it stopped,
+as Lightning's SLURM auto-requeue does.
+
+- **The signals.** In a SLURM job, SIGTERM (what preemption and ``scancel`` send) stops the
+  run after the current iteration with a checkpoint, as everywhere. SIGUSR1 and SIGUSR2
+  (:data:`trainer_run.training.stop_signals.REQUEUE`: what ``#SBATCH --signal=USR1@90`` sends
+  before the time limit, and submitit's launcher's signal) stop it the same way, and then
+  :func:`requeue` puts the job back in the queue: through the handler that had the signal
+  before us (submitit's, for a job of a sweep), else with ``scontrol requeue <job>``.
+- **The record.** A new run started in a SLURM job records the job's id in
+  ``<run>/.hydra/slurm.json`` (:func:`record`).
+- **The restart.** A requeued job runs its command again, with ``SLURM_RESTART_COUNT`` set.
+  When that command starts a run (it names no ``resume=``), :func:`continued` finds the run
+  this job started (the ``hydra.run.dir`` the command names, or with none the run of this job
+  among those of the default pattern ``runs/<date>/<time>``) and turns the command into its
+  resume: from the latest checkpoint, bit for bit, or from iteration 0 when the run stopped
+  before its first. A folder holding another job's run is refused, as without SLURM. A job
+  of a sweep continues in its folder as any sweep run again does (:mod:`.sweep_job`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+from pathlib import Path
+
+from trainer_run import run_directory
+from trainer_run.storage import files
+from trainer_run.training import stop_signals
+
+from . import argv as args
+from .options import root_config
+from .report import say, warn
+
+RECORD = Path(run_directory.RECORD) / "slurm.json"
+"""Where a run started in a SLURM job records the job's id."""
+
+
+def job_id() -> str | None:
+    """This SLURM job's id, or None outside SLURM."""
+    return os.environ.get("SLURM_JOB_ID")
+
+
+def record(folder: Path) -> None:
+    """Records in a new run's record ``folder`` (``.hydra/``) the id of the SLURM job that
+    started it (nothing outside SLURM)."""
+    if job_id() is not None:
+        files.write_atomic(folder / RECORD.name, json.dumps({"job_id": job_id()}) + "\n")
+
+
+def recorded_job(run: Path) -> str | None:
+    """The id of the SLURM job that started the run ``run``, or None."""
+    try:
+        return str(json.loads((run / RECORD).read_text())["job_id"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def restarts() -> int:
+    """How many times SLURM has requeued this job (``SLURM_RESTART_COUNT``; 0 outside SLURM)."""
+    count = os.environ.get("SLURM_RESTART_COUNT", "0")
+    return int(count) if count.isdigit() else 0
+
+
+def continued(argv: list[str]) -> list[str]:
+    """``argv`` of a single run, with ``resume=<run>`` added when this is a requeued SLURM job
+    and the run it started is found (see the module docstring); else ``argv`` unchanged."""
+    if job_id() is None or restarts() == 0 or not args.is_null(args.value(argv, "resume")):
+        return argv
+    given = args.value(argv, "hydra.run.dir")
+    candidates = [Path(given).expanduser()] if given else _default_runs()
+    for run in candidates:
+        if run_directory.is_run(run) and recorded_job(run) == job_id():
+            say(f"SLURM job {job_id()} was requeued (restart {restarts()}): continuing its run "
+                f"in {run}")
+            return args.with_overrides(argv, f"resume={args.quote(run.resolve())}")
+    return argv
+
+
+def _default_runs() -> list[Path]:
+    """The folders the default ``hydra.run.dir`` pattern (``runs/${now:...}/${now:...}``)
+    can have named, newest first."""
+    pattern = str(root_config()["hydra"]["run"]["dir"])
+    wildcard = re.sub(r"\$\{now:[^}]*\}", "*", pattern)
+    return sorted(Path().glob(wildcard), reverse=True)
+
+
+def requeue(signum: int) -> None:
+    """After a run stopped with a checkpoint on ``signum``: in a SLURM job, when ``signum`` is
+    a requeue signal, puts the job back in the queue (see the module docstring); a refusal
+    is one warning, the run stays resumable by hand."""
+    if job_id() is None or signum not in stop_signals.REQUEUE:
+        return
+    name = signal.Signals(signum).name
+    theirs = stop_signals.earlier(signum)
+    if theirs is not None:  # submitit's: it requeues the job of a sweep and exits
+        try:
+            theirs(signum, None)
+        except Exception as e:  # noqa: BLE001 (submitit declines: "timed-out too many times")
+            warn(f"{name}: the job was not requeued: {e}")
+        return
+    try:
+        done = subprocess.run(["scontrol", "requeue", job_id()], capture_output=True, text=True)
+    except OSError as e:
+        done = subprocess.CompletedProcess([], 1, "", f"scontrol: {e.strerror or e}")
+    if done.returncode == 0:
+        say(f"{name}: SLURM job {job_id()} requeued; it continues from this checkpoint when it "
+            "starts again")
+        return
+    said = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
+    warn(f"{name}: SLURM did not requeue job {job_id()} ({said}); submit it with --requeue, "
+         "or resume the run by hand")
