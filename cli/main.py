@@ -42,7 +42,7 @@ from trainer_run.errors import ConfigError
 from trainer_run.kvstore import mpi_job
 
 from . import argv as args
-from . import job, override_keys, slurm_check, slurm_requeue, sweep_record, sweeps, user_targets
+from . import hosts, job, override_keys, slurm_check, slurm_requeue, sweep_record, sweeps, user_targets
 from . import resume as resumes
 from .job import on_rank_0
 from .options import OPTIONS, root_config
@@ -64,7 +64,11 @@ def version() -> str:
 
 def main(argv: list[str] | None = None) -> None:
     """Runs the command (the console script enters through :mod:`.entry`)."""
-    argv = args.flags_first(list(sys.argv[1:] if argv is None else argv))
+    try:
+        host_file, argv = hosts.take(list(sys.argv[1:] if argv is None else argv))
+    except ConfigError as e:
+        fail(e)
+    argv = args.flags_first(argv)
     typed = list(argv)
     if "--version" in argv:
         print(version())
@@ -77,6 +81,8 @@ def main(argv: list[str] | None = None) -> None:
         return
     if os.getcwd() not in sys.path:  # the user's modules import from here, as with python -m
         sys.path.insert(0, os.getcwd())
+    if host_file is not None:
+        _on_hosts(Path(host_file).expanduser(), argv)
     comm = _world(argv)
     try:
         argv = prepare_on_rank_0(comm, argv)
@@ -116,6 +122,19 @@ def main(argv: list[str] | None = None) -> None:
         raise
     if sweep is not None and (comm is None or comm.rank == 0):
         sys.exit(sweeps.report(Path(sweep), typed))
+
+
+def _on_hosts(path: Path, argv: list[str]) -> None:
+    """``--hosts FILE``: checks the run and the hosts, then becomes ``mpiexec`` on them
+    (:mod:`.hosts`); a check that fails is one line."""
+    try:
+        hosts.check_store(argv, (resumes.saved_choices(args.value(argv, "resume")) or {}).get("kvstore"))
+        prepare(argv)
+        hosts.launch(path, argv)
+    except ConfigError as e:
+        fail(e)
+    except OSError as e:
+        fail(f"cannot use {e.filename}: {e.strerror or e}")
 
 
 def _explained(typed: list[str], error: Exception) -> str:

@@ -4,9 +4,11 @@ pairs to a bridge that lives in a namespace of its own.
 Each host ``node<i>`` is a namespace with one interface, ``eth0``, at ``10.<net>.0.<i>/24`` and
 its own ``/etc/hosts`` naming every node (``ip netns exec`` mounts ``/etc/netns/<ns>/hosts``
 there); its processes also get the host name ``node<i>`` (a UTS namespace of their own). No
-address outside the namespaces is set up or contacted. :meth:`Hosts.mpiexec` starts MPICH's
-``mpiexec`` on the first host with a host file; its launcher is a script written here that
-enters the namespace of the host Hydra names instead of calling ``ssh``. MPI is told to use
+address outside the namespaces is set up or contacted; every host also resolves :data:`GONE`,
+a host that is down. :meth:`Hosts.mpiexec` starts MPICH's ``mpiexec`` on the first host with a
+host file (:meth:`Hosts.trainer_run`: ``trainer-run --hosts``); its launcher is a script
+written here that enters the namespace of the host Hydra names instead of calling ``ssh``,
+and fails for a host without one, as ``ssh`` does for a host it cannot reach. MPI is told to use
 TCP over ``eth0`` (UCX and libfabric would otherwise notice that every namespace is one
 machine and share memory). :meth:`Hosts.close` (also on an exception in ``with``) kills what
 runs in the namespaces and removes them and their files.
@@ -19,8 +21,11 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 from pathlib import Path
 
+GONE = "gone"
+"""A host name every host resolves, at an address no host has (a machine that is down)."""
 MPI_OVER_TCP = {"UCX_TLS": "tcp,self", "UCX_NET_DEVICES": "eth0", "FI_PROVIDER": "tcp"}
 """The environment that makes MPICH's ranks on different namespaces talk over TCP."""
 
@@ -105,7 +110,8 @@ class Hosts:
         self._made.append(self.switch)
         _ip("-n", self.switch, "link", "add", "br0", "type", "bridge")
         _ip("-n", self.switch, "link", "set", "br0", "up")
-        hosts = "127.0.0.1 localhost\n" + "".join(f"{self.address(h)} {h}\n" for h in self.names)
+        hosts = ("127.0.0.1 localhost\n" + "".join(f"{self.address(h)} {h}\n" for h in self.names)
+                 + f"10.{self.net}.0.99 {GONE}\n")
         for host in self.names:
             ns, port = self.namespace(host), f"{self.namespace(host)}p"
             _ip("netns", "add", ns)
@@ -138,6 +144,15 @@ class Hosts:
                                        str(self.launcher), "-f", str(hostfile),
                                        "-n", str(per_host * len(hosts)), *env, *argv])
 
+    def trainer_run(self, hosts: list[str], argv: list[str], per_host: int = 1) -> list[str]:
+        """A command that runs ``trainer-run --hosts <host file> argv`` on the first of
+        ``hosts``, MPICH's launcher set to this class's (``HYDRA_LAUNCHER_EXEC``)."""
+        hostfile = self.workdir / "hostfile"
+        hostfile.write_text("".join(f"{h}:{per_host}\n" for h in hosts))
+        env = {"HYDRA_LAUNCHER": "ssh", "HYDRA_LAUNCHER_EXEC": str(self.launcher), **MPI_OVER_TCP}
+        return self.command(hosts[0], ["env", *(f"{k}={v}" for k, v in env.items()), sys.executable,
+                                       "-m", "trainer_run.cli", "--hosts", str(hostfile), *argv])
+
     def received(self, host: str) -> int:
         """Bytes ``host``'s ``eth0`` has received."""
         out = subprocess.run(["ip", "netns", "exec", self.namespace(host), "cat",
@@ -163,6 +178,10 @@ class Hosts:
     def cut(self, host: str) -> None:
         """Takes ``host``'s link down: it can no longer reach or be reached."""
         _ip("-n", self.namespace(host), "link", "set", "eth0", "down")
+
+    def mend(self, host: str) -> None:
+        """Brings ``host``'s link up again (after :meth:`cut`)."""
+        _ip("-n", self.namespace(host), "link", "set", "eth0", "up")
 
     def close(self) -> None:
         """Kills every process in the namespaces, removes them and their ``/etc/netns`` files."""

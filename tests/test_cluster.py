@@ -13,7 +13,7 @@ import time
 
 import numpy
 import pytest
-from cluster_hosts import Hosts, available
+from cluster_hosts import GONE, Hosts, available
 from helpers import load_npz, run_cli
 from test_cli_compression import COMPRESSED
 from test_cli_dist import ASYNC, COMMON, assert_equals_one_process_of_batch_50
@@ -88,6 +88,7 @@ def test_a_host_cut_off_mid_run_ends_the_job_and_the_run_resumes_on_the_other(ho
         rank_0_ended = time.monotonic() - cut_at
     finally:
         os.killpg(job.pid, signal.SIGKILL)
+        hosts.mend("node2")
     log, _ = job.communicate()
     assert rank_0_ended < 5 + 15, log
     summary = json.loads((out / "summary.json").read_text())
@@ -113,3 +114,53 @@ def test_compressed_gradients_across_hosts_equal_the_single_host_run(hosts, mpie
     across, local = load_npz(tmp_path / "hosts" / "model.npz"), load_npz(tmp_path / "one" / "model.npz")
     for k in local:
         numpy.testing.assert_array_equal(across[k], local[k], err_msg=k)
+
+
+def test_trainer_run_hosts_runs_one_rank_per_slot_and_equals_one_process_of_the_doubled_batch(
+        hosts, mpiexec, tmp_path):  # noqa: F811
+    """``trainer-run --hosts FILE`` checks the hosts, then starts the ranks with mpiexec: the same
+    run as the mpiexec test above."""
+    argv = [*COMMON, "kvstore=dist_sync", "dataset.batch_size=25", "trainer.max_iterations=30",
+            f"hydra.run.dir={tmp_path / 'two'}"]
+    code, out = run(hosts.trainer_run(["node1", "node2"], argv), timeout=180)
+    assert code == 0, out
+    assert_equals_one_process_of_batch_50(tmp_path / "two", tmp_path / "one")
+
+
+def _one_line(code, out) -> str:
+    lines = out.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and lines[0].startswith("error: "), (code, out)
+    return lines[0]
+
+
+ON_TWO = ("kvstore=dist_sync", "trainer.max_iterations=30")
+
+
+def test_a_host_file_naming_an_unknown_host_is_one_line_and_nothing_is_written(hosts, tmp_path):
+    code, out = run(hosts.trainer_run(["node1", "nodeq"], [*ON_TWO, f"hydra.run.dir={tmp_path / 'run'}"]))
+    line = _one_line(code, out)
+    assert line.startswith(f"error: host file {hosts.workdir / 'hostfile'} names nodeq, which does not "
+                           "resolve to an address"), line
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_host_that_is_down_is_one_line_and_nothing_is_written(hosts, tmp_path):
+    code, out = run(hosts.trainer_run(["node1", GONE], [*ON_TWO, f"hydra.run.dir={tmp_path / 'run'}"]))
+    line = _one_line(code, out)
+    assert line.startswith(f"error: cannot start a process on {GONE} with netns-launcher ("), line
+    assert line.endswith(f"so 'netns-launcher {GONE} true' must work, without a password"), line
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_host_whose_processes_cannot_connect_back_is_one_line_and_nothing_is_written(hosts, tmp_path):
+    """node2 is up for its launcher but its network is down: a rank there could not reach node1."""
+    hosts.cut("node2")
+    try:
+        code, out = run(hosts.trainer_run(["node1", "node2"], [*ON_TWO, f"hydra.run.dir={tmp_path / 'run'}"]))
+    finally:
+        hosts.mend("node2")
+    line = _one_line(code, out)
+    assert line == ("error: a process on node2 cannot connect to node1 (this host) over TCP: Network is "
+                    "unreachable; the ranks connect to each other: check the network and firewalls "
+                    "between the hosts"), line
+    assert not (tmp_path / "run").exists()
