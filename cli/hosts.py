@@ -151,9 +151,9 @@ def _probe(host: str, me: str, port: int) -> str | None:
             f"the same way, so '{name} {host} true' must work, without a password")
 
 
-def launch(path: Path, argv: list[str]) -> None:
-    """Runs ``argv`` on the hosts of ``path`` (the module docstring's last step); never returns."""
-    hosts = read(path)
+def launch(path: Path, hosts: list[tuple[str, int]], argv: list[str]) -> None:
+    """Runs ``argv`` on ``hosts``, read from ``path`` (the module docstring's steps 3 to 5, then
+    ``mpiexec``); never returns."""
     program = mpiexec()
     check_hosts(hosts, path)
     total = sum(count for _, count in hosts)

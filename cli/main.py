@@ -128,9 +128,10 @@ def _on_hosts(path: Path, argv: list[str]) -> None:
     """``--hosts FILE``: checks the run and the hosts, then becomes ``mpiexec`` on them
     (:mod:`.hosts`); a check that fails is one line."""
     try:
+        listed = hosts.read(path)
         hosts.check_store(argv, (resumes.saved_choices(args.value(argv, "resume")) or {}).get("kvstore"))
         prepare(argv)
-        hosts.launch(path, argv)
+        hosts.launch(path, listed, argv)
     except ConfigError as e:
         fail(e)
     except OSError as e:
