@@ -18,6 +18,8 @@ OTHER_CONFIG_FLAGS = ("-cp", "--config-path", "-cn", "--config-name", "--experim
 CONFIG_DIR_FLAGS = ("-cd", "--config-dir")
 """Hydra's flag adding a folder of the user's config files to ours."""
 HELP_FLAGS = ("--help", "-h")
+SHOW_FLAGS = ("--cfg", "-c", "--info", "-i")
+"""Hydra's flags that show a config instead of running it."""
 VALUED_FLAGS = ("--cfg", "-c", "--package", "-p", "--config-path", "-cp", "--config-name", "-cn",
                 "--config-dir", "-cd", "--experimental-rerun")
 """Hydra flags followed by a value (``--config-dir DIR``)."""

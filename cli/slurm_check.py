@@ -1,14 +1,18 @@
-"""Before a sweep goes to SLURM (``hydra/launcher=submitit_slurm``): the scheduler answers and
-the partition exists, so a cluster that is down or a mistyped partition is one line before
-anything is submitted or written, not a traceback from ``sbatch`` after the sweep folder is
-made."""
+"""Before a sweep goes to SLURM (``hydra/launcher=submitit_slurm``, or a launcher config of the
+user's that extends it: ``--config-dir DIR`` with ``DIR/hydra/launcher/<name>.yaml`` listing
+``submitit_slurm`` in its defaults): the scheduler answers and the partition exists, so a
+cluster that is down or a mistyped partition is one line before anything is submitted or
+written, not a traceback from ``sbatch`` after the sweep folder is made."""
 
 from __future__ import annotations
 
 import shutil
 import subprocess
 
+import yaml
+
 from trainer_run.errors import ConfigError
+from trainer_run.storage import yaml_files
 
 from . import argv as args
 
@@ -16,9 +20,10 @@ TIMEOUT_S = 30
 
 
 def check(argv: list[str]) -> None:
-    """Refuses (ConfigError) a ``submitit_slurm`` sweep when ``sinfo`` is missing, SLURM does
+    """Refuses (ConfigError) a sweep to SLURM when ``sinfo`` is missing, SLURM does
     not answer, or ``hydra.launcher.partition`` names no partition of the cluster."""
-    if args.value(argv, "hydra/launcher") != "submitit_slurm":
+    launcher = slurm_launcher(argv)
+    if launcher is None:
         return
     sinfo = shutil.which("sinfo")
     if sinfo is None:
@@ -35,7 +40,24 @@ def check(argv: list[str]) -> None:
         raise ConfigError(f"SLURM does not answer ({said}): is slurmctld running? sinfo shows "
                           f"the cluster when it is")
     partitions = [p.rstrip("*") for p in done.stdout.split()]
-    partition = args.value(argv, "hydra.launcher.partition")
+    partition = args.value(argv, "hydra.launcher.partition") or launcher.get("partition")
     if partition and not args.is_null(partition) and partition not in partitions:
         raise ConfigError(f"hydra.launcher.partition={partition} is not a partition of this "
                           f"cluster; sinfo lists {', '.join(partitions) or 'none'}")
+
+
+def slurm_launcher(argv: list[str]) -> dict | None:
+    """The launcher config the command chooses when it submits to SLURM (``{}`` for
+    ``submitit_slurm`` itself, the file's values for a config of the user's extending it),
+    else None."""
+    choice = args.value(argv, "hydra/launcher")
+    if choice == "submitit_slurm":
+        return {}
+    for folder in args.config_dirs(argv) if choice else []:
+        try:
+            config = yaml_files.read(folder / "hydra" / "launcher" / f"{choice}.yaml")
+        except (OSError, ValueError, yaml.YAMLError):
+            continue
+        if isinstance(config, dict) and "submitit_slurm" in (config.get("defaults") or []):
+            return config
+    return None

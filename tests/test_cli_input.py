@@ -7,6 +7,7 @@ import shlex
 import subprocess
 import sys
 
+import pytest
 from helpers import run_cli
 
 QUICK = ("trainer.max_iterations=2", "trainer.progress=false", "dataset.size=200")
@@ -154,6 +155,15 @@ def test_a_bare_info_flag_prints_hydra_info_with_or_without_overrides(tmp_path):
         result = run_cli("--info", *extra, cwd=tmp_path)
         assert result.returncode == 0, result.stderr
         assert "Installed Hydra Plugins" in result.stdout and "optimizer" in result.stdout
+
+
+@pytest.mark.parametrize("flag", [["--cfg", "job"], ["--info", "config"]], ids=["cfg", "info"])
+def test_showing_the_config_of_a_sweep_is_one_line(tmp_path, flag):
+    """Hydra shows one run's config, and refuses -m beside it with a traceback of its own."""
+    result = run_cli("-m", "optimizer=adam,sgd", *flag, cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr == "error: --cfg and --info show the config of one run: drop -m/--multirun\n"
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_a_sweeper_or_launcher_not_installed_is_one_line_with_its_extra():

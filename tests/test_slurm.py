@@ -71,9 +71,20 @@ def _one_line(done) -> str:
     return lines[0]
 
 
-def test_a_partition_that_does_not_exist_is_one_line_and_nothing_is_written(slurm, tmp_path):
-    done = slurm.run([sys.executable, "-m", "trainer_run.cli", "-m", "hydra/launcher=submitit_slurm",
-                      "hydra.launcher.partition=nosuch", "optimizer=adam,sgd",
+def launcher_config(folder: Path, **values) -> list[str]:
+    """A launcher config of the user's, ``folder/hydra/launcher/cluster.yaml`` extending
+    ``submitit_slurm`` with ``values``: the arguments that choose it."""
+    path = folder / "hydra" / "launcher" / "cluster.yaml"
+    path.parent.mkdir(parents=True)
+    path.write_text("defaults:\n  - submitit_slurm\n\n" + "".join(f"{k}: {v}\n" for k, v in values.items()))
+    return ["--config-dir", str(folder), "hydra/launcher=cluster"]
+
+
+@pytest.mark.parametrize("where", ["command line", "launcher config"])
+def test_a_partition_that_does_not_exist_is_one_line_and_nothing_is_written(slurm, tmp_path, where):
+    chosen = (["hydra/launcher=submitit_slurm", "hydra.launcher.partition=nosuch"] if where == "command line"
+              else launcher_config(tmp_path / "conf", partition="nosuch"))
+    done = slurm.run([sys.executable, "-m", "trainer_run.cli", "-m", *chosen, "optimizer=adam,sgd",
                       f"hydra.sweep.dir={tmp_path / 'sweep'}"])
     assert _one_line(done) == ("error: hydra.launcher.partition=nosuch is not a partition of this "
                                "cluster; sinfo lists debug, urgent")
@@ -187,18 +198,18 @@ def test_preemption_by_a_more_urgent_job_requeues_the_run_and_it_resumes_bit_for
 
 def test_a_sweep_job_at_its_time_limit_checkpoints_is_requeued_and_resumes_bit_for_bit(slurm, tmp_path,
                                                                                        uninterrupted):
-    """The time limit for real: ``hydra.launcher.timeout_min=1`` with ``signal_delay_s=40``
-    has SLURM send USR2 about 20 s into the job (a callback paces the run to 10 ms an
+    """The time limit for real: a launcher config with ``timeout_min: 1`` and
+    ``signal_delay_s: 40`` has SLURM send USR2 about 20 s into the job (a callback paces the run to 10 ms an
     iteration, so it is still training then). The run checkpoints first, then submitit's
     handler requeues the job (``max_num_timeout`` allows it); the job runs again and resumes in
     its folder, as many times as it takes."""
     pytest.importorskip("hydra_plugins.hydra_submitit_launcher")
     (tmp_path / "pace.py").write_text("import time\n\ndef pace(trainer):\n    time.sleep(0.01)\n")
     sweep = tmp_path / "sweep"
-    proc = subprocess.Popen([sys.executable, "-m", "trainer_run.cli", "-m", "hydra/launcher=submitit_slurm",
-                             "hydra.launcher.partition=debug", "hydra.launcher.timeout_min=1",
-                             "hydra.launcher.signal_delay_s=40", "hydra.launcher.max_num_timeout=3",
-                             "hydra.launcher.cpus_per_task=1", *LONG, "+callbacks.pace._target_=pace.pace",
+    chosen = launcher_config(tmp_path / "conf", partition="debug", timeout_min=1, signal_delay_s=40,
+                             max_num_timeout=3, cpus_per_task=1)
+    proc = subprocess.Popen([sys.executable, "-m", "trainer_run.cli", "-m", *chosen, *LONG,
+                             "+callbacks.pace._target_=pace.pace",
                              "+callbacks.pace._partial_=true", f"hydra.sweep.dir={sweep}"],
                             env={**slurm.env, "PYTHONPATH": str(tmp_path)}, cwd=tmp_path,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
