@@ -15,6 +15,7 @@ skipped when it finished or resumed when it did not.
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 import traceback
@@ -62,6 +63,7 @@ class Launch:
     record: str | None = RECORD  # where in a new run directory Hydra's record goes (None: none)
     kept: Path | None = None     # the run directory, or its nearest folder, that existed before
     resume: str | None = None    # resume= as the user gave it (a run or a checkpoint), if any
+    pid: int | None = None       # the command's process; a launcher may run jobs in others
 
 
 launch = Launch()
@@ -267,7 +269,8 @@ def _play(role: Trainer | ParameterServer, out: Path) -> None:
     if role.status == "interrupted":
         if _is_rank_0():
             slurm_requeue.requeue(role.stop_signal)
-        sys.exit(128 + (role.stop_signal or 2))
+        if launch.pid == os.getpid():  # a job in a launcher's process ends with its value instead
+            sys.exit(128 + (role.stop_signal or 2))
 
 
 def _launcher() -> str:

@@ -95,6 +95,7 @@ def main(argv: list[str] | None = None) -> None:
     subdir = args.value(argv, "hydra.output_subdir")
     given = args.value(argv, "hydra.run.dir")
     job.launch.comm = comm
+    job.launch.pid = os.getpid()
     given_resume = args.value(typed, "resume")
     job.launch.resume = None if args.is_null(given_resume) else given_resume
     job.launch.record = job.RECORD if subdir is None else None if args.is_null(subdir) else subdir

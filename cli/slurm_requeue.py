@@ -100,7 +100,9 @@ def requeue(signum: int) -> None:
         try:
             theirs(signum, None)
         except Exception as e:  # noqa: BLE001 (submitit declines: "timed-out too many times")
-            warn(f"{name}: the job was not requeued: {e}")
+            warn(f"{name}: submitit did not requeue the job ({e}); run the sweep again to "
+                 "continue it (hydra.launcher.max_num_timeout: how often a job may be requeued "
+                 "at its time limit)")
         return
     try:
         done = subprocess.run(["scontrol", "requeue", job_id()], capture_output=True, text=True)

@@ -224,3 +224,35 @@ def test_a_sweep_job_at_its_time_limit_checkpoints_is_requeued_and_resumes_bit_f
     logs = "".join(p.read_text() for p in (sweep / ".submitit").rglob("*_log.*"))
     assert "metrics (interrupted)" in logs and "job 0: resuming" in logs, logs
     assert_same_model_and_metrics(sweep / "0", uninterrupted)
+
+
+def test_a_sweep_job_submitit_will_not_requeue_ends_interrupted_and_the_sweep_run_again_finishes_it(
+        slurm, tmp_path, uninterrupted):
+    """With ``timeout_min`` 10 submitit counts any signal as the time limit, and with
+    ``max_num_timeout`` 0 it declines to requeue: the run says so, the job ends ``interrupted``
+    with its value (the sweep's table has it; nothing hangs waiting for a result), and the same
+    sweep run again resumes the job to the end, bit for bit."""
+    pytest.importorskip("hydra_plugins.hydra_submitit_launcher")
+    sweep = tmp_path / "sweep"
+    command = [sys.executable, "-m", "trainer_run.cli", "-m", "hydra/launcher=submitit_slurm",
+               "hydra.launcher.partition=debug", "hydra.launcher.timeout_min=10",
+               "hydra.launcher.cpus_per_task=1", *LONG, f"hydra.sweep.dir={sweep}"]
+    proc = subprocess.Popen(command, env=slurm.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+    try:
+        _halfway(sweep)
+        (job_id,) = {p.name.split("_")[0] for p in (sweep / ".submitit").iterdir() if p.name[0].isdigit()}
+        assert slurm.run(["scancel", "--signal=USR2", job_id]).returncode == 0
+        said, _ = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    logs = "".join(p.read_text() for p in (sweep / ".submitit").rglob("*_log.err"))
+    assert ("warning: SIGUSR2: submitit did not requeue the job (Job not requeued because: timed-out too "
+            "many times.); run the sweep again to continue it") in logs, logs
+    (row,) = csv.DictReader((sweep / "results.csv").open())
+    assert row["status"] == "interrupted", (row, said)
+    again = slurm.run(command, timeout=180)
+    assert again.returncode == 0, again.stdout + again.stderr
+    (row,) = csv.DictReader((sweep / "results.csv").open())
+    assert row["status"] == "max_iterations", row  # completed, at its iteration limit
+    assert_same_model_and_metrics(sweep / "0", uninterrupted)
