@@ -14,10 +14,11 @@ from . import argv as args
 from .report import say
 
 
-def last_lines(role, out: Path, launcher: str = "", sweeping: bool = False) -> None:
+def last_lines(role, out: Path, command: str = "trainer-run", sweeping: bool = False) -> None:
     """The run directory, then after an interruption or a time limit the checkpoint it left
-    and the command that resumes it (``launcher``: what starts the processes, ``mpiexec -n N
-    ``; a sweep prints the command that continues it instead)."""
+    and the command that resumes it (``command``: the one that starts the processes,
+    ``mpiexec -n N trainer-run`` or ``trainer-run --hosts FILE``; a sweep prints the command
+    that continues it instead)."""
     say(f"run directory: {out}")
     timed_out = getattr(role, "stop_reason", None) == time_limit.REASON
     if sweeping or not (role.status == "interrupted" or timed_out):
@@ -32,13 +33,13 @@ def last_lines(role, out: Path, launcher: str = "", sweeping: bool = False) -> N
         say(f"time limit reached: trainer.max_time={limit} of training in this session, stopped "
             f"after iteration {updater.iteration} (epoch {updater.epoch_detail:.2f}); "
             f"checkpoint {found}")
-        say(f"resume with: {launcher}trainer-run {args.pasteable('resume', out)}")
+        say(f"resume with: {command} {args.pasteable('resume', out)}")
         say("(the resumed session may train for trainer.max_time again, counted from its start; "
             "add trainer.max_time=<seconds or DD:HH:MM:SS> to change that, or trainer.max_time=null "
             "to train to the run's iteration or epoch limit)")
         return
     say(f"interrupted at iteration {updater.iteration}; checkpoint {found}")
-    say(f"resume with: {launcher}trainer-run {args.pasteable('resume', out)}")
+    say(f"resume with: {command} {args.pasteable('resume', out)}")
 
 
 def nothing_to_do(trainer, rank_0: bool = True) -> None:

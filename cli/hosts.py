@@ -34,6 +34,8 @@ from trainer_run.errors import ConfigError
 from . import argv as args
 
 FLAG = "--hosts"
+ENV = "TRAINER_RUN_HOSTS"
+"""Set for the ranks ``--hosts`` starts: the host file, for the command that resumes the run."""
 PROBE_TIMEOUT_S = 30
 CANNOT_CONNECT = "cannot connect: "
 PROBE = f"""import socket, sys
@@ -158,5 +160,6 @@ def launch(path: Path, hosts: list[tuple[str, int]], argv: list[str]) -> None:
     check_hosts(hosts, path)
     total = sum(count for _, count in hosts)
     sys.stdout.flush()
+    os.environ[ENV] = str(path.absolute())
     os.execv(program, [program, "-f", str(path), "-n", str(total), sys.executable, "-m",
                        "trainer_run.cli", *argv])

@@ -4,6 +4,8 @@ machines are ``test_cluster.py``'s."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from helpers import run_cli
 from test_cli_dist import COMMON, assert_equals_one_process_of_batch_50
@@ -55,3 +57,19 @@ def test_a_host_file_naming_this_machine_runs_the_job_mpiexec_would(tmp_path):
                    "trainer.max_iterations=30", f"hydra.run.dir={tmp_path / 'two'}")
     assert done.returncode == 0, done.stderr
     assert_equals_one_process_of_batch_50(tmp_path / "two", tmp_path / "one")
+
+
+@pytest.mark.mpi
+def test_the_resume_line_of_a_run_on_hosts_names_the_host_file_and_works(tmp_path):
+    pytest.importorskip("mpi4py")
+    hosts, run = tmp_path / "hosts", tmp_path / "run"
+    hosts.write_text("localhost:2\n")
+    done = run_cli("--hosts", hosts, *COMMON, "kvstore=dist_sync", "trainer.max_iterations=100000000",
+                   "trainer.max_time=2", f"hydra.run.dir={run}")
+    assert done.returncode == 0, done.stderr
+    assert f"resume with: trainer-run --hosts {hosts} resume={run}\n" in done.stdout, done.stdout
+    stopped = json.loads((run / "summary.json").read_text())["iteration"]
+    again = run_cli("--hosts", hosts, f"resume={run}", "trainer.max_time=null",
+                    f"trainer.max_iterations={stopped + 10}")
+    assert again.returncode == 0, again.stderr
+    assert json.loads((run / "summary.json").read_text())["iteration"] == stopped + 10
