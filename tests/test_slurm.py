@@ -199,12 +199,14 @@ def test_preemption_by_a_more_urgent_job_requeues_the_run_and_it_resumes_bit_for
 def test_a_sweep_job_at_its_time_limit_checkpoints_is_requeued_and_resumes_bit_for_bit(slurm, tmp_path,
                                                                                        uninterrupted):
     """The time limit for real: a launcher config with ``timeout_min: 1`` and
-    ``signal_delay_s: 40`` has SLURM send USR2 about 20 s into the job (a callback paces the run to 10 ms an
-    iteration, so it is still training then). The run checkpoints first, then submitit's
-    handler requeues the job (``max_num_timeout`` allows it); the job runs again and resumes in
-    its folder, as many times as it takes."""
+    ``signal_delay_s: 40`` has SLURM send USR2 20 to 50 s into the job (a callback paces the
+    job's first run to 15 ms an iteration, so it is still training then). The run checkpoints
+    first, then submitit's handler requeues the job (``max_num_timeout`` allows it); the job
+    runs again, at full speed, and resumes in its folder."""
     pytest.importorskip("hydra_plugins.hydra_submitit_launcher")
-    (tmp_path / "pace.py").write_text("import time\n\ndef pace(trainer):\n    time.sleep(0.01)\n")
+    (tmp_path / "pace.py").write_text(
+        "import os\nimport time\n\ndef pace(trainer):\n"
+        "    if os.environ.get('SLURM_RESTART_COUNT', '0') == '0':\n        time.sleep(0.015)\n")
     sweep = tmp_path / "sweep"
     chosen = launcher_config(tmp_path / "conf", partition="debug", timeout_min=1, signal_delay_s=40,
                              max_num_timeout=3, cpus_per_task=1)
