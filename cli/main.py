@@ -40,6 +40,7 @@ from yaml import YAMLError
 from trainer_run import run_directory
 from trainer_run.errors import ConfigError
 from trainer_run.kvstore import mpi_job
+from trainer_run.kvstore.mpi import import_mpi
 
 from . import argv as args
 from . import hosts, job, override_keys, slurm_check, slurm_requeue, sweep_record, sweeps, user_targets
@@ -187,10 +188,9 @@ def _world(argv: list[str]):
     if not store.startswith("dist"):
         return None
     try:
-        from mpi4py import MPI
-    except ImportError:
-        fail(f"kvstore={store} needs mpi4py and an MPI; install them with "
-             "pip install 'trainer-run[mpi]'")
+        MPI = import_mpi(store)
+    except ConfigError as e:
+        fail(e)
     return MPI.COMM_WORLD if MPI.COMM_WORLD.size > 1 else None
 
 

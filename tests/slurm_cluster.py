@@ -11,6 +11,7 @@ waits until the node is idle. Commands reach it through :attr:`Slurm.env` (``SLU
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
@@ -136,7 +137,13 @@ class Slurm:
                               **kwargs)
 
     def close(self) -> None:
-        """Stops the daemons (slurmd and slurmctld first, munged last)."""
+        """Cancels every job (its processes outlive slurmd otherwise), then stops the daemons
+        (slurmd and slurmctld first, munged last)."""
+        if len(self._daemons) == 3:
+            with contextlib.suppress(subprocess.SubprocessError, OSError):
+                self.run(["scancel", "--full", "--signal=KILL", f"--user={os.getuid()}"], timeout=30)
+                with contextlib.suppress(RuntimeError):
+                    self._wait(lambda: not self.run(["squeue", "-h"]).stdout.strip(), "jobs to end", 30)
         for daemon in reversed(self._daemons):
             daemon.terminate()
         for daemon in reversed(self._daemons):

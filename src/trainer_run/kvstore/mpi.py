@@ -17,7 +17,7 @@ import time
 import numpy
 
 from ..errors import ConfigError, RunStopped, check_number
-from . import mpi_job
+from . import mpi_job, shm_leftovers
 
 __all__ = ["DEFAULT_TIMEOUT", "MAX_SLEEP_S", "SPIN_S", "WAIT_SPIN_S", "check_timeout", "dup", "import_mpi",
            "join_job", "mpi_reports_cuda", "pinned_empty", "poll"]
@@ -71,6 +71,7 @@ def check_timeout(timeout):
 def import_mpi(type_name: str):
     """The ``mpi4py.MPI`` module; ConfigError naming kvstore ``type_name`` and how to install
     mpi4py when it or its MPI library is missing."""
+    shm_leftovers.remove()
     try:
         from mpi4py import MPI
     except ImportError:
