@@ -16,7 +16,6 @@ skipped when it finished or resumed when it did not.
 from __future__ import annotations
 
 import os
-import shlex
 import shutil
 import sys
 import traceback
@@ -36,7 +35,7 @@ from trainer_run.training import Trainer
 from trainer_run.training.parameter_server import ParameterServer
 from trainer_run.updaters import saved as saved_state
 
-from . import closing, hosts, schema, slurm_requeue, sweep_job, sweep_record, user_targets
+from . import closing, schema, slurm_requeue, sweep_job, sweep_record, user_targets
 from . import resume as resumes
 from .build import Run, build_run, build_server, trainer_of
 from .report import (
@@ -265,23 +264,13 @@ def _play(role: Trainer | ParameterServer, out: Path) -> None:
     except OSError as e:
         raise JobFailed(cannot_write(e) + ", then resume", 4) from None
     if _is_rank_0():
-        closing.last_lines(role, out, _command(), sweep_job.sweeping())
+        closing.last_lines(role, out, closing.command(launch.comm), sweep_job.sweeping())
         late_signal(role.status)
     if role.status == "interrupted":
         if _is_rank_0():
             slurm_requeue.requeue(role.stop_signal)
         if launch.pid == os.getpid():  # a job in a launcher's process ends with its value instead
             sys.exit(128 + (role.stop_signal or 2))
-
-
-def _command() -> str:
-    """The command that starts this run's processes, as a resume needs it."""
-    if launch.comm is None:
-        return "trainer-run"
-    host_file = os.environ.get(hosts.ENV)
-    if host_file:
-        return f"trainer-run --hosts {shlex.quote(host_file)}"
-    return f"mpiexec -n {launch.comm.size} trainer-run"
 
 
 def build(cfg: DictConfig, out: Path) -> tuple[Trainer | ParameterServer, Run]:
