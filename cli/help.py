@@ -48,7 +48,8 @@ INTRO = """\
 trainer-run trains a model on NumPy (or CuPy) arrays from a Hydra config: each config group
 below is one choice (optimizer=sgd) and every field can be overridden (optimizer.wd=1e-4).
 """
-USAGE = "trainer-run [group=option ...] [group.field=value ...] [-m] [--config-dir DIR]"
+USAGE = ("trainer-run [group=option ...] [group.field=value ...] [-m] [--config-dir DIR] "
+         "[--hosts FILE]")
 GUIDE = (
     ("Outputs", "runs/<date>/<time>/: .hydra/config.yaml (what ran), metrics.jsonl, summary.json, "
                 "model.npz, checkpoints/iter_<N>/; hydra.run.dir=DIR names another folder."),
@@ -57,10 +58,14 @@ GUIDE = (
     ("Sweep", "trainer-run -m optimizer=adam,sgd optimizer.learning_rate=0.1,0.01 runs the 4 "
               "combinations in runs/multirun/<date>/<time>/<job> and ranks them (results.csv); "
               "trainer-run -m hparams_search=optuna searches with Optuna."),
+    ("Processes", "mpiexec -n 4 trainer-run kvstore=dist_sync trains on 4 processes; "
+                  "trainer-run --hosts FILE kvstore=dist_sync on the hosts of FILE (host:N per "
+                  "line), after checking each can be reached."),
     ("Your code", "+model._target_=my_models.Net builds your class (also dataset, optimizer, "
                   "scheduler); --config-dir DIR adds your option files DIR/<group>/<option>.yaml "
                   "(DIR/experiment/<name>.yaml: experiment=<name>)."),
-    ("More", "README.md (Everyday use, Config reference, Your data, Your model, Sweeps); "
+    ("More", "README.md (Everyday use, Config reference, Your data, Your model, Sweeps, On a "
+             "cluster); "
              "trainer-run <group>=<option> --help shows an option's fields; --hydra-help is "
              "Hydra's help, --cfg job prints the composed config."),
 )

@@ -70,6 +70,7 @@ def test_help_names_every_group_and_option_with_its_description():
         out = result.stdout
         assert "runs/<date>/<time>" in out and "resume=" in out and "-m " in out
         assert "_target_" in out and "--config-dir" in out and "README" in out
+        assert "--hosts FILE" in out and "mpiexec -n 4" in out
         flat = _squeezed(out)
         for group in GROUPS:
             assert re.search(rf"^{group}  ", out, re.M), f"group {group} missing"
