@@ -32,6 +32,7 @@ from pathlib import Path
 from trainer_run.errors import ConfigError
 
 from . import argv as args
+from .report import last_said
 
 FLAG = "--hosts"
 ENV = "TRAINER_RUN_HOSTS"
@@ -141,7 +142,7 @@ def _probe(host: str, me: str, port: int) -> str | None:
                 f"{host}); check that it is up")
     except OSError as e:
         return f"cannot start {launcher[0]} to reach {host}: {e.strerror or e}"
-    said = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
+    said = last_said(done)
     if done.returncode == 0:
         return None
     if said.startswith(CANNOT_CONNECT):

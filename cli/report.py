@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import signal
+import subprocess
 import sys
 from pathlib import Path
 
@@ -97,6 +98,11 @@ def describe(error: Exception) -> str:
         return f"the config does not resolve: {message}" + (f" (at {where})" if where else "")
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]
     return "; ".join(lines) or type(error).__name__
+
+
+def last_said(done: subprocess.CompletedProcess) -> str:
+    """What a command that failed said last: its last line on stderr, else its exit status."""
+    return (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
 
 
 def cannot_write(error: OSError | StorageError) -> str:

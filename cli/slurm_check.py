@@ -15,6 +15,7 @@ from trainer_run.errors import ConfigError
 from trainer_run.storage import yaml_files
 
 from . import argv as args
+from .report import last_said
 
 TIMEOUT_S = 30
 
@@ -36,7 +37,7 @@ def check(argv: list[str]) -> None:
         raise ConfigError(f"SLURM did not answer sinfo within {TIMEOUT_S} s: is slurmctld "
                           f"running?") from None
     if done.returncode != 0:
-        said = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
+        said = last_said(done)
         raise ConfigError(f"SLURM does not answer ({said}): is slurmctld running? sinfo shows "
                           f"the cluster when it is")
     partitions = [p.rstrip("*") for p in done.stdout.split()]

@@ -33,7 +33,7 @@ from trainer_run.training import stop_signals
 
 from . import argv as args
 from .options import root_config
-from .report import say, warn
+from .report import last_said, say, warn
 
 RECORD = Path(run_directory.RECORD) / "slurm.json"
 """Where a run started in a SLURM job records the job's id."""
@@ -112,6 +112,6 @@ def requeue(signum: int) -> None:
         say(f"{name}: SLURM job {job_id()} requeued; it continues from this checkpoint when it "
             "starts again")
         return
-    said = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
+    said = last_said(done)
     warn(f"{name}: SLURM did not requeue job {job_id()} ({said}); submit it with --requeue, "
          "or resume the run by hand")
