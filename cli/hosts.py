@@ -31,7 +31,6 @@ from pathlib import Path
 
 from trainer_run.errors import ConfigError
 
-from . import argv as args
 from .report import last_said
 
 FLAG = "--hosts"
@@ -83,10 +82,10 @@ def read(path: Path) -> list[tuple[str, int]]:
     return hosts
 
 
-def check_store(argv: list[str], saved_store: str | None) -> None:
-    """Refuses a run whose kvstore is not a ``dist_*`` one: the processes would not train
-    together."""
-    store = args.value(argv, "kvstore") or saved_store or "local"
+def check_store(store: str) -> None:
+    """Refuses a run whose kvstore (``""``: the default, ``local``) is not a ``dist_*`` one:
+    the processes would not train together."""
+    store = store or "local"
     if not store.startswith("dist"):
         raise ConfigError(f"--hosts starts one process per slot of the host file, which train "
                           f"together only with kvstore=dist_sync or dist_async (not {store}); "

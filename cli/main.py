@@ -131,7 +131,7 @@ def _on_hosts(path: Path, argv: list[str]) -> None:
     (:mod:`.hosts`); a check that fails is one line."""
     try:
         listed = hosts.read(path)
-        hosts.check_store(argv, (resumes.saved_choices(args.value(argv, "resume")) or {}).get("kvstore"))
+        hosts.check_store(_store(argv))
         prepare(argv)
         hosts.launch(path, listed, argv)
     except ConfigError as e:
@@ -183,8 +183,7 @@ def _world(argv: list[str]):
     one); None otherwise (MPI is then never initialised)."""
     if not mpi_job.launched():
         return None
-    saved = resumes.saved_choices(args.value(argv, "resume")) or {}
-    store = args.value(argv, "kvstore") or saved.get("kvstore") or ""
+    store = _store(argv)
     if not store.startswith("dist"):
         return None
     try:
@@ -192,6 +191,13 @@ def _world(argv: list[str]):
     except ConfigError as e:
         fail(e)
     return MPI.COMM_WORLD if MPI.COMM_WORLD.size > 1 else None
+
+
+def _store(argv: list[str]) -> str:
+    """The kvstore the command chooses: the one it names, else the resumed run's, else ``""``
+    (the config's default, ``local``)."""
+    saved = resumes.saved_choices(args.value(argv, "resume")) or {}
+    return args.value(argv, "kvstore") or saved.get("kvstore") or ""
 
 
 def prepare_on_rank_0(comm, argv: list[str]) -> list[str]:
