@@ -92,7 +92,7 @@ def requeue(signum: int) -> None:
     """After a run stopped with a checkpoint on ``signum``: in a SLURM job, when ``signum`` is
     a requeue signal, puts the job back in the queue (see the module docstring); a refusal
     is one warning, the run stays resumable by hand."""
-    if job_id() is None or signum not in stop_signals.REQUEUE:
+    if not stop_signals.in_slurm_job() or signum not in stop_signals.REQUEUE:
         return
     name = signal.Signals(signum).name
     theirs = stop_signals.earlier(signum)

@@ -34,10 +34,15 @@ _requested: int | None = None
 _earlier: dict[int, object] = {}
 
 
+def in_slurm_job() -> bool:
+    """Whether this process runs in a SLURM job (``SLURM_JOB_ID`` is set)."""
+    return "SLURM_JOB_ID" in os.environ
+
+
 def handled() -> tuple[int, ...]:
     """The signals that ask to stop in this process: :data:`SIGNALS`, and :data:`REQUEUE` in a
-    SLURM job (``SLURM_JOB_ID`` is set)."""
-    return SIGNALS + REQUEUE if "SLURM_JOB_ID" in os.environ else SIGNALS
+    SLURM job."""
+    return SIGNALS + REQUEUE if in_slurm_job() else SIGNALS
 
 
 def earlier(signum: int):
@@ -95,6 +100,6 @@ def _on_signal(signum, frame) -> None:
     if _requested is None:
         _requested = signum
         return
-    if signum == signal.SIGTERM and "SLURM_JOB_ID" in os.environ:
+    if signum == signal.SIGTERM and in_slurm_job():
         return  # SLURM signals a step and its job both; it sends SIGKILL after KillWait itself
     _abort_now(signum)
