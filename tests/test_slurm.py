@@ -38,6 +38,11 @@ def test_srun_runs_a_dist_sync_job_that_equals_one_process_of_the_doubled_batch(
     assert_equals_one_process_of_batch_50(tmp_path / "two", tmp_path / "one")
 
 
+def submitit_jobs(sweep_dir) -> set[str]:
+    """The SLURM job ids of a sweep's submitit folders (``.submitit/<id>/``)."""
+    return {p.name.split("_")[0] for p in (sweep_dir / ".submitit").iterdir() if p.name[0].isdigit()}
+
+
 def _ranked(sweep_dir):
     """``(rank, overrides, best)`` rows of a sweep's results.csv."""
     rows = list(csv.DictReader((sweep_dir / "results.csv").open()))
@@ -57,8 +62,7 @@ def test_a_sweep_with_the_submitit_slurm_launcher_runs_its_jobs_through_the_sche
     local = run_cli("-m", *sweep, f"hydra.sweep.dir={tmp_path / 'local'}")
     assert local.returncode == 0, local.stderr
     assert _ranked(tmp_path / "slurm") == _ranked(tmp_path / "local")
-    job_ids = {p.name.split("_")[0] for p in (tmp_path / "slurm" / ".submitit").iterdir()
-               if p.name[0].isdigit()}
+    job_ids = submitit_jobs(tmp_path / "slurm")
     assert job_ids, "no submitit job folders"
     for job_id in job_ids:
         shown = slurm.run(["scontrol", "show", "job", job_id])
@@ -231,7 +235,7 @@ def test_a_sweep_job_at_its_time_limit_checkpoints_is_requeued_and_resumes_bit_f
     finally:
         proc.kill()
     assert proc.returncode == 0, said
-    (job_id,) = {p.name.split("_")[0] for p in (sweep / ".submitit").iterdir() if p.name[0].isdigit()}
+    (job_id,) = submitit_jobs(sweep)
     job = _finished(slurm, job_id)
     assert job["JobState"] == "COMPLETED" and int(job["Restarts"]) >= 1, job
     logs = "".join(p.read_text() for p in (sweep / ".submitit").rglob("*_log.*"))
@@ -254,7 +258,7 @@ def test_a_sweep_job_submitit_will_not_requeue_ends_interrupted_and_the_sweep_ru
                             text=True)
     try:
         _halfway(sweep)
-        (job_id,) = {p.name.split("_")[0] for p in (sweep / ".submitit").iterdir() if p.name[0].isdigit()}
+        (job_id,) = submitit_jobs(sweep)
         assert slurm.run(["scancel", "--signal=USR2", job_id]).returncode == 0
         said, _ = proc.communicate(timeout=120)
     finally:
