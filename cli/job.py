@@ -24,7 +24,6 @@ from pathlib import Path
 
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
-from omegaconf.errors import OmegaConfBaseException
 
 from trainer_run import memory, module, run_directory, trust, weights
 from trainer_run.data import record as data_record
@@ -40,7 +39,6 @@ from . import resume as resumes
 from .build import Run, build_run, build_server, trainer_of
 from .report import (
     cannot_write,
-    describe,
     fail,
     failed_file,
     inform,
@@ -242,6 +240,7 @@ def _write_record(out: Path, cfg: DictConfig) -> None:
     for name, node in (("config.yaml", cfg), ("hydra.yaml", hydra_cfg),
                        ("overrides.yaml", HydraConfig.get().overrides.task)):
         files.write_atomic(folder / name, OmegaConf.to_yaml(node))
+    run_directory.mark(folder)
     signature = trust.sign((folder / "config.yaml").read_bytes())
     if signature is not None:
         files.write_atomic(folder / trust.RECORD_SIGNATURE, signature + "\n")
@@ -281,22 +280,19 @@ def build(cfg: DictConfig, out: Path) -> tuple[Trainer | ParameterServer, Run]:
     gone = user_targets.replaced(overrides())
     choices = {k: v for k, v in hydra_cfg.runtime.choices.items()
                if not k.startswith("hydra") and v is not None and k not in gone}
-    state = None
-    node = cfg
+    state, stored, node = None, None, cfg
     again = bool(cfg.resume) and Path(cfg.resume).name == resumes.RECORD_CONFIG.name
-    if again:  # a run killed before its first checkpoint, started again; rank 0 trusts it or not
-        record = on_rank_0(launch.comm, lambda: resumes.saved_record(Path(cfg.resume),
-                                                                      bool(cfg.get("trust"))))
-        node = resumes.config(record, cfg, overrides(), choices)
+    if again:  # a run killed before its first checkpoint, started again
+        stored = on_rank_0(launch.comm, lambda: resumes.from_record(Path(cfg.resume)))
     elif cfg.resume:
         state = checkpoint.load(Path(cfg.resume), checkpoint.RUN_STATE)
-        _check_trust(state, cfg)
-        node = resumes.config(state["config"], cfg, overrides(), choices)
+        stored = resumes.from_checkpoint(state, cfg.resume)
+    mine = stored is None or on_rank_0(launch.comm, stored.mine)  # rank 0 holds the key
+    vouched = mine or bool(cfg.get("trust"))
+    if stored is not None:
+        node = resumes.config(stored, cfg, overrides(), choices, vouched)
     saved = OmegaConf.to_container(node, resolve=False)
-    try:
-        resolved = OmegaConf.to_container(node, resolve=True)
-    except OmegaConfBaseException as e:
-        raise ConfigError(describe(e)) from None
+    resolved = on_rank_0(launch.comm, lambda: resumes.resolved(node, stored, vouched, overrides()))
     schema.check_types(resolved)
     if state is not None and (resolved["kvstore"].get("compression") or {}).get("type"):
         warn("gradient compression residuals are not in checkpoints (nor in MXNet's): they restart "
@@ -314,7 +310,7 @@ def build(cfg: DictConfig, out: Path) -> tuple[Trainer | ParameterServer, Run]:
              "overrides": resumes.merged(given, overrides(), choices if cfg.resume else {})}
     if started_from is not None:
         extra["init_from"] = started_from
-    extra[trust.SIGNATURE] = trust.sign(trust.checkpoint_data(extra))
+    extra[trust.SIGNATURE] = trust.sign(trust.checkpoint_data(extra)) if mine else None
     trainer = trainer_of(built, resolved, out, extra)
     if state is not None:
         resume = _fitting(Path(cfg.resume), built.model)
@@ -372,15 +368,6 @@ def _fitting(resume: Path, model) -> Path:
         return checkpoint.find(given, report=warn, require=checkpoint.RUN_STATE, check=fits)
 
     return on_rank_0(launch.comm, choose)
-
-
-def _check_trust(state: dict, cfg: DictConfig) -> None:
-    """Refuses a checkpoint whose config names code this user did not sign, unless the
-    command says ``trust=true`` (:mod:`trainer_run.trust`); rank 0 decides for every rank."""
-    def verdict() -> None:
-        trust.check_checkpoint(state, f"checkpoint {cfg.resume}", trusted=bool(cfg.get("trust")))
-
-    on_rank_0(launch.comm, verdict)
 
 
 def _restore(trainer: Trainer, state: dict, resume: str) -> None:

@@ -24,13 +24,15 @@ untouched.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 import yaml
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
-from trainer_run import run_directory, trust
+from trainer_run import run_directory, stored_config, trust
 from trainer_run.config_upgrade import upgrade
 from trainer_run.errors import ConfigError
 from trainer_run.storage import checkpoint, yaml_files
@@ -38,6 +40,7 @@ from trainer_run.updaters import saved as saved_state
 
 from . import argv as args
 from . import options
+from .report import describe
 
 FIXED = ("seed", "model", "dataset", "optimizer.multi_precision", "backend.dtype", "init_from",
          "init_from_strict")
@@ -112,10 +115,11 @@ def resumed(iteration: int, found: Path) -> str:
 
 def saved_record(path: Path, trusted_run: bool) -> dict:
     """The config a run recorded in ``path`` (``.hydra/config.yaml``), once
-    :mod:`trainer_run.trust` allows what it names (its signature beside it)."""
-    config, data, signed = trust.read_record(path)
-    trust.check(config, data, signed, f"run {path.parent.parent}", trusted_run)
-    return config
+    :mod:`trainer_run.trust` allows what it names as stored (its signature beside it); the
+    run checks it again once resolved (:func:`resolved`)."""
+    stored = from_record(path)
+    trust.check(stored.config, stored.data, stored.signature, stored.source, trusted_run)
+    return stored.config
 
 
 def recorded_overrides(path: Path) -> list[str]:
@@ -194,11 +198,43 @@ def _not_in_a_run(found: Path) -> str:
             "trainer-run's)")
 
 
-def config(saved: dict, cfg: DictConfig, overrides: list[str], choices: dict) -> DictConfig:
-    """The checkpoint's config ``saved`` (in today's form: :func:`trainer_run.config_upgrade.upgrade`)
+@dataclass
+class Stored:
+    """A config read from a run (a checkpoint's or the run's record), the bytes its signature
+    covers, that signature (None: unsigned) and where it was read (named in errors)."""
+
+    config: dict
+    data: bytes
+    signature: str | None
+    source: str
+
+    def mine(self) -> bool:
+        """Whether this user signed it (:func:`trainer_run.trust.signed_by_me`)."""
+        return trust.signed_by_me(self.data, self.signature)
+
+
+def from_checkpoint(state: dict, path) -> Stored:
+    """The config a run checkpoint's state holds."""
+    return Stored(state["config"], trust.checkpoint_data(state), state.get(trust.SIGNATURE),
+                  f"checkpoint {path}")
+
+
+def from_record(path: Path) -> Stored:
+    """The config a run recorded in ``path`` (``.hydra/config.yaml``)."""
+    config, data, signed = trust.read_record(path)
+    return Stored(config, data, signed, f"run {path.parent.parent}")
+
+
+def config(stored: Stored, cfg: DictConfig, overrides: list[str], choices: dict,
+           vouched: bool) -> DictConfig:
+    """The ``stored`` config (in today's form: :func:`trainer_run.config_upgrade.upgrade`)
     with the command's ``overrides`` applied (their values as Hydra composed them in ``cfg``);
-    group choices are already the run's."""
-    node = OmegaConf.create(upgrade(saved))
+    group choices are already the run's. Unless the user ``vouched`` for it (signed it, or
+    ``trust=true``), its interpolations are first checked as :func:`resolved` will resolve
+    them, so that nothing in it is resolved before."""
+    if not vouched:
+        stored_config.check(stored.config, stored.source)
+    node = OmegaConf.create(upgrade(stored.config))
     _add_new_keys(node, cfg)
     _name_logger_targets(node)
     for override in overrides:
@@ -206,9 +242,39 @@ def config(saved: dict, cfg: DictConfig, overrides: list[str], choices: dict) ->
         if name == "resume" or name.startswith("hydra.") or name in choices:
             continue
         new = OmegaConf.select(cfg, name)
-        _check_changeable(name, OmegaConf.select(node, name, default=None), new)
+        old = _raw(OmegaConf.to_container(node, resolve=False), name)
+        _check_changeable(name, old, new)
         OmegaConf.update(node, name, new, force_add=True)
     return node
+
+
+def resolved(node: DictConfig, stored: Stored | None, vouched: bool,
+             overrides: list[str]) -> dict:
+    """The config to build: ``node`` resolved. A config read from a run the user did not vouch
+    for (neither signed by them nor ``trust=true``) is resolved with references between its
+    keys only (:func:`trainer_run.stored_config.resolve`), and then refused
+    (:class:`trainer_run.trust.UntrustedRun`) if it names code, but for the keys the command
+    set: what is checked is what is built."""
+    if stored is None or vouched:
+        try:
+            return OmegaConf.to_container(node, resolve=True)
+        except RecursionError:
+            raise ConfigError("the config's interpolations nest too deeply (a cycle?)") from None
+        except OmegaConfBaseException as e:
+            raise ConfigError(describe(e)) from None
+    tree = stored_config.resolve(OmegaConf.to_container(node, resolve=False), stored.source)
+    trust.refuse_code(tree, stored.source, exempt=[args.key(o).lstrip("+~") for o in overrides])
+    return tree
+
+
+def _raw(tree: dict, name: str):
+    """The value at the dotted key ``name`` of ``tree`` as stored (interpolations unresolved),
+    or None."""
+    for part in name.split("."):
+        if not isinstance(tree, dict) or part not in tree:
+            return None
+        tree = tree[part]
+    return tree
 
 
 def _add_new_keys(node: DictConfig, cfg: DictConfig) -> None:

@@ -49,7 +49,9 @@ def test_find_prefers_latest_and_falls_back_to_the_newest_complete(tmp_path):
     assert checkpoint.find(run / "checkpoints" / "iter_00000001").name == "iter_00000001"
     assert run_directory.owner(checkpoint.find(run)) is None  # no record: not a run
     (run / ".hydra").mkdir()
-    (run / ".hydra" / "config.sig").write_text("hmac-sha256:0\n")
+    (run / ".hydra" / "config.sig").write_text("hmac-sha256:0\n")  # not this user's signature
+    assert run_directory.owner(checkpoint.find(run)) is None
+    run_directory.mark(run / ".hydra")
     assert run_directory.owner(checkpoint.find(run)) == run.resolve()
 
 

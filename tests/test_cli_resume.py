@@ -245,7 +245,8 @@ def test_a_checkpoint_from_before_a_new_key_resumes_with_its_default():
                             "dataset": {"batch_size": 50, "overfit_batches": None, "size": 2000}})
     saved = {"seed": 3, "trainer": {"max_iterations": 20},
              "dataset": {"_target_": "my_data.load", "batch_size": 10}}
-    node = OmegaConf.to_container(resumes.config(saved, cfg, [], {}))
+    stored = resumes.Stored(saved, b"", None, "checkpoint x")
+    node = OmegaConf.to_container(resumes.config(stored, cfg, [], {}, vouched=True))
     assert node == {"seed": 3, "logger": {"jsonl": {"_target_": JSONL}},
                     "trainer": {"max_iterations": 20, "profile": False},
                     "dataset": {"_target_": "my_data.load", "batch_size": 10, "overfit_batches": None}}

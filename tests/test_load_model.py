@@ -120,5 +120,5 @@ def test_a_saved_config_with_an_interpolation_between_its_keys_loads(tmp_path):
     assert trainer_run.load_model(run).model.params()["l1/W"].data.shape == (64, 2)
     config["model"]["hidden_sizes"] = "${oc.env:HOME}"
     path.write_text(yaml.safe_dump(config))
-    with pytest.raises(ConfigError, match="cannot be resolved without the command"):
+    with pytest.raises(ConfigError, match=r"model.hidden_sizes calls a resolver .*oc.env.*add trust=true"):
         trainer_run.load_model(run)

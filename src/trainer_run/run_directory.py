@@ -1,14 +1,17 @@
 """Run directories: which folder a run may write into, and one process at a time in it.
 
-A folder *is a run* (:func:`is_run`) only when it holds our record of one: ``.hydra/`` with
-the ``config.sig`` trainer-run signs its config with, or, for a run no key could sign, with a
-``config.yaml`` of trainer-run's config (its top-level ``resume`` and ``trust``). Checkpoints,
-a ``summary.json`` or a ``model.npz`` alone do not make one: anyone can copy those into a
-folder of theirs. A folder *holds a run's files* when it has any of :data:`MARKERS`
-(:func:`holds_run`). A new run starts only in a folder that does not exist or is empty
-(:func:`check_unused`): a run is refused with a pointer to ``resume=``, and a folder holding
-anything else (a user's ``model.npz``, notes, another tool's output) is refused too, so
-nothing already written is overwritten.
+A folder *is a run* (:func:`is_run`) only when it holds a record only trainer-run writes:
+``.hydra/trainer-run.json`` (:data:`MARK`, the tool's name and the run format, written when a
+run starts: :func:`mark`), or, for a run of this user's from before the mark, a
+``.hydra/config.sig`` that is this user's signature of ``.hydra/config.yaml``. Anything else is
+another tool's folder, never written: a ``config.yaml`` that looks like ours, checkpoints, a
+``summary.json`` or a ``model.npz`` (anyone can copy those into a folder of theirs).
+
+A folder *holds a run's files* when it has any of :data:`MARKERS` (:func:`holds_run`). A new
+run starts only in a folder that does not exist or is empty (:func:`check_unused`): a run is
+refused with a pointer to ``resume=``, and a folder holding anything else (a user's
+``model.npz``, notes, another tool's output) is refused too, so nothing already written is
+overwritten.
 
 A checkpoint ``<run>/checkpoints/iter_<N>`` belongs to ``<run>`` when ``<run>`` is a run
 (:func:`owner`); a checkpoint anywhere else, or in a folder that is not a run, belongs to no
@@ -26,21 +29,22 @@ inherited the lock), else none.
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 from pathlib import Path
 
-import yaml
-
 from . import trust
 from .errors import ConfigError
-from .storage import files, yaml_files
+from .storage import files
 
 LOCK = ".lock"
 CHECKPOINTS = "checkpoints"
 RECORD = ".hydra"
 """The folder of a run's record: Hydra's files and the config's signature."""
-RECORD_KEYS = ("resume", "trust")
-"""Top-level keys of trainer-run's config that a recorded ``config.yaml`` of ours has."""
+MARK = "trainer-run.json"
+"""The file in a run's record that marks the folder as a run of trainer-run's."""
+FORMAT = 1
+"""The run format :data:`MARK` records."""
 MARKERS = (CHECKPOINTS, "metrics.jsonl", "summary.json", RECORD)
 
 
@@ -50,17 +54,26 @@ def holds_run(directory: Path) -> bool:
 
 
 def is_run(directory: Path) -> bool:
-    """Whether ``directory`` is a run: it holds our record, ``.hydra/config.sig`` (only
-    trainer-run writes it) or, for a run left unsigned, a ``.hydra/config.yaml`` mapping with
-    trainer-run's top-level keys (:data:`RECORD_KEYS`)."""
+    """Whether ``directory`` is a run of trainer-run's: its record holds :data:`MARK` naming
+    the tool, or this user's signature of its config (a run from before the mark)."""
     record = Path(directory) / RECORD
-    if (record / trust.RECORD_SIGNATURE).is_file():
-        return True
     try:
-        config = yaml_files.read(record / "config.yaml")
-    except (OSError, ValueError, yaml.YAMLError):
+        with open(record / MARK, "rb") as f:
+            mark = json.loads(f.read(1024))
+        if isinstance(mark, dict) and mark.get("tool") == "trainer-run":
+            return True
+    except (OSError, ValueError):
+        pass
+    try:
+        signature = (record / trust.RECORD_SIGNATURE).read_text(errors="replace").strip()
+        return trust.signed_by_me((record / "config.yaml").read_bytes(), signature)
+    except OSError:
         return False
-    return isinstance(config, dict) and all(key in config for key in RECORD_KEYS)
+
+
+def mark(record: Path) -> None:
+    """Marks the run whose record folder is ``record`` as trainer-run's (:data:`MARK`)."""
+    files.write_atomic(record / MARK, json.dumps({"tool": "trainer-run", "format": FORMAT}) + "\n")
 
 
 def _contents(directory: Path) -> list[str]:

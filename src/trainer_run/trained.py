@@ -5,19 +5,19 @@ The run's ``.hydra/config.yaml`` is read as data (:mod:`trainer_run.storage.yaml
 ``model`` and ``backend`` sections (upgraded from an older form by
 :mod:`trainer_run.config_upgrade`) are checked by :mod:`trainer_run.trust` before anything they
 name is imported, then the model is built as the run built it
-(:func:`trainer_run.models.build_model`). Interpolations ``${a.b}`` between keys of the file are
-resolved; a resolver (``${oc.env:X}``) is not, and is refused in one line.
+(:func:`trainer_run.models.build_model`). Its interpolations are resolved first
+(:mod:`trainer_run.stored_config`: in a run this user did not sign, references between its keys
+only; a resolver such as ``${oc.env:X}`` is refused in one line unless ``trust``), then checked.
 """
 
 from __future__ import annotations
 
-import re
 import warnings
 from pathlib import Path
 
 import numpy
 
-from . import prediction, trust
+from . import prediction, stored_config, trust
 from .autograd import no_grad
 from .backend import get_backend
 from .config_upgrade import upgrade
@@ -30,7 +30,7 @@ from .weights import Weights, resolve
 
 SECTIONS = ("model", "backend", "precision")
 """The sections of a run's config that build its model (``precision``: an older run's dtype)."""
-REFERENCE = re.compile(r"\$\{([^}]*)\}")
+RECORD_CONFIG = Path(".hydra") / "config.yaml"
 DEFAULT_BATCH_SIZE = 50
 """``dataset.batch_size``'s default (``configs/_dataset.yaml``), for a config that has none."""
 
@@ -104,19 +104,14 @@ def load_model(run_dir, checkpoint=None, trust: bool = False) -> Trained:
         raise ConfigError(f"{weights.path} does not fit the model of run {run}: "
                           f"{e.args[0] if e.args else e}") from None
     set_mode(model, False)
-    return Trained(model, record, weights, _batch_size(run), backend.dtype)
+    return Trained(model, record, weights, _batch_size(run, trust), backend.dtype)
 
 
-def _batch_size(run: Path) -> int:
-    """The run's ``dataset.batch_size``, read as data (a number, which names no code), or
+def _batch_size(run: Path, trusted: bool) -> int:
+    """The run's ``dataset.batch_size`` (a number, which names no code), or
     :data:`DEFAULT_BATCH_SIZE` when it has none that is a positive integer."""
-    path = run / ".hydra" / "config.yaml"
-    config = trust.read_record(path)[0]
-    section = config.get("dataset")
-    try:
-        size = _resolved(section.get("batch_size"), config, path) if isinstance(section, dict) else None
-    except ConfigError:
-        size = None
+    section = resolved_record(run, trusted)[0].get("dataset")
+    size = section.get("batch_size") if isinstance(section, dict) else None
     if isinstance(size, bool) or not isinstance(size, int) or size < 1:
         return DEFAULT_BATCH_SIZE
     return size
@@ -124,42 +119,25 @@ def _batch_size(run: Path) -> int:
 
 def read_sections(run: Path, keys=SECTIONS, trusted: bool = False) -> dict:
     """The sections ``keys`` of the run's saved config (``.hydra/config.yaml``; ``model``
-    must be there, the others may not), interpolations between its keys resolved, once
+    must be there, the others may not), resolved (:func:`resolved_record`), once
     :mod:`trainer_run.trust` allows what they name (nothing in them is imported before):
     a run this user signed, or ``trusted``."""
-    path = Path(run) / ".hydra" / "config.yaml"
-    if not path.is_file():
-        raise ConfigError(f"{run} is not a run directory: it has no .hydra/config.yaml")
-    config, data, signed = trust.read_record(path)
-    try:
-        sections = {key: _resolved(config[key], config, path) for key in keys
-                    if key in config or key == "model"}
-    except (KeyError, TypeError) as e:
-        raise ConfigError(f"{path} cannot be read as a run's config: {e}") from None
+    config, data, signed = resolved_record(run, trusted)
+    if not isinstance(config.get("model"), dict):
+        raise ConfigError(f"{Path(run) / RECORD_CONFIG} cannot be read as a run's config: it "
+                          "has no model section")
+    sections = {key: config[key] for key in keys if key in config}
     trust.check(sections, data, signed, f"run {run}", trusted)
     return sections
 
 
-def _resolved(node, root: dict, path: Path):
-    """``node`` with each ``${a.b}`` replaced by the value of key ``a.b`` of ``root``."""
-    if isinstance(node, dict):
-        return {k: _resolved(v, root, path) for k, v in node.items()}
-    if isinstance(node, list):
-        return [_resolved(v, root, path) for v in node]
-    if not isinstance(node, str) or "${" not in node:
-        return node
-    whole = REFERENCE.fullmatch(node)
-    if whole:
-        return _resolved(_lookup(whole.group(1), root, path), root, path)
-    return REFERENCE.sub(lambda m: str(_resolved(_lookup(m.group(1), root, path), root, path)), node)
-
-
-def _lookup(key: str, root: dict, path: Path):
-    value = root
-    for part in key.split("."):
-        if ":" in key or not isinstance(value, dict) or part not in value:
-            raise ConfigError(f"{path}: ${{{key}}} cannot be resolved without the command (it "
-                              "names no key of the file); load the run with the trainer-run "
-                              "that wrote it")
-        value = value[part]
-    return value
+def resolved_record(run: Path, trusted: bool = False) -> tuple[dict, bytes, str | None]:
+    """The run's saved config with its interpolations resolved
+    (:func:`trainer_run.stored_config.resolve`: references between its keys only, unless this
+    user signed it or ``trusted``), the bytes its signature covers, and that signature."""
+    path = Path(run) / RECORD_CONFIG
+    if not path.is_file():
+        raise ConfigError(f"{run} is not a run directory: it has no {RECORD_CONFIG}")
+    config, data, signed = trust.read_record(path)
+    mine = trusted or trust.signed_by_me(data, signed)
+    return stored_config.resolve(config, f"run {run}", resolvers=mine), data, signed

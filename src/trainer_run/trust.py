@@ -174,13 +174,25 @@ def check(config: dict, data: bytes, signature, source: str, trusted: bool = Fal
     """Refuses (:class:`UntrustedRun`) to build ``config``, read from ``source`` (``data``:
     the bytes ``signature`` signs), when it names code that is not built in and neither
     ``trusted`` (the user said so) nor this user's signature vouches for it."""
-    code = named_code(config)
-    if not code or trusted or signed_by_me(data, signature):
+    if not trusted and not signed_by_me(data, signature):
+        refuse_code(config, source)
+
+
+def refuse_code(config: dict, source: str, exempt=()) -> None:
+    """Refuses (:class:`UntrustedRun`) a ``config`` from ``source`` that names code that is not
+    built in (:func:`named_code`), but for the keys under ``exempt`` (dotted keys the user's
+    own command set)."""
+    code = [c for c in named_code(config) if not _under(c.split("=", 1)[0], exempt)]
+    if not code:
         return
     shown = ", ".join(code[:3]) + (f" and {len(code) - 3} more" if len(code) > 3 else "")
     raise UntrustedRun(f"{source} names code outside trainer-run ({shown}) and is not signed "
                        "with your key, so loading it would run code you did not write; if you "
                        "trust this run, add trust=true (in Python: load_model(run, trust=True))")
+
+
+def _under(key: str, exempt) -> bool:
+    return any(key == e or key.startswith(f"{e}.") or key.startswith(f"{e}[") for e in exempt)
 
 
 def read_record(path: Path) -> tuple[dict, bytes, str | None]:
