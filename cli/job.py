@@ -292,7 +292,8 @@ def build(cfg: DictConfig, out: Path) -> tuple[Trainer | ParameterServer, Run]:
     if stored is not None:
         node = resumes.config(stored, cfg, overrides(), choices, vouched)
     saved = OmegaConf.to_container(node, resolve=False)
-    resolved = on_rank_0(launch.comm, lambda: resumes.resolved(node, stored, vouched, overrides()))
+    command = resumes.command_keys(overrides(), choices)
+    resolved = on_rank_0(launch.comm, lambda: resumes.resolved(node, stored, vouched, command))
     schema.check_types(resolved)
     if state is not None and (resolved["kvstore"].get("compression") or {}).get("type"):
         warn("gradient compression residuals are not in checkpoints (nor in MXNet's): they restart "

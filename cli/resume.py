@@ -70,7 +70,7 @@ def prepare(argv: list[str], resume: str, report: Callable[[str], None]) -> list
             raise
         return _start_again(argv, path, report)
     tree = checkpoint.load_tree(found, checkpoint.RUN_STATE)
-    trust.check_checkpoint(tree, f"checkpoint {found}", trusted=trusted(argv))
+    vet(from_checkpoint(tree, found), trusted(argv))
     choices = _checked_choices(tree["choices"], found)
     run_dir = _run_dir(found, args.value(argv, "hydra.run.dir"))
     rest = args.without(argv, "resume", "hydra.run.dir")
@@ -114,11 +114,10 @@ def resumed(iteration: int, found: Path) -> str:
 
 
 def saved_record(path: Path, trusted_run: bool) -> dict:
-    """The config a run recorded in ``path`` (``.hydra/config.yaml``), once
-    :mod:`trainer_run.trust` allows what it names as stored (its signature beside it); the
-    run checks it again once resolved (:func:`resolved`)."""
+    """The config a run recorded in ``path`` (``.hydra/config.yaml``), once :func:`vet`
+    allows it."""
     stored = from_record(path)
-    trust.check(stored.config, stored.data, stored.signature, stored.source, trusted_run)
+    vet(stored, trusted_run)
     return stored.config
 
 
@@ -213,9 +212,18 @@ class Stored:
         return trust.signed_by_me(self.data, self.signature)
 
 
+def vet(stored: Stored, trusted_run: bool) -> None:
+    """Refuses, before anything is written, a ``stored`` config the user did not vouch for
+    (signed, or ``trusted_run``) that names code once resolved on its own
+    (:func:`trainer_run.stored_config.resolve`); :func:`resolved` checks it again with the
+    command's overrides."""
+    if not (trusted_run or stored.mine()):
+        trust.refuse_code(stored_config.resolve(stored.config, stored.source), stored.source)
+
+
 def from_checkpoint(state: dict, path) -> Stored:
     """The config a run checkpoint's state holds."""
-    return Stored(state["config"], trust.checkpoint_data(state), state.get(trust.SIGNATURE),
+    return Stored(state.get("config") or {}, trust.checkpoint_data(state), state.get(trust.SIGNATURE),
                   f"checkpoint {path}")
 
 
@@ -237,10 +245,7 @@ def config(stored: Stored, cfg: DictConfig, overrides: list[str], choices: dict,
     node = OmegaConf.create(upgrade(stored.config))
     _add_new_keys(node, cfg)
     _name_logger_targets(node)
-    for override in overrides:
-        name = args.key(override).lstrip("+~")
-        if name == "resume" or name.startswith("hydra.") or name in choices:
-            continue
+    for name in command_keys(overrides, choices):
         new = OmegaConf.select(cfg, name)
         old = _raw(OmegaConf.to_container(node, resolve=False), name)
         _check_changeable(name, old, new)
@@ -248,13 +253,19 @@ def config(stored: Stored, cfg: DictConfig, overrides: list[str], choices: dict,
     return node
 
 
-def resolved(node: DictConfig, stored: Stored | None, vouched: bool,
-             overrides: list[str]) -> dict:
+def command_keys(overrides: list[str], choices: dict) -> list[str]:
+    """The keys the command's ``overrides`` set in a resumed config: not ``resume``, Hydra's,
+    nor the group ``choices`` a resume pins."""
+    names = (args.key(override).lstrip("+~") for override in overrides)
+    return [n for n in names if n != "resume" and not n.startswith("hydra.") and n not in choices]
+
+
+def resolved(node: DictConfig, stored: Stored | None, vouched: bool, command: list[str]) -> dict:
     """The config to build: ``node`` resolved. A config read from a run the user did not vouch
     for (neither signed by them nor ``trust=true``) is resolved with references between its
     keys only (:func:`trainer_run.stored_config.resolve`), and then refused
     (:class:`trainer_run.trust.UntrustedRun`) if it names code, but for the keys the command
-    set: what is checked is what is built."""
+    set (``command``: :func:`command_keys`): what is checked is what is built."""
     if stored is None or vouched:
         try:
             return OmegaConf.to_container(node, resolve=True)
@@ -263,7 +274,7 @@ def resolved(node: DictConfig, stored: Stored | None, vouched: bool,
         except OmegaConfBaseException as e:
             raise ConfigError(describe(e)) from None
     tree = stored_config.resolve(OmegaConf.to_container(node, resolve=False), stored.source)
-    trust.refuse_code(tree, stored.source, exempt=[args.key(o).lstrip("+~") for o in overrides])
+    trust.refuse_code(tree, stored.source, exempt=command)
     return tree
 
 

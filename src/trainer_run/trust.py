@@ -215,8 +215,3 @@ def checkpoint_data(state: dict) -> bytes:
     """The bytes a run checkpoint's signature covers: its ``config`` and its group
     ``choices`` (the resume pins them as arguments), canonically."""
     return canonical({"config": state.get("config"), "choices": state.get("choices")})
-
-
-def check_checkpoint(state: dict, source: str, trusted: bool = False) -> None:
-    """:func:`check` for a run checkpoint's state (or its JSON tree)."""
-    check(state.get("config") or {}, checkpoint_data(state), state.get(SIGNATURE), source, trusted)
