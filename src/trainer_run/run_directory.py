@@ -58,17 +58,24 @@ def is_run(directory: Path) -> bool:
     the tool, or this user's signature of its config (a run from before the mark)."""
     record = Path(directory) / RECORD
     try:
-        with open(record / MARK, "rb") as f:
-            mark = json.loads(f.read(1024))
+        mark = json.loads(_head(record / MARK, 1024))
         if isinstance(mark, dict) and mark.get("tool") == "trainer-run":
             return True
     except (OSError, ValueError):
         pass
     try:
-        signature = (record / trust.RECORD_SIGNATURE).read_text(errors="replace").strip()
-        return trust.signed_by_me((record / "config.yaml").read_bytes(), signature)
+        signature = _head(record / trust.RECORD_SIGNATURE, 1024).decode(errors="replace")
+        return trust.signed_by_me(_head(record / "config.yaml", 1 << 20), signature.strip())
     except OSError:
         return False
+
+
+def _head(path: Path, limit: int) -> bytes:
+    """The first ``limit`` bytes of the regular file ``path`` (OSError for anything else)."""
+    if not path.is_file():
+        raise FileNotFoundError(path)
+    with open(path, "rb") as f:
+        return f.read(limit)
 
 
 def mark(record: Path) -> None:
