@@ -76,3 +76,14 @@ def kept(run_dir: Path) -> str:
     except ConfigError:
         return "No checkpoint was written before it"
     return f"The last good checkpoint is {found}; resume={run_dir} continues from it"
+
+
+def after_error(run_dir: Path) -> str:
+    """What a run stopped by an error of the user's code keeps, and how to go on once the code
+    is fixed: from its last good checkpoint, or from the start with its saved config."""
+    try:
+        found = checkpoint.find(run_dir)
+    except ConfigError:
+        return (f"No checkpoint was written before it; once it is fixed, resume={run_dir} starts "
+                "the run again")
+    return f"The last good checkpoint is {found}; once it is fixed, resume={run_dir} continues from it"
