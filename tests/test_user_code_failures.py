@@ -4,7 +4,7 @@ checkpoint is kept and how to resume, and exits 1, whatever it raised (an ``OSEr
 a full disk: exit 4 is for our own writes); a callback's state a checkpoint cannot hold names
 the callback and leaves the previous checkpoints and no temporary folder; a logger whose
 ``close`` fails after training does not fail the run; a model whose loss is no graph node is
-told what to return."""
+told what to return; a run stopped early says why."""
 
 from __future__ import annotations
 
@@ -212,3 +212,39 @@ def test_a_model_whose_loss_is_no_graph_node_is_told_what_to_return(folder, retu
     assert line.startswith(f"error: model (mine.Net).__call__() returned {given}; in training it "
                            "must return the loss as a trainer_run.autograd.Variable"), line
     assert "Traceback" not in done.stderr  # one line: nothing of ours to read
+
+
+def test_a_callbacks_stop_says_why_and_the_summary_keeps_it(folder):
+    (folder / "stops.py").write_text(
+        "def at_7(trainer):\n"
+        "    if trainer.updater.iteration == 7:\n"
+        "        trainer.request_stop('loss below 0.5')\n")
+    run = folder / "run"
+    done = trainer_run(folder, "+callbacks.enough._target_=stops.at_7",
+                       "+callbacks.enough._partial_=true", f"hydra.run.dir={run}")
+    assert done.returncode == 0, done.stderr
+    assert "stopped early after iteration 7 (epoch 0.22), before trainer.max_iterations=12: a " \
+           "callback asked to stop (loss below 0.5)" in done.stdout
+    assert (summary(run)["status"], summary(run)["stop_reason"]) == ("completed", "loss below 0.5")
+
+
+def test_early_stopping_says_why_and_the_summary_keeps_it(tmp_path):
+    run = tmp_path / "run"
+    done = run_cli("trainer.progress=false", "trainer.max_iterations=2000", "trainer.eval_interval=10",
+                   "trainer.early_stopping.patience=2", "optimizer.learning_rate=0.5",
+                   f"hydra.run.dir={run}", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    result = summary(run)
+    assert (result["status"], result["stop_reason"]) == ("completed", "early_stopping")
+    assert result["iteration"] < 2000
+    goal = result["objective"]
+    assert (f"stopped early after iteration {result['iteration']} (epoch {result['epoch']:.2f}), "
+            "before trainer.max_iterations=2000: early stopping, val/loss did not improve by more "
+            "than trainer.early_stopping.min_delta=0 in trainer.early_stopping.patience=2 "
+            f"evaluations in a row; best val/loss {goal['best']:.6g} at iteration "
+            f"{goal['best_iteration']}") in done.stdout
+
+
+def test_a_run_to_its_limit_says_nothing_of_stopping_early(tmp_path):
+    done = run_cli(*QUICK, f"hydra.run.dir={tmp_path / 'run'}", cwd=tmp_path)
+    assert done.returncode == 0 and "stopped early" not in done.stdout
