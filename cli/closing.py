@@ -115,12 +115,16 @@ def kept(run_dir: Path) -> str:
     return f"The last good checkpoint is {found}; resume={run_dir} continues from it"
 
 
-def after_error(run_dir: Path) -> str:
+def after_error(run_dir: Path, sweeping: bool = False) -> str:
     """What a run stopped by an error of the user's code keeps, and how to go on once the code
-    is fixed: from its last good checkpoint, or from the start with its saved config."""
+    is fixed: from its last good checkpoint, or from the start with its saved config (a job of
+    a sweep: by running the sweep again)."""
     try:
         found = checkpoint.find(run_dir)
     except ConfigError:
-        return (f"No checkpoint was written before it; once it is fixed, resume={run_dir} starts "
-                "the run again")
-    return f"The last good checkpoint is {found}; once it is fixed, resume={run_dir} continues from it"
+        found = None
+    how = ("the same sweep run again continues it" if sweeping else
+           f"resume={run_dir} {'continues from it' if found else 'starts the run again'}")
+    if found is None:
+        return f"No checkpoint was written before it; once it is fixed, {how}"
+    return f"The last good checkpoint is {found}; once it is fixed, {how}"

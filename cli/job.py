@@ -278,7 +278,8 @@ def _play(role: Trainer | ParameterServer, out: Path) -> None:
         raise JobFailed(f"{e}. {closing.kept(out)}", e.exit_code) from None
     except UserCodeError as e:
         show_cause(e)
-        raise JobFailed(f"{e}. {closing.after_error(out)}", e.exit_code) from None
+        raise JobFailed(f"{e}. {closing.after_error(out, sweep_job.sweeping())}",
+                        e.exit_code) from None
     except RunStopped as e:
         raise JobFailed(e, e.exit_code) from None
     except OSError as e:
@@ -288,7 +289,7 @@ def _play(role: Trainer | ParameterServer, out: Path) -> None:
         raise JobFailed(message + ", then resume", code) from None
     except SystemExit as e:
         raise JobFailed(f"training raised SystemExit({e.code!r}); the run ended failed. "
-                        f"{closing.after_error(out)}", 1) from e
+                        f"{closing.after_error(out, sweep_job.sweeping())}", 1) from e
     if _is_rank_0():
         closing.last_lines(role, out, closing.command(launch.comm), sweep_job.sweeping())
         late_signal(role.status)
