@@ -1,6 +1,8 @@
 """The last lines of a run on stdout: its directory and, when the run can go on (interrupted,
-or ended by ``trainer.max_time``), where it stopped and the command that continues it; the
-checkpoint a diverged run leaves; the line of a resumed run that has nothing left to do."""
+or ended by ``trainer.max_time``), where it stopped and the command that continues it; a run
+stopped before its limit by early stopping or a callback's ``trainer.request_stop(reason)``
+says so and why (its ``summary.json`` holds the reason as ``stop_reason``); the checkpoint a
+diverged run leaves; the line of a resumed run that has nothing left to do."""
 
 from __future__ import annotations
 
@@ -33,6 +35,9 @@ def last_lines(role, out: Path, command: str = "trainer-run", sweeping: bool = F
     and the command that resumes it (``command``: the one that starts the processes,
     ``mpiexec -n N trainer-run`` or ``trainer-run --hosts FILE``; a sweep prints the command
     that continues it instead)."""
+    early = stopped_early(role)
+    if early is not None:
+        say(early)
     say(f"run directory: {out}")
     timed_out = getattr(role, "stop_reason", None) == time_limit.REASON
     if sweeping or not (role.status == "interrupted" or timed_out):
@@ -56,6 +61,38 @@ def last_lines(role, out: Path, command: str = "trainer-run", sweeping: bool = F
     say(f"resume with: {command} {args.pasteable('resume', out)}")
 
 
+LIMITS = ("max_iterations", "max_epochs", "stop_trigger", time_limit.REASON)
+"""The stop reasons of a run that ran to a limit (``max_time``'s line is :func:`last_lines`')."""
+
+
+def stopped_early(trainer) -> str | None:
+    """The line of a completed run that an extension stopped before its limits (early
+    stopping, or a callback's ``request_stop``): where, which limit it did not reach, and
+    why; None for any other run."""
+    reason = getattr(trainer, "stop_reason", None)
+    if trainer.status != "completed" or reason in LIMITS or reason is None:
+        return None
+    updater = trainer.updater
+    where = (f"stopped early after iteration {updater.iteration} (epoch "
+             f"{updater.epoch_detail:.2f}), before {_limits(trainer.stop_trigger)}")
+    if reason != "early_stopping":
+        return f"{where}: a callback asked to stop ({reason})"
+    stopping = trainer.get_extension("early_stopping")
+    goal = stopping.objective
+    best = "" if goal.best is None else (f"; best {goal.metric} {goal.best:.6g} at iteration "
+                                          f"{goal.best_iteration}")
+    return (f"{where}: early stopping, {goal.metric} did not improve by more than "
+            f"trainer.early_stopping.min_delta={stopping.min_delta:g} in "
+            f"trainer.early_stopping.patience={stopping.patience} evaluations in a row{best}")
+
+
+def _limits(stop) -> str:
+    """The limits of the stop trigger ``stop``, as the config names them."""
+    limits = [f"trainer.max_iterations={stop.max_iterations}"] if stop.max_iterations else []
+    limits += [f"trainer.max_epochs={stop.max_epochs:g}"] if stop.max_epochs else []
+    return " or ".join(limits)
+
+
 def nothing_to_do(trainer, rank_0: bool = True) -> None:
     """A resumed run that has already reached its limit: says so (on ``rank_0``) and leaves
     its files as they are (the summary keeps the speed of the session that trained)."""
@@ -76,3 +113,18 @@ def kept(run_dir: Path) -> str:
     except ConfigError:
         return "No checkpoint was written before it"
     return f"The last good checkpoint is {found}; resume={run_dir} continues from it"
+
+
+def after_error(run_dir: Path, sweeping: bool = False) -> str:
+    """What a run stopped by an error of the user's code keeps, and how to go on once the code
+    is fixed: from its last good checkpoint, or from the start with its saved config (a job of
+    a sweep: by running the sweep again)."""
+    try:
+        found = checkpoint.find(run_dir)
+    except ConfigError:
+        found = None
+    how = ("the same sweep run again continues it" if sweeping else
+           f"resume={run_dir} {'continues from it' if found else 'starts the run again'}")
+    if found is None:
+        return f"No checkpoint was written before it; once it is fixed, {how}"
+    return f"The last good checkpoint is {found}; once it is fixed, {how}"

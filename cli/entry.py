@@ -4,7 +4,8 @@ SIGINT and SIGTERM are recorded before the command imports anything heavy (see
 :mod:`trainer_run.training.stop_signals`), so a Ctrl-C while the command starts exits with
 one line and status 130 instead of a KeyboardInterrupt traceback, and is never lost.
 
-Standard output outlives its reader (:mod:`.outlived`): a run piped into ``head`` trains on.
+Standard output and error outlive their reader, and the run its terminal (:mod:`.outlived`): a
+run piped into ``head``, or whose terminal closed (SIGHUP), trains on.
 
 A process of an ``mpiexec`` job ends through :func:`trainer_run.kvstore.mpi_job.ending`: at
 exit it waits for the other ranks no longer than the kvstore's timeout, and every rank ends
@@ -22,12 +23,13 @@ def main() -> None:
     except KeyboardInterrupt:  # before the handlers were in place
         sys.stderr.write("error: stopped by SIGINT before training started; nothing was trained\n")
         sys.exit(130)  # stop_signals.before_training's line: it may not be importable yet
-    from trainer_run.kvstore import mpi_job
-
     from . import outlived
-    from .main import main as run
 
     outlived.install()
+
+    from trainer_run.kvstore import mpi_job
+
+    from .main import main as run
 
     with mpi_job.ending():
         run()

@@ -24,6 +24,8 @@ from trainer_run.training.extensions import (
     Summary,
 )
 
+from .report import warn
+
 
 def extend(trainer: Trainer, run, config: dict, extra: dict | None) -> None:
     """The extensions of ``trainer`` for the built ``run``. Every rank evaluates and follows the
@@ -63,14 +65,16 @@ OURS = tuple(klass.name for klass in (Evaluator, PlateauStep, Objective, EarlySt
 
 
 def _callbacks(config: dict, info: loggers.RunInfo) -> dict:
-    """The user's callbacks by name, built (an entry set to null is removed)."""
+    """The user's callbacks by name, built (an entry set to null is removed), each as a
+    :class:`~trainer_run.training.extension.UsersCallback`: what it raises names it."""
     sections = {name: s for name, s in (config.get("callbacks") or {}).items() if s is not None}
     taken = sorted(set(sections) & set(OURS))
     if taken:
         raise ConfigError(f"callbacks.{taken[0]}: {taken[0]} is the name of one of trainer-run's "
                           f"own extensions ({', '.join(OURS)}); name your callback otherwise")
-    return {name: instantiate(f"callbacks.{name}", dict(section), {"run": info},
-                              kind=extension.KIND) for name, section in sections.items()}
+    return {name: extension.UsersCallback(f"callbacks.{name}", instantiate(
+        f"callbacks.{name}", dict(section), {"run": info}, kind=extension.KIND))
+        for name, section in sections.items()}
 
 
 def _extend_rank_0(trainer: Trainer, run, t: dict, objective: Objective, extra: dict,
@@ -98,7 +102,7 @@ def _extend_rank_0(trainer: Trainer, run, t: dict, objective: Objective, extra: 
                                               prefix="test/"), best, store, run.backend)
         trainer.extend(held_out)
         info.held_out = held_out  # the loggers mark its metrics when they close
-    log_report = LogReport(_every(t, "log_interval", run.stop), run.optimizer, sinks)
+    log_report = LogReport(_every(t, "log_interval", run.stop), run.optimizer, sinks, report=warn)
     trainer.extend(log_report)
     readout = Readout(run.total, run.samples, log_report, objective, run.optimizer)
     trainer.extend(Progress(readout, live=t["progress"]))

@@ -27,7 +27,14 @@ from omegaconf import DictConfig, OmegaConf
 
 from trainer_run import memory, module, run_directory, trust, weights
 from trainer_run.data import record as data_record
-from trainer_run.errors import ConfigError, Diverged, RunStopped, StorageError, check
+from trainer_run.errors import (
+    ConfigError,
+    Diverged,
+    RunStopped,
+    StorageError,
+    UserCodeError,
+    check,
+)
 from trainer_run.kvstore import mpi_job
 from trainer_run.storage import checkpoint, files
 from trainer_run.training import Trainer
@@ -38,12 +45,12 @@ from . import closing, schema, slurm_requeue, sweep_job, sweep_record, user_targ
 from . import resume as resumes
 from .build import Run, build_run, build_server, trainer_of
 from .report import (
-    cannot_write,
     fail,
     failed_file,
     inform,
     late_signal,
     say,
+    show_cause,
     show_model,
     stop_if_signalled,
     warn,
@@ -189,6 +196,9 @@ def _start(cfg: DictConfig, out: Path, fresh: bool):
         raise JobFailed(e, record=False) from None
     except ConfigError as e:
         raise JobFailed(e) from None
+    except UserCodeError as e:  # the user's model, loader, logger or callback, while built
+        show_cause(e)
+        raise JobFailed(f"{e}; nothing was trained", e.exit_code) from None
     except RunStopped as e:  # a stop signal during a download, before training
         raise JobFailed(e, e.exit_code) from None
     stop_if_signalled()
@@ -248,7 +258,14 @@ def _write_record(out: Path, cfg: DictConfig) -> None:
 
 
 def _play(role: Trainer | ParameterServer, out: Path) -> None:
-    """Trains, or serves the workers; a stop or a failure ends the command with its status."""
+    """Trains, or serves the workers; a stop or a failure ends the command with its status.
+
+    An error of the user's code (:mod:`trainer_run.user_code`: a callback, logger, model or
+    hook raised, whatever the exception, an ``OSError`` included) shows its traceback, then
+    one line naming the object, the checkpoint kept and how to resume; exit 1. Only our own
+    writes that the disk refuses (a StorageError, or an ``OSError`` on a file of the run
+    directory) are exit 4. A ``SystemExit`` from anywhere in training is an error too, so
+    that the exit status and the summary's ``failed`` agree."""
     if isinstance(role, Trainer) and role.stop_trigger(role):
         closing.nothing_to_do(role, _is_rank_0())
         return
@@ -258,10 +275,20 @@ def _play(role: Trainer | ParameterServer, out: Path) -> None:
         raise JobFailed(e) from None
     except Diverged as e:
         raise JobFailed(f"{e}. {closing.kept(out)}", e.exit_code) from None
+    except UserCodeError as e:
+        show_cause(e)
+        raise JobFailed(f"{e}. {closing.after_error(out, sweep_job.sweeping())}",
+                        e.exit_code) from None
     except RunStopped as e:
         raise JobFailed(e, e.exit_code) from None
     except OSError as e:
-        raise JobFailed(cannot_write(e) + ", then resume", 4) from None
+        message, code = failed_file(e, out)
+        if code != 4:  # not a write of ours into the run directory: code that raised it
+            raise
+        raise JobFailed(message + ", then resume", code) from None
+    except SystemExit as e:
+        raise JobFailed(f"training raised SystemExit({e.code!r}); the run ended failed. "
+                        f"{closing.after_error(out, sweep_job.sweeping())}", 1) from e
     if _is_rank_0():
         closing.last_lines(role, out, closing.command(launch.comm), sweep_job.sweeping())
         late_signal(role.status)

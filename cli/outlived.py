@@ -1,21 +1,33 @@
-"""Standard output that outlives its reader.
+"""Standard output and error that outlive their reader, and a run that outlives its terminal.
 
-A run whose output goes into a pipe (``trainer-run ... | head``, a ``tee`` or an ssh session
-that went away) must not end because the reader did: once a write or flush to stdout fails
-with a broken pipe, the stream's file descriptor is pointed at ``os.devnull`` and training
-goes on, writing its checkpoints, logs and summary as usual (Rich's console would otherwise
-exit with status 1 in the middle of the run, leaving no summary).
+A run whose output goes into a pipe (``trainer-run ... | head``, ``2>&1 | head -1``, a ``tee``
+or an ssh session that went away) or to a terminal that closed must not end because the
+reader did: once a write or flush to stdout or stderr fails with a broken pipe (``EPIPE``) or,
+on a terminal that hung up, an I/O error (``EIO``), that stream's file descriptor is pointed at
+``os.devnull`` and training goes on, writing its checkpoints, logs and summary as usual. (Rich's
+console would otherwise exit with status 1 at its first broken pipe, wherever the run is: before
+training, with no run directory left, or in its middle, with no summary.)
+
+Closing the terminal sends SIGHUP, whose default action ends the process at once, with no
+final checkpoint nor summary. It is ignored from the command's first line (as ``nohup`` does):
+the run trains on to its end, its later console output dropped. To stop a run, SIGINT or
+SIGTERM (:mod:`trainer_run.training.stop_signals`).
 """
 
 from __future__ import annotations
 
+import errno
 import os
+import signal
 import sys
 
+GONE = (errno.EPIPE, errno.EIO)
+"""What a write to a reader that went away fails with: a pipe's, a closed terminal's."""
 
-class OutlivedStdout:
+
+class OutlivedStream:
     """``stream`` (a text stream on a file descriptor), whose writes and flushes go to
-    ``os.devnull`` from the first broken pipe on; everything else is the stream's."""
+    ``os.devnull`` from the first failure of :data:`GONE` on; everything else is the stream's."""
 
     def __init__(self, stream):
         self._stream = stream
@@ -23,14 +35,18 @@ class OutlivedStdout:
     def write(self, text: str) -> int:
         try:
             return self._stream.write(text)
-        except BrokenPipeError:
+        except OSError as e:
+            if e.errno not in GONE:
+                raise
             self._let_go()
             return len(text)
 
     def flush(self) -> None:
         try:
             self._stream.flush()
-        except BrokenPipeError:
+        except OSError as e:
+            if e.errno not in GONE:
+                raise
             self._let_go()
 
     def _let_go(self) -> None:
@@ -43,7 +59,7 @@ class OutlivedStdout:
             os.close(devnull)
         try:
             self._stream.flush()
-        except (BrokenPipeError, ValueError):
+        except (OSError, ValueError):
             pass  # nothing left to lose
 
     def __getattr__(self, name):
@@ -51,6 +67,10 @@ class OutlivedStdout:
 
 
 def install() -> None:
-    """Makes ``sys.stdout`` outlive its reader (once per process)."""
-    if not isinstance(sys.stdout, OutlivedStdout) and sys.stdout is not None:
-        sys.stdout = OutlivedStdout(sys.stdout)
+    """Makes ``sys.stdout`` and ``sys.stderr`` outlive their reader, and the process its
+    terminal (SIGHUP ignored); once per process."""
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name)
+        if stream is not None and not isinstance(stream, OutlivedStream):
+            setattr(sys, name, OutlivedStream(stream))
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)

@@ -6,6 +6,7 @@ import re
 import signal
 import subprocess
 import sys
+import traceback
 from pathlib import Path
 
 from omegaconf.errors import OmegaConfBaseException
@@ -13,6 +14,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+import trainer_run
 from trainer_run.errors import StorageError
 from trainer_run.training import stop_signals
 
@@ -31,6 +33,20 @@ def fail_line(error) -> None:
     text = " ".join(line.strip() for line in str(error).splitlines())
     Console(stderr=True).print(f"[bold red]error:[/] {escape(text)}", highlight=False,
                               soft_wrap=True)
+
+
+def show_cause(error: BaseException) -> None:
+    """Prints the traceback of what ``error`` was raised from (its ``__cause__``: the user's
+    code that raised, :mod:`trainer_run.user_code`), if it has one, on stderr, from the first
+    frame outside trainer-run's package (the calls that led there are ours)."""
+    cause = error.__cause__
+    if cause is None:
+        return
+    tb, ours = cause.__traceback__, Path(trainer_run.__file__).parent
+    while tb is not None and tb.tb_next is not None and \
+            Path(tb.tb_frame.f_code.co_filename).is_relative_to(ours):
+        tb = tb.tb_next  # from the first frame of the user's code on
+    traceback.print_exception(type(cause), cause, tb)
 
 
 def warn(message: str) -> None:

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from typing import Callable, Iterable, Mapping
 
+from .user_code import blame
+
 HOOKS = (
     "forward_on_start", "forward_on_finish",
     "backward_on_start", "backward_on_finish",
@@ -51,8 +53,11 @@ class Callbacks:
         self._hooks[hook].append(fn)
 
     def fire(self, hook: str, iteration: int) -> None:
+        """Calls ``hook``'s callables with ``iteration``; what one of the user's raises names
+        it (``updater.callbacks.<hook>``, :func:`trainer_run.user_code.blame`)."""
         for fn in self[hook]:
-            fn(iteration)
+            with blame(f"updater.callbacks.{hook}", fn):
+                fn(iteration)
 
     def __getitem__(self, hook: str) -> list[Callable]:
         if hook not in self._hooks:

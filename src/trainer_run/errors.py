@@ -2,8 +2,9 @@
 
 :class:`ConfigError` carries a message that names what is wrong (the key, the value,
 what is allowed) and how to fix it; :class:`RunStopped` (:class:`Diverged`,
-:class:`StorageError`) says why a run stopped and what was kept. The command line prints
-either alone, without a traceback, and exits non-zero (2 for a ConfigError, the error's
+:class:`StorageError`, :class:`UserCodeError`) says why a run stopped and what was kept. The
+command line prints either alone, without a traceback (a UserCodeError with the traceback of
+the user's code that raised), and exits non-zero (2 for a ConfigError, the error's
 ``exit_code`` otherwise). Anything else that goes wrong is a bug and keeps its traceback.
 """
 
@@ -31,6 +32,21 @@ class StorageError(RunStopped):
     """The disk refused a write (full, read-only, no permission)."""
 
     exit_code = 4
+
+
+class UserCodeError(RunStopped):
+    """An object built from the user's code (a callback, a logger, the model, a loader, a
+    hook) raised an exception, or broke its contract (a ``state_dict`` a checkpoint cannot
+    hold): the message names the object by its config ``key`` and ``name`` (its class, or
+    function), and what it raised is the ``__cause__`` (see :mod:`trainer_run.user_code`).
+    Never a disk that refused a write of ours, whatever the exception's type."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, key: str, name: str):
+        super().__init__(message)
+        self.key = key
+        self.name = name
 
 
 class Interrupted(RunStopped):

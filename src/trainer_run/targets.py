@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from .errors import ConfigError
+from .user_code import blame
 
 TARGET = "_target_"
 PARTIAL = "_partial_"
@@ -179,11 +180,13 @@ def check_arguments(key: str, klass, kwargs: dict, exclude=()) -> None:
 def call(key: str, klass, kwargs: dict, owners: dict | None = None, kind: Kind | None = None,
          target=None, **fixed):
     """``klass(**kwargs, **fixed)`` after checking the keys (:func:`check_arguments`); a
-    ConfigError the callable raises is re-raised under the section (:func:`prefixed`);
+    ConfigError the callable raises is re-raised under the section (:func:`prefixed`), any
+    other exception of the user's code names ``key`` (:func:`trainer_run.user_code.blame`);
     with ``kind``, what it returns must be of that kind."""
     check_arguments(key, klass, kwargs, exclude=fixed)
     try:
-        built = klass(**kwargs, **fixed)
+        with blame(key, klass):
+            built = klass(**kwargs, **fixed)
     except ConfigError as e:
         raise ConfigError(in_section(key, str(e), owners)) from None
     if kind is not None and not kind.built(built):

@@ -73,7 +73,9 @@ def save(state: dict, directory: Path, iteration: int, keep: int | None = None,
     in ``protect``.
 
     Raises :class:`~trainer_run.errors.StorageError` naming the file the disk refused; the
-    partial temporary directory is removed and earlier checkpoints stay as they were.
+    partial temporary directory is removed and earlier checkpoints stay as they were, as they
+    do when writing fails otherwise (a TypeError for a value JSON cannot hold, which the
+    writer of the state refuses first: :func:`~.states.unstorable`).
     ValueError if ``state`` has a top-level ``format`` key (reserved for the version).
     """
     if schema.FORMAT_KEY in state:
@@ -92,6 +94,9 @@ def save(state: dict, directory: Path, iteration: int, keep: int | None = None,
         previous, _ = _latest(directory)
         kept = f"; the previous checkpoint {previous} is intact" if previous else ""
         raise StorageError(f"{failed}{kept}") from None
+    except BaseException:  # a state it cannot write (not JSON): no temporary folder is left
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
 
 
 def _write_files(state: dict, tmp: Path, final: Path) -> None:

@@ -2,7 +2,8 @@
 
 A state tree is plain data (dicts, lists, tuples, scalars, strings, None) with arrays as
 leaves. :func:`flatten` turns one into JSON-able data plus a dict of its arrays by path, and
-:func:`unflatten` back (checkpoints and saved optimizer states are written that way);
+:func:`unflatten` back (checkpoints and saved optimizer states are written that way), and
+:func:`unstorable` finds what a tree holds that a checkpoint cannot;
 :func:`map_state` and :func:`state_leaves` walk an optimizer state (None, an array, or
 nested tuples and lists of them), and :func:`check_state` compares a saved one with a live one.
 """
@@ -25,6 +26,32 @@ def flatten(tree, arrays: dict, path: str = ""):
     if isinstance(tree, numpy.generic):
         return tree.item()
     return tree
+
+
+STORABLE = (str, int, float, bool, type(None))
+"""The plain values a state tree may hold (with dicts, lists, tuples and arrays)."""
+
+
+def unstorable(tree, path: str = "") -> str | None:
+    """Where ``tree`` holds a value a checkpoint cannot store, and of what type (``/a/0 (a
+    value of type set)``), or None when it holds none: values must be :data:`STORABLE`, NumPy scalars of
+    those, or NumPy arrays of numbers, booleans or text (not of Python objects)."""
+    if isinstance(tree, dict):
+        items = tree.items()
+    elif isinstance(tree, (list, tuple)):
+        items = enumerate(tree)
+    else:
+        value = tree.item() if isinstance(tree, numpy.generic) else tree
+        if isinstance(value, STORABLE) or isinstance(tree, numpy.ndarray) and not tree.dtype.hasobject:
+            return None
+        kind = "an array of Python objects" if isinstance(tree, numpy.ndarray) else \
+            f"a value of type {type(tree).__name__}"
+        return f"{path or '/'} ({kind})"
+    for key, value in items:
+        found = unstorable(value, f"{path}/{key}")
+        if found is not None:
+            return found
+    return None
 
 
 def unflatten(tree, arrays):

@@ -27,12 +27,16 @@ profile report last (every other finalize is in it). An extension registered lat
 same priority runs after these.
 
 A plain callable (a function, a lambda, or an object with ``__call__`` and some of these
-attributes, as Chainer allows) becomes an extension through :func:`as_extension`.
+attributes, as Chainer allows) becomes an extension through :func:`as_extension`. A callback
+built from the user's code is registered as a :class:`UsersCallback`: what its hooks raise
+names it (:mod:`trainer_run.user_code`).
 """
 
 from __future__ import annotations
 
+from ..storage.states import unstorable
 from ..targets import Kind, instances_callable
+from ..user_code import blame, broke
 
 PRIORITY_WRITER = 300
 PRIORITY_EDITOR = 200
@@ -97,3 +101,52 @@ def as_extension(extension) -> Extension:
     if not callable(extension):
         raise TypeError(f"an extension must be callable with the trainer, got {extension!r}")
     return _Callable(extension)
+
+
+class UsersCallback(Extension):
+    """The user's ``callback`` (an extension, or a callable) under config key ``key``: its
+    trigger, priority, name and hooks, each hook called through
+    :func:`~trainer_run.user_code.blame` (what it raises names the callback). What its
+    ``state_dict`` returns is checked at once, before a checkpoint is written: a value a
+    checkpoint cannot hold (:func:`~trainer_run.storage.states.unstorable`) is a
+    :class:`~trainer_run.errors.UserCodeError` naming the callback and the value, and no
+    checkpoint of that iteration is begun. Any other attribute is the callback's."""
+
+    def __init__(self, key: str, callback):
+        self.key = key
+        self.callback = callback
+        self.extension = as_extension(callback)
+        self.trigger = self.extension.trigger
+        self.priority = self.extension.priority
+        self.name = self.extension.name
+
+    def __call__(self, trainer) -> None:
+        with blame(self.key, self.callback):
+            self.extension(trainer)
+
+    def initialize(self, trainer) -> None:
+        with blame(self.key, self.callback, "initialize"):
+            self.extension.initialize(trainer)
+
+    def finalize(self, trainer) -> None:
+        with blame(self.key, self.callback, "finalize"):
+            self.extension.finalize(trainer)
+
+    def state_dict(self) -> dict | None:
+        with blame(self.key, self.callback, "state_dict"):
+            state = self.extension.state_dict()
+        found = unstorable(state)
+        if found is not None:
+            raise broke(self.key, self.callback, "state_dict",
+                        f"returned a value a checkpoint cannot hold at {found}; a state is made "
+                        "of dicts, lists, numbers, strings, booleans, None and NumPy arrays")
+        return state
+
+    def load_state_dict(self, state: dict) -> None:
+        with blame(self.key, self.callback, "load_state_dict"):
+            self.extension.load_state_dict(state)
+
+    def __getattr__(self, name):
+        if name in ("extension", "callback"):  # not set yet: no recursion
+            raise AttributeError(name)
+        return getattr(self.extension, name)

@@ -16,6 +16,9 @@ thread only; elsewhere it does nothing) and returns a function that restores the
 ones. A request stays pending until :func:`clear`, so one made before training starts is
 seen by the training loop. The handler a signal had before this module first handled it
 (submitit's, which requeues a job of a sweep) is kept: :func:`earlier`.
+
+SIGHUP (the terminal closed) is no stop signal: the command ignores it and trains on
+(``trainer_run.cli.outlived``).
 """
 
 from __future__ import annotations

@@ -8,6 +8,7 @@ from ...autograd import as_data, no_grad
 from ...converter import concat_examples, to_device
 from ...module import evaluating
 from ...own_gradients import outputs
+from ...user_code import blame
 from ..extension import PRIORITY_WRITER, Extension
 
 
@@ -17,7 +18,8 @@ class Evaluator(Extension):
     Each metric the model returns (``loss``, ``accuracy``, ...) is averaged over all
     examples (batches weighted by their size). The model runs in evaluation mode (its mode is
     restored after), no graph is recorded and no parameter or random state changes, so
-    evaluating never alters training. ``prefix`` must end in ``/``: the keys of a writer
+    evaluating never alters training. What the model raises names it (config key ``model``,
+    :func:`trainer_run.user_code.blame`). ``prefix`` must end in ``/``: the keys of a writer
     are told from the training step's by it (:func:`~..trainer.from_update`).
     """
 
@@ -46,7 +48,8 @@ class Evaluator(Extension):
             for start in range(0, n, self.batch_size):
                 indices = range(start, min(start + self.batch_size, n))
                 arrays = self._batch(indices)
-                metrics = outputs(self.model, arrays)
+                with blame("model", self.model):
+                    metrics = outputs(self.model, arrays)
                 for key, value in metrics.items():
                     value = float(as_data(value))
                     totals[key] = totals.get(key, 0.0) + value * len(indices)

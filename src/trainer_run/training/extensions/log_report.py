@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import time
+import warnings
 from datetime import datetime
+from typing import Callable
 
+from ...errors import UserCodeError
 from .. import clock
 from ..extension import PRIORITY_READER, Extension
 from ..loggers import Logger
@@ -28,6 +31,12 @@ class LogReport(Extension):
     the state, so a resumed run's loggers rewrite their files from the checkpoint's rows
     (:meth:`~..loggers.Logger.start`) and continue them identically.
 
+    A logger whose ``close`` fails with an error of the user's code (a
+    :class:`~trainer_run.errors.UserCodeError`, see :class:`~..loggers.UsersLogger`) does not
+    change how the run ended: training and the run's own files are complete, so ``report``
+    (default :func:`warnings.warn`) is told, naming the logger, and the others close. A disk
+    that refuses our own logger's last write (a StorageError) still fails the run.
+
     A reader: the writers and editors of the iteration (the evaluator, the plateau step's
     learning rate, early stopping's request) come before it.
     """
@@ -35,8 +44,10 @@ class LogReport(Extension):
     priority = PRIORITY_READER
     name = "log_report"
 
-    def __init__(self, log_trigger, optimizer=None, loggers: list[Logger] | None = None):
+    def __init__(self, log_trigger, optimizer=None, loggers: list[Logger] | None = None,
+                 report: Callable[[str], None] | None = None):
         self.log_trigger = log_trigger
+        self.report = report or warnings.warn
         self.optimizer = optimizer
         self.loggers = [JsonLines()] if loggers is None else list(loggers)
         self.log: list[dict] = []
@@ -64,8 +75,16 @@ class LogReport(Extension):
             self._write(trainer)
 
     def finalize(self, trainer) -> None:
+        first = None
         for logger in self.loggers:
-            logger.close()
+            try:
+                logger.close()
+            except UserCodeError as e:
+                self.report(f"{e}; the run is {trainer.status} as it was, its own files complete")
+            except Exception as e:
+                first = first or e
+        if first is not None:
+            raise first
 
     def _write(self, trainer) -> None:
         updater = trainer.updater
