@@ -183,7 +183,7 @@ def _claim(out: Path, resuming: bool) -> run_directory.RunLock | None:
 def _start(cfg: DictConfig, out: Path, fresh: bool):
     """The built trainer (or server), once the config is valid and no stop signal came; then
     rank 0 says what the run trains on (a line, unless ``trainer.progress`` is off, and a hint
-    if there is one), and a new run
+    if there is one; a warning for a compute dtype the backend runs slowly), and a new run
     directory gets Hydra's record and the data's (:mod:`trainer_run.data.record`)."""
     try:
         role, built = build(cfg, out)
@@ -197,6 +197,8 @@ def _start(cfg: DictConfig, out: Path, fresh: bool):
     if _is_rank_0():
         say(f"run directory: {out}")
         inform(built.data.note)
+        if built.backend.slow_dtype():
+            warn(built.backend.slow_dtype())
         if isinstance(role, Trainer):
             show_model(module.summary(role.updater.get_model("main")))
             if built.limit_note:
