@@ -5,6 +5,10 @@ it reads; ``precision=fp16`` on the NumPy backend warns at start that it is slow
 
 from __future__ import annotations
 
+import json
+import textwrap
+from pathlib import Path
+
 import pytest
 from helpers import run_cli
 
@@ -26,3 +30,69 @@ def test_fp16_on_numpy_warns_once_at_start_that_it_is_slow(tmp_path, precision, 
                         "CPU, or backend=cupy to train in fp16 on a GPU"]
     else:
         assert said == [] and "warning:" not in result.stderr
+
+
+NAP_S = 0.05
+
+
+@pytest.fixture()
+def napping(tmp_path):
+    """A folder with a callback that sleeps NAP_S seconds after every iteration: time the
+    run spends outside its training steps, as an expensive evaluation or checkpoint is."""
+    (tmp_path / "nap.py").write_text(
+        "import time\n\n"
+        "class Nap:\n"
+        "    def __call__(self, trainer):\n"
+        f"        time.sleep({NAP_S})\n")
+    return tmp_path
+
+
+def _summary(folder: Path) -> dict:
+    return json.loads((folder / "summary.json").read_text())
+
+
+def test_samples_per_s_leaves_out_the_time_extensions_take(napping):
+    iterations, batch = 20, 50
+    result = run_cli("+callbacks.nap._target_=nap.Nap", f"trainer.max_iterations={iterations}",
+                     f"dataset.batch_size={batch}", *QUIET, "hydra.run.dir=run", cwd=napping)
+    assert result.returncode == 0, result.stderr
+    summary = _summary(napping / "run")
+    with_naps = iterations * batch / (iterations * NAP_S)  # the rate the naps alone allow
+    assert summary["elapsed_s"] > iterations * NAP_S
+    assert summary["samples_per_s"] > 5 * with_naps
+
+
+SLOW_EVAL = textwrap.dedent(f"""\
+    import time
+
+    from trainer_run import functions as F
+    from trainer_run.models import Linear, Module
+
+    class SlowToEvaluate(Module):
+        def __init__(self, in_size, out_size, backend):
+            self.fc = Linear(in_size, out_size, backend)
+
+        def forward(self, x):
+            return self.fc(x)
+
+        def __call__(self, x, t):
+            if not self.training:  # every batch of an evaluation
+                time.sleep({NAP_S})
+            y = self.forward(x)
+            return {{"loss": F.softmax_cross_entropy(y, t), "accuracy": F.accuracy(y, t)}}
+    """)
+
+
+def test_samples_per_s_does_not_drop_with_an_expensive_evaluation(tmp_path):
+    """An evaluation after every iteration that takes NAP_S per batch: the training throughput
+    is not divided by the evaluations' time, which is most of the run's."""
+    (tmp_path / "slow_eval.py").write_text(SLOW_EVAL)
+    iterations, batch, val = 20, 50, 200  # spirals: 1000 examples, 200 of them validation
+    result = run_cli("+model._target_=slow_eval.SlowToEvaluate", "dataset.size=1000",
+                     f"dataset.batch_size={batch}", f"trainer.max_iterations={iterations}",
+                     "trainer.eval_interval=1", *QUIET, "hydra.run.dir=run", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    summary = _summary(tmp_path / "run")
+    evaluating_s = iterations * (val // batch) * NAP_S
+    assert summary["elapsed_s"] > evaluating_s
+    assert summary["samples_per_s"] > 5 * iterations * batch / evaluating_s
