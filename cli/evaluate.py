@@ -11,8 +11,8 @@ its task. The data is drawn with the run's seed, so ``split=val`` is the run's v
 split. The metrics are printed as a table and written to ``<run>/eval/<time>.json``
 (nothing else in the run is touched). A run from someone else whose config names code is
 refused unless ``trust=true`` (:mod:`trainer_run.trust`). The user's own modules import from
-the current folder, as for ``trainer-run`` (:func:`trainer_run.targets.import_from_here`). Bad input is one ``error:`` line,
-exit 2; a refused write exit 4; Ctrl-C exit 130.
+the current folder, as for ``trainer-run`` (:func:`trainer_run.targets.import_from_here`).
+Bad input is one ``error:`` line, exit 2; a refused write exit 4; Ctrl-C exit 130.
 """
 
 from __future__ import annotations

@@ -84,8 +84,8 @@ def load_model(run_dir, checkpoint=None, trust: bool = False) -> Trained:
     complete loads with a warning (:class:`UserWarning`) naming how it ended.
     A model of the user's own imports from the current folder, as ``trainer-run`` and
     ``trainer-eval`` import it (:func:`trainer_run.targets.import_from_here` puts the folder on
-    ``sys.path`` when it is not there). A model outside trainer-run is built only from a run this user signed, or with ``trust``
-    (:mod:`trainer_run.trust`). Raises :class:`~trainer_run.errors.ConfigError` naming what
+    ``sys.path`` when it is not there). A model outside trainer-run is built only from a run
+    this user signed, or with ``trust`` (:mod:`trainer_run.trust`). Raises :class:`~trainer_run.errors.ConfigError` naming what
     is missing, untrusted or of another shape."""
     run = Path(run_dir)
     config = read_sections(run, SECTIONS, trust)
