@@ -92,3 +92,108 @@ def test_a_model_that_cannot_be_imported_from_the_current_folder_is_still_one_li
     assert result.stderr.splitlines() == [
         "error: model._target_=my_models.TwoLayer: cannot import it (No module named 'my_models'); "
         "a module of your own must be importable from the folder you run the command in"]
+
+
+# -- init_from fine-tunes the source run's model (item 12) ----------------------------------------
+
+TUNE = ("optimizer.learning_rate=0", "trainer.max_iterations=5", *QUIET)
+MODELS = {"mlp": ("model=mlp", "model.hidden_sizes=[16]", "model.activation=tanh"),
+          "logistic_regression": ("model=logistic_regression",)}
+
+
+@pytest.fixture(scope="module")
+def sources(tmp_path_factory, own_model) -> dict:
+    """Runs of models other than the default, by name: two of ours and the user's TwoLayer."""
+    root = tmp_path_factory.mktemp("sources")
+    runs = {"TwoLayer": own_model / "run"}
+    for name, chosen in MODELS.items():
+        result = run_cli(*chosen, *SHORT, f"hydra.run.dir={root / name}")
+        assert result.returncode == 0, result.stderr
+        runs[name] = root / name
+    return runs
+
+
+def _model_section(run: Path) -> dict:
+    import yaml
+
+    return yaml.safe_load((run / ".hydra" / "config.yaml").read_text())["model"]
+
+
+def _arrays(path: Path) -> dict:
+    with numpy.load(path) as loaded:
+        return {k: loaded[k] for k in loaded.files}
+
+
+@pytest.mark.parametrize("name", ["mlp", "logistic_regression", "TwoLayer"])
+@pytest.mark.parametrize("given", ["{run}", "{run}/model.npz", "{run}/checkpoints/iter_00000020",
+                                   "{run}/checkpoints/best"])
+def test_init_from_fine_tunes_the_source_runs_model(sources, own_model, tmp_path, name, given):
+    run = sources[name]
+    source = given.format(run=run)
+    result = run_cli(f"init_from={source}", *TUNE, f"hydra.run.dir={tmp_path / 'tuned'}", cwd=own_model)
+    assert result.returncode == 0, result.stderr
+    section = _model_section(run)
+    assert (f"init_from: model section from {run} ({section['_target_']}); name model=... to choose "
+            "another") in result.stdout.splitlines()
+    assert _model_section(tmp_path / "tuned") == section  # what ran, and what load_model builds
+    tuned, start = _arrays(tmp_path / "tuned" / "model.npz"), _arrays(run / "model.npz")
+    assert sorted(tuned) == sorted(start)
+    assert all(numpy.array_equal(tuned[k], start[k]) for k in start)  # learning rate 0
+
+
+def test_a_model_named_on_the_command_line_is_the_one_fine_tuned(sources, tmp_path):
+    for n, named in enumerate((["model=mlp"], ["model.hidden_sizes=[16]"], ["++model.activation=relu"])):
+        out = tmp_path / f"tuned_{n}"
+        result = run_cli(f"init_from={sources['mlp']}", *named, *TUNE, f"hydra.run.dir={out}")
+        assert "model section from" not in result.stdout
+        if named == ["model.hidden_sizes=[16]"]:  # the default mlp's activation (relu), 16 wide
+            assert result.returncode == 0, result.stderr
+            assert _model_section(out)["activation"] == "relu"
+            continue
+        assert result.returncode == 2 and "the weights do not match the model" in result.stderr
+        assert not out.exists()
+
+
+def test_init_from_a_run_of_someone_elses_code_needs_trust(sources, own_model, tmp_path):
+    import shutil
+
+    theirs = tmp_path / "theirs"
+    shutil.copytree(sources["TwoLayer"], theirs)
+    (theirs / ".hydra" / "config.sig").unlink()  # not signed with this user's key
+    refused = run_cli(f"init_from={theirs}", *TUNE, f"hydra.run.dir={tmp_path / 'tuned'}", cwd=own_model)
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr
+    lines = refused.stderr.splitlines()
+    assert len(lines) == 1 and "my_models.TwoLayer" in lines[0] and "trust=true" in lines[0]
+    assert not (tmp_path / "tuned").exists()
+    trusted = run_cli(f"init_from={theirs}", "trust=true", *TUNE, f"hydra.run.dir={tmp_path / 'tuned'}",
+                      cwd=own_model)
+    assert trusted.returncode == 0, trusted.stderr
+    assert _model_section(tmp_path / "tuned")["_target_"] == "my_models.TwoLayer"
+
+
+@pytest.mark.parametrize("strict", ["true", "false"])
+def test_init_from_that_matches_nothing_is_refused_strict_or_not(sources, tmp_path, strict):
+    result = run_cli(f"init_from={sources['mlp']}", "model=logistic_regression",
+                     f"init_from_strict={strict}", *TUNE, f"hydra.run.dir={tmp_path / 'tuned'}")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: init_from={sources['mlp']}: ")
+    expected = "the weights do not match the model" if strict == "true" else "none of the weights fits"
+    assert expected in lines[0] and "l1/W" in lines[0]
+    assert not (tmp_path / "tuned").exists()
+
+
+@pytest.mark.parametrize("bad", [numpy.nan, numpy.inf, -numpy.inf])
+@pytest.mark.parametrize("strict", ["true", "false"])
+def test_init_from_weights_holding_nan_or_inf_is_refused_naming_the_array(sources, tmp_path, bad, strict):
+    arrays = _arrays(sources["mlp"] / "model.npz")
+    arrays["l2/b"][-1] = bad
+    numpy.savez(tmp_path / "bad.npz", **arrays)
+    result = run_cli(f"init_from={tmp_path / 'bad.npz'}", *MODELS["mlp"], f"init_from_strict={strict}",
+                     *TUNE, f"hydra.run.dir={tmp_path / 'tuned'}")
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [
+        f"error: init_from={tmp_path / 'bad.npz'}: l2/b holds NaN or infinite values: weights of a "
+        "run that diverged cannot start one; give weights saved before it diverged (an earlier "
+        "checkpoint, <run>/checkpoints/iter_<N>)"]
+    assert not (tmp_path / "tuned").exists()
