@@ -197,3 +197,128 @@ def test_init_from_weights_holding_nan_or_inf_is_refused_naming_the_array(source
         "run that diverged cannot start one; give weights saved before it diverged (an earlier "
         "checkpoint, <run>/checkpoints/iter_<N>)"]
     assert not (tmp_path / "tuned").exists()
+
+
+# -- predict checks its inputs against the run's raw inputs (item 14) -----------------------------
+
+SCALED_TWICE = "these cannot be raw inputs of this run"
+
+
+@pytest.fixture(scope="module")
+def pixels(tmp_path_factory) -> dict:
+    """Runs on the same 64 pixels per example, stored three ways: ``uint8`` (0..255,
+    dataset.normalize=unit), ``whole`` (float32 0.0..255.0, standardize) and ``unit``
+    (float32 in [0, 1], none); the class says which half of the pixels is brighter."""
+    folder = tmp_path_factory.mktemp("pixels")
+    rng = numpy.random.default_rng(0)
+    x = rng.integers(0, 256, size=(1500, 64), dtype=numpy.uint8)
+    y = (x[:, :32].astype(int).sum(1) > x[:, 32:].astype(int).sum(1)).astype(numpy.int64)
+    stored = {"uint8": (x, "unit"), "whole": (x.astype(numpy.float32), "standardize"),
+              "unit": ((x / 255).astype(numpy.float32), "none")}
+    runs = {}
+    for name, (inputs, normalize) in stored.items():
+        numpy.savez(folder / f"{name}.npz", x=inputs, y=y)
+        result = run_cli("dataset=npz", f"dataset.path={name}.npz", f"dataset.normalize={normalize}",
+                         "trainer.max_iterations=300", *QUIET, f"hydra.run.dir={name}", cwd=folder)
+        assert result.returncode == 0, result.stderr
+        runs[name] = (folder / name, inputs, y)
+    return runs
+
+
+def _predicted(trained, x, **options):
+    """The outputs of ``trained.predict(x)`` and the messages of the warnings it gave."""
+    import warnings
+
+    with warnings.catch_warnings(record=True) as told:
+        warnings.simplefilter("always")
+        out = trained.predict(x, **options)
+    return out, [str(w.message) for w in told if issubclass(w.category, UserWarning)]
+
+
+@pytest.mark.parametrize("name", ["uint8", "whole", "unit"])
+def test_raw_inputs_predict_without_a_warning_in_any_numeric_type(pixels, name):
+    import trainer_run
+
+    run, x, y = pixels[name]
+    trained = trainer_run.load_model(run)
+    expected, told = _predicted(trained, x)
+    assert told == [] and (expected.argmax(1) == y).mean() > 0.9
+    kinds = [x.astype(numpy.float64), x.astype(numpy.float32)]
+    kinds += [x.astype(numpy.int64), x.astype(numpy.int16)] if name != "unit" else []
+    for given in kinds:
+        out, told = _predicted(trained, given)
+        assert told == [] and out.dtype == expected.dtype
+        numpy.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("name, scaled, why", [
+    ("uint8", lambda x: x / 255,
+     "with fractions; the run's raw inputs were uint8 in [0, 255], whole numbers"),
+    ("uint8", lambda x: (x - 127.5) / 73.6, "with fractions; the run's raw inputs were uint8"),
+    ("whole", lambda x: x / 255, "with fractions; the run's raw inputs were float32 in [0, 255]"),
+    ("unit", lambda x: x * 255, "far outside the range of the run's raw inputs; the run's raw inputs "
+                                "were float32 in [0, 1]"),
+])
+def test_inputs_scaled_already_warn_once_per_call(pixels, name, scaled, why):
+    import trainer_run
+
+    run, x, y = pixels[name]
+    trained = trainer_run.load_model(run)
+    for batch_size in (None, 7):  # one warning however many batches
+        _, told = _predicted(trained, scaled(x), batch_size=batch_size)
+        assert len(told) == 1 and SCALED_TWICE in told[0] and why in told[0], told
+    _, told = _predicted(trained, scaled(x)[0])  # one example too
+    assert len(told) == 1 and why in told[0]
+
+
+def test_integers_give_what_floats_give_on_a_run_of_floats(sources):
+    import trainer_run
+
+    trained = trainer_run.load_model(sources["mlp"])
+    assert trained.raw_inputs["dtype"] == "float32" and not trained.raw_inputs["whole"]
+    floats, told = _predicted(trained, numpy.array([[1.0, 0.0], [0.0, -1.0]]))
+    for ints in ([[1, 0], [0, -1]], numpy.array([[1, 0], [0, -1]], numpy.int8)):
+        out, told = _predicted(trained, ints)
+        assert out.dtype == floats.dtype == numpy.float32 and told == []
+        assert numpy.array_equal(out, floats)
+
+
+@pytest.mark.parametrize("given, what", [
+    (numpy.array([["a", "b"]]), "strings (<U1)"), ([["0.5", "1"]], "strings (<U3)"),
+    (numpy.array([[b"a", b"b"]]), "byte strings (|S1)"),
+    (numpy.array([[None, 1.0]], dtype=object), "Python objects (object)"),
+    (numpy.array([[1 + 2j, 0j]]), "complex numbers (complex128)"),
+    (numpy.array([["2020-01-01", "2020-01-02"]], dtype="datetime64[D]"), "dates (datetime64[D])"),
+])
+def test_predict_on_what_is_not_numbers_is_one_type_error(sources, given, what):
+    import trainer_run
+
+    trained = trainer_run.load_model(sources["mlp"])
+    with pytest.raises(TypeError) as caught:
+        trained.predict(given)
+    assert str(caught.value) == (f"predict takes numbers (raw inputs as the run read them) and x "
+                                 f"holds {what}; convert it to an array of numbers")
+
+
+@pytest.mark.parametrize("damaged", [None, "x", {"dtype": "uint8", "min": "0", "max": 255, "whole": True},
+                                     {"dtype": "str", "min": 0, "max": 1, "whole": False},
+                                     {"dtype": "no such type", "min": 0, "max": 1, "whole": False},
+                                     {"dtype": "uint8", "min": 5, "max": 1, "whole": True}])
+def test_a_run_without_a_usable_record_of_its_inputs_predicts_unchecked(pixels, tmp_path, damaged):
+    import shutil
+
+    import trainer_run
+
+    run, x, _ = pixels["uint8"]
+    copy = tmp_path / "run"
+    shutil.copytree(run, copy)
+    record = json.loads((copy / "data.json").read_text())
+    if damaged is None:
+        del record["inputs"]  # a run of an earlier version
+    else:
+        record["inputs"] = damaged
+    (copy / "data.json").write_text(json.dumps(record))
+    trained = trainer_run.load_model(copy)
+    assert trained.raw_inputs == {}
+    _, told = _predicted(trained, x / 255)
+    assert told == []
