@@ -10,8 +10,9 @@ model on ``split`` with the run's own normalization (never one fitted on the new
 its task. The data is drawn with the run's seed, so ``split=val`` is the run's validation
 split. The metrics are printed as a table and written to ``<run>/eval/<time>.json``
 (nothing else in the run is touched). A run from someone else whose config names code is
-refused unless ``trust=true`` (:mod:`trainer_run.trust`). Bad input is one ``error:`` line,
-exit 2; a refused write exit 4; Ctrl-C exit 130.
+refused unless ``trust=true`` (:mod:`trainer_run.trust`). The user's own modules import from
+the current folder, as for ``trainer-run`` (:func:`trainer_run.targets.import_from_here`).
+Bad input is one ``error:`` line, exit 2; a refused write exit 4; Ctrl-C exit 130.
 """
 
 from __future__ import annotations
@@ -58,12 +59,13 @@ def main(argv: list[str] | None = None) -> None:
 
 def run(options: argparse.Namespace) -> int:
     """Evaluates, prints, writes; the exit status."""
-    from trainer_run import memory
+    from trainer_run import memory, targets
     from trainer_run.errors import ConfigError, StorageError
 
     from .report import fail
 
     memory.reuse_freed_blocks()
+    targets.import_from_here()  # the user's model and data modules, as trainer-run found them
     try:
         result = evaluate(options.run, options.overrides)
     except ConfigError as e:

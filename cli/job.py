@@ -41,7 +41,7 @@ from trainer_run.training import Trainer
 from trainer_run.training.parameter_server import ParameterServer
 from trainer_run.updaters import saved as saved_state
 
-from . import closing, schema, slurm_requeue, sweep_job, sweep_record, user_targets
+from . import closing, fine_tune, schema, slurm_requeue, sweep_job, sweep_record, user_targets
 from . import resume as resumes
 from .build import Run, build_run, build_server, trainer_of
 from .report import (
@@ -186,11 +186,16 @@ def _claim(out: Path, resuming: bool) -> run_directory.RunLock | None:
 
 
 def _start(cfg: DictConfig, out: Path, fresh: bool):
-    """The built trainer (or server), once the config is valid and no stop signal came; then
+    """The built trainer (or server), once the config is valid and no stop signal came (with
+    ``init_from``, the model section is the source run's unless the command names one:
+    :mod:`.fine_tune`); then
     rank 0 says what the run trains on (a line, unless ``trainer.progress`` is off, and a hint
-    if there is one), and a new run
+    if there is one; a warning for a compute dtype the backend runs slowly), and a new run
     directory gets Hydra's record and the data's (:mod:`trainer_run.data.record`)."""
     try:
+        cfg, taken = fine_tune.source_model(cfg, overrides())
+        if taken and _is_rank_0():
+            say(taken)
         role, built = build(cfg, out)
     except trust.UntrustedRun as e:  # a sweep records nothing in a run it may not load
         raise JobFailed(e, record=False) from None
@@ -205,6 +210,8 @@ def _start(cfg: DictConfig, out: Path, fresh: bool):
     if _is_rank_0():
         say(f"run directory: {out}")
         inform(built.data.note)
+        if built.backend.slow_dtype():
+            warn(built.backend.slow_dtype())
         if isinstance(role, Trainer):
             show_model(module.summary(role.updater.get_model("main")))
             if built.limit_note:
@@ -304,7 +311,7 @@ def build(cfg: DictConfig, out: Path) -> tuple[Trainer | ParameterServer, Run]:
     state restored, or on the server rank of a ``dist_async`` run the parameter server; and
     what it was built from (the data it trains on, its limits)."""
     hydra_cfg = HydraConfig.get()
-    gone = user_targets.replaced(overrides())
+    gone = user_targets.replaced(overrides()) + fine_tune.taken(cfg, overrides())
     choices = {k: v for k, v in hydra_cfg.runtime.choices.items()
                if not k.startswith("hydra") and v is not None and k not in gone}
     state, stored, node = None, None, cfg

@@ -37,7 +37,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 from yaml import YAMLError
 
-from trainer_run import run_directory
+from trainer_run import run_directory, targets
 from trainer_run.errors import ConfigError
 from trainer_run.kvstore import mpi_job
 from trainer_run.kvstore.mpi import import_mpi
@@ -80,8 +80,7 @@ def main(argv: list[str] | None = None) -> None:
     if any(a in COMPLETION_FLAGS for a in argv):  # Hydra's shell completion: nothing to check or write
         run_hydra()
         return
-    if os.getcwd() not in sys.path:  # the user's modules import from here, as with python -m
-        sys.path.insert(0, os.getcwd())
+    targets.import_from_here()  # the user's modules, as trainer-eval and load_model find them
     if host_file is not None:
         _on_hosts(Path(host_file).expanduser(), argv)
     comm = _world(argv)

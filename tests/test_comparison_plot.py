@@ -129,6 +129,6 @@ def test_trainer_report_draws_a_seed_sweep_as_means(tmp_path, monkeypatch):
         "optimizer=adam (2 seeds)", pytest.approx([0.6, 0.2]), [0.5, 0.1], [0.7, 0.3])
     assert (sgd.label, sgd.values) == ("optimizer=sgd (2 seeds)", pytest.approx([0.6, 0.3]))
     result = subprocess.run([sys.executable, "-m", "trainer_run.cli.report_command", str(sweep)],
-                            capture_output=True, text=True, timeout=120)
+                            cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
-    assert (sweep / "comparison.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (tmp_path / "comparison.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -96,8 +96,8 @@ def test_a_refused_checkpoint_write_names_the_file_and_leaves_the_previous_one(t
 # -- summary.json and model.npz -----------------------------------------------------------------
 def _trainer(out: Path, status="completed"):
     updater = SimpleNamespace(iteration=5, epoch_detail=0.5, readings=dict)  # the updater protocol
-    return SimpleNamespace(out=str(out), updater=updater, elapsed_time=2.0, status=status,
-                           stop_reason=status)
+    return SimpleNamespace(out=str(out), updater=updater, elapsed_time=2.0, updating_time=2.0,
+                           status=status, stop_reason=status)
 
 
 def _summary(last: dict) -> Summary:

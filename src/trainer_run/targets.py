@@ -1,7 +1,8 @@
 """From a config section to an object: the one way trainer-run calls what a config names.
 
 A section names the callable that builds its object with ``_target_`` (a dotted path, Hydra's
-``instantiate`` convention; the folder the command runs from is importable). Every group that
+``instantiate`` convention). A user's own modules import from the current folder
+(:func:`import_from_here`), the same way for every command and for ``load_model``. Every group that
 builds something goes through here: model, dataset, optimizer, scheduler, updater, loss
 scaling, backend, kvstore, each logger and each callback. :func:`instantiate` calls the
 target with
@@ -30,7 +31,9 @@ import difflib
 import functools
 import importlib
 import inspect
+import os
 import re
+import sys
 from dataclasses import dataclass
 from typing import Callable
 
@@ -67,6 +70,17 @@ class Kind:
         return self.fits is None or self.fits(obj)
 
 
+def import_from_here() -> None:
+    """Makes the modules of the current folder importable, as ``python -m`` and an interactive
+    Python do: the folder goes first on ``sys.path`` unless it is there already (as itself or
+    as ``""``). ``trainer-run``, ``trainer-eval`` and :func:`trainer_run.load_model` call it
+    before they import what a config names, so a ``_target_`` of the user's own module
+    (``my_models.TwoLayer``) is found from the folder the run was trained in by each of them."""
+    here = os.getcwd()
+    if here not in sys.path and "" not in sys.path:
+        sys.path.insert(0, here)
+
+
 def instances_callable(obj) -> bool:
     """Whether ``obj`` is callable, or for a class, whether its instances are (a class that
     defines ``__call__``)."""
@@ -85,7 +99,7 @@ def locate(path, key: str, kind: Kind | None = None):
         module = importlib.import_module(module_name)
     except ImportError as e:
         raise ConfigError(f"{key}={path}: cannot import it ({e}); a module of your own must be "
-                          "importable from the folder you run trainer-run in") from None
+                          "importable from the folder you run the command in") from None
     if not hasattr(module, attribute):
         close = difflib.get_close_matches(attribute, [n for n in dir(module) if n[:1] != "_"], n=1)
         hint = f"did you mean {module_name}.{close[0]}?" if close else "check the name"

@@ -17,11 +17,11 @@ from pathlib import Path
 
 import numpy
 
-from . import prediction, stored_config, trust
+from . import prediction, stored_config, targets, trust
 from .autograd import no_grad
 from .backend import get_backend
 from .config_upgrade import upgrade
-from .data import Data
+from .data import Data, raw_inputs
 from .data import record as data_record
 from .errors import ConfigError
 from .models import build_model
@@ -40,7 +40,9 @@ class Trained:
 
     ``model`` is the model itself (call it with a batch as the run did); ``task``,
     ``classes`` (the names of class ids, or None), ``in_shape`` (one example's shape) and
-    ``normalization`` come from the run's ``data.json`` and ``normalization.npz``; ``weights``
+    ``normalization`` and ``raw_inputs`` (the dtype and range of the inputs it trained on,
+    :mod:`trainer_run.data.raw_inputs`) come from the run's ``data.json`` and
+    ``normalization.npz``; ``weights``
     says which saved parameters it holds (:class:`~trainer_run.weights.Weights`: best or last,
     their iteration and file); ``batch_size`` (the run's ``dataset.batch_size``) and ``dtype``
     (its float dtype) are how :meth:`predict` feeds the model.
@@ -54,6 +56,7 @@ class Trained:
         self.classes = record.get("classes")
         self.in_shape = tuple(record["in_shape"])
         self.normalization = data_record.normalization(record)
+        self.raw_inputs = raw_inputs.recorded(record)
         self.batch_size = batch_size
         self.dtype = numpy.dtype(dtype)
 
@@ -69,9 +72,12 @@ class Trained:
         the run's batch size), in evaluation mode, recording no graph. ``x`` is a batch
         shaped like the run's examples, ``(N, *in_shape)``, or one example, ``in_shape``,
         whose outputs come back without the batch axis; single-channel images may leave out
-        their channel axis. See :mod:`trainer_run.prediction`."""
+        their channel axis. Inputs that cannot be raw inputs of this run (scaled already) give
+        a :class:`UserWarning`; inputs that are not numbers, a TypeError. See
+        :mod:`trainer_run.prediction`."""
         return prediction.predict(self.model, x, self.in_shape, self.normalization, self.dtype,
-                                  self.batch_size if batch_size is None else batch_size)
+                                  self.batch_size if batch_size is None else batch_size,
+                                  self.raw_inputs)
 
 
 def load_model(run_dir, checkpoint=None, trust: bool = False) -> Trained:
@@ -82,9 +88,12 @@ def load_model(run_dir, checkpoint=None, trust: bool = False) -> Trained:
     ``model.npz``), a checkpoint directory (``checkpoints/iter_<N>``, ``checkpoints/best``)
     or an ``.npz`` file; by default best when the run has one, else last. A run that did not
     complete loads with a warning (:class:`UserWarning`) naming how it ended.
-    A model outside trainer-run is built only from a run this user signed, or with ``trust``
-    (:mod:`trainer_run.trust`). Raises :class:`~trainer_run.errors.ConfigError` naming what
-    is missing, untrusted or of another shape."""
+    A model of the user's own imports from the current folder, as ``trainer-run`` and
+    ``trainer-eval`` import it (:func:`trainer_run.targets.import_from_here` puts the folder on
+    ``sys.path`` when it is not there). A model outside trainer-run is built only from a run
+    this user signed, or with ``trust`` (:mod:`trainer_run.trust`). Raises
+    :class:`~trainer_run.errors.ConfigError` naming what is missing, untrusted or of another
+    shape."""
     run = Path(run_dir)
     config = read_sections(run, SECTIONS, trust)
     if not (run / data_record.FILES[0]).is_file():
@@ -94,6 +103,7 @@ def load_model(run_dir, checkpoint=None, trust: bool = False) -> Trained:
     dtype = upgrade(config).get("backend", {}).get("dtype", "float32")
     backend = get_backend("numpy", seed=0, dtype=dtype)
     data = Data(None, None, tuple(record["in_shape"]), record["out_size"], record["task"])
+    targets.import_from_here()
     model = build_model(config["model"], data, backend)
     weights = resolve(run, checkpoint)
     if weights.warning is not None:

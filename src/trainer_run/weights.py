@@ -173,7 +173,9 @@ def initialize(model, arrays: dict, strict: bool = True,
     description of each that was not (a model's path the arrays lack or hold in another shape,
     an array the model has no place for); ``asarray`` puts an array on the model's device.
     With ``strict``, any such mismatch raises :class:`~trainer_run.errors.ConfigError`
-    listing them, and nothing is copied."""
+    listing them, and nothing is copied; without, so does a load in which nothing matches
+    (weights of another model). An array to load holding NaN or infinity is refused in one
+    line naming it, and nothing is copied."""
     from .module import persistents_of
     from .params import copy_params
 
@@ -193,5 +195,21 @@ def initialize(model, arrays: dict, strict: bool = True,
         raise ConfigError(f"the weights do not match the model: {'; '.join(mismatched)}; give "
                           "weights of this model, or init_from_strict=false to load the ones "
                           "that match")
+    if not matching:
+        more = len(mismatched) - 3
+        shown = "; ".join(mismatched[:3]) + (f"; and {more} more" if more > 0 else "")
+        raise ConfigError(f"none of the weights fits the model, so nothing would be loaded: {shown}; "
+                          "give weights of this model (the same parameter names and shapes)")
+    for path in matching:
+        _check_finite(path, arrays[path])
     copy_params({p: places[p] for p in matching}, {p: arrays[p] for p in matching}, asarray)
     return matching, mismatched
+
+
+def _check_finite(path: str, array) -> None:
+    """Refuses (ConfigError) a floating array holding NaN or infinity, naming it."""
+    array = numpy.asarray(array)
+    if array.dtype.kind in "fc" and not numpy.isfinite(array).all():
+        raise ConfigError(f"{path} holds NaN or infinite values: weights of a run that diverged "
+                          "cannot start one; give weights saved before it diverged (an earlier "
+                          "checkpoint, <run>/checkpoints/iter_<N>)")

@@ -132,7 +132,9 @@ class Data:
     the number of classes or of regression targets, ``task`` ``"classification"`` or
     ``"regression"``. ``classes`` names the class ids when the labels were names; ``note``
     says how the task was chosen; ``normalization`` holds the values the inputs were
-    normalized with (``{}`` for none); ``files`` records the files read (:class:`Splits`'s).
+    normalized with (``{}`` for none); ``files`` records the files read (:class:`Splits`'s);
+    ``raw_inputs`` describes the training inputs as read, before normalization
+    (:func:`trainer_run.data.raw_inputs.describe`; ``{}`` when unknown).
     """
 
     train: object
@@ -145,6 +147,7 @@ class Data:
     note: str = ""
     normalization: dict = field(default_factory=dict)
     files: dict = field(default_factory=dict)
+    raw_inputs: dict = field(default_factory=dict)
 
     @property
     def in_size(self) -> int:

@@ -21,7 +21,8 @@ The rules, in order:
 5. **Validation.** Without a validation split, ``val_fraction`` of the training examples are
    held out at random from the data's generator, stratified by class for classification.
 6. **Normalization** (``dataset.normalize``, see :mod:`trainer_run.data.input_scaling`) is
-   fitted on the training split only and applied to every split.
+   fitted on the training split only and applied to every split; the training inputs as read
+   are described (dtype, range: :mod:`trainer_run.data.raw_inputs`) for prediction's check.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ import inspect
 import numpy
 
 from ..errors import ConfigError, check, check_number
-from . import input_scaling
+from . import input_scaling, raw_inputs
 from .datasets import ArrayDataset, Data, Splits, SubDataset, stratified_positions, take
 
 TASKS = ("auto", "classification", "regression")
@@ -70,7 +71,7 @@ def prepare(result, rng, val_fraction: float = 0.2, task: str = "auto", normaliz
     wrap = input_scaling.applied(values)
     shape = tuple(int(d) for d in inputs["train"][0].shape[1:])
     data = Data(wrap(train), wrap(val), shape, out_size, kind, wrap(test), names, note, values,
-                splits.files)
+                splits.files, raw_inputs.describe(inputs["train"][0]))
     data.note = describe(data, splits.source("train"))
     data.note += "".join(f"\nnote: {line}" for line in splits.notes)
     return data

@@ -1,7 +1,8 @@
 """The record of a run's data in its run directory, for evaluation and prediction outside the
 run: ``data.json`` (the task, the input shape, the output size, the class names by id, the
-normalization's kind, the line that described the data and, for the standard image sets, the
-files read with their checksums) and, for ``standardize``,
+normalization's kind, the line that described the data, the raw training inputs' dtype and
+range under ``inputs`` (:mod:`.raw_inputs`) and, for the standard image sets, the files read
+with their checksums) and, for ``standardize``,
 ``normalization.npz`` (``mean`` and ``std`` per feature, loadable with ``numpy.load``)."""
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ def write(data: Data, folder: Path) -> None:
                "classes": data.classes, "normalize": values.get("kind", "none"),
                "scale": float(values["scale"]) if "scale" in values else None,
                "description": data.note}
+    if data.raw_inputs:
+        summary["inputs"] = data.raw_inputs
     if data.files:
         summary["files"] = data.files
     files.write_atomic(Path(folder) / FILES[0], strict_json.dumps(summary, indent=2))

@@ -120,6 +120,7 @@ class Trainer:
         self._stop_request = None
         self.max_time = time_limit.seconds(max_time)
         self._session_start = None
+        self._updating_s = 0.0
 
     def request_stop(self, reason: str) -> None:
         """Ends the run after the current iteration and its extensions, as completed, with
@@ -146,6 +147,13 @@ class Trainer:
         """Seconds spent training, including time before a resume."""
         running = 0.0 if self._start is None else time.perf_counter() - self._start
         return self._elapsed_before + running
+
+    @property
+    def updating_time(self) -> float:
+        """Seconds this session (this call of :meth:`run`) spent in ``updater.update()``: the
+        training steps alone (reading the batch, forward, backward, the gradient exchange,
+        the optimizer), not the extensions (evaluation, checkpoints, logging)."""
+        return self._updating_s
 
     def extend(self, extension, name: str | None = None, trigger=None,
                priority: int | None = None) -> str:
@@ -186,6 +194,7 @@ class Trainer:
             entry.extension.initialize(self)
         self._start = time.perf_counter()
         self._session_start = time.monotonic()
+        self._updating_s = 0.0
         self.profiler.start()
         self.status = "running"
         self.stop_signal = None
@@ -194,7 +203,9 @@ class Trainer:
         try:
             while (self._stop_request is None and not self.stop_trigger(self)
                    and not self._signalled()):
+                began = time.perf_counter()
                 self.updater.update()
+                self._updating_s += time.perf_counter() - began
                 self.observation = dict(self.updater.observation)
                 if self._out_of_time():
                     self.request_stop(time_limit.REASON)

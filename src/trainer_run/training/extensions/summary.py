@@ -24,7 +24,9 @@ class Summary(Extension):
     "last", "iteration": N}``); with ``model`` (:func:`trainer_run.models.summary`), the model's size under
     ``"model"``. ``elapsed_s`` is the log's (:attr:`~.log_report.LogReport.elapsed_s`: since the job started,
     start-up included, carried over a resume), so it agrees with ``metrics.jsonl``;
-    ``samples_per_s`` counts the samples of this session's iterations over its training time.
+    ``samples_per_s`` counts the samples of this session's iterations over the time they took
+    (:attr:`~trainer_run.training.Trainer.updating_time`: the updates alone, not evaluation,
+    checkpoints or logging).
     ``summary.json`` is strict JSON: a NaN or infinite value is written as ``null``. Both
     files are replaced atomically; a refused write raises
     :class:`~trainer_run.errors.StorageError` naming the file and leaves the old one.
@@ -50,19 +52,17 @@ class Summary(Extension):
         self.store = store
         self.to_numpy = to_numpy
         self._first_iteration = None
-        self._first_elapsed = None
 
     def initialize(self, trainer) -> None:
         self._first_iteration = trainer.updater.iteration
-        self._first_elapsed = trainer.elapsed_time
 
     def finalize(self, trainer) -> None:
         out = Path(trainer.out)
         updater = trainer.updater
-        session_time = max(trainer.elapsed_time - self._first_elapsed, 1e-9)
+        training_time = max(trainer.updating_time, 1e-9)
         samples = (updater.iteration - self._first_iteration) * self.samples_per_update
         summary = {"iteration": updater.iteration, "epoch": updater.epoch_detail,
-                   "elapsed_s": self.log_report.elapsed_s, "samples_per_s": samples / session_time,
+                   "elapsed_s": self.log_report.elapsed_s, "samples_per_s": samples / training_time,
                    "status": trainer.status, "stop_reason": trainer.stop_reason}
         if self.overrides is not None:
             summary["overrides"] = self.overrides

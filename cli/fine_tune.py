@@ -1,0 +1,67 @@
+"""``init_from=<run>``: a new run fine-tunes the model of the run its weights come from.
+
+Unless the command names a model itself (``model=NAME`` or any ``model.KEY=...`` override,
+with or without ``+``, ``++`` or ``~``), the new run's ``model`` section is the source run's,
+read from its ``.hydra/config.yaml`` as :func:`trainer_run.load_model` reads it
+(:func:`trainer_run.trained.read_sections`: interpolations resolved and the trust check made,
+so a model of someone else's code needs ``trust=true``), and one line says so. So
+``trainer-run init_from=<run> optimizer.learning_rate=1e-4`` fine-tunes a ``model=cnn`` run as
+a CNN, not as the default MLP. The source run is the run folder (our record,
+:func:`trainer_run.run_directory.is_run`) the weights belong to: the one named, the run of a
+checkpoint ``<run>/checkpoints/iter_<N>`` (or ``checkpoints/best``), or the folder of an
+``.npz`` file such as ``<run>/model.npz``. Weights outside any run leave the command's model.
+A resumed run keeps the model of its checkpoint, as any resume does.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+from trainer_run import run_directory, weights
+from trainer_run.errors import ConfigError
+from trainer_run.trained import read_sections
+
+from . import argv as args
+
+
+def source_model(cfg: DictConfig, overrides: list[str]) -> tuple[DictConfig, str | None]:
+    """``cfg`` with the source run's ``model`` section (see the module docstring), and the
+    line that says so; ``cfg`` itself and None when the model stays the command's."""
+    run = _source_run(cfg, overrides)
+    if run is None:
+        return cfg, None
+    section = read_sections(run, ("model",), cfg.get("trust") is True)["model"]
+    tree = OmegaConf.to_container(cfg, resolve=False)
+    tree["model"] = section
+    return OmegaConf.create(tree), (f"init_from: model section from {run} ({section.get('_target_')}); "
+                                    "name model=... to choose another")
+
+
+def taken(cfg: DictConfig, overrides: list[str]) -> list[str]:
+    """``["model"]`` when the run's model section is the source run's (:func:`source_model`),
+    so that no group choice is recorded for it (as for a user's ``+model._target_``), else
+    ``[]``."""
+    return ["model"] if _source_run(cfg, overrides) is not None else []
+
+
+def _source_run(cfg: DictConfig, overrides: list[str]) -> Path | None:
+    """The run whose model a new run with ``init_from`` fine-tunes, or None: on a resume,
+    with a model named on the command line, or for weights that belong to no run."""
+    source = cfg.get("init_from")
+    if source is None or cfg.get("resume") or _names_model(overrides):
+        return None
+    try:
+        found = weights.resolve(source)
+    except ConfigError:  # the load says what is wrong with it, in its own words
+        return None
+    path = found.path
+    if path.is_dir():
+        return run_directory.owner(path)
+    return path.parent if run_directory.is_run(path.parent) else None
+
+
+def _names_model(overrides: list[str]) -> bool:
+    keys = [args.key(o).lstrip("+~") for o in overrides]
+    return any(k == "model" or k.startswith("model.") for k in keys)
