@@ -216,20 +216,22 @@ def _measure(model, dataset, batch_size: int, split: str) -> dict:
 
 
 def _show(result: dict) -> None:
-    from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
+    from .report import console
+
     weights = result["checkpoint"]
-    console = Console()
-    console.print(f"{result['split']} split: {result['examples']} examples; {weights['checkpoint']} "
-                  f"weights, iteration {weights['iteration']} ({weights['path']})",
-                  highlight=False, soft_wrap=True)
+    shown = console()
+    shown.print(f"{result['split']} split: {result['examples']} examples; {weights['checkpoint']} "
+                f"weights, iteration {weights['iteration']} ({weights['path']})",
+                highlight=False, soft_wrap=True, markup=False)
     table = Table()
     table.add_column("metric")
     table.add_column("value", justify="right")
     for name, value in sorted(result["metrics"].items()):
-        table.add_row(name, f"{value:.6g}")
-    console.print(table)
+        table.add_row(escape(name), f"{value:.6g}")
+    shown.print(table)
 
 
 def _write(run_dir: Path, result: dict) -> Path:
