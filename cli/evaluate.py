@@ -94,7 +94,7 @@ def evaluate(run_dir: Path, overrides: list[str]) -> dict:
     given = _parsed(overrides)
     split = given.get("split", "test")
     check(split in SPLITS, f"split={split} is unknown; choose one of {', '.join(SPLITS)}")
-    trusted = given.get("trust") is True
+    trusted = given.get("trust", False)
     with warnings.catch_warnings(record=True) as told:
         warnings.simplefilter("always")
         trained = load_model(run_dir, given.get("checkpoint"), trust=trusted)
@@ -111,11 +111,23 @@ def evaluate(run_dir: Path, overrides: list[str]) -> dict:
             "metrics": _measure(trained.model, dataset, section["batch_size"], split)}
 
 
+EMPTY = {"checkpoint": "checkpoint=best, checkpoint=last, a checkpoint directory or an .npz file "
+                        "(left out: best when the run has one)",
+         "split": f"split={', '.join(SPLITS)} (left out: test)",
+         "trust": "trust=true or trust=false (left out: false)",
+         "dataset": "dataset=NAME, one of our dataset options (left out: the run's own data)"}
+"""What each key takes, said when it is given empty (``split=``)."""
+
+
 def _parsed(overrides: list[str]) -> dict:
-    """``KEY=VALUE`` arguments by key, values read as YAML (``trust=true`` is True)."""
+    """``KEY=VALUE`` arguments by key: ``checkpoint``, ``split`` and ``dataset`` as given,
+    ``trust`` a boolean (:func:`.argv.boolean`), ``dataset.KEY`` values read as YAML (empty:
+    null). An empty value of the others is refused, saying what the key takes."""
     import yaml
 
     from trainer_run.errors import ConfigError
+
+    from . import argv as args
 
     given: dict = {}
     for item in overrides:
@@ -123,11 +135,16 @@ def _parsed(overrides: list[str]) -> dict:
         if not sep or not (key in KEYS or key.startswith("dataset.")):
             raise ConfigError(f"{item!r} is not a KEY=VALUE this command takes; give "
                               f"checkpoint=, split=, trust=, dataset= or dataset.<key>=")
+        if key in EMPTY and not value.strip():
+            raise ConfigError(f"{key}= is empty; give {EMPTY[key]}")
+        if key == "trust":
+            given[key] = args.boolean(item)
+            continue
         try:
             parsed = yaml.safe_load(value) if value else None
         except yaml.YAMLError:
             parsed = value
-        given[key] = value if key in ("checkpoint", "dataset") else parsed
+        given[key] = value if key in ("checkpoint", "dataset", "split") else parsed
     return given
 
 
@@ -167,9 +184,9 @@ def _split(section: dict, seed: int, task: str, split: str):
 
     raw = {**section, "normalize": "none", "task": task}
     data_seed = numpy.random.SeedSequence(seed).spawn(3)[0]
-    data, _ = build_data(raw, numpy.random.default_rng(data_seed))
+    data, _ = build_data(raw, numpy.random.default_rng(data_seed), evaluated=split)
     if split == "all":
-        return _joined([s for s in (data.train, data.val, data.test) if s is not None])
+        return _joined([s for s in (data.train, data.val, data.test) if s is not None and len(s)])
     chosen = getattr(data, split)
     if chosen is None:
         raise ConfigError(f"the data of dataset._target_={section.get('_target_')} has no {split} "

@@ -170,10 +170,21 @@ def _walk(node, key: str, found: list[str]) -> None:
                 _walk(value, f"{key}[{index}]", found)
 
 
+def flag(trusted) -> bool:
+    """``trusted``, the user's ``trust``, which must be a bool (True or False): anything else
+    (``"false"``, ``1``, None) raises ConfigError, so that no value trusts a run by accident."""
+    if not isinstance(trusted, bool):
+        raise ConfigError(f"trust must be True or False (a bool), got {trusted!r}; "
+                          "load_model(run, trust=True) trusts the run")
+    return trusted
+
+
 def check(config: dict, data: bytes, signature, source: str, trusted: bool = False) -> None:
     """Refuses (:class:`UntrustedRun`) to build ``config``, read from ``source`` (``data``:
     the bytes ``signature`` signs), when it names code that is not built in and neither
-    ``trusted`` (the user said so) nor this user's signature vouches for it."""
+    ``trusted`` (the user said so: a bool, :func:`flag`) nor this user's signature vouches
+    for it."""
+    flag(trusted)
     code = named_code(config)
     if not code or trusted or signed_by_me(data, signature):
         return
