@@ -197,6 +197,7 @@ def _start(cfg: DictConfig, out: Path, fresh: bool):
     if _is_rank_0():
         say(f"run directory: {out}")
         inform(built.data.note)
+        inform("\n".join(getattr(built.backend, "notes", ())))  # the BLAS's threads
         if isinstance(role, Trainer):
             show_model(module.summary(role.updater.get_model("main")))
             if built.limit_note:

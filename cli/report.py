@@ -20,7 +20,7 @@ from rich.table import Table
 from trainer_run.errors import StorageError
 from trainer_run.training import stop_signals
 
-LABELS = {"hint": "cyan", "note": "blue"}
+LABELS = {"hint": "cyan", "note": "blue", "warning": "yellow"}
 """Lines of what a run is about to do that go to stderr, by label, with their colour."""
 
 
@@ -56,8 +56,8 @@ def say(line: str) -> None:
 
 
 def inform(lines: str) -> None:
-    """Prints what the run is about to do: each line as it is on stdout, a ``hint:`` or
-    ``note:`` line highlighted on stderr."""
+    """Prints what the run is about to do: each line as it is on stdout, a ``hint:``,
+    ``note:`` or ``warning:`` line highlighted on stderr."""
     for line in lines.splitlines():
         label, _, rest = line.partition(": ")
         if label in LABELS and rest:
