@@ -51,7 +51,7 @@ def _threads_change_products() -> bool:
     x, w = rng.normal(size=(50, 784)).astype("float32"), rng.normal(size=(784, 256)).astype("float32")
     products = []
     for count in (1, 2):
-        assert blas_threads.use(count)
+        assert blas_threads.use(count) == count
         products.append(x @ w)
     blas_threads.restore()
     return not numpy.array_equal(*products)
@@ -114,7 +114,7 @@ def test_a_count_the_run_was_given_is_recorded_and_kept_by_a_resume(tmp_path):
 def test_the_blas_of_numpy_is_found_and_its_count_set_and_read_back():
     assert blas_threads.current() is not None, blas_threads.uncontrolled()
     for count in (1, 3, 2):
-        assert blas_threads.use(count) and blas_threads.current() == count
+        assert blas_threads.use(count) == count and blas_threads.current() == count
 
 
 def test_a_backend_records_the_count_in_use_and_a_resumed_one_takes_it_back():
@@ -160,14 +160,24 @@ def test_null_after_a_run_that_set_a_count_is_the_blas_own_choice_again():
 
 
 def test_a_blas_that_cannot_be_set_is_said_once_in_a_warning(monkeypatch):
-    monkeypatch.setattr(blas_threads, "use", lambda count: False)
+    monkeypatch.setattr(blas_threads, "use", lambda count: None)
     monkeypatch.setattr(blas_threads, "current", lambda: None)
+    uncontrolled = blas_threads.uncontrolled()
+    assert uncontrolled.startswith("NumPy's BLAS (") and "OPENBLAS_NUM_THREADS" in uncontrolled
     given = Backend("numpy", threads=1)
-    assert given.notes == [f"warning: backend.threads=1 cannot be applied: {blas_threads.uncontrolled()}"]
+    assert given.notes == [f"warning: backend.threads=1 cannot be applied: {uncontrolled}"]
     assert given.state_dict()["blas_threads"] is None
     resumed = Backend("numpy")
     resumed.load_state_dict({**resumed.state_dict(), "blas_threads": 2})
-    assert resumed.notes == [f"warning: the run recorded 2 BLAS threads, and "
-                             f"{blas_threads.uncontrolled()}: OPENBLAS_NUM_THREADS=2 makes this "
-                             "resumed run match the uninterrupted one"]
-    assert blas_threads.uncontrolled().startswith("NumPy's BLAS (")
+    assert resumed.notes == [f"warning: the run recorded 2 BLAS threads, and {uncontrolled}: this "
+                             "resumed run may differ in the last bits from the uninterrupted one"]
+
+
+def test_a_count_beyond_what_the_blas_takes_is_said_in_a_warning():
+    """This OpenBLAS was built for at most 64 threads (its MAX_THREADS)."""
+    backend = Backend("numpy", threads=4000)
+    most = blas_threads.current()
+    assert most < 4000
+    [note] = backend.notes
+    assert note.startswith("warning: backend.threads=4000 cannot be applied: NumPy's BLAS (")
+    assert note.endswith(f") takes at most {most} threads, and uses {most}")

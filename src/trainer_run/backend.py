@@ -62,9 +62,11 @@ class Backend:
                                                                  integer=True)
         self.notes: list[str] = []
         """Lines for the user (``warning: ...`` or plain) about the BLAS's threads."""
-        if self.threads is not None and not blas_threads.use(self.threads):
-            self.notes.append(f"warning: backend.threads={self.threads} cannot be applied: "
-                              f"{blas_threads.uncontrolled()}")
+        if self.threads is not None:
+            why = blas_threads.refused(self.threads, blas_threads.use(self.threads))
+            if why is not None:
+                self.notes.append(f"warning: backend.threads={self.threads} cannot be "
+                                  f"applied: {why}")
 
     def __repr__(self) -> str:
         where = "cpu" if self.device is None else f"gpu:{self.device}"
@@ -106,12 +108,15 @@ class Backend:
             self.notes.append(f"BLAS threads: {self.threads} (backend.threads), where the run "
                               f"recorded {recorded}: from here it may differ in the last bits "
                               "from the uninterrupted run")
-        elif self.threads is not None or blas_threads.use(recorded):
+            return
+        why = None if self.threads is not None else blas_threads.refused(
+            recorded, blas_threads.use(recorded))
+        if why is None:
             self.notes.append(f"BLAS threads: {recorded}, as the run recorded")
         else:
-            self.notes.append(f"warning: the run recorded {recorded} BLAS threads, and "
-                              f"{blas_threads.uncontrolled()}: OPENBLAS_NUM_THREADS={recorded} "
-                              "makes this resumed run match the uninterrupted one")
+            self.notes.append(f"warning: the run recorded {recorded} BLAS threads, and {why}: "
+                              "this resumed run may differ in the last bits from the "
+                              "uninterrupted one")
 
 
 def array_module(a):

@@ -11,8 +11,8 @@ OpenBLAS is set through its own calls (``openblas_set_num_threads``, named with 
 suffix of NumPy's build, e.g. ``scipy_openblas_set_num_threads64_``), with ctypes, on the
 library the process loaded (found in ``/proc/self/maps``, else in NumPy's folder of bundled
 libraries): no other package is needed. Where there is none (NumPy built on Apple's
-Accelerate or MKL) the count can be neither read nor set: :func:`current` is None and
-:func:`use` says False, and the caller warns.
+Accelerate or MKL) the count can be neither read nor set: :func:`current` and :func:`use`
+give None, and the caller warns.
 """
 
 from __future__ import annotations
@@ -48,13 +48,14 @@ def current() -> int | None:
     return None if control is None else int(control.get())
 
 
-def use(count: int) -> bool:
-    """Makes the BLAS use ``count`` threads; whether it could (and now does)."""
+def use(count: int) -> int | None:
+    """Makes the BLAS use ``count`` threads; the count it uses then (fewer where its build
+    takes no more), or None where it cannot be set."""
     control = _control()
     if control is None:
-        return False
+        return None
     control.set(int(count))
-    return int(control.get()) == count
+    return int(control.get())
 
 
 def restore() -> None:
@@ -70,7 +71,8 @@ def checked(recorded) -> int | None:
     to :data:`MAX_THREADS` raises ValueError saying so."""
     if recorded is None:
         return None
-    if isinstance(recorded, bool) or not isinstance(recorded, int) or not 1 <= recorded <= MAX_THREADS:
+    if isinstance(recorded, bool) or not isinstance(recorded, int) \
+            or not 1 <= recorded <= MAX_THREADS:
         raise ValueError(f"its backend's blas_threads is {recorded!r}, not a number of threads")
     return recorded
 
@@ -79,6 +81,16 @@ def uncontrolled() -> str:
     """Why the count cannot be set, for a warning, and what to do instead."""
     return (f"NumPy's BLAS ({_blas_name()}) offers no call this runner knows to set its threads; "
             "set OPENBLAS_NUM_THREADS (or OMP_NUM_THREADS, MKL_NUM_THREADS) before the command")
+
+
+def refused(count: int, used: int | None) -> str | None:
+    """Why the BLAS does not use ``count`` threads after :func:`use` gave ``used``, for a
+    warning; None when it does."""
+    if used is None:
+        return uncontrolled()
+    if used != count:
+        return f"NumPy's BLAS ({_blas_name()}) takes at most {used} threads, and uses {used}"
+    return None
 
 
 @functools.lru_cache(maxsize=None)
