@@ -68,6 +68,21 @@ def value(argv: list[str], name: str):
     return unquote(values[-1]) if values else None
 
 
+def boolean(argument: str) -> bool:
+    """The value of the override ``argument`` (``key=value``) as Hydra reads it, which must be
+    a boolean: ``true`` or ``false`` in any case (``True``, ``FALSE``); anything else
+    (``yes``, ``1``, ``'true'``, nothing) is a ConfigError naming the key, in the words the
+    config's type check uses, so that every command reads ``trust=`` alike."""
+    name, _, text = argument.partition("=")
+    try:
+        parsed = OverridesParser.create().parse_overrides([f"k={text}"])[0].value()
+    except OverrideParseException:
+        parsed = text
+    if not isinstance(parsed, bool):
+        raise ConfigError(f"{name.lstrip('+~')} must be true or false, got {parsed!r}")
+    return parsed
+
+
 def unquote(text: str) -> str:
     """``text``, a value of an override, without Hydra's quotes and escapes when it is one
     quoted string (``'a\\'b'`` is ``a'b``); otherwise with any quotes at its ends stripped."""

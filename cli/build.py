@@ -260,16 +260,20 @@ def _callback(item, key: str):
     return locate(item, key, KINDS["hook"])
 
 
-def build_data(section: dict, rng) -> tuple[datasets.Data, int]:
+def build_data(section: dict, rng, evaluated: str | None = None) -> tuple[datasets.Data, int]:
     """The data of ``dataset._target_`` by the rules of :func:`trainer_run.data.prepare`
-    (``dataset.task``, ``val_fraction`` drawn from ``rng``, ``normalize``) and the batch size."""
+    (``dataset.task``, ``val_fraction`` drawn from ``rng``, ``normalize``) and the batch size.
+    For a run, a batch must fit in the training split. ``evaluated`` names the split
+    ``trainer-eval`` measures instead: then any number of examples >= 1 will do, and for
+    ``all`` nothing is held out for validation (every example is measured anyway)."""
     batch_size = check_number("dataset.batch_size", section["batch_size"], low=1, integer=True)
     factory, kwargs, fixed = arguments("dataset", section, {"rng": rng}, runner=DATA_KEYS)
     result = call("dataset", factory, kwargs, **fixed)
     classes = datasets.declared_classes(factory, kwargs)
     data = datasets.prepare(result, rng, section["val_fraction"], section["task"],
-                            section["normalize"], classes, origin=section["_target_"])
-    check(batch_size <= len(data.train),
+                            section["normalize"], classes, origin=section["_target_"],
+                            hold_out=evaluated != "all")
+    check(evaluated is not None or batch_size <= len(data.train),
           f"dataset.batch_size={batch_size} exceeds the {len(data.train)} training examples")
     return data, batch_size
 

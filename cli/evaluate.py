@@ -96,7 +96,7 @@ def evaluate(run_dir: Path, overrides: list[str]) -> dict:
     given = _parsed(overrides)
     split = given.get("split", "test")
     check(split in SPLITS, f"split={split} is unknown; choose one of {', '.join(SPLITS)}")
-    trusted = given.get("trust") is True
+    trusted = given.get("trust", False)
     with warnings.catch_warnings(record=True) as told:
         warnings.simplefilter("always")
         trained = load_model(run_dir, given.get("checkpoint"), trust=trusted)
@@ -113,11 +113,23 @@ def evaluate(run_dir: Path, overrides: list[str]) -> dict:
             "metrics": _measure(trained.model, dataset, section["batch_size"], split)}
 
 
+EMPTY = {"checkpoint": "checkpoint=best, checkpoint=last, a checkpoint directory or an .npz file "
+                        "(left out: best when the run has one)",
+         "split": f"split={', '.join(SPLITS)} (left out: test)",
+         "trust": "trust=true or trust=false (left out: false)",
+         "dataset": "dataset=NAME, one of our dataset options (left out: the run's own data)"}
+"""What each key takes, said when it is given empty (``split=``)."""
+
+
 def _parsed(overrides: list[str]) -> dict:
-    """``KEY=VALUE`` arguments by key, values read as YAML (``trust=true`` is True)."""
+    """``KEY=VALUE`` arguments by key: ``checkpoint``, ``split`` and ``dataset`` as given,
+    ``trust`` a boolean (:func:`.argv.boolean`), ``dataset.KEY`` values read as YAML (empty:
+    null). An empty value of the others is refused, saying what the key takes."""
     import yaml
 
     from trainer_run.errors import ConfigError
+
+    from . import argv as args
 
     given: dict = {}
     for item in overrides:
@@ -125,11 +137,16 @@ def _parsed(overrides: list[str]) -> dict:
         if not sep or not (key in KEYS or key.startswith("dataset.")):
             raise ConfigError(f"{item!r} is not a KEY=VALUE this command takes; give "
                               f"checkpoint=, split=, trust=, dataset= or dataset.<key>=")
+        if key in EMPTY and not value.strip():
+            raise ConfigError(f"{key}= is empty; give {EMPTY[key]}")
+        if key == "trust":
+            given[key] = args.boolean(item)
+            continue
         try:
             parsed = yaml.safe_load(value) if value else None
         except yaml.YAMLError:
             parsed = value
-        given[key] = value if key in ("checkpoint", "dataset") else parsed
+        given[key] = value if key in ("checkpoint", "dataset", "split") else parsed
     return given
 
 
@@ -169,9 +186,9 @@ def _split(section: dict, seed: int, task: str, split: str):
 
     raw = {**section, "normalize": "none", "task": task}
     data_seed = numpy.random.SeedSequence(seed).spawn(3)[0]
-    data, _ = build_data(raw, numpy.random.default_rng(data_seed))
+    data, _ = build_data(raw, numpy.random.default_rng(data_seed), evaluated=split)
     if split == "all":
-        return _joined([s for s in (data.train, data.val, data.test) if s is not None])
+        return _joined([s for s in (data.train, data.val, data.test) if s is not None and len(s)])
     chosen = getattr(data, split)
     if chosen is None:
         raise ConfigError(f"the data of dataset._target_={section.get('_target_')} has no {split} "
@@ -218,20 +235,22 @@ def _measure(model, dataset, batch_size: int, split: str) -> dict:
 
 
 def _show(result: dict) -> None:
-    from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
+    from .report import console
+
     weights = result["checkpoint"]
-    console = Console()
-    console.print(f"{result['split']} split: {result['examples']} examples; {weights['checkpoint']} "
-                  f"weights, iteration {weights['iteration']} ({weights['path']})",
-                  highlight=False, soft_wrap=True)
+    shown = console()
+    shown.print(f"{result['split']} split: {result['examples']} examples; {weights['checkpoint']} "
+                f"weights, iteration {weights['iteration']} ({weights['path']})",
+                highlight=False, soft_wrap=True, markup=False)
     table = Table()
     table.add_column("metric")
     table.add_column("value", justify="right")
     for name, value in sorted(result["metrics"].items()):
-        table.add_row(name, f"{value:.6g}")
-    console.print(table)
+        table.add_row(escape(name), f"{value:.6g}")
+    shown.print(table)
 
 
 def _write(run_dir: Path, result: dict) -> Path:

@@ -75,7 +75,7 @@ def show(argv: list[str]) -> None:
     """Prints the help ``argv`` asks for: each ``group=option`` it names (a sweep's ``a,b``
     names several), else the overview. Unknown options are the caller's to refuse."""
     console = Console(width=min(shutil.get_terminal_size((WIDTH, 24)).columns, WIDTH),
-                      highlight=False, markup=False)
+                      highlight=False, markup=False, emoji=False)
     folders = args.config_dirs(argv)
     chosen = [(args.key(a), choice.strip("'\"")) for a in argv
               if "=" in a and args.key(a) in GROUPS for choice in a.split("=", 1)[1].split(",")]

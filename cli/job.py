@@ -212,6 +212,7 @@ def _start(cfg: DictConfig, out: Path, fresh: bool):
         inform(built.data.note)
         if built.backend.slow_dtype():
             warn(built.backend.slow_dtype())
+        inform("\n".join(getattr(built.backend, "notes", ())))  # the BLAS's threads
         if isinstance(role, Trainer):
             show_model(module.summary(role.updater.get_model("main")))
             if built.limit_note:

@@ -1,4 +1,8 @@
-"""How the command tells the user: one ``error:`` or ``warning:`` line, and the exit status."""
+"""How the command tells the user: one ``error:`` or ``warning:`` line, and the exit status.
+
+Every line shows the user's text as it was given: the labels' colours are our only markup
+(the user's text is escaped, so ``[bold]`` stays ``[bold]``) and no emoji code is replaced
+(``max_time='00:-1:00:00'`` stays ``:-1:``, not a thumbs-down): print through :func:`console`."""
 
 from __future__ import annotations
 
@@ -18,8 +22,15 @@ import trainer_run
 from trainer_run.errors import StorageError
 from trainer_run.training import stop_signals
 
-LABELS = {"hint": "cyan", "note": "blue"}
+LABELS = {"hint": "cyan", "note": "blue", "warning": "yellow"}
 """Lines of what a run is about to do that go to stderr, by label, with their colour."""
+
+
+def console(stderr: bool = False, **options) -> Console:
+    """A console (stdout, or stderr with ``stderr``) that replaces no emoji code (``:-1:``,
+    ``:smile:``) in what it prints; text that holds the user's words goes through
+    :func:`~rich.markup.escape` or is printed with ``markup=False``."""
+    return Console(stderr=stderr, emoji=False, **options)
 
 
 def fail(error, code: int = 2) -> None:
@@ -31,7 +42,7 @@ def fail(error, code: int = 2) -> None:
 def fail_line(error) -> None:
     """Prints ``error`` as one ``error:`` line."""
     text = " ".join(line.strip() for line in str(error).splitlines())
-    Console(stderr=True).print(f"[bold red]error:[/] {escape(text)}", highlight=False,
+    console(stderr=True).print(f"[bold red]error:[/] {escape(text)}", highlight=False,
                               soft_wrap=True)
 
 
@@ -50,23 +61,23 @@ def show_cause(error: BaseException) -> None:
 
 
 def warn(message: str) -> None:
-    Console(stderr=True).print(f"[bold yellow]warning:[/] {escape(message)}", highlight=False,
+    console(stderr=True).print(f"[bold yellow]warning:[/] {escape(message)}", highlight=False,
                               soft_wrap=True)
 
 
 def say(line: str) -> None:
     """Prints one line of what the run does on stdout (the run's own output: its directory,
     model, progress and metrics; errors, warnings and hints go to stderr)."""
-    Console().print(escape(line), highlight=False, soft_wrap=True)
+    console().print(escape(line), highlight=False, soft_wrap=True)
 
 
 def inform(lines: str) -> None:
-    """Prints what the run is about to do: each line as it is on stdout, a ``hint:`` or
-    ``note:`` line highlighted on stderr."""
+    """Prints what the run is about to do: each line as it is on stdout, a ``hint:``,
+    ``note:`` or ``warning:`` line highlighted on stderr."""
     for line in lines.splitlines():
         label, _, rest = line.partition(": ")
         if label in LABELS and rest:
-            Console(stderr=True).print(f"[bold {LABELS[label]}]{label}:[/] {escape(rest)}",
+            console(stderr=True).print(f"[bold {LABELS[label]}]{label}:[/] {escape(rest)}",
                                        highlight=False, soft_wrap=True)
         else:
             say(line)
@@ -82,7 +93,7 @@ def show_model(summary: dict) -> None:
         table.add_row(escape(layer), f"{count:,}")
     table.add_section()
     table.add_row("total", f"{summary['parameters']:,} ({_size(summary['bytes'])})")
-    Console().print(table)
+    console().print(table)
 
 
 def _size(nbytes: int) -> str:

@@ -72,12 +72,11 @@ def main(argv: list[str] | None = None) -> None:
 
 def run(options: argparse.Namespace) -> int:
     """Reads the folders, prints the table, writes the plot (and CSV); the exit status."""
-    from rich.console import Console
-
     from trainer_run import results
     from trainer_run.errors import ConfigError, StorageError
     from trainer_run.results import curves as lines
 
+    from .report import console as make_console
     from .report import fail, warn
 
     target = options.plot or Path(PLOT_NAME)
@@ -90,14 +89,14 @@ def run(options: argparse.Namespace) -> int:
         curves = lines.by_seed(rows, lines.curves(rows, name, mode, warn), mode) if name else []
     except ConfigError as e:
         fail(e)
-    console = Console()
+    console = make_console()
     results.show(rows, console)
     try:
         if options.csv:
             from trainer_run.storage.files import write_atomic
 
             write_atomic(options.csv, results.csv_text(rows))
-            console.print(f"csv: {options.csv}", highlight=False, soft_wrap=True)
+            console.print(f"csv: {options.csv}", highlight=False, soft_wrap=True, markup=False)
         held = None if options.plot else _run_holding(target, rows)
         if held is not None:
             warn(f"no plot: the current folder is in the run {held}, which {PROG} reads and "
@@ -163,7 +162,7 @@ def _plot(curves, name, mode, target: Path, console, asked: bool) -> None:
             raise
         warn(f"no plot: {e}; choose where it goes with --plot FILE")
         return
-    console.print(f"plot: {target}", highlight=False, soft_wrap=True)
+    console.print(f"plot: {target}", highlight=False, soft_wrap=True, markup=False)
 
 
 if __name__ == "__main__":

@@ -143,8 +143,10 @@ def _recorded_choices(run: Path) -> dict:
 
 def trusted(argv: list[str]) -> bool:
     """Whether the command says ``trust=true``: run the code the resumed run's config names
-    though this user did not sign it (:mod:`trainer_run.trust`)."""
-    return str(args.value(argv, "trust")).lower() == "true"
+    though this user did not sign it (:mod:`trainer_run.trust`). A value that is not a
+    boolean (``trust=yes``) is refused, as the config's type check refuses it in a new run."""
+    given = [a for a in argv if "=" in a and args.key(a).lstrip("+~") == "trust"]
+    return args.boolean(given[-1]) if given else False
 
 
 CHOICE = re.compile(r"[A-Za-z0-9_.\-]+")

@@ -69,6 +69,7 @@ TYPES = {
     "scheduler.max_update": _type("int", "none"),
     "scheduler.base_lr": _type("float"),
     "updater.devices": _type("int", "list", description="an integer or a list of device ids"),
+    "backend.threads": _type("int", "none", description="a number of threads or null"),
     "updater.callbacks.*": CALLBACK,
     "loss_scale._target_": _type("str", "none", description="a dotted path or null (no loss "
                                  "scaling)"),

@@ -13,13 +13,13 @@ import shlex
 from pathlib import Path
 
 from omegaconf import OmegaConf
-from rich.console import Console
 
 from trainer_run import results
 from trainer_run.errors import ConfigError
 
 from . import argv as args
 from . import sweep_job
+from .report import console as make_console
 from .report import warn
 
 
@@ -46,7 +46,7 @@ def report(folder: Path, argv: list[str], stopped: bool = False) -> int:
     """Shows and writes the ranked results of the sweep in ``folder`` (run by ``argv``, the
     command's arguments); returns the exit status: 1 when a job failed or did not finish
     (completed or diverged), else 0."""
-    console = Console()  # the sweep's answer is its output, as a run's table is
+    console = make_console()  # the sweep's answer is its output, as a run's table is
     try:
         rows = results.rank(results.collect([folder], warn))
     except ConfigError:
@@ -54,7 +54,7 @@ def report(folder: Path, argv: list[str], stopped: bool = False) -> int:
     results.show(rows, console)
     results.write(rows, folder)
     console.print(f"results: {folder / 'results.csv'} (and results.md)", highlight=False,
-                  soft_wrap=True)
+                  soft_wrap=True, markup=False)
     if stopped:
         command = shlex.join(["trainer-run", *args.without(argv, "hydra.sweep.dir")])
         warn(f"the sweep stopped before its end; continue it with: {command} "

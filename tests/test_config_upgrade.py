@@ -45,6 +45,10 @@ NEW = {
 }
 
 
+SAVED = {**NEW, "backend": {**NEW["backend"], "threads": None}}
+"""What a run saves of them today: :data:`NEW` and the keys added since (``backend.threads``)."""
+
+
 # -- the function -------------------------------------------------------------------------------
 def test_old_sections_get_their_target_and_precision_becomes_the_backends_dtype():
     saved = {**copy.deepcopy(OLD), "seed": 3, "model": {"_target_": "trainer_run.models.MLP"}}
@@ -107,7 +111,7 @@ def _make_old(run):
     """Rewrites the run's checkpoint and ``.hydra/config.yaml`` into the old form."""
     found = checkpoint.find(run)
     state = checkpoint.load(found)
-    assert {k: state["config"][k] for k in NEW} == NEW  # what the old form stands for
+    assert {k: state["config"][k] for k in NEW} == SAVED  # what the old form stands for
     state["config"] = {**{k: v for k, v in state["config"].items() if k not in NEW}, **OLD}
     shutil.rmtree(found)
     checkpoint.save(state, found.parent, int(found.name.removeprefix(checkpoint.PREFIX)))
@@ -134,6 +138,6 @@ def test_a_run_saved_in_the_old_form_resumes_bit_for_bit(tmp_path):
     assert rows == [(r["iteration"], r["loss_scale"], r["skipped_steps"])
                     for r in read_jsonl(tmp_path / "straight" / "metrics.jsonl")]
     resaved = checkpoint.load_tree(checkpoint.find(tmp_path / "split"))["config"]
-    assert {k: resaved[k] for k in NEW} == NEW and "precision" not in resaved  # saved anew
+    assert {k: resaved[k] for k in NEW} == SAVED and "precision" not in resaved  # saved anew
     trained = load_model(tmp_path / "split")  # its .hydra/config.yaml is still the old form
     assert all(p.data.dtype == numpy.float16 for p in trained.model.params().values())

@@ -8,6 +8,14 @@ and checkpoint code only.
 The backend also owns the run's random generator. Every random draw of a run (parameter
 initialisation, shuffling, noise) comes from generators derived from the run's seed, and
 their states are plain JSON so a checkpoint can restore them exactly.
+
+And it owns the number of threads of NumPy's BLAS (``backend.threads``,
+:mod:`~trainer_run.blas_threads`), which decides how a matrix product is split and so its
+last bits: the count in use is recorded in the backend's state, and a resumed run uses the
+recorded count unless its config names one, so that it matches the uninterrupted run bit
+for bit on a machine with another number of cores. What the backend has to say about it
+(the count a resumed run uses, or a warning that the BLAS cannot be set) is in
+:attr:`Backend.notes`, for the command to print.
 """
 
 from __future__ import annotations
@@ -17,6 +25,7 @@ import importlib.util
 
 import numpy
 
+from . import blas_threads
 from .errors import ConfigError, check_number
 
 NAMES = ("numpy", "cupy", "auto")
@@ -33,9 +42,12 @@ class Backend:
         seed: seed of the backend's generator (``numpy.random.Generator``, PCG64).
         dtype: the floating dtype models compute in (``float32``, or ``float16`` for mixed
             precision); the converter casts floating inputs to it.
+        threads: the number of threads of NumPy's BLAS, set now (None: the BLAS's choice
+            stands, and a resumed run takes the count its state recorded).
     """
 
-    def __init__(self, name: str = "numpy", device: int = 0, seed: int = 0, dtype="float32"):
+    def __init__(self, name: str = "numpy", device: int = 0, seed: int = 0, dtype="float32",
+                 threads: int | None = None):
         if name not in ("numpy", "cupy"):
             raise ConfigError(f"name={name!r} is not a backend; choose one of {', '.join(NAMES)}")
         if str(dtype) not in DTYPES:
@@ -46,6 +58,15 @@ class Backend:
         self.device = device if name == "cupy" else None
         self.xp = _import_cupy() if name == "cupy" else numpy
         self.rng = numpy.random.default_rng(seed)
+        self.threads = None if threads is None else check_number("threads", threads, low=1,
+                                                                 integer=True)
+        self.notes: list[str] = []
+        """Lines for the user (``warning: ...`` or plain) about the BLAS's threads."""
+        if self.threads is not None:
+            why = blas_threads.refused(self.threads, blas_threads.use(self.threads))
+            if why is not None:
+                self.notes.append(f"warning: backend.threads={self.threads} cannot be "
+                                  f"applied: {why}")
 
     def __repr__(self) -> str:
         where = "cpu" if self.device is None else f"gpu:{self.device}"
@@ -82,11 +103,31 @@ class Backend:
         return self.xp.asnumpy(array)
 
     def state_dict(self) -> dict:
-        """The generator's state, as JSON-serialisable plain data."""
-        return {"rng": self.rng.bit_generator.state}
+        """The generator's state and the BLAS's thread count in use (None where it cannot be
+        asked), as JSON-serialisable plain data."""
+        return {"rng": self.rng.bit_generator.state, "blas_threads": blas_threads.current()}
 
     def load_state_dict(self, state: dict) -> None:
+        """Restores the generator, and the BLAS's thread count the state recorded unless this
+        backend was given one (a state without one, from an older run, changes nothing); a
+        line in :attr:`notes` says which count the run uses."""
         self.rng.bit_generator.state = state["rng"]
+        recorded = blas_threads.checked(state.get("blas_threads"))
+        if recorded is None:
+            return
+        if self.threads is not None and self.threads != recorded:
+            self.notes.append(f"BLAS threads: {self.threads} (backend.threads), where the run "
+                              f"recorded {recorded}: from here it may differ in the last bits "
+                              "from the uninterrupted run")
+            return
+        why = None if self.threads is not None else blas_threads.refused(
+            recorded, blas_threads.use(recorded))
+        if why is None:
+            self.notes.append(f"BLAS threads: {recorded}, as the run recorded")
+        else:
+            self.notes.append(f"warning: the run recorded {recorded} BLAS threads, and {why}: "
+                              "this resumed run may differ in the last bits from the "
+                              "uninterrupted one")
 
 
 def array_module(a):
@@ -98,14 +139,18 @@ def array_module(a):
     return cupy.get_array_module(a)
 
 
-def get_backend(name: str = "auto", device: int = 0, seed: int = 0, dtype="float32") -> Backend:
+def get_backend(name: str = "auto", device: int = 0, seed: int = 0, dtype="float32",
+                threads: int | None = None) -> Backend:
     """Builds the backend ``name`` (one of :data:`NAMES`; ``"auto"`` picks CuPy when a GPU is
     usable, else NumPy) on ``device`` with a generator seeded by ``seed``, computing in
-    ``dtype`` (see :class:`Backend`). The config's ``backend`` options name it with
-    ``_target_``."""
+    ``dtype``, NumPy's BLAS on ``threads`` threads (None: the count the BLAS chose when the
+    process started, restored if a run before in this process set another; see
+    :class:`Backend`). The config's ``backend`` options name it with ``_target_``."""
     if name == "auto":
         name = "cupy" if _cupy_usable() else "numpy"
-    return Backend(name, device=device, seed=seed, dtype=dtype)
+    if threads is None:
+        blas_threads.restore()
+    return Backend(name, device=device, seed=seed, dtype=dtype, threads=threads)
 
 
 def _cupy_usable() -> bool:

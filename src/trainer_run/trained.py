@@ -26,6 +26,7 @@ from .data import record as data_record
 from .errors import ConfigError
 from .models import build_model
 from .module import evaluating, load_arrays, set_mode
+from .trust import flag as trust_flag
 from .weights import Weights, resolve
 
 SECTIONS = ("model", "backend", "precision")
@@ -91,11 +92,11 @@ def load_model(run_dir, checkpoint=None, trust: bool = False) -> Trained:
     A model of the user's own imports from the current folder, as ``trainer-run`` and
     ``trainer-eval`` import it (:func:`trainer_run.targets.import_from_here` puts the folder on
     ``sys.path`` when it is not there). A model outside trainer-run is built only from a run
-    this user signed, or with ``trust`` (:mod:`trainer_run.trust`). Raises
+    this user signed, or with ``trust`` (:mod:`trainer_run.trust`; a bool). Raises
     :class:`~trainer_run.errors.ConfigError` naming what is missing, untrusted or of another
     shape."""
     run = Path(run_dir)
-    config = read_sections(run, SECTIONS, trust)
+    config = read_sections(run, SECTIONS, trust_flag(trust))
     if not (run / data_record.FILES[0]).is_file():
         raise ConfigError(f"{run} has no {data_record.FILES[0]}: it is not the directory of a "
                           "finished run of this version")

@@ -9,7 +9,8 @@ has it for notebooks:
   files name (:func:`builtin_targets`, e.g. ``trainer_run.optimizers.Adam``). Nothing else of
   trainer-run's counts: its helper functions are code too.
 - **Every run this user writes is signed**: a per-user secret key (:func:`key_file`, made on
-  first use, mode 0600, never written into a run) signs with HMAC-SHA256 the config of each
+  first use, mode 0600, never written into a run, refused when others can read or change it:
+  :mod:`trainer_run.signing_key`) signs with HMAC-SHA256 the config of each
   checkpoint (``state.json``'s ``signature``) and Hydra's record (``.hydra/config.yaml``,
   signed in ``.hydra/config.sig``). A run signed with this user's key is trusted.
 - **Anything else is refused before it is imported**: a config that names any other target,
@@ -27,15 +28,15 @@ import functools
 import hashlib
 import hmac
 import json
-import os
 import re
-import secrets
 from importlib import resources
 from pathlib import Path
 
 import yaml
 
+from . import signing_key
 from .errors import ConfigError
+from .signing_key import KeyRefused, key_file  # noqa: F401  (where the key is, what refuses it)
 from .storage.yaml_files import Loader
 
 TARGET = "_target_"
@@ -45,56 +46,10 @@ SIGNATURE = "signature"
 RECORD_SIGNATURE = "config.sig"
 """The file beside Hydra's ``config.yaml`` that holds its signature."""
 SCHEME = "hmac-sha256"
-KEY_BYTES = 32
 
 
 class UntrustedRun(ConfigError):
     """A run's config names code outside trainer-run and this user did not sign it."""
-
-
-def key_file() -> Path:
-    """Where this user's key lives: ``$XDG_CONFIG_HOME/trainer-run/key``, else
-    ``~/.config/trainer-run/key``."""
-    base = os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config"
-    return Path(base) / "trainer-run" / "key"
-
-
-def _key(create: bool) -> bytes | None:
-    """This user's key; made (mode 0600, in a folder of mode 0700) when ``create`` and it does
-    not exist yet. None when there is none and it is not made, the folder is not writable, or
-    the file holds no key of :data:`KEY_BYTES` bytes."""
-    path = key_file()
-    try:
-        key = bytes.fromhex(path.read_text().strip())
-        return key if len(key) == KEY_BYTES else None
-    except FileNotFoundError:
-        if not create:
-            return None
-    except (OSError, ValueError):
-        return None
-    try:
-        _make_key(path)
-    except OSError:
-        return None
-    return _key(create=False)
-
-
-def _make_key(path: Path) -> None:
-    """Writes a new key beside ``path`` and links it into place, so that a process reading
-    ``path`` sees a whole key or none; one that another process made first is kept."""
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    tmp = path.with_name(f".key-{os.getpid()}-{secrets.token_hex(4)}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(secrets.token_hex(KEY_BYTES) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.link(tmp, path)
-    except FileExistsError:
-        pass
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def canonical(config: dict) -> bytes:
@@ -105,16 +60,18 @@ def canonical(config: dict) -> bytes:
 
 def sign(data: bytes) -> str | None:
     """``data``'s signature with this user's key (made on first use); None when no key can
-    be made (an unwritable home: the run is then unsigned)."""
-    key = _key(create=True)
+    be made (an unwritable home: the run is then unsigned). A key others can read or change,
+    or one that holds no key, raises :class:`KeyRefused` (:mod:`trainer_run.signing_key`)."""
+    key = signing_key.read(create=True)
     if key is None:
         return None
     return f"{SCHEME}:{hmac.new(key, data, hashlib.sha256).hexdigest()}"
 
 
 def signed_by_me(data: bytes, signature) -> bool:
-    """Whether ``signature`` is this user's signature of ``data``."""
-    key = _key(create=False)
+    """Whether ``signature`` is this user's signature of ``data`` (:class:`KeyRefused` for a
+    key that cannot be trusted, as :func:`sign`)."""
+    key = signing_key.read(create=False)
     if key is None or not isinstance(signature, str):
         return False
     expected = f"{SCHEME}:{hmac.new(key, data, hashlib.sha256).hexdigest()}"
@@ -170,11 +127,21 @@ def _walk(node, key: str, found: list[str]) -> None:
                 _walk(value, f"{key}[{index}]", found)
 
 
+def flag(trusted) -> bool:
+    """``trusted``, the user's ``trust``, which must be a bool (True or False): anything else
+    (``"false"``, ``1``, None) raises ConfigError, so that no value trusts a run by accident."""
+    if not isinstance(trusted, bool):
+        raise ConfigError(f"trust must be True or False (a bool), got {trusted!r}; "
+                          "load_model(run, trust=True) trusts the run")
+    return trusted
+
+
 def check(config: dict, data: bytes, signature, source: str, trusted: bool = False) -> None:
     """Refuses (:class:`UntrustedRun`) to build ``config``, read from ``source`` (``data``:
     the bytes ``signature`` signs), when it names code that is not built in and neither
-    ``trusted`` (the user said so) nor this user's signature vouches for it."""
-    if not trusted and not signed_by_me(data, signature):
+    ``trusted`` (the user said so: a bool, :func:`flag`) nor this user's signature vouches
+    for it."""
+    if not flag(trusted) and not signed_by_me(data, signature):
         refuse_code(config, source)
 
 

@@ -43,10 +43,12 @@ would make an output layer of that many units)."""
 
 
 def prepare(result, rng, val_fraction: float = 0.2, task: str = "auto", normalize: str = "none",
-            n_classes: int | None = None, origin: str = "the dataset") -> Data:
+            n_classes: int | None = None, origin: str = "the dataset", hold_out: bool = True) -> Data:
     """``result`` of a dataset callable as :class:`Data` by the rules above; ``rng`` draws the
     validation split, ``n_classes`` is the class count the callable declared (None: none),
-    ``origin`` names the callable for messages when ``result`` does not name its files."""
+    ``origin`` names the callable for messages when ``result`` does not name its files.
+    Without ``hold_out`` (data measured whole, ``trainer-eval split=all``) a result without a
+    validation split keeps every example for training and gets an empty one."""
     check(task in TASKS, f"dataset.task={task!r} is unknown; choose one of {', '.join(TASKS)}")
     val_fraction = check_number("dataset.val_fraction", val_fraction, low=0, high=1, low_open=True)
     if isinstance(result, Data):
@@ -64,8 +66,10 @@ def prepare(result, rng, val_fraction: float = 0.2, task: str = "auto", normaliz
     train = ArrayDataset(*inputs["train"], labels["train"])
     if "val" in labels:
         val = ArrayDataset(*inputs["val"], labels["val"])
-    else:
+    elif hold_out:
         train, val = _hold_out(train, labels["train"], kind, val_fraction, rng)
+    else:
+        val = SubDataset(train, numpy.arange(0))
     test = ArrayDataset(*inputs["test"], labels["test"]) if "test" in labels else None
     values = input_scaling.fit(normalize, train, splits.source("train"))
     wrap = input_scaling.applied(values)

@@ -143,13 +143,13 @@ def show(rows: list[Row], console: Console | None = None) -> None:
     the columns do not fit side by side: :func:`.fit.fit`), the captions, then the seed
     groups' table when there are any. A console that is no terminal (a log file) is as wide
     as ``COLUMNS`` says, else :data:`LOG_WIDTH`."""
-    console = console or Console()
+    console = console or Console(emoji=False)
     groups = by_seed(rows)
     rows = rank(rows)
     width = console.width
     if not console.is_terminal and not os.environ.get("COLUMNS"):
         width = max(width, LOG_WIDTH)
-        console = Console(file=console.file, width=width)
+        console = Console(file=console.file, width=width, emoji=False)
     shown, same = constant(columns(rows))
     _say(console, title(rows))
     line = shared(rows, same)

@@ -40,7 +40,7 @@ class ProfileReport(Extension):
     def __init__(self, profiler, notes: dict | None = None, console: Console | None = None):
         self.profiler = profiler
         self.notes = dict(notes or {})
-        self.console = console or Console()
+        self.console = console or Console(emoji=False)
         self._first_iteration = 0
 
     def initialize(self, trainer) -> None:

@@ -13,6 +13,7 @@ import time
 
 from rich.console import Console, Group
 from rich.live import Live
+from rich.markup import escape
 from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
@@ -94,7 +95,7 @@ class Progress(Extension):
     def __init__(self, readout: Readout, live: bool = True, update_interval: int = 10,
                  console: Console | None = None):
         self.readout = readout
-        self.console = console or Console()
+        self.console = console or Console(emoji=False)
         self.live = live and self.console.is_terminal
         self.update_interval = update_interval
         self._live = None
@@ -149,7 +150,7 @@ class MetricsTable(Extension):
         self.log_report = log_report
         self.held_out = held_out
         self.max_rows = max_rows
-        self.console = console or Console()
+        self.console = console or Console(emoji=False)
 
     def finalize(self, trainer) -> None:
         rows, note = kept_rows(self.log_report.log, self.max_rows)
@@ -165,9 +166,9 @@ class MetricsTable(Extension):
                     + "  ".join(f"{k} {_cell(v)}" for k, v in sorted(tested.items())))
         captions = [note, test]
         table = Table(title=f"metrics ({trainer.status})",
-                      caption="\n".join(c for c in captions if c) or None)
-        for column in columns:
-            table.add_column(column.replace("/", "\n"), justify="right")
+                      caption=escape("\n".join(c for c in captions if c)) or None)
+        for column in columns:  # a metric's name is the user's model's: shown as it is
+            table.add_column(escape(column.replace("/", "\n")), justify="right")
         for row in rows:
             table.add_row(*(_cell(row.get(c)) for c in columns))
         self.console.print(table)
