@@ -87,7 +87,7 @@ def load_model(run_dir, checkpoint=None, trust: bool = False) -> Trained:
     is missing, untrusted or of another shape."""
     run = Path(run_dir)
     config = read_sections(run, SECTIONS, trust)
-    if not (run / data_record.FILES[0]).is_file():
+    if not _present(run / data_record.FILES[0]):
         raise ConfigError(f"{run} has no {data_record.FILES[0]}: it is not the directory of a "
                           "finished run of this version")
     record = data_record.read(run)
@@ -128,7 +128,7 @@ def read_sections(run: Path, keys=SECTIONS, trusted: bool = False) -> dict:
     :mod:`trainer_run.trust` allows what they name (nothing in them is imported before):
     a run this user signed, or ``trusted``."""
     path = Path(run) / ".hydra" / "config.yaml"
-    if not path.is_file():
+    if not _present(path):
         raise ConfigError(f"{run} is not a run directory: it has no .hydra/config.yaml")
     config, data, signed = trust.read_record(path)
     try:
@@ -138,6 +138,12 @@ def read_sections(run: Path, keys=SECTIONS, trusted: bool = False) -> dict:
         raise ConfigError(f"{path} cannot be read as a run's config: {e}") from None
     trust.check(sections, data, signed, f"run {run}", trusted)
     return sections
+
+
+def _present(path: Path) -> bool:
+    """Whether the run's file ``path`` is there, as a file or as anything else the read
+    refuses naming it (a link, a FIFO; a folder is not a file)."""
+    return (path.exists() or path.is_symlink()) and not path.is_dir()
 
 
 def _resolved(node, root: dict, path: Path):
