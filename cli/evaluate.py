@@ -73,8 +73,8 @@ def run(options: argparse.Namespace) -> int:
     _show(result)
     try:
         path = _write(options.run, result)
-    except StorageError as e:
-        fail(f"{e}; the metrics above were not saved", e.exit_code)
+    except (StorageError, ConfigError) as e:  # a full disk (4), or eval/ a link (2)
+        fail(f"{e}; the metrics above were not saved", getattr(e, "exit_code", 2))
     print(f"written: {path}")
     return 0
 
@@ -254,23 +254,19 @@ def _show(result: dict) -> None:
 
 
 def _write(run_dir: Path, result: dict) -> Path:
-    """``<run>/eval/<time>.json`` (a new name each second; never an existing file)."""
+    """``<run>/eval/<time>.json`` (a new name each second; never an existing file, nor
+    through a link: :func:`trainer_run.storage.files.make_folder`)."""
     from trainer_run.storage import files, strict_json
 
     folder = Path(run_dir) / "eval"
     stamp = datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
     path = folder / f"{stamp}.json"
     n = 1
-    while path.exists():
+    while path.exists() or path.is_symlink():
         n += 1
         path = folder / f"{stamp}_{n}.json"
-    try:
-        folder.mkdir(exist_ok=True)
-    except OSError as e:
-        from trainer_run.errors import StorageError
-
-        raise StorageError(f"cannot write {folder}: {e.strerror}") from None
-    files.write_atomic(path, strict_json.dumps(result, indent=2))
+    files.make_folder(folder, run_dir)  # never through a link: eval/ is refused if it is one
+    files.write_atomic(path, strict_json.dumps(result, indent=2), run=run_dir)
     return path
 
 

@@ -171,6 +171,11 @@ def _claim(out: Path, resuming: bool) -> run_directory.RunLock | None:
     def claim() -> None:
         nonlocal lock
         lock = run_directory.RunLock(out).acquire()
+        try:
+            run_directory.check_no_links(out)  # a planted link: refused before any work
+        except ConfigError:
+            lock.release()
+            raise
         if not resuming:
             try:
                 run_directory.check_empty(out)
@@ -254,15 +259,15 @@ def _write_record(out: Path, cfg: DictConfig) -> None:
     hydra_cfg = OmegaConf.create({"hydra": OmegaConf.to_container(HydraConfig.get())})
     OmegaConf.update(hydra_cfg, "hydra.output_subdir", launch.record)
     folder = out / launch.record
-    folder.mkdir(parents=True, exist_ok=True)
+    files.make_folder(folder, out)
     for name, node in (("config.yaml", cfg), ("hydra.yaml", hydra_cfg),
                        ("overrides.yaml", HydraConfig.get().overrides.task)):
-        files.write_atomic(folder / name, OmegaConf.to_yaml(node))
+        files.write_atomic(folder / name, OmegaConf.to_yaml(node), run=out)
     run_directory.mark(folder)
     signature = trust.sign((folder / "config.yaml").read_bytes())
     if signature is not None:
-        files.write_atomic(folder / trust.RECORD_SIGNATURE, signature + "\n")
-    slurm_requeue.record(folder)
+        files.write_atomic(folder / trust.RECORD_SIGNATURE, signature + "\n", run=out)
+    slurm_requeue.record(folder, out)
 
 
 def _play(role: Trainer | ParameterServer, out: Path) -> None:

@@ -125,7 +125,7 @@ def recorded_overrides(path: Path) -> list[str]:
     """The overrides Hydra recorded beside the config ``path`` (``.hydra/overrides.yaml``): the
     record of a run started again, never applied."""
     try:
-        recorded = yaml_files.read(path.with_name("overrides.yaml"))
+        recorded = yaml_files.read_run(path.with_name("overrides.yaml"), path.parent.parent)
     except (OSError, ValueError, yaml.YAMLError):
         return []
     return [str(o) for o in recorded] if isinstance(recorded, list) else []
@@ -134,7 +134,7 @@ def recorded_overrides(path: Path) -> list[str]:
 def _recorded_choices(run: Path) -> dict:
     """The group choices Hydra recorded for ``run`` (``.hydra/hydra.yaml``), ours only."""
     try:
-        hydra = yaml_files.read(run / run_directory.RECORD / "hydra.yaml")
+        hydra = yaml_files.read_run(run / run_directory.RECORD / "hydra.yaml", run)
         choices = hydra["hydra"]["runtime"]["choices"]
     except (OSError, ValueError, KeyError, TypeError, yaml.YAMLError):
         return {}

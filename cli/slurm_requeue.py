@@ -28,7 +28,7 @@ import subprocess
 from pathlib import Path
 
 from trainer_run import run_directory
-from trainer_run.storage import files
+from trainer_run.storage import files, reading
 from trainer_run.training import stop_signals
 
 from . import argv as args
@@ -44,17 +44,17 @@ def job_id() -> str | None:
     return os.environ.get("SLURM_JOB_ID")
 
 
-def record(folder: Path) -> None:
-    """Records in a new run's record ``folder`` (``.hydra/``) the id of the SLURM job that
-    started it (nothing outside SLURM)."""
+def record(folder: Path, run: Path) -> None:
+    """Records in the record ``folder`` (``.hydra/``) of a new run ``run`` the id of the SLURM
+    job that started it (nothing outside SLURM)."""
     if job_id() is not None:
-        files.write_atomic(folder / RECORD.name, json.dumps({"job_id": job_id()}) + "\n")
+        files.write_atomic(folder / RECORD.name, json.dumps({"job_id": job_id()}) + "\n", run=run)
 
 
 def recorded_job(run: Path) -> str | None:
     """The id of the SLURM job that started the run ``run``, or None."""
     try:
-        return str(json.loads((run / RECORD).read_text())["job_id"])
+        return str(json.loads(reading.read_text(run / RECORD, reading.RECORD_BYTES, run))["job_id"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
 

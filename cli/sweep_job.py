@@ -29,11 +29,12 @@ from pathlib import Path
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
+from yaml import YAMLError
 
 from trainer_run import run_directory
 from trainer_run.data import record as data_record
 from trainer_run.errors import ConfigError, Diverged
-from trainer_run.storage import checkpoint, files, strict_json
+from trainer_run.storage import checkpoint, files, reading, strict_json, yaml_files
 from trainer_run.training import Trainer
 
 from .report import fail_line, inform, warn
@@ -93,7 +94,7 @@ def failed(out: Path, cfg: DictConfig, overrides: list[str], error: JobFailed | 
     if summary.get("status") not in ("diverged", "failed"):
         summary["status"] = summary["stop_reason"] = "failed"
     summary["error"] = message
-    files.write_atomic(out / "summary.json", strict_json.dumps(summary, indent=2))
+    files.write_atomic(out / "summary.json", strict_json.dumps(summary, indent=2), run=out)
     best = (summary.get("objective") or {}).get("best")
     return best if summary["status"] == "diverged" and best is not None else worst(mode)
 
@@ -128,15 +129,15 @@ def continued(cfg: DictConfig, out: Path, overrides: list[str]) -> tuple[DictCon
 
 def _summary(out: Path) -> dict | None:
     try:
-        return json.loads((out / "summary.json").read_text())
+        return json.loads(reading.read_text(out / "summary.json", reading.RECORD_BYTES, out))
     except (OSError, ValueError):
         return None
 
 
 def _recorded_overrides(out: Path) -> list[str] | None:
     try:
-        return list(OmegaConf.load(out / ".hydra" / "overrides.yaml"))
-    except (OSError, ValueError, TypeError):
+        return [str(o) for o in yaml_files.read_run(out / ".hydra" / "overrides.yaml", out)]
+    except (OSError, ValueError, TypeError, YAMLError):
         return None
 
 
@@ -144,7 +145,7 @@ def _clear(out: Path) -> None:
     """Removes a run's files from its folder (a job that starts again)."""
     for name in RUN_FILES:
         path = out / name
-        if path.is_dir():
+        if path.is_dir() and not path.is_symlink():  # a link is removed, not followed
             shutil.rmtree(path)
         else:
             path.unlink(missing_ok=True)

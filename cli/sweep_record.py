@@ -13,10 +13,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from omegaconf import OmegaConf
-
 from trainer_run import trust
-from trainer_run.storage import files
+from trainer_run.storage import files, reading, yaml_files
 
 RECORD = "multirun.yaml"
 MARK = "multirun.sig"
@@ -26,8 +24,8 @@ def recorded_overrides(folder: Path) -> list[str] | None:
     """The command-line overrides ``<folder>/multirun.yaml`` records, or None when there is
     no such file or it is not a Hydra multirun record."""
     try:
-        task = OmegaConf.load(Path(folder) / RECORD).hydra.overrides.task
-        return [str(item) for item in OmegaConf.to_container(task)]
+        task = yaml_files.read_run(Path(folder) / RECORD, folder)["hydra"]["overrides"]["task"]
+        return [str(item) for item in task]
     except Exception:  # missing, not YAML, not Hydra's layout: no record of a sweep
         return None
 
@@ -38,14 +36,14 @@ def mark(folder: Path) -> None:
     overrides = recorded_overrides(folder)
     signature = trust.sign(trust.canonical({"overrides": overrides})) if overrides is not None else None
     if signature is not None:
-        files.write_atomic(Path(folder) / MARK, signature + "\n")
+        files.write_atomic(Path(folder) / MARK, signature + "\n", run=folder)
 
 
 def is_ours(folder: Path) -> bool:
     """Whether ``folder`` holds a sweep of ours that may continue (see the module docstring)."""
     overrides = recorded_overrides(folder)
     try:
-        signature = (Path(folder) / MARK).read_text().strip()
+        signature = reading.read_text(Path(folder) / MARK, reading.MARKER_BYTES, folder).strip()
     except (OSError, ValueError):
         return False
     return overrides is not None and trust.signed_by_me(trust.canonical({"overrides": overrides}), signature)

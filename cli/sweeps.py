@@ -12,10 +12,9 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
-from omegaconf import OmegaConf
-
 from trainer_run import results
 from trainer_run.errors import ConfigError
+from trainer_run.storage import yaml_files
 
 from . import argv as args
 from . import sweep_job
@@ -31,7 +30,7 @@ def check_same_overrides(folder: Path, argv: list[str]) -> None:
     if not record.exists():
         return
     try:
-        recorded = OmegaConf.load(record).hydra.overrides.task
+        recorded = [str(o) for o in yaml_files.read_run(record, folder)["hydra"]["overrides"]["task"]]
     except Exception:  # a record that cannot be read is not a sweep to compare with
         raise ConfigError(f"{record} cannot be read as a Hydra multirun record; give "
                           "hydra.sweep.dir a new folder") from None

@@ -18,9 +18,10 @@ A checkpoint ``<run>/checkpoints/iter_<N>`` belongs to ``<run>`` when ``<run>`` 
 run, and a resume from it must name a new run directory.
 
 :class:`RunLock` holds an exclusive lock on ``<run>/.lock`` (which also records the
-holder's process id) for as long as a process works in the run. The operating system
-releases it when the process ends, however it ends, so a killed run can be resumed at
-once, while a second process is refused with the holder's id instead of mixing its
+holder's process id; a ``.lock`` that is a link, or not a regular file, is refused and left as
+it is: :func:`trainer_run.storage.files.open_regular`) for as long as a process works in the
+run. The operating system releases it when the process ends, however it ends, so a killed
+run can be resumed at once, while a second process is refused with the holder's id instead of mixing its
 output into the first one's. The id named is a live holder's: the recorded one when that
 process is alive and has the lock open, else a live process that has it open (a child that
 inherited the lock), else none.
@@ -35,7 +36,7 @@ from pathlib import Path
 
 from . import trust
 from .errors import ConfigError
-from .storage import files
+from .storage import files, reading
 
 LOCK = ".lock"
 CHECKPOINTS = "checkpoints"
@@ -46,6 +47,8 @@ MARK = "trainer-run.json"
 FORMAT = 1
 """The run format :data:`MARK` records."""
 MARKERS = (CHECKPOINTS, "metrics.jsonl", "summary.json", RECORD)
+FOLDERS = (CHECKPOINTS, RECORD, "tensorboard", "eval")
+"""The folders trainer-run writes in inside a run folder."""
 
 
 def holds_run(directory: Path) -> bool:
@@ -58,29 +61,48 @@ def is_run(directory: Path) -> bool:
     the tool, or this user's signature of its config (a run from before the mark)."""
     record = Path(directory) / RECORD
     try:
-        mark = json.loads(_head(record / MARK, 1024))
+        mark = json.loads(reading.read_bytes(record / MARK, reading.MARKER_BYTES, directory))
         if isinstance(mark, dict) and mark.get("tool") == "trainer-run":
             return True
-    except (OSError, ValueError):
+    except (OSError, ValueError, ConfigError):
         pass
     try:
-        signature = _head(record / trust.RECORD_SIGNATURE, 1024).decode(errors="replace")
-        return trust.signed_by_me(_head(record / "config.yaml", 1 << 20), signature.strip())
-    except OSError:
+        signature = reading.read_text(record / trust.RECORD_SIGNATURE, reading.MARKER_BYTES,
+                                      directory)
+        config = reading.read_bytes(record / "config.yaml", reading.CONFIG_BYTES, directory)
+        return trust.signed_by_me(config, signature.strip())
+    except (OSError, ConfigError):
         return False
-
-
-def _head(path: Path, limit: int) -> bytes:
-    """The first ``limit`` bytes of the regular file ``path`` (OSError for anything else)."""
-    if not path.is_file():
-        raise FileNotFoundError(path)
-    with open(path, "rb") as f:
-        return f.read(limit)
 
 
 def mark(record: Path) -> None:
     """Marks the run whose record folder is ``record`` as trainer-run's (:data:`MARK`)."""
-    files.write_atomic(record / MARK, json.dumps({"tool": "trainer-run", "format": FORMAT}) + "\n")
+    files.write_atomic(record / MARK, json.dumps({"tool": "trainer-run", "format": FORMAT}) + "\n",
+                       run=record.parent)
+
+
+def check_no_links(directory: Path) -> None:
+    """Refuses (:class:`~trainer_run.storage.files.LinkInRun`, naming it) a symbolic link in
+    the run folder ``directory`` or in a folder of it that trainer-run writes in
+    (:data:`FOLDERS`, and the checkpoints in ``checkpoints/``): trainer-run makes none, so one
+    there was planted, and writing through it would change a file outside the run. Each
+    write checks its own path again (:mod:`trainer_run.storage.files`); this check refuses
+    before any work is done."""
+    folders = [Path(directory)]
+    while folders:
+        folder = folders.pop()
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for entry in entries:
+            path = Path(entry.path)
+            if entry.is_symlink():
+                raise files.link_in_run(path, Path(directory))
+            inside = path.parent == Path(directory) and entry.name in FOLDERS
+            if entry.is_dir(follow_symlinks=False) and (inside or path.parent.name == CHECKPOINTS
+                                                        and path.parent.parent == Path(directory)):
+                folders.append(path)
 
 
 def _contents(directory: Path) -> list[str]:
@@ -120,7 +142,7 @@ def check_free(directory: Path) -> None:
     """Raises :class:`RunDirectoryInUse` when a process holds ``directory``'s lock (creates
     nothing)."""
     try:
-        fd = os.open(Path(directory) / LOCK, os.O_RDONLY)
+        fd = files.open_regular(Path(directory) / LOCK, os.O_RDONLY)
     except OSError:
         return
     try:
@@ -173,7 +195,7 @@ class RunLock:
     def acquire(self) -> RunLock:
         self.directory.mkdir(parents=True, exist_ok=True)
         while self._fd is None:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            fd = files.open_regular(self.path, os.O_RDWR | os.O_CREAT, 0o644)  # never a link
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:

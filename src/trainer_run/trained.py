@@ -97,7 +97,7 @@ def load_model(run_dir, checkpoint=None, trust: bool = False) -> Trained:
     shape."""
     run = Path(run_dir)
     config = read_sections(run, SECTIONS, trust_flag(trust))
-    if not (run / data_record.FILES[0]).is_file():
+    if not _present(run / data_record.FILES[0]):
         raise ConfigError(f"{run} has no {data_record.FILES[0]}: it is not the directory of a "
                           "finished run of this version")
     record = data_record.read(run)
@@ -147,8 +147,14 @@ def resolved_record(run: Path, trusted: bool = False) -> tuple[dict, bytes, str 
     (:func:`trainer_run.stored_config.resolve`: references between its keys only, unless this
     user signed it or ``trusted``), the bytes its signature covers, and that signature."""
     path = Path(run) / RECORD_CONFIG
-    if not path.is_file():
+    if not _present(path):
         raise ConfigError(f"{run} is not a run directory: it has no {RECORD_CONFIG}")
     config, data, signed = trust.read_record(path)
     mine = trusted or trust.signed_by_me(data, signed)
     return stored_config.resolve(config, f"run {run}", resolvers=mine), data, signed
+
+
+def _present(path: Path) -> bool:
+    """Whether the run's file ``path`` is there, as a file or as anything else the read
+    refuses naming it (a link, a FIFO; a folder is not a file)."""
+    return (path.exists() or path.is_symlink()) and not path.is_dir()

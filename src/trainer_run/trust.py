@@ -37,7 +37,7 @@ import yaml
 from . import signing_key
 from .errors import ConfigError
 from .signing_key import KeyRefused, key_file  # noqa: F401  (where the key is, what refuses it)
-from .storage.yaml_files import Loader
+from .storage import reading, yaml_files
 
 TARGET = "_target_"
 HOOKS = "updater.callbacks"
@@ -165,16 +165,27 @@ def _under(key: str, exempt) -> bool:
 def read_record(path: Path) -> tuple[dict, bytes, str | None]:
     """A run's recorded config (``.hydra/config.yaml`` at ``path``) parsed from the very bytes
     its signature covers, those bytes, and the signature beside it (None: unsigned); a file
-    that is not a YAML mapping raises ConfigError naming it. Nothing it names is imported."""
+    that is not a YAML mapping raises ConfigError naming it. Nothing it names is imported.
+    Both are read as a run's files are (:mod:`trainer_run.storage.reading`: regular files of
+    a bounded size, no link on the way from the run folder) and the config without expanding
+    an alias (:class:`trainer_run.storage.yaml_files.RunLoader`)."""
+    path = Path(path)
+    run = path.parent.parent
     try:
-        data = path.read_bytes()
-        config = yaml.load(data.decode(), Loader=Loader)
+        data = reading.read_bytes(path, reading.CONFIG_BYTES, run)
+        config = yaml_files.load_run(data, str(path))
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
-        raise ConfigError(f"{path} cannot be read as a run's config ({e})") from None
+        raise ConfigError(f"{path} cannot be read as a run's config "
+                          f"({yaml_files.problem(e)})") from None
     if not isinstance(config, dict):
         raise ConfigError(f"{path} is not a run's config (not a mapping)")
     signature = path.with_name(RECORD_SIGNATURE)
-    signed = signature.read_text().strip() if signature.is_file() else None
+    signed = None
+    if signature.is_symlink() or signature.is_file():
+        try:
+            signed = reading.read_text(signature, reading.MARKER_BYTES, run).strip()
+        except (OSError, UnicodeDecodeError):
+            signed = None
     return config, data, signed
 
 

@@ -29,7 +29,7 @@ import numpy
 
 from . import updaters
 from .errors import ConfigError
-from .storage import checkpoint, npz
+from .storage import checkpoint, files, npz, reading
 
 CHOICES = ("best", "last")
 """The names :func:`resolve` takes for a run's weights; anything else is a path."""
@@ -87,8 +87,8 @@ def resolve(source, which: str | None = None) -> Weights:
         return resolve(path)
     if not source.exists():
         raise ConfigError(f"{source}: no such run, checkpoint or .npz file")
-    if source.is_file() and source.name == checkpoint.BEST:
-        return _checkpoint(source.parent / source.read_text().strip(), "best")
+    if source.name == checkpoint.BEST and (source.is_file() or source.is_symlink()):
+        return _checkpoint(_named(source), "best")
     if source.is_file():
         if which is not None:
             raise ConfigError(f"{source} is a file of weights; checkpoint={which} names the "
@@ -123,14 +123,31 @@ def best(run: Path) -> Weights | None:
     """The best evaluation's weights: the checkpoint ``checkpoints/best`` names, else
     ``model_best.npz`` (its iteration from the summary), else None."""
     marker = run / "checkpoints" / checkpoint.BEST
-    if marker.is_file():
-        named = marker.parent / marker.read_text().strip()
+    files.check_no_links(marker, run)
+    if marker.exists():  # read as a regular file, or refused
+        named = _named(marker)
         if checkpoint.is_checkpoint(named):
             return _checkpoint(named, "best")
     if (run / "model_best.npz").is_file():
         objective = _summary(run).get("objective") or {}
         return Weights(run / "model_best.npz", "best", objective.get("best_iteration"))
     return None
+
+
+def _named(marker: Path) -> Path:
+    """The checkpoint the file ``marker`` (``checkpoints/best``) names, a folder beside it;
+    ConfigError naming the marker for a link, or a name that leads elsewhere."""
+    try:
+        name = reading.read_text(marker, reading.MARKER_BYTES).strip()
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{marker} cannot be read ({getattr(e, 'strerror', None) or e})") from None
+    if checkpoint.leads_outside(name):
+        raise ConfigError(f"{marker} names {name!r}, outside {marker.parent}: a run's best "
+                          "checkpoint is one of its own; remove that file, or name the weights")
+    named = marker.parent / name
+    if named.is_symlink():
+        raise files.link_in_run(named)
+    return named
 
 
 def _last(run: Path) -> Weights:
@@ -159,9 +176,13 @@ def _unfinished(run: Path) -> str | None:
 
 
 def _summary(run: Path) -> dict:
+    try:  # a link, a special file or an oversized one is refused (ConfigError), not skipped
+        text = reading.read_text(run / "summary.json", reading.RECORD_BYTES, run)
+    except (OSError, UnicodeDecodeError):
+        return {}
     try:
-        loaded = json.loads((run / "summary.json").read_text())
-    except (OSError, ValueError):
+        loaded = json.loads(text)
+    except (ValueError, RecursionError):
         return {}
     return loaded if isinstance(loaded, dict) else {}
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy
 
-from ..storage import files, strict_json
+from ..storage import files, reading, strict_json
 from .datasets import Data
 
 FILES = ("data.json", "normalization.npz")
@@ -30,17 +30,21 @@ def write(data: Data, folder: Path) -> None:
         summary["inputs"] = data.raw_inputs
     if data.files:
         summary["files"] = data.files
-    files.write_atomic(Path(folder) / FILES[0], strict_json.dumps(summary, indent=2))
+    files.write_atomic(Path(folder) / FILES[0], strict_json.dumps(summary, indent=2), run=folder)
     if arrays:
-        files.write_atomic(Path(folder) / FILES[1], lambda f: numpy.savez(f, **arrays))
+        files.write_atomic(Path(folder) / FILES[1], lambda f: numpy.savez(f, **arrays), run=folder)
 
 
 def read(folder: Path) -> dict:
-    """The record written by :func:`write`, with ``mean`` and ``std`` when there are any."""
-    record = json.loads((Path(folder) / FILES[0]).read_text())
-    values = Path(folder) / FILES[1]
-    if values.exists():
-        with numpy.load(values, allow_pickle=False) as arrays:
+    """The record written by :func:`write`, with ``mean`` and ``std`` when there are any;
+    both files read as a run's files are (:mod:`trainer_run.storage.reading`: regular files,
+    not links, ``data.json`` of at most ``RECORD_BYTES``)."""
+    folder = Path(folder)
+    record = json.loads(reading.read_text(folder / FILES[0], reading.RECORD_BYTES, folder))
+    values = folder / FILES[1]
+    if values.exists() or values.is_symlink():
+        with reading.open_file(values, run=folder) as file, \
+                numpy.load(file, allow_pickle=False) as arrays:
             record.update({k: arrays[k] for k in arrays.files})
     return record
 

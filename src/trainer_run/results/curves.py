@@ -19,9 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-import yaml
-
 from ..errors import ConfigError
+from ..storage import reading, yaml_files
 from ..training.loggers import jsonl
 from . import runs as results
 
@@ -49,7 +48,7 @@ def objective(row: results.Row) -> tuple[str | None, str]:
         return row.metric, row.mode or "min"
     config = row.path / ".hydra" / "config.yaml"
     try:
-        found = yaml.safe_load(config.read_text()).get("objective") or {}
+        found = yaml_files.read_run(config, row.path).get("objective") or {}
         return found.get("metric"), found.get("mode") or "min"
     except Exception:  # no config, or not one of ours: nothing to plot by
         return None, "min"
@@ -134,7 +133,8 @@ def read_log(path: Path, report: Callable[[str], None] = lambda message: None) -
     and told to ``report``; any other line that is not a JSON object with a numeric
     ``iteration`` raises ConfigError naming the file and the line."""
     try:
-        text = path.read_text() if path.exists() else ""
+        exists = path.exists() or path.is_symlink()
+        text = reading.read_text(path, reading.METRICS_BYTES, path.parent) if exists else ""
     except (OSError, UnicodeDecodeError) as e:
         raise ConfigError(f"cannot read {path}: {getattr(e, 'strerror', None) or e}") from None
     lines = text.split("\n")

@@ -16,10 +16,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
-import yaml
-
 from .. import run_directory
 from ..errors import ConfigError
+from ..storage import reading, yaml_files
 
 NOT_A_RUN = "is not a run folder (it has no summary.json, checkpoints or .hydra) nor a sweep folder of runs"
 RANKED = ("completed", "diverged")
@@ -97,7 +96,7 @@ def read_run(folder: Path, job: str, report: Report = lambda message: None) -> R
     An ``objective`` that is not an object, or a ``best``, ``final`` or ``best_iteration``
     of the wrong type, is left blank and told to ``report`` naming the file."""
     summary_file = folder / "summary.json"
-    if not summary_file.exists():
+    if not (summary_file.exists() or summary_file.is_symlink()):
         return Row(job=job, path=folder, overrides=_hydra_overrides(folder))
     summary = _read_summary(summary_file)
     objective = _objective(summary_file, summary, report)
@@ -137,7 +136,7 @@ def _objective(path: Path, summary: dict, report: Report) -> dict:
 
 def _read_summary(path: Path) -> dict:
     try:
-        summary = json.loads(path.read_text())
+        summary = json.loads(reading.read_text(path, reading.RECORD_BYTES, path.parent))
     except OSError as e:
         raise ConfigError(f"cannot read {path}: {e.strerror or e}") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
@@ -151,15 +150,17 @@ def _read_summary(path: Path) -> dict:
 
 def _hydra_overrides(folder: Path) -> list[str]:
     path = folder / ".hydra" / "overrides.yaml"
-    if not path.is_file():
+    if not (path.is_file() or path.is_symlink()):
         return []
     try:
-        overrides = yaml.safe_load(path.read_text())
+        overrides = yaml_files.read_run(path, folder)
         if not isinstance(overrides, list):
             raise ValueError("not a list")
         return [str(o) for o in overrides]
+    except ConfigError:
+        raise
     except Exception as e:  # any YAML error: the file is unusable
-        raise ConfigError(f"{path} is not a YAML list of overrides: {e}") from None
+        raise ConfigError(f"{path} is not a YAML list of overrides: {yaml_files.problem(e)}") from None
 
 
 def _is_metric(key: str, value) -> bool:

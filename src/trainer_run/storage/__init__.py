@@ -11,7 +11,8 @@ Config files are YAML, read as data the way OmegaConf reads them.
 - ``npz``: ``.npz`` archives written in one pass, read without pickle
 - ``ziparchive``: a zip of uncompressed members, written in one sequential pass
 - ``states``: state trees flattened into JSON-able data plus a dict of arrays, and back
-- ``files``: atomic writes and whole appends; a refused write names the file
+- ``files``: atomic writes and whole appends, never through a link in a run; a refused write names the file
+- ``reading``: a run's files read as regular files of a bounded size, never through a link
 - ``strict_json``: JSON with ``null`` for NaN and infinities, for files other programs read
 - ``background_write``: one write at a time on a background thread, of a frozen copy of a state
 - ``yaml_files``: YAML files read as OmegaConf reads them, parsed by libyaml

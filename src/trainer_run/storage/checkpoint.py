@@ -48,7 +48,7 @@ from typing import Callable, Collection, Mapping
 
 from ..errors import ConfigError, StorageError
 from . import checkpoint_schema as schema
-from . import checksums, files, npz
+from . import checksums, files, npz, reading
 from .checkpoint_schema import FORMAT, CheckpointError, NewerFormatError
 from .states import flatten, unflatten
 
@@ -67,10 +67,12 @@ def name_of(iteration: int) -> str:
 
 
 def save(state: dict, directory: Path, iteration: int, keep: int | None = None,
-         protect: Collection[str] = ()) -> Path:
+         protect: Collection[str] = (), run: Path | None = None) -> Path:
     """Writes ``state`` as checkpoint ``iter_<iteration>`` under ``directory``; returns its path.
     With ``keep``, older checkpoints beyond the newest ``keep`` are deleted, except those named
-    in ``protect``.
+    in ``protect``. With ``run`` (the run folder ``directory`` is in), a symbolic link from
+    ``run`` down to the checkpoint, ``latest`` or ``best`` is refused
+    (:class:`~trainer_run.storage.files.LinkInRun`) and nothing is written.
 
     Raises :class:`~trainer_run.errors.StorageError` naming the file the disk refused; the
     partial temporary directory is removed and earlier checkpoints stay as they were, as they
@@ -84,10 +86,15 @@ def save(state: dict, directory: Path, iteration: int, keep: int | None = None,
     directory = Path(directory)
     name = name_of(iteration)
     tmp = directory / f".tmp-{name}-{os.getpid()}"
+    if run is not None:
+        for path in (directory / name, directory / LATEST):
+            files.check_no_links(path, run)
     try:
+        if run is not None:
+            files.make_folder(directory, run)
         directory.mkdir(parents=True, exist_ok=True)
         _write_files(state, tmp, directory / name)
-        return _publish(tmp, directory, name, keep, {name, *protect})
+        return _publish(tmp, directory, name, keep, {name, *protect}, run)
     except (OSError, StorageError) as e:
         shutil.rmtree(tmp, ignore_errors=True)
         failed = e if isinstance(e, StorageError) else files.storage_error(directory / name, e)
@@ -102,8 +109,7 @@ def save(state: dict, directory: Path, iteration: int, keep: int | None = None,
 def _write_files(state: dict, tmp: Path, final: Path) -> None:
     """Writes the three files into ``tmp``; a refused write names the file under ``final``.
     The arrays are checksummed as they are written (:func:`trainer_run.storage.npz.write`)."""
-    if tmp.exists():
-        shutil.rmtree(tmp)
+    _remove(tmp)
     tmp.mkdir()
     arrays: dict = {}
     data = json.dumps({schema.FORMAT_KEY: FORMAT, **flatten(state, arrays)}).encode()
@@ -116,7 +122,8 @@ def _write_files(state: dict, tmp: Path, final: Path) -> None:
     files.fsync_dir(tmp)
 
 
-def _publish(tmp: Path, directory: Path, name: str, keep: int | None, protect: set) -> Path:
+def _publish(tmp: Path, directory: Path, name: str, keep: int | None, protect: set,
+             run: Path | None = None) -> Path:
     """Renames the written ``tmp`` into place, then points ``latest`` at it (which also
     makes both renames durable)."""
     final = directory / name
@@ -125,16 +132,17 @@ def _publish(tmp: Path, directory: Path, name: str, keep: int | None, protect: s
     if final.exists():
         os.replace(final, stale)
     os.replace(tmp, final)
-    files.write_atomic(directory / LATEST, name + "\n")
-    shutil.rmtree(stale, ignore_errors=True)
+    files.write_atomic(directory / LATEST, name + "\n", run=run)
+    _remove(stale)
     if keep is not None:
         _prune(directory, keep, protect)
     return final
 
 
-def mark_best(directory: Path, iteration: int) -> None:
-    """Points ``<directory>/best`` at the checkpoint of ``iteration`` (atomically)."""
-    files.write_atomic(Path(directory) / BEST, name_of(iteration) + "\n")
+def mark_best(directory: Path, iteration: int, run: Path | None = None) -> None:
+    """Points ``<directory>/best`` at the checkpoint of ``iteration`` (atomically; with
+    ``run``, the run folder, never through a link)."""
+    files.write_atomic(Path(directory) / BEST, name_of(iteration) + "\n", run=run)
 
 
 def load(path: Path, require: Mapping[str, type] | None = None) -> dict:
@@ -171,15 +179,23 @@ def verify(path: Path) -> None:
     """Checks that every file of checkpoint ``path`` exists and matches its checksum
     (:mod:`trainer_run.storage.checksums`: CRC-32 and size, or the SHA-256 older checkpoints hold)."""
     path = Path(path)
+    if path.is_symlink():
+        raise files.link_in_run(path)
     try:
-        recorded = json.loads((path / CHECKSUMS).read_text())
+        recorded = json.loads(reading.read_text(path / CHECKSUMS, reading.RECORD_BYTES))
         if not isinstance(recorded, dict) or not any(kind in recorded for kind in checksums.KINDS):
             raise ValueError(f"it holds no {' or '.join(checksums.KINDS)} checksums")
+    except ConfigError:  # a link, a special file, an oversized one: planted, refused
+        raise
     except FileNotFoundError:
         raise CheckpointError(f"checkpoint {path} is incomplete: {CHECKSUMS} is missing") from None
     except (OSError, ValueError) as e:
         raise CheckpointError(f"checkpoint file {path / CHECKSUMS} is corrupt ({e})") from None
     for name in (STATE, ARRAYS):
+        if (path / name).is_symlink():
+            raise files.link_in_run(path / name)
+        if (path / name).exists() and not (path / name).is_file():
+            raise files.not_regular(path / name)
         if not (path / name).is_file():
             raise CheckpointError(f"checkpoint {path} is incomplete: {name} is missing")
         if not checksums.matches(path / name, recorded):
@@ -270,8 +286,11 @@ def find(path: Path, report: Callable[[str], None] = lambda message: None,
     if not path.exists():
         raise ConfigError(f"resume={path}: no such run or checkpoint directory")
     if path.name.startswith(PREFIX) or is_checkpoint(path):
+        if path.parent.name == "checkpoints":  # <run>/checkpoints/iter_<N>: no link below <run>
+            files.check_no_links(path, path.parent.parent)
         _load_checked(path, require, check)
         return path
+    files.check_no_links(path / "checkpoints", path)
     directory = path / "checkpoints" if (path / "checkpoints").is_dir() else path
     for candidate in _candidates(directory, report):
         try:
@@ -304,11 +323,21 @@ def _candidates(directory: Path, report: Callable[[str], None]) -> list[Path]:
     if latest is not None and directory / latest in candidates:
         candidates.remove(directory / latest)
         candidates.insert(0, directory / latest)
+    elif latest is not None and leads_outside(latest):
+        raise ConfigError(f"{directory / LATEST} names {latest!r}, outside {directory}: a run's "
+                          "checkpoints are only those in its own folder; remove that file, or "
+                          "name the checkpoint to resume")
     elif latest is not None:
         problem = f"{directory / LATEST} names {latest}, which is not a checkpoint there"
     if problem:
         report(f"{problem}; using the newest valid checkpoint")
     return candidates
+
+
+def leads_outside(name: str) -> bool:
+    """Whether the checkpoint name ``name`` (read from ``latest`` or ``best``) names anything
+    but an entry of the checkpoints folder (a path, ``..``)."""
+    return name in (".", "..") or "/" in name or "\0" in name
 
 
 def _clean_leftovers(directory: Path) -> None:
@@ -330,7 +359,8 @@ def _clean_leftovers(directory: Path) -> None:
 
 
 def _remove(path: Path) -> None:
-    if path.is_dir():
+    """Removes the file or folder ``path`` (a link itself, never what it points to)."""
+    if path.is_dir() and not path.is_symlink():
         shutil.rmtree(path, ignore_errors=True)
     else:
         path.unlink(missing_ok=True)
@@ -341,7 +371,7 @@ def _latest(directory: Path) -> tuple[str | None, str | None]:
     (None too when there is no such file)."""
     path = Path(directory) / LATEST
     try:
-        name = path.read_bytes().decode().strip()
+        name = reading.read_bytes(path, reading.MARKER_BYTES).decode().strip()
     except FileNotFoundError:
         return None, None
     except OSError as e:

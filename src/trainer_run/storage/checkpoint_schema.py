@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Mapping
 
 from ..errors import ConfigError
+from . import reading
 
 FORMAT = 1  # the newest layout this code writes and reads
 FORMAT_KEY = "format"
@@ -36,7 +37,7 @@ def read(state_file: Path, checkpoint: Path) -> dict:
     """The tree in ``state_file`` (of checkpoint directory ``checkpoint``) without its
     ``format``, after checking that it is a JSON object of a format this code reads."""
     try:
-        tree = json.loads(Path(state_file).read_bytes())
+        tree = json.loads(reading.read_bytes(Path(state_file), reading.STATE_BYTES))
     except (OSError, ValueError, RecursionError) as e:
         raise unreadable(state_file, e) from None
     if not isinstance(tree, dict):

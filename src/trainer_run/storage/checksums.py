@@ -20,6 +20,8 @@ import os
 import zlib
 from pathlib import Path
 
+from . import files
+
 KINDS = ("crc32", "sha256")  # what a checksums.json may hold: this version's, the earlier one's
 
 
@@ -115,7 +117,7 @@ _DIGESTS: dict[tuple, str] = {}
 
 def _read_digest(path: Path, kind: str) -> str:
     crc, sha = 0, hashlib.sha256()
-    with open(path, "rb") as f:
+    with os.fdopen(files.open_regular(path, os.O_RDONLY), "rb") as f:  # no link, FIFO, device
         for block in iter(lambda: f.read(1 << 20), b""):
             if kind == "crc32":
                 crc = zlib.crc32(block, crc)

@@ -9,27 +9,79 @@ to the file's previous length, so a log never ends in a torn row. When the disk 
 (full, read-only, no permission), the temporary file is removed and
 :class:`~trainer_run.errors.StorageError` (exit status 4) says ``cannot write <path>:
 <reason>``, naming the file the caller asked for.
+
+Inside a run folder nothing is written through a symbolic link: a caller that names the
+``run`` folder a file or folder belongs to has every folder between the two, and the file
+itself, checked (:func:`check_no_links`), and the file opened with ``O_NOFOLLOW``. A link
+found there (planted by whoever made the folder) is refused with :class:`LinkInRun` (a
+:class:`~trainer_run.errors.ConfigError`, exit 2) naming it, and its target is not touched.
+The run folder itself may be reached through links: the user named it.
 """
 
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 from typing import BinaryIO, Callable, Union
 
-from ..errors import StorageError
+from ..errors import ConfigError, StorageError
 
 Content = Union[str, bytes, Callable[[BinaryIO], object]]
+NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+"""How a temporary file is opened: created here, never an existing file or a link."""
 
 
-def write_atomic(path: Path, content: Content) -> None:
+class LinkInRun(ConfigError):
+    """A file or folder of a run folder that trainer-run would write or read is a symbolic
+    link."""
+
+
+def check_no_links(path: Path, run: Path) -> None:
+    """Refuses (:class:`LinkInRun`) ``path`` inside the folder ``run`` when it, or any folder
+    between ``run`` and it, is a symbolic link; what does not exist yet passes."""
+    path, run = Path(os.path.abspath(path)), Path(os.path.abspath(run))
+    current = run
+    for part in path.relative_to(run).parts:
+        current = current / part
+        if current.is_symlink():
+            raise link_in_run(current, run)
+        if not current.exists():
+            return
+
+
+def link_in_run(path: Path, run: Path | None = None) -> LinkInRun:
+    """The :class:`LinkInRun` for the link ``path`` (of the run folder ``run``)."""
+    where = f" in run folder {run}" if run is not None else ""
+    return LinkInRun(f"{path} is a symbolic link{where}; trainer-run reads and writes a run's "
+                     "files only inside the run folder, never through a link: remove the link "
+                     "(or copy the run without links) and try again")
+
+
+def make_folder(path: Path, run: Path) -> None:
+    """Creates the folder ``path`` inside the run folder ``run`` (and the folders between)
+    unless it exists, refusing a link on the way (:func:`check_no_links`); raises StorageError
+    naming it if the disk refuses."""
+    check_no_links(path, run)
+    try:
+        Path(path).mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise storage_error(path, e) from None
+    check_no_links(path, run)
+
+
+def write_atomic(path: Path, content: Content, run: Path | None = None) -> None:
     """Replaces ``path`` with ``content`` (text as UTF-8, bytes, or a function writing to a
     binary file) atomically and durably; raises StorageError naming ``path`` if the disk
-    refuses, leaving ``path`` as it was."""
+    refuses, leaving ``path`` as it was. With ``run`` (the run folder ``path`` is in), a link
+    at ``path`` or on the way to it is refused (:func:`check_no_links`)."""
     path = Path(path)
+    if run is not None:
+        check_no_links(path, run)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
-        write_synced(tmp, content, shown_as=path)
+        tmp.unlink(missing_ok=True)  # a killed writer's of this pid, or a planted link
+        write_synced(tmp, content, shown_as=path, flags=NEW)
         try:
             os.replace(tmp, path)
             fsync_dir(path.parent)
@@ -39,11 +91,13 @@ def write_atomic(path: Path, content: Content) -> None:
         tmp.unlink(missing_ok=True)
 
 
-def write_synced(path: Path, content: Content, shown_as: Path | None = None) -> None:
-    """Writes ``content`` to ``path`` (created or truncated), flushed and fsynced; raises
-    StorageError naming ``shown_as`` (default ``path``) if the disk refuses."""
+def write_synced(path: Path, content: Content, shown_as: Path | None = None,
+                 flags: int = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW) -> None:
+    """Writes ``content`` to ``path`` (created or truncated; never through a link), flushed and
+    fsynced; raises StorageError naming ``shown_as`` (default ``path``) if the disk refuses,
+    :class:`LinkInRun` if ``path`` is a link."""
     try:
-        with open(path, "wb") as f:
+        with os.fdopen(open_regular(path, flags), "wb") as f:
             if callable(content):
                 content(f)
             else:
@@ -53,14 +107,18 @@ def write_synced(path: Path, content: Content, shown_as: Path | None = None) -> 
         raise storage_error(shown_as or path, e) from None
 
 
-def append(path: Path, text: str | bytes) -> None:
-    """Appends ``text`` (str as UTF-8, or bytes) to ``path`` (created if missing); raises
-    StorageError naming it if the disk refuses. A refused append is undone: the file is
-    truncated back to the length it had, so it ends where it ended. It is not fsynced: a log
-    row is appended every few iterations, and the checkpoints, which are, keep the rows."""
+def append(path: Path, text: str | bytes, run: Path | None = None) -> None:
+    """Appends ``text`` (str as UTF-8, or bytes) to ``path`` (created if missing; a link or
+    anything but a regular file is refused, :func:`open_regular`, and with ``run`` a link on
+    the way from it too); raises StorageError naming it if the disk refuses. A refused
+    append is undone: the file is truncated back to the length it had, so it ends where it
+    ended. It is not fsynced: a log row is appended every few iterations, and the
+    checkpoints, which are, keep the rows."""
     data = text.encode() if isinstance(text, str) else text
+    if run is not None:
+        check_no_links(path, run)
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+        fd = open_regular(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
     except OSError as e:
         raise storage_error(path, e) from None
     try:
@@ -71,6 +129,31 @@ def append(path: Path, text: str | bytes) -> None:
         raise storage_error(path, e) from None
     finally:
         os.close(fd)
+
+
+def open_regular(path: Path, flags: int, mode: int = 0o666) -> int:
+    """``os.open(path, flags)`` of a regular file, never following a link at ``path``
+    (``O_NOFOLLOW``) nor waiting on a FIFO; :class:`LinkInRun` for a link, ConfigError for
+    anything else that is not a regular file (the descriptor is closed), OSError as
+    ``os.open`` raises it."""
+    try:
+        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, mode)
+    except OSError:
+        if Path(path).is_symlink():
+            raise link_in_run(Path(path)) from None
+        raise
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise not_regular(path)
+    os.set_blocking(fd, True)
+    return fd
+
+
+def not_regular(path: Path) -> ConfigError:
+    """The ConfigError for a run's file ``path`` that is a folder, FIFO, device or socket."""
+    return ConfigError(f"{path} is not a regular file (a folder, FIFO or device); trainer-run "
+                       "reads and writes a run's files only as regular files: remove it and "
+                       "try again")
 
 
 def _write_all(fd: int, data: bytes) -> None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import io
 import math
+import os
 import zipfile
 import zlib
 from pathlib import Path
@@ -28,10 +29,13 @@ import numpy
 from numpy.lib import format as npy
 
 from ..memory import check_fits
+from . import reading
 from .ziparchive import ZipArchive
 
 # Everything a crafted zip file can make the zipfile module raise while reading it.
 ZIP_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, RuntimeError)
+DEFLATE_RATIO = 1032
+"""The most deflate expands a byte to (its longest match, 258 bytes, in 2 bits)."""
 _HEADERS = {(1, 0): npy.read_array_header_1_0, (2, 0): npy.read_array_header_2_0}
 
 
@@ -66,20 +70,38 @@ def _npy_header(array: numpy.ndarray) -> bytes:
 def members(path: Path) -> dict[str, tuple[tuple[int, ...], numpy.dtype]]:
     """The arrays of the archive ``path`` as ``key -> (shape, dtype)`` (the key is the
     member name without ``.npy``), read from their headers; ValueError if it is not an
-    archive of ``.npy`` arrays loadable without pickle."""
-    try:
-        archive = zipfile.ZipFile(path)
-    except ZIP_ERRORS:
-        raise ValueError("not a zip archive of .npy arrays") from None
-    with archive:
-        found = {}
-        for info in archive.infolist():
-            header = _header(archive, info)
-            key = info.filename[: -len(".npy")]
-            if key in found:
-                raise ValueError(f"member {info.filename!r} appears twice")
-            found[key] = header
-        return found
+    archive of ``.npy`` arrays loadable without pickle, or a member declares more bytes
+    than the archive can hold (:func:`_check_declared`). ``path`` must be a regular file,
+    not a link (:func:`trainer_run.storage.reading.open_file`)."""
+    with reading.open_file(Path(path)) as file:
+        size = os.fstat(file.fileno()).st_size
+        try:
+            archive = zipfile.ZipFile(file)
+        except ZIP_ERRORS:
+            raise ValueError("not a zip archive of .npy arrays") from None
+        with archive:
+            return _members(archive, size)
+
+
+def _members(archive: zipfile.ZipFile, size: int) -> dict:
+    found = {}
+    for info in archive.infolist():
+        _check_declared(info, size)
+        header = _header(archive, info)
+        key = info.filename[: -len(".npy")]
+        if key in found:
+            raise ValueError(f"member {info.filename!r} appears twice")
+        found[key] = header
+    return found
+
+
+def _check_declared(info: zipfile.ZipInfo, size: int) -> None:
+    """Refuses a member whose declared sizes no archive of ``size`` bytes holds: stored
+    bytes beyond the archive, or more data than deflate can expand them to."""
+    if info.compress_size > size or info.file_size > max(info.compress_size, 1) * DEFLATE_RATIO:
+        raise ValueError(f"member {info.filename!r} declares {info.file_size} bytes of data "
+                         f"({info.compress_size} stored), more than an archive of {size} bytes "
+                         "can hold")
 
 
 def load(path: Path) -> dict[str, numpy.ndarray]:
@@ -88,7 +110,7 @@ def load(path: Path) -> dict[str, numpy.ndarray]:
     exactly its declared bytes."""
     declared = members(path)
     try:
-        with zipfile.ZipFile(path) as archive:
+        with reading.open_file(Path(path)) as file, zipfile.ZipFile(file) as archive:
             return {key: _read(archive, f"{key}.npy", shape, dtype, path)
                     for key, (shape, dtype) in declared.items()}
     except ZIP_ERRORS as e:

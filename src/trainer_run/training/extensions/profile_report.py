@@ -48,7 +48,8 @@ class ProfileReport(Extension):
 
     def finalize(self, trainer) -> None:
         report = self.report(trainer.updater.iteration - self._first_iteration)
-        files.write_atomic(Path(trainer.out) / "profile.json", strict_json.dumps(report, indent=2))
+        files.write_atomic(Path(trainer.out) / "profile.json", strict_json.dumps(report, indent=2),
+                           run=trainer.out)
         self.console.print(self.table(report))
 
     def report(self, iterations: int) -> dict:

@@ -77,12 +77,12 @@ class Snapshot(Extension):
 
     def _write(self, state: dict, directory: Path, iteration: int, best: list, arrays) -> None:
         checkpoint.save(state, directory, iteration, self.keep,
-                        protect=[checkpoint.name_of(i) for i in best])
+                        protect=[checkpoint.name_of(i) for i in best], run=directory.parent)
         if best and best[0] == iteration:
-            checkpoint.mark_best(directory, iteration)
+            checkpoint.mark_best(directory, iteration, run=directory.parent)
             if arrays is not None:
                 files.write_atomic(directory.parent / "model_best.npz",
-                                   lambda f: numpy.savez(f, **arrays))
+                                   lambda f: numpy.savez(f, **arrays), run=directory.parent)
 
     def finalize(self, trainer) -> None:
         """Saves the last iteration (unless just saved) when training completed or was

@@ -77,6 +77,6 @@ class Summary(Extension):
             summary.update(self.held_out.metrics)
             summary["test_weights"] = self.held_out.weights
         summary.update({"model": self.model} if self.model is not None else {})
-        files.write_atomic(out / "summary.json", strict_json.dumps(summary, indent=2))
+        files.write_atomic(out / "summary.json", strict_json.dumps(summary, indent=2), run=out)
         arrays = self.store.state_dict(self.to_numpy)
-        files.write_atomic(out / "model.npz", lambda f: numpy.savez(f, **arrays))
+        files.write_atomic(out / "model.npz", lambda f: numpy.savez(f, **arrays), run=out)

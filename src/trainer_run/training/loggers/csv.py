@@ -40,12 +40,12 @@ class CsvTable(Logger):
         if any(key not in self.columns for key in row):
             self._rewrite()
         else:
-            files.append(self.path, self._lines([row]))
+            files.append(self.path, self._lines([row]), run=self.path.parent)
 
     def _rewrite(self) -> None:
         self.columns = list(dict.fromkeys(key for row in self.rows for key in row))
         header = self._lines([dict(zip(self.columns, self.columns))]) if self.rows else ""
-        files.write_atomic(self.path, header + self._lines(self.rows))
+        files.write_atomic(self.path, header + self._lines(self.rows), run=self.path.parent)
 
     def _lines(self, rows: list[dict]) -> str:
         text = io.StringIO()

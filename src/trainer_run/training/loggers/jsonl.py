@@ -19,7 +19,8 @@ class JsonLines(Logger):
 
     def start(self, out: Path, rows: list[dict]) -> None:
         self.path = Path(out) / FILE
-        files.write_atomic(self.path, "".join(strict_json.dumps(row) + "\n" for row in rows))
+        files.write_atomic(self.path, "".join(strict_json.dumps(row) + "\n" for row in rows),
+                          run=out)
 
     def write(self, row: dict) -> None:
-        files.append(self.path, strict_json.dumps(row) + "\n")
+        files.append(self.path, strict_json.dumps(row) + "\n", run=self.path.parent)

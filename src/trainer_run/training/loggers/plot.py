@@ -59,7 +59,7 @@ class Plot(Logger):
     def draw(self) -> None:
         """Replaces ``plot.png`` with the rows so far."""
         drawn = self.figure()
-        files.write_atomic(self.path, lambda f: drawn.savefig(f, format="png"))
+        files.write_atomic(self.path, lambda f: drawn.savefig(f, format="png"), run=self.path.parent)
 
     def figure(self) -> Figure:
         """The figure of the rows so far (see the class)."""

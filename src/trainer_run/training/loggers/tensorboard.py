@@ -46,28 +46,25 @@ class TensorBoard(Logger):
 
     def start(self, out: Path, rows: list[dict]) -> None:
         folder = Path(out) / FOLDER
+        files.make_folder(folder, out)
         old = list(folder.glob("events.out.tfevents.*"))
         self.path = folder / (f"events.out.tfevents.{int(time.time())}.{socket.gethostname()}"
                               f".{os.getpid()}.{time.time_ns()}")
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise files.storage_error(folder, e) from None
         events = [Event(wall_time=time.time(), file_version="brain.Event:2"), *self._hparams()]
         events += [event for row in rows for event in self._scalars(row)]
-        files.write_atomic(self.path, records(events))
+        files.write_atomic(self.path, records(events), run=out)
         for path in old:
             path.unlink(missing_ok=True)
 
     def write(self, row: dict) -> None:
-        files.append(self.path, records(self._scalars(row)))
+        files.append(self.path, records(self._scalars(row)), run=self.path.parent)
 
     def close(self) -> None:
         objective = self.run.objective
         if objective is not None and objective.best is not None:
             step = objective.best_iteration if self.last is None else self.last
             summary = scalar(f"best/{objective.metric}", float(objective.best))
-            files.append(self.path, records([_event(summary, step)]))
+            files.append(self.path, records([_event(summary, step)]), run=self.path.parent)
 
     def _scalars(self, row: dict) -> list:
         step = row.get("iteration")
