@@ -91,7 +91,8 @@ def build_run(config: dict) -> Run:
     seed = check_number("seed", config["seed"], low=0, integer=True)
     data_seed, model_seed, shuffle_seed = numpy.random.SeedSequence(seed).spawn(3)
     backend = build_backend(config["backend"], model_seed)
-    data, batch_size = build_data(config["dataset"], numpy.random.default_rng(data_seed))
+    data, batch_size = build_data(config["dataset"], numpy.random.default_rng(data_seed),
+                                  backend.dtype)
     model = build_model(config["model"], data, backend)
     u, t = config["updater"], config["trainer"]
     kvstore, decision = build_kvstore(config["kvstore"], u, str(backend.dtype))
@@ -260,15 +261,17 @@ def _callback(item, key: str):
     return locate(item, key, KINDS["hook"])
 
 
-def build_data(section: dict, rng) -> tuple[datasets.Data, int]:
+def build_data(section: dict, rng, dtype="float32") -> tuple[datasets.Data, int]:
     """The data of ``dataset._target_`` by the rules of :func:`trainer_run.data.prepare`
-    (``dataset.task``, ``val_fraction`` drawn from ``rng``, ``normalize``) and the batch size."""
+    (``dataset.task``, ``val_fraction`` drawn from ``rng``, ``normalize``, float inputs read in
+    ``dtype``) and the batch size."""
     batch_size = check_number("dataset.batch_size", section["batch_size"], low=1, integer=True)
     factory, kwargs, fixed = arguments("dataset", section, {"rng": rng}, runner=DATA_KEYS)
     result = call("dataset", factory, kwargs, **fixed)
     classes = datasets.declared_classes(factory, kwargs)
     data = datasets.prepare(result, rng, section["val_fraction"], section["task"],
-                            section["normalize"], classes, origin=section["_target_"])
+                            section["normalize"], classes, origin=section["_target_"],
+                            dtype=dtype)
     check(batch_size <= len(data.train),
           f"dataset.batch_size={batch_size} exceeds the {len(data.train)} training examples")
     return data, batch_size
