@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from helpers import run_cli
 
-from trainer_run.data import ArrayDataset, Splits, prepare
+from trainer_run.data import ArrayDataset, Splits, csv_files, prepare
 from trainer_run.errors import ConfigError
 from trainer_run.targets import locate
 
@@ -154,6 +154,58 @@ def test_the_command_refuses_float64_beyond_float32_instead_of_diverging(tmp_pat
     assert line == ("error: x.npy and y.npy: the inputs hold values beyond the range of float32, "
                     "which the run reads them in (largest 3.403e+38; first at example 3); they "
                     "would become infinity: scale them down")
+
+
+# ------------------------------------------------------------------------------ CSV tables
+def _table(tmp_path, rows, header="a,b,y"):
+    path = tmp_path / "t.csv"
+    path.write_text("".join(f"{r}\n" for r in ([header] if header else []) + rows))
+    return str(path)
+
+
+@pytest.mark.parametrize("last", ["3,4,", "3,4, ", '3,4,""'])
+@pytest.mark.parametrize("labels", ["0 1", "a b", "0.5 1.5"])
+def test_an_empty_label_cell_is_refused_naming_its_row(tmp_path, labels, last):
+    names = labels.split()
+    path = _table(tmp_path, [f"{i},{i},{names[i % 2]}" for i in range(10)] + [last])
+    with pytest.raises(ConfigError) as e:
+        csv_files.csv(path, target="y")
+    assert str(e.value) == (f"path={path}: the target column 'y' is empty in row 12; an empty cell "
+                            "is NaN and a label cannot be: fill it or drop the row")
+
+
+def test_an_empty_label_cell_without_a_header_and_in_the_validation_table(tmp_path):
+    path = _table(tmp_path, ["1,2,0", ",3,1", "4,5,"], header=None)
+    with pytest.raises(ConfigError, match=r"the target column 2 is empty in row 3;"):
+        csv_files.csv(path)
+    train = _table(tmp_path, ["1,2,0", "2,3,1"])
+    (tmp_path / "v.csv").write_text("a,b,y\n1,2,\n")
+    with pytest.raises(ConfigError, match=r"^val_path=.*v\.csv: the target column 'y' is empty in "
+                       "row 2"):
+        csv_files.csv(train, val_path=str(tmp_path / "v.csv"))
+
+
+def test_an_empty_feature_cell_is_still_nan(tmp_path):
+    x, y = csv_files.csv(_table(tmp_path, ["1,,0", "2,3,1"])).train
+    assert np.isnan(x[0, 1]) and y.tolist() == [0, 1]
+
+
+@pytest.mark.parametrize("cell", ["1e39", "-4e38", "1e300"])
+def test_a_feature_beyond_float32_is_refused_naming_the_cell(tmp_path, cell):
+    path = _table(tmp_path, ["1,2,0", f"2,{cell},1", "3,4,0"])
+    with pytest.raises(ConfigError) as e:
+        csv_files.csv(path)
+    assert str(e.value) == (f"path={path}: column 'b' holds {float(cell):g} in row 3, beyond the "
+                            "range of float32 (largest 3.403e+38) that features are read in; "
+                            "scale it down")
+
+
+def test_the_command_refuses_an_empty_label_cell(tmp_path):
+    (tmp_path / "t.csv").write_text("a,b,species\n" + "".join(
+        f"{i},{i % 3},{'setosa' if i % 2 else 'virginica'}\n" for i in range(30)) + "1,2,\n")
+    line = _refused(run_cli("dataset=csv", "dataset.path=t.csv", *SHORT, cwd=tmp_path), tmp_path)
+    assert line == ("error: dataset.path=t.csv: the target column 'species' is empty in row 32; "
+                    "an empty cell is NaN and a label cannot be: fill it or drop the row")
 
 
 # ----------------------------------------------------------------------- what a loader returns
