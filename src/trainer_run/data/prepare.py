@@ -173,10 +173,11 @@ def _check_rows(splits: Splits, split: str) -> None:
     arrays = getattr(splits, split)
     if arrays is None:
         return
-    lists = [type(a).__name__ for a in arrays if not _is_array(a)]
-    check(not lists, f"{splits.source(split)}: the {split} split holds a {lists[:1] and lists[0]} "
-          "where an array belongs; every part of a split is an array with one row per example "
-          "(convert Python lists with numpy.asarray)")
+    other = next((type(a).__name__ for a in arrays if not _is_array(a)), None)
+    if other is not None:
+        raise ConfigError(f"{splits.source(split)}: the {split} split holds a {other} where an "
+                          "array belongs; every part of a split is an array with one row per "
+                          "example (convert Python lists with numpy.asarray)")
     lengths = [len(a) for a in arrays]
     check(len(arrays) >= 2, f"{splits.source(split)}: a split needs inputs and labels, got "
           f"{len(arrays)} array")

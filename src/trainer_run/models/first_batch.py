@@ -35,6 +35,8 @@ def check(model, data, backend, batch_size: int, target: str) -> None:
     :class:`~trainer_run.errors.ConfigError` naming ``target`` (``model._target_``), the
     shapes and the error (see the module docstring)."""
     batch = _batch(data.train, numpy.arange(min(batch_size, len(data.train))), backend)
+    if not isinstance(batch, tuple):  # examples of another form: the model's own business
+        return
     try:
         with no_grad(), evaluating(model), numpy.errstate(all="ignore"):
             outputs(model, batch)
@@ -56,12 +58,9 @@ def _batch(dataset, indices, backend):
     return concat_examples([dataset[int(i)] for i in indices], backend)
 
 
-def _shapes(batch) -> str:
+def _shapes(batch: tuple) -> str:
     """``inputs of shape (8, 1, 28, 28), labels of shape (8,)`` for a batch ``(x, t)``."""
-    arrays = list(batch.values()) if isinstance(batch, dict) else list(batch)
-    if not isinstance(batch, (tuple, dict)):
-        arrays = [batch]
-    shapes = [str(tuple(numpy.shape(a))) for a in arrays]
+    shapes = [str(tuple(numpy.shape(a))) for a in batch]
     if len(shapes) < 2:
         return f"inputs of shape {shapes[0]}"
     return f"inputs of shape {' and '.join(shapes[:-1])}, labels of shape {shapes[-1]}"
