@@ -114,7 +114,7 @@ def as_splits(result, origin: str) -> Splits | None:
         return Splits(result.arrays, origin={"train": origin})
     if isinstance(result, tuple) and len(result) == 2 and all(_has_examples(d) for d in result):
         return None
-    if _has_examples(result) and not isinstance(result, tuple):
+    if _has_examples(result):
         return Splits(_stacked(result), origin={"train": origin})
     raise ConfigError(f"{origin} returned {_returned(result)}; {EXPECTED}")
 
