@@ -21,7 +21,7 @@ from trainer_run.callbacks import HOOKS, Callbacks
 from trainer_run.errors import ConfigError, check, check_number
 from trainer_run.kvstore.request import KVStoreRequest
 from trainer_run.loss_scaling import LossScaler
-from trainer_run.models import build_model
+from trainer_run.models import build_model, first_batch
 from trainer_run.targets import Kind, instances_callable
 from trainer_run.training import StopTrigger, Trainer, time_limit
 from trainer_run.training.parameter_server import ParameterServer
@@ -86,13 +86,16 @@ DEFAULT_ITERATIONS = 1000
 
 def build_run(config: dict) -> Run:
     """The parts every process builds: random streams split from ``seed`` (one for the data,
-    one for the model's initial parameters, one for shuffling), backend, data, model,
-    kvstore, iterator, stop trigger, time limit and optimizer."""
+    one for the model's initial parameters, one for shuffling), backend, data, model (tried
+    on the first batch: :mod:`trainer_run.models.first_batch`), kvstore, iterator, stop
+    trigger, time limit and optimizer."""
     seed = check_number("seed", config["seed"], low=0, integer=True)
     data_seed, model_seed, shuffle_seed = numpy.random.SeedSequence(seed).spawn(3)
     backend = build_backend(config["backend"], model_seed)
-    data, batch_size = build_data(config["dataset"], numpy.random.default_rng(data_seed))
+    data, batch_size = build_data(config["dataset"], numpy.random.default_rng(data_seed),
+                                  backend.dtype)
     model = build_model(config["model"], data, backend)
+    first_batch.check(model, data, backend, batch_size, config["model"]["_target_"])
     u, t = config["updater"], config["trainer"]
     kvstore, decision = build_kvstore(config["kvstore"], u, str(backend.dtype))
     clip_norm = config["optimizer"].get("clip_global_norm")  # every rank checks it, a server too
@@ -260,19 +263,21 @@ def _callback(item, key: str):
     return locate(item, key, KINDS["hook"])
 
 
-def build_data(section: dict, rng, evaluated: str | None = None) -> tuple[datasets.Data, int]:
+def build_data(section: dict, rng, evaluated: str | None = None,
+               dtype="float32") -> tuple[datasets.Data, int]:
     """The data of ``dataset._target_`` by the rules of :func:`trainer_run.data.prepare`
-    (``dataset.task``, ``val_fraction`` drawn from ``rng``, ``normalize``) and the batch size.
-    For a run, a batch must fit in the training split. ``evaluated`` names the split
-    ``trainer-eval`` measures instead: then any number of examples >= 1 will do, and for
-    ``all`` nothing is held out for validation (every example is measured anyway)."""
+    (``dataset.task``, ``val_fraction`` drawn from ``rng``, ``normalize``, float inputs read in
+    ``dtype``) and the batch size. For a run, a batch must fit in the training split.
+    ``evaluated`` names the split ``trainer-eval`` measures instead: then any number of
+    examples >= 1 will do, and for ``all`` nothing is held out for validation (every example
+    is measured anyway)."""
     batch_size = check_number("dataset.batch_size", section["batch_size"], low=1, integer=True)
     factory, kwargs, fixed = arguments("dataset", section, {"rng": rng}, runner=DATA_KEYS)
     result = call("dataset", factory, kwargs, **fixed)
     classes = datasets.declared_classes(factory, kwargs)
     data = datasets.prepare(result, rng, section["val_fraction"], section["task"],
                             section["normalize"], classes, origin=section["_target_"],
-                            hold_out=evaluated != "all")
+                            hold_out=evaluated != "all", dtype=dtype)
     check(evaluated is not None or batch_size <= len(data.train),
           f"dataset.batch_size={batch_size} exceeds the {len(data.train)} training examples")
     return data, batch_size

@@ -39,7 +39,7 @@ from trainer_run.storage import checkpoint, yaml_files
 from trainer_run.updaters import saved as saved_state
 
 from . import argv as args
-from . import options
+from . import config_dirs, options
 from .report import describe
 
 FIXED = ("seed", "model", "dataset", "optimizer.multi_precision", "backend.dtype", "init_from",
@@ -72,6 +72,7 @@ def prepare(argv: list[str], resume: str, report: Callable[[str], None]) -> list
     tree = checkpoint.load_tree(found, checkpoint.RUN_STATE)
     vet(from_checkpoint(tree, found), trusted(argv))
     choices = _checked_choices(tree["choices"], found)
+    config_dirs.check_found(choices, argv, run_directory.owner(found))
     run_dir = _run_dir(found, args.value(argv, "hydra.run.dir"))
     rest = args.without(argv, "resume", "hydra.run.dir")
     for group, choice in choices.items():
@@ -100,6 +101,7 @@ def _start_again(argv: list[str], run: Path, report: Callable[[str], None]) -> l
     saved_record(run / RECORD_CONFIG, trusted(argv))
     run_directory.check_free(run)
     choices = _checked_choices(_recorded_choices(run), run / RECORD_CONFIG)
+    config_dirs.check_found(choices, argv, run)
     rest = args.without(argv, "resume", "hydra.run.dir")
     pinned = [f"{g}={c}" for g, c in choices.items() if args.value(rest, g) is None]
     report(f"{run} has no complete checkpoint (it stopped before its first): starting it again "

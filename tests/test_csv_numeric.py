@@ -51,7 +51,7 @@ NUMERIC = {
     "float target": "a,b,t\n1,2,0.5\n3,4,1e-300\n5,6,-7\n",
     "target beyond int64": "a,b,t\n1,2,3\n3,4,99999999999999999999\n",
     "inf and nan": "a,b,t\ninf,-Infinity,1\nnan,1.0,2\n",
-    "denormal and overflow in float32": "a,b,t\n1e-45,1e39,1\n-3.4028235e38,1.17549435e-38,2\n",
+    "denormal and float32's largest": "a,b,t\n1e-45,3.4028234e38,1\n-3.4028235e38,1.17549435e-38,2\n",
 }
 
 

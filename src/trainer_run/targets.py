@@ -89,11 +89,19 @@ def instances_callable(obj) -> bool:
     return callable(obj)
 
 
+def dotted(path) -> bool:
+    """Whether ``path`` is a string of two or more Python names joined by dots (``a.b``), the
+    only form :func:`locate` imports: ``..``, ``.x``, ``x..y``, ``os.`` or ``1abc.f`` are not."""
+    parts = path.split(".") if isinstance(path, str) else []
+    return len(parts) > 1 and all(p.isidentifier() for p in parts)
+
+
 def locate(path, key: str, kind: Kind | None = None):
     """The callable the dotted ``path`` names (``my_models.TwoLayer``); with ``kind``, one
     that can build that kind (see :class:`Kind`)."""
-    if not isinstance(path, str) or "." not in path:
-        raise ConfigError(f"{key} must be a dotted path like 'my_package.module.Name', got {path!r}")
+    if not dotted(path):
+        raise ConfigError(f"{key} must be a dotted path of Python names like "
+                          f"'my_package.module.Name', got {path!r}")
     module_name, _, attribute = path.rpartition(".")
     try:
         module = importlib.import_module(module_name)

@@ -11,6 +11,8 @@ The rules:
 - **Types.** A column whose cells are all integers within int64 holds integers, one of
   numbers holds floats (an empty cell is NaN), anything else holds strings. The target keeps its type, so
   the run's task rule applies to it (string labels become class ids); features become float32.
+- **Refused:** an empty target cell (a NaN label: no class, no target value), and a feature
+  beyond float32's range (it would become infinity), each named with its row.
 
 A table of plain numbers (no quotes, no empty cells) is read by :mod:`.csv_numeric`, NumPy's
 C parser block by block into float32: the same arrays, at ``numpy.loadtxt``'s speed.
@@ -51,7 +53,7 @@ def csv(path: str | None = None, target: str | int | None = None, features: list
             names, cells = _read(key, value, header, delimiter)
             if columns is None:
                 columns = _columns(names, cells, target, features, value)
-            arrays[split] = _arrays(names, cells, columns, value)
+            arrays[split] = _arrays(names, cells, columns, key, value)
         origin[split] = str(value)
     return Splits(arrays["train"], arrays.get("val"), arrays.get("test"), origin)
 
@@ -62,7 +64,10 @@ def _fast(key: str, value, header, delimiter: str, target, features, columns) ->
     def choose(names, first):
         return columns or _columns(names, [first], target, features, value)
 
-    return numeric_table(existing(key, value), header, delimiter, choose)
+    found = numeric_table(existing(key, value), header, delimiter, choose)
+    if found is not None and not numpy.isfinite(found[0][0]).all():
+        return None  # the general path names the cell (or prepare the NaN or infinity)
+    return found
 
 
 def _read(key: str, value, header, delimiter: str) -> tuple[list[str] | None, list[list[str]]]:
@@ -122,17 +127,32 @@ def _numeric(rows, i: int) -> bool:
     return all(row[i].strip() == "" or is_number(row[i]) for row in rows)
 
 
-def _arrays(names, rows, columns, value) -> tuple:
+def _arrays(names, rows, columns, key: str, value) -> tuple:
+    """The features (float32) and the labels of ``rows`` of the table ``value`` (the argument
+    ``key``'s)."""
     chosen, label = columns
     x = numpy.empty((len(rows), len(chosen)), numpy.float32)
     for j, i in enumerate(chosen):
+        column = names[i] if names else i
         try:
-            x[:, j] = [float(row[i]) if row[i].strip() else numpy.nan for row in rows]
+            cells = numpy.array([float(row[i]) if row[i].strip() else numpy.nan for row in rows])
         except ValueError:
-            column = names[i] if names else i
             raise ConfigError(f"features: column {column!r} of {value} holds text; list numeric "
                               "columns in dataset.features") from None
-    return x, _typed([row[label].strip() for row in rows])
+        with numpy.errstate(over="ignore"):
+            x[:, j] = cells
+        beyond = numpy.flatnonzero(numpy.isfinite(cells) & ~numpy.isfinite(x[:, j]))
+        if beyond.size:
+            raise ConfigError(f"{key}={value}: column {column!r} holds {cells[beyond[0]]:g} in row "
+                              f"{beyond[0] + 1 + bool(names)}, beyond the range of float32 "
+                              "(largest 3.403e+38) that features are read in; scale it down")
+    labels = [row[label].strip() for row in rows]
+    if "" in labels:
+        column = names[label] if names else label
+        raise ConfigError(f"{key}={value}: the target column {column!r} is empty in row "
+                          f"{labels.index('') + 1 + bool(names)}; an empty cell is NaN and a "
+                          "label cannot be: fill it or drop the row")
+    return x, _typed(labels)
 
 
 def _typed(cells: list[str]):

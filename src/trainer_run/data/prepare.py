@@ -16,8 +16,12 @@ The rules, in order:
    any); there are as many classes as the largest id + 1 (with a hint line when the ids skip
    values). Every class of the validation and test splits needs training examples.
    Regression targets become float32 columns.
-4. **Checks.** Arrays of one split have one row per example; float inputs hold no NaN or
-   infinity. Each failure is a :class:`~trainer_run.errors.ConfigError` naming the file.
+4. **Checks.** Arrays of one split are arrays (not Python lists) with one row per example;
+   inputs are numbers (booleans, integers or floats: not strings, objects or complex
+   numbers) and an example holds at least one value; float inputs hold no NaN or infinity,
+   also once cast to the dtype the run reads them in (``dtype``, float32 under
+   ``standardize``), where a value beyond that dtype's range would become infinity. Each
+   failure is a :class:`~trainer_run.errors.ConfigError` naming the file (or the loader).
 5. **Validation.** Without a validation split, ``val_fraction`` of the training examples are
    held out at random from the data's generator, stratified by class for classification.
 6. **Normalization** (``dataset.normalize``, see :mod:`trainer_run.data.input_scaling`) is
@@ -32,37 +36,40 @@ import inspect
 import numpy
 
 from ..errors import ConfigError, check, check_number
-from . import input_scaling, raw_inputs
+from . import input_checks, input_scaling, raw_inputs
 from .datasets import ArrayDataset, Data, Splits, SubDataset, stratified_positions, take
 
 TASKS = ("auto", "classification", "regression")
-CHUNK_BYTES = 1 << 26
 MAX_CLASSES = 1_000_000
 """The most classes a run takes: a class id must be below it (a larger id is a mistake, and
 would make an output layer of that many units)."""
 
 
 def prepare(result, rng, val_fraction: float = 0.2, task: str = "auto", normalize: str = "none",
-            n_classes: int | None = None, origin: str = "the dataset", hold_out: bool = True) -> Data:
+            n_classes: int | None = None, origin: str = "the dataset", hold_out: bool = True,
+            dtype="float32") -> Data:
     """``result`` of a dataset callable as :class:`Data` by the rules above; ``rng`` draws the
     validation split, ``n_classes`` is the class count the callable declared (None: none),
-    ``origin`` names the callable for messages when ``result`` does not name its files.
-    Without ``hold_out`` (data measured whole, ``trainer-eval split=all``) a result without a
-    validation split keeps every example for training and gets an empty one."""
+    ``origin`` names the callable for messages when ``result`` does not name its files,
+    ``dtype`` is the run's compute dtype (``backend.dtype``). Without ``hold_out`` (data
+    measured whole, ``trainer-eval split=all``) a result without a validation split keeps
+    every example for training and gets an empty one."""
     check(task in TASKS, f"dataset.task={task!r} is unknown; choose one of {', '.join(TASKS)}")
     val_fraction = check_number("dataset.val_fraction", val_fraction, low=0, high=1, low_open=True)
     if isinstance(result, Data):
         return result
     splits = as_splits(result, origin)
     if splits is None:
-        return _pair(result, task, n_classes)
+        return _pair(result, task, n_classes, origin)
     for split in ("train", "val", "test"):
         _check_rows(splits, split)
     labels, names, out_size, kind, note = _decide(splits, task, n_classes)
     inputs = {s: _inputs(getattr(splits, s)) for s in labels}
+    read_as = numpy.float32 if normalize == "standardize" else numpy.dtype(str(dtype))
     for split, arrays in inputs.items():
         for array in arrays:
-            _check_finite(array, splits.source(split))
+            input_checks.numbers(array.dtype, array.shape[1:], splits.source(split))
+            input_checks.finite(array, splits.source(split), read_as)
     train = ArrayDataset(*inputs["train"], labels["train"])
     if "val" in labels:
         val = ArrayDataset(*inputs["val"], labels["val"])
@@ -99,7 +106,9 @@ def describe(data: Data, source: str) -> str:
 
 
 def as_splits(result, origin: str) -> Splits | None:
-    """``result`` as :class:`Splits`, or None for a ``(train, val)`` pair of datasets."""
+    """``result`` as :class:`Splits`, or None for a ``(train, val)`` pair of datasets.
+    Anything else (Python lists in place of arrays, a dataset whose examples are not tuples)
+    is refused in one line naming ``origin`` and what it returned."""
     if isinstance(result, Splits):
         if not result.origin:
             result.origin = {"train": origin}
@@ -108,13 +117,40 @@ def as_splits(result, origin: str) -> Splits | None:
         return Splits(result, origin={"train": origin})
     if isinstance(result, ArrayDataset):
         return Splits(result.arrays, origin={"train": origin})
-    if isinstance(result, tuple) and len(result) == 2 and all(_is_dataset(d) for d in result):
+    if isinstance(result, tuple) and len(result) == 2 and all(_has_examples(d) for d in result):
         return None
-    if _is_dataset(result):
+    if _has_examples(result):
         return Splits(_stacked(result), origin={"train": origin})
-    raise ConfigError(f"{origin} returned {type(result).__name__}; a dataset callable returns "
-                      "arrays (x, y), one dataset, a (train, val) pair of datasets, a "
-                      "trainer_run.data.Splits or a trainer_run.data.Data")
+    raise ConfigError(f"{origin} returned {_returned(result)}; {EXPECTED}")
+
+
+EXPECTED = ("a dataset callable returns arrays (x, y) with one row per example (convert Python "
+            "lists with numpy.asarray), one dataset (len and [i] giving a tuple of arrays, the "
+            "label last), a (train, val) pair of datasets, a trainer_run.data.Splits or a "
+            "trainer_run.data.Data")
+"""What a loader may return, for the line that refuses anything else."""
+
+
+def _returned(value) -> str:
+    """What a loader returned, for a message: ``dict``, ``an array of shape (40,) alone``,
+    ``a tuple of (list of 40, ndarray of shape (40,))``, ``a list whose examples are float``."""
+    if _is_array(value):
+        return f"an array of shape {tuple(value.shape)} alone"
+    arrays = isinstance(value, list) and 0 < len(value) <= 4 and all(map(_is_array, value))
+    if isinstance(value, tuple) or arrays:
+        items = f"{', '.join(_item(v) for v in value[:4])}{', ...' * (len(value) > 4)}"
+        return f"a {type(value).__name__} of ({items}){', not a tuple' * arrays}"
+    if _is_dataset(value) and len(value) > 0:
+        return f"a {type(value).__name__} whose examples are {type(value[0]).__name__}, not tuples"
+    return f"an empty {type(value).__name__}" if _is_dataset(value) else type(value).__name__
+
+
+def _item(value) -> str:
+    if _is_array(value):
+        return f"{type(value).__name__} of shape {tuple(value.shape)}"
+    if _is_dataset(value):
+        return f"{type(value).__name__} of {len(value)}"
+    return type(value).__name__
 
 
 def _is_array(value) -> bool:
@@ -124,6 +160,11 @@ def _is_array(value) -> bool:
 def _is_dataset(value) -> bool:
     return (hasattr(value, "__len__") and hasattr(value, "__getitem__") and not _is_array(value)
             and not isinstance(value, (dict, str, bytes)))
+
+
+def _has_examples(value) -> bool:
+    """Whether ``value`` is a dataset whose first example is a tuple (of arrays, the label last)."""
+    return _is_dataset(value) and len(value) > 0 and isinstance(value[0], tuple)
 
 
 def _stacked(dataset) -> tuple:
@@ -137,6 +178,11 @@ def _check_rows(splits: Splits, split: str) -> None:
     arrays = getattr(splits, split)
     if arrays is None:
         return
+    other = next((type(a).__name__ for a in arrays if not _is_array(a)), None)
+    if other is not None:
+        raise ConfigError(f"{splits.source(split)}: the {split} split holds a {other} where an "
+                          "array belongs; every part of a split is an array with one row per "
+                          "example (convert Python lists with numpy.asarray)")
     lengths = [len(a) for a in arrays]
     check(len(arrays) >= 2, f"{splits.source(split)}: a split needs inputs and labels, got "
           f"{len(arrays)} array")
@@ -154,20 +200,6 @@ def with_channel_axis(a):
     """``a`` with a channel axis when it is a batch of single-channel images ``(N, H, W)``:
     ``(N, 1, H, W)``; any other array as it is."""
     return a.reshape(a.shape[0], 1, *a.shape[1:]) if a.ndim == 3 else a
-
-
-def _check_finite(array, source: str) -> None:
-    """Refuses NaN or infinity in a float input, naming the first example that holds one."""
-    if array.dtype.kind not in "fc":
-        return
-    row_bytes = max(array[:1].nbytes, 1)
-    step = max(1, CHUNK_BYTES // row_bytes)
-    for start in range(0, len(array), step):
-        bad = ~numpy.isfinite(numpy.asarray(array[start:start + step]))
-        if bad.any():
-            example = start + int(numpy.flatnonzero(bad.reshape(len(bad), -1).any(axis=1))[0])
-            raise ConfigError(f"{source}: the inputs hold NaN or infinity (first at example "
-                              f"{example}); fill or drop those values before training")
 
 
 def _decide(splits: Splits, task: str, n_classes: int | None):
@@ -305,11 +337,13 @@ def _hold_out(train: ArrayDataset, y, kind: str, fraction: float, rng):
     return SubDataset(train, rest), SubDataset(train, val)
 
 
-def _pair(result: tuple, task: str, n_classes: int | None) -> Data:
-    """A ``(train, val)`` pair of datasets as they are; the task from the first label."""
+def _pair(result: tuple, task: str, n_classes: int | None, origin: str) -> Data:
+    """A ``(train, val)`` pair of datasets as they are; the task from the first label, the
+    inputs' kind and shape from the first example."""
     train, val = result
     x, t = train[0][0], train[0][-1]
     shape = tuple(numpy.shape(x))
+    input_checks.numbers(numpy.asarray(x).dtype, shape, origin)
     kind, reason = _task(numpy.asarray(t), task)
     if kind == "classification":
         classes = n_classes or max(int(numpy.asarray(train[i][-1])) for i in range(len(train))) + 1

@@ -1,9 +1,12 @@
 """Connections with parameters: ``linear(x, W, b)`` computes ``x @ W.T + b`` with ``W`` of
-shape ``(out_size, in_size)`` (Chainer's convention)."""
+shape ``(out_size, in_size)`` (Chainer's convention). As in Chainer, the first axis of ``x`` is
+the batch and the others are one axis of features: images ``(N, C, H, W)`` are flattened to
+rows of ``C * H * W`` (:func:`~trainer_run.functions.flatten`) first."""
 
 from __future__ import annotations
 
 from ..autograd import Function, Variable
+from .array import flatten
 
 
 class Linear(Function):
@@ -30,5 +33,8 @@ class Linear(Function):
 
 
 def linear(x, W, b=None) -> Variable:
-    """``x @ W.T + b``; ``W`` has shape ``(out_size, in_size)``."""
+    """``x @ W.T + b``; ``W`` has shape ``(out_size, in_size)``; ``x`` of more than two axes
+    is flattened to ``(N, in_size)`` first."""
+    if len(x.shape) > 2:
+        x = flatten(x)
     return Linear()(x, W) if b is None else Linear()(x, W, b)

@@ -1,0 +1,52 @@
+"""A resumed run's options from a config folder of the user's (``--config-dir DIR``).
+
+A run started with ``--config-dir ./conf model=mynet`` chose ``model=mynet`` from that folder,
+and a resume composes the run's choices again: without the folder, Hydra would stop with its
+own message (``Could not find 'model/mynet'``). :func:`check_found` says instead which
+``--config-dir`` to pass, the folder the run was started with as Hydra recorded it
+(``.hydra/hydra.yaml``: ``hydra.runtime.config_sources``, the ``command-line`` ones).
+"""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+import yaml
+
+from trainer_run import run_directory
+from trainer_run.errors import ConfigError
+from trainer_run.storage import yaml_files
+
+from . import argv as args
+from .options import OPTIONS
+
+
+def check_found(choices: dict, argv: list[str], run: Path | None) -> None:
+    """Refuses a resume of ``run`` (None: a checkpoint outside a run) whose group ``choices``
+    name an option that is neither ours nor in a ``--config-dir`` of ``argv``, naming the
+    folder to pass."""
+    folders = args.config_dirs(argv)
+    for group, choice in choices.items():
+        if choice in OPTIONS.get(group, ()) or any((f / group / f"{choice}.yaml").is_file()
+                                                   for f in folders):
+            continue
+        recorded = recorded_dirs(run) if run is not None else []
+        source = f"its config folder {recorded[0]}" if recorded else "a config folder of yours"
+        folder = shlex.quote(recorded[0]) if recorded else f"<the folder of {group}/{choice}.yaml>"
+        resume = shlex.quote(str(args.value(argv, "resume")))
+        raise ConfigError(f"the run chose {group}={choice} from {source}, which this command does "
+                          f"not give; resume it with: trainer-run --config-dir {folder} "
+                          f"resume={resume}")
+
+
+def recorded_dirs(run: Path) -> list[str]:
+    """The ``--config-dir`` folders Hydra recorded for ``run`` (none when it recorded none, or
+    its record cannot be read)."""
+    try:
+        hydra = yaml_files.read(run / run_directory.RECORD / "hydra.yaml")
+        sources = hydra["hydra"]["runtime"]["config_sources"]
+        return [str(s["path"]) for s in sources
+                if s.get("provider") == "command-line" and s.get("schema") == "file"]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, yaml.YAMLError):
+        return []
