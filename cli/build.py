@@ -93,7 +93,7 @@ def build_run(config: dict) -> Run:
     data_seed, model_seed, shuffle_seed = numpy.random.SeedSequence(seed).spawn(3)
     backend = build_backend(config["backend"], model_seed)
     data, batch_size = build_data(config["dataset"], numpy.random.default_rng(data_seed),
-                                  backend.dtype)
+                                  dtype=backend.dtype)
     model = build_model(config["model"], data, backend)
     first_batch.check(model, data, backend, batch_size, config["model"]["_target_"])
     u, t = config["updater"], config["trainer"]
