@@ -333,7 +333,7 @@ def build(cfg: DictConfig, out: Path) -> tuple[Trainer | ParameterServer, Run]:
         node = resumes.config(stored, cfg, overrides(), choices, vouched)
     saved = OmegaConf.to_container(node, resolve=False)
     command = resumes.command_keys(overrides(), choices)
-    resolved = on_rank_0(launch.comm, lambda: resumes.resolved(node, stored, vouched, command))
+    resolved = resumes.resolved(node, stored, vouched, command)  # each rank, with its environment
     schema.check_types(resolved)
     if state is not None and (resolved["kvstore"].get("compression") or {}).get("type"):
         warn("gradient compression residuals are not in checkpoints (nor in MXNet's): they restart "

@@ -22,6 +22,8 @@ import trainer_run
 from trainer_run.errors import StorageError
 from trainer_run.training import stop_signals
 
+from . import rank_errors
+
 LABELS = {"hint": "cyan", "note": "blue", "warning": "yellow"}
 """Lines of what a run is about to do that go to stderr, by label, with their colour."""
 
@@ -34,16 +36,21 @@ def console(stderr: bool = False, **options) -> Console:
 
 
 def fail(error, code: int = 2) -> None:
-    """Prints ``error`` as one ``error:`` line and exits with ``code``."""
-    fail_line(error)
+    """Prints ``error`` as one ``error:`` line, once for the ranks of an ``mpiexec`` job that
+    fail alike (:mod:`.rank_errors`), and exits with ``code``."""
+    for line in rank_errors.lines_to_print(_one_line(error)):
+        fail_line(line)
     sys.exit(code)
 
 
 def fail_line(error) -> None:
     """Prints ``error`` as one ``error:`` line."""
-    text = " ".join(line.strip() for line in str(error).splitlines())
-    console(stderr=True).print(f"[bold red]error:[/] {escape(text)}", highlight=False,
+    console(stderr=True).print(f"[bold red]error:[/] {escape(_one_line(error))}", highlight=False,
                               soft_wrap=True)
+
+
+def _one_line(error) -> str:
+    return " ".join(line.strip() for line in str(error).splitlines())
 
 
 def show_cause(error: BaseException) -> None:

@@ -75,7 +75,7 @@ def end(status: int) -> int:
       waiting ranks abort the job with their own status.
     """
     MPI, comm = _job["MPI"], _job["comm"]
-    if MPI is None:
+    if MPI is None or comm is None and not _job["gave_up"]:  # no store to meet the others through
         return status
     if _job["gave_up"] and (comm is None or comm.Get_rank() == 0):
         _abort(status)
