@@ -137,7 +137,7 @@ def test_an_oserror_of_the_users_code_names_it_and_is_no_full_disk(folder, args,
     assert done.returncode == 1, done.stderr
     assert line.startswith(f"error: {named} raised {raised}"), line
     assert "free some space" not in done.stderr and "cannot write" not in done.stderr
-    assert f"resume={run}" in line
+    assert f"resume={run}" in line or line.endswith("nothing was trained")  # failed once built
     if (run / "summary.json").exists():  # not for a failure at start, before training
         assert summary(run)["status"] == "failed"
     if (run / "checkpoints").is_dir():  # the last good checkpoint is the one the line names

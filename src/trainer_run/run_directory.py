@@ -58,8 +58,10 @@ def holds_run(directory: Path) -> bool:
 
 def is_run(directory: Path) -> bool:
     """Whether ``directory`` is a run of trainer-run's: its record holds :data:`MARK` naming
-    the tool, or this user's signature of its config (a run from before the mark)."""
+    the tool, or this user's signature of its config (a run from before the mark). A record
+    that is a symbolic link is refused (:class:`~trainer_run.storage.files.LinkInRun`)."""
     record = Path(directory) / RECORD
+    files.check_no_links(record, directory)
     try:
         mark = json.loads(reading.read_bytes(record / MARK, reading.MARKER_BYTES, directory))
         if isinstance(mark, dict) and mark.get("tool") == "trainer-run":

@@ -7,7 +7,8 @@ arrays) then fails before anything is written, and the failure names what the us
 on instead of ending in a NumPy traceback at the first iteration: the model's ``_target_``,
 the shapes of the batch and of one example, the error as the model raised it and where in the
 user's code. Only the errors NumPy raises for arrays that do not fit (ValueError, TypeError,
-IndexError) are told this way; any other exception of the model keeps its traceback.
+IndexError) are told this way; any other exception of the model is the user's code's
+(:func:`trainer_run.user_code.raised`: its traceback, then one line naming ``model``).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import numpy
 
+from .. import user_code
 from ..autograd import no_grad
 from ..converter import concat_examples, to_device
 from ..errors import ConfigError
@@ -49,6 +51,8 @@ def check(model, data, backend, batch_size: int, target: str) -> None:
                           f"the model for this data: it receives in_size={data.in_size}, "
                           f"in_shape={data.in_shape} and out_size={data.out_size} when it takes "
                           "those arguments") from None
+    except Exception as e:
+        raise user_code.raised("model", model, e) from e
 
 
 def _batch(dataset, indices, backend):
