@@ -11,6 +11,8 @@ a CNN, not as the default MLP. The source run is the run folder (our record,
 checkpoint ``<run>/checkpoints/iter_<N>`` (or ``checkpoints/best``), or the folder of an
 ``.npz`` file such as ``<run>/model.npz``. Weights outside any run leave the command's model.
 A resumed run keeps the model of its checkpoint, as any resume does.
+
+:func:`load_weights` then loads the weights into the built model.
 """
 
 from __future__ import annotations
@@ -20,10 +22,11 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from trainer_run import run_directory, weights
-from trainer_run.errors import ConfigError
+from trainer_run.errors import ConfigError, check
 from trainer_run.trained import read_sections
 
 from . import argv as args
+from .report import say, warn
 
 
 def source_model(cfg: DictConfig, overrides: list[str]) -> tuple[DictConfig, str | None]:
@@ -65,3 +68,24 @@ def _source_run(cfg: DictConfig, overrides: list[str]) -> Path | None:
 def _names_model(overrides: list[str]) -> bool:
     keys = [args.key(o).lstrip("+~") for o in overrides]
     return any(k == "model" or k.startswith("model.") for k in keys)
+
+
+def load_weights(built, source, strict, speaks: bool) -> dict:
+    """Loads the weights ``init_from`` names into the new run's model (before the updater
+    copies it into replicas and processes): all of them with ``strict``, else those that
+    match, with one warning listing the rest; ``speaks``: this process says what it loaded
+    (rank 0). Returns the record the summary keeps."""
+    check(isinstance(strict, bool), f"init_from_strict must be true or false, got {strict!r}")
+    try:
+        found = weights.resolve(source)
+        loaded, skipped = weights.initialize(built.model, found.arrays(), strict,
+                                             built.backend.asarray)
+    except ConfigError as e:
+        raise ConfigError(f"init_from={source}: {e}") from None
+    if speaks:
+        if found.warning is not None:
+            warn(found.warning)
+        say(f"init_from: {len(loaded)} arrays from {found.describe()}")
+        if skipped:
+            warn(f"init_from: not loaded: {'; '.join(skipped)}")
+    return {**found.record(), "loaded": len(loaded), "not_loaded": skipped}

@@ -25,7 +25,7 @@ from pathlib import Path
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from trainer_run import memory, module, run_directory, trust, weights
+from trainer_run import memory, module, run_directory, trust
 from trainer_run.data import record as data_record
 from trainer_run.errors import (
     ConfigError,
@@ -33,15 +33,14 @@ from trainer_run.errors import (
     RunStopped,
     StorageError,
     UserCodeError,
-    check,
 )
 from trainer_run.kvstore import mpi_job
-from trainer_run.storage import checkpoint, files
+from trainer_run.storage import checkpoint
 from trainer_run.training import Trainer
 from trainer_run.training.parameter_server import ParameterServer
 from trainer_run.updaters import saved as saved_state
 
-from . import closing, fine_tune, schema, slurm_requeue, sweep_job, sweep_record, user_targets
+from . import closing, fine_tune, run_record, schema, slurm_requeue, sweep_job, sweep_record, user_targets
 from . import resume as resumes
 from .build import Run, build_run, build_server, trainer_of
 from .report import (
@@ -223,7 +222,7 @@ def _start(cfg: DictConfig, out: Path, fresh: bool):
             if built.limit_note:
                 say(built.limit_note)
     if fresh and _is_rank_0():
-        _write_record(out, cfg)
+        run_record.write(out, cfg, launch.record)
         data_record.write(built.data, out)
     return role
 
@@ -250,24 +249,6 @@ def _remove_new(out: Path, lock: run_directory.RunLock | None) -> None:
         except OSError:
             return
         folder = folder.parent
-
-
-def _write_record(out: Path, cfg: DictConfig) -> None:
-    """Hydra's record of the run in ``<out>/.hydra/`` (as Hydra writes it itself)."""
-    if launch.record is None:
-        return
-    hydra_cfg = OmegaConf.create({"hydra": OmegaConf.to_container(HydraConfig.get())})
-    OmegaConf.update(hydra_cfg, "hydra.output_subdir", launch.record)
-    folder = out / launch.record
-    files.make_folder(folder, out)
-    for name, node in (("config.yaml", cfg), ("hydra.yaml", hydra_cfg),
-                       ("overrides.yaml", HydraConfig.get().overrides.task)):
-        files.write_atomic(folder / name, OmegaConf.to_yaml(node), run=out)
-    run_directory.mark(folder)
-    signature = trust.sign((folder / "config.yaml").read_bytes())
-    if signature is not None:
-        files.write_atomic(folder / trust.RECORD_SIGNATURE, signature + "\n", run=out)
-    slurm_requeue.record(folder, out)
 
 
 def _play(role: Trainer | ParameterServer, out: Path) -> None:
@@ -342,7 +323,8 @@ def build(cfg: DictConfig, out: Path) -> tuple[Trainer | ParameterServer, Run]:
     _warn_single_process(getattr(built.kvstore, "type", None) or "")
     started_from = state.get("init_from") if state is not None else None
     if state is None and resolved.get("init_from") is not None:
-        started_from = _init_from(built, resolved["init_from"], resolved["init_from_strict"])
+        started_from = fine_tune.load_weights(built, resolved["init_from"],
+                                              resolved["init_from_strict"], _is_rank_0())
     if built.serves:  # the server's state comes from worker 0 when training starts
         return build_server(built), built
     given = (state.get("overrides", []) if state is not None
@@ -359,26 +341,6 @@ def build(cfg: DictConfig, out: Path) -> tuple[Trainer | ParameterServer, Run]:
             state = checkpoint.load(resume, checkpoint.RUN_STATE)
         _restore(trainer, state["trainer"], resume)
     return trainer, built
-
-
-def _init_from(built: Run, source, strict) -> dict:
-    """Loads the weights ``init_from`` names into the new run's model (before the updater
-    copies it into replicas and processes): all of them with ``strict``, else those that
-    match, with one warning listing the rest. Returns the record the summary keeps."""
-    check(isinstance(strict, bool), f"init_from_strict must be true or false, got {strict!r}")
-    try:
-        found = weights.resolve(source)
-        loaded, skipped = weights.initialize(built.model, found.arrays(), strict,
-                                             built.backend.asarray)
-    except ConfigError as e:
-        raise ConfigError(f"init_from={source}: {e}") from None
-    if _is_rank_0():
-        if found.warning is not None:
-            warn(found.warning)
-        say(f"init_from: {len(loaded)} arrays from {found.describe()}")
-        if skipped:
-            warn(f"init_from: not loaded: {'; '.join(skipped)}")
-    return {**found.record(), "loaded": len(loaded), "not_loaded": skipped}
 
 
 def _fitting(resume: Path, model) -> Path:
