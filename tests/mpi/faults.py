@@ -39,12 +39,18 @@ class Fault:
         if self.kind == "raise":
             raise RuntimeError(f"injected fault on rank {self.rank} at iteration {iteration}")
         if self.kind == "enospc":
-            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), "injected-fault.bin")
+            time.sleep(self.seconds)  # a write already under way (a checkpoint's) ends first
+            os.fsync = _disk_full
+            return
         pid = os.getpid() if self.to in (None, rank) else sibling(self.to)
         if self.pid_file:
             with open(self.pid_file, "w") as f:
                 f.write(str(pid))
         os.kill(pid, getattr(signal, self.kind.upper()))
+
+
+def _disk_full(fd: int) -> None:
+    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
 
 def sibling(rank: int) -> int:

@@ -57,7 +57,7 @@ import sys
 import time
 from dataclasses import dataclass
 
-from ..errors import Diverged
+from ..errors import Diverged, UserCodeError
 from . import stop_signals, time_limit
 from .extension import PRIORITY_EDITOR, PRIORITY_READER, PRIORITY_WRITER, Extension, as_extension
 from .profile import EXTENSION, NullProfiler
@@ -257,7 +257,8 @@ class Trainer:
         """Tells the updater's other processes (its ``abort``) that this one stops with
         ``error``, before the extensions finalize."""
         try:
-            self.updater.abort(f"{type(error).__name__}: {error}")
+            self.updater.abort(str(error) if isinstance(error, UserCodeError)
+                               else f"{type(error).__name__}: {error}")
         except Exception:  # noqa: S110 - the error on its way out matters more
             pass
 
