@@ -16,6 +16,12 @@ QUICK = ("trainer.max_iterations=6", "trainer.checkpoint_interval=3", "trainer.e
          "trainer.log_interval=3", "trainer.progress=false", "dataset.size=200")
 MEMORY = 2 << 30
 """The address space a command gets (RLIMIT_AS): a run folder must not make it need more."""
+RESIDENT = 1 << 30
+"""The most memory a command may hold (its peak resident size) on any run folder."""
+MEASURED = ("import resource, subprocess, sys; done = subprocess.run(sys.argv[1:]); "
+            "sys.stderr.write('\\nmaxrss=%d' % resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss); "
+            "sys.exit(done.returncode)")
+"""Runs a command and adds its peak resident size (KiB) to its stderr, as the last line."""
 COMMANDS = {"trainer-run": "trainer_run.cli", "trainer-eval": "trainer_run.cli.evaluate",
             "trainer-report": "trainer_run.cli.report_command"}
 
@@ -49,13 +55,15 @@ def _bounded() -> None:
 def command(name: str, *arguments, keys: Path, cwd: Path, timeout: float = 120):
     """``name`` (a key of :data:`COMMANDS`, or ``python`` for ``python -c``) run with
     ``arguments`` under :data:`MEMORY` and ``timeout`` seconds; the finished process, with
-    ``elapsed`` (seconds) added."""
+    ``elapsed`` (seconds) and ``peak`` (its peak resident size, bytes) added."""
     program = ["-c"] if name == "python" else ["-m", COMMANDS[name]]
     start = time.monotonic()
-    done = subprocess.run([sys.executable, *program, *map(str, arguments)], cwd=cwd,
-                          env=environment(keys), capture_output=True, text=True, timeout=timeout,
-                          preexec_fn=_bounded)
+    done = subprocess.run([sys.executable, "-c", MEASURED, sys.executable, *program,
+                           *map(str, arguments)], cwd=cwd, env=environment(keys),
+                          capture_output=True, text=True, timeout=timeout, preexec_fn=_bounded)
     done.elapsed = time.monotonic() - start
+    done.stderr, _, peak = done.stderr.rpartition("\nmaxrss=")
+    done.peak = int(peak) * 1024
     return done
 
 

@@ -4,7 +4,8 @@ Every file read from a run is read as a regular file (not a link, FIFO or device
 the size its kind may have (:mod:`trainer_run.storage.reading`), and YAML read from a run is
 refused at its first alias, before anything is expanded (``RunLoader``). Each command runs
 on a run folder prepared as an adversary would, with at most 2 GiB of address space and
-10 seconds: it ends in time with exit 2 and one ``error:`` line naming the planted file.
+10 seconds: it ends in time, holding under 1 GiB, with exit 2 and one ``error:`` line naming
+the planted file.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 from numpy.lib import format as npy
-from run_folders import command, copy_run, error_lines, load_model_script, make_run
+from run_folders import RESIDENT, command, copy_run, error_lines, load_model_script, make_run
 
 from trainer_run.storage import npz, yaml_files
 
@@ -60,7 +61,7 @@ def laughs(merge: bool = False) -> str:
 
 
 def ends_in_time_refusing(done, named: Path, *words: str) -> None:
-    assert done.elapsed < SECONDS
+    assert done.elapsed < SECONDS and done.peak < RESIDENT
     assert done.returncode == 2, done.stdout + done.stderr
     lines = error_lines(done)
     assert len(lines) == 1 and str(named) in lines[0], done.stderr

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from run_folders import RESIDENT
+from run_folders import command as command_measured
 from test_trust import PAYLOAD_MODULE, QUICK, command, tree_bytes
 
 from trainer_run import load_model, run_directory
@@ -28,7 +30,7 @@ from trainer_run.errors import ConfigError
 from trainer_run.storage import checkpoint
 
 SECTIONS = ("model", "dataset", "optimizer", "scheduler", "updater", "backend")
-MEMORY_LIMIT = 1 << 30
+MEMORY_LIMIT = RESIDENT
 TIME_LIMIT = 10
 
 
@@ -59,20 +61,12 @@ def folder(trained, tmp_path):
     return tmp_path
 
 
-def bounded(folder: Path, keys: Path, *arguments, program="trainer_run.cli"):
-    """The command run with this user's key, its peak memory (bytes) and whether it ended in
-    :data:`TIME_LIMIT` seconds."""
-    wrapper = ("import resource, subprocess, sys; "
-               "done = subprocess.run(sys.argv[1:]); "
-               "sys.stderr.write('\\nmaxrss=%d' % resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss); "
-               "sys.exit(done.returncode)")
-    env = {**os.environ, "XDG_CONFIG_HOME": str(keys)}
-    done = subprocess.run([sys.executable, "-c", wrapper, sys.executable, "-m", program,
-                           *map(str, arguments)], cwd=folder, env=env, capture_output=True,
-                          text=True, timeout=60)
-    stderr, _, peak = done.stderr.rpartition("\nmaxrss=")
-    done.stderr = stderr
-    return done, int(peak) * 1024
+def bounded(folder: Path, keys: Path, *arguments, name="trainer-run"):
+    """The command run with this user's key (:func:`run_folders.command`), and its peak
+    memory, once it ended within :data:`TIME_LIMIT` seconds."""
+    done = command_measured(name, *arguments, keys=keys, cwd=folder, timeout=60)
+    assert done.elapsed < TIME_LIMIT, done.stderr
+    return done, done.peak
 
 
 def tamper(run: Path, change) -> Path:
@@ -233,7 +227,7 @@ def test_a_run_of_this_user_from_before_the_mark_is_still_a_run(folder):
 
 # -- trainer-eval and load_model ---------------------------------------------------------------
 
-def test_trainer_eval_and_load_model_refuse_a_resolver_in_a_strangers_record(folder, monkeypatch):
+def test_eval_and_load_model_refuse_a_resolver_in_a_strangers_record_and_report_reads_it(folder, monkeypatch):
     run = folder / "run"
     path = run / ".hydra" / "config.yaml"
     config = yaml.safe_load(path.read_text())
@@ -242,11 +236,14 @@ def test_trainer_eval_and_load_model_refuse_a_resolver_in_a_strangers_record(fol
     config["extra"] = decode(folder / "PWNED")
     path.write_text(yaml.safe_dump(config))
     before = tree_bytes(run)
-    done, peak = bounded(folder, folder / "keys", run, program="trainer_run.cli.evaluate")
+    done, peak = bounded(folder, folder / "keys", run, name="trainer-eval")
     refused(done, "calls a resolver", "trust=true")
     monkeypatch.setenv("XDG_CONFIG_HOME", str(folder / "keys"))
     monkeypatch.syspath_prepend(str(folder))
     with pytest.raises(ConfigError, match="calls a resolver"):
         load_model(run)
+    report, peak_report = bounded(folder, folder / "keys", run, "--plot", folder / "c.png",
+                                  name="trainer-report")  # reads runs as data: it ranks this one
+    assert report.returncode == 0 and (folder / "c.png").is_file(), report.stderr
     assert not (folder / "PWNED").exists() and tree_bytes(run) == before
-    assert peak < MEMORY_LIMIT
+    assert max(peak, peak_report) < MEMORY_LIMIT
