@@ -16,6 +16,9 @@ that already say what to do (a ConfigError; a :class:`~trainer_run.errors.RunSto
 a StorageError from our writing helpers or a divergence), a MemoryError (the command's own
 line), KeyboardInterrupt (a stop), and anything raised by an object of trainer-run's own
 (:func:`is_ours`): that is a bug of ours and keeps its traceback as it is.
+
+What the user's code returns is checked where it returns: :func:`check_loss` for a model's
+training loss (:func:`broke` names the object and what it must return).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import contextlib
 import functools
 import inspect
 
+from .autograd import Variable
 from .errors import ConfigError, RunStopped, UserCodeError
 
 OURS = "trainer_run."
@@ -84,3 +88,17 @@ def broke(key: str, obj, method: str, what: str) -> UserCodeError:
     """The UserCodeError for ``obj``'s ``method`` that returned something it may not:
     ``what`` says what and what it must be."""
     return UserCodeError(f"{described(key, obj, method)} {what}", key, name_of(obj))
+
+
+def check_loss(model, loss) -> None:
+    """Refuses a training loss that backward cannot start from (a Python float, a NumPy
+    array, a dict without ``"loss"``: anything but a :class:`~trainer_run.autograd.Variable`),
+    in one line naming the model and what its call must return."""
+    if isinstance(loss, Variable):
+        return
+    given = "no 'loss'" if isinstance(loss, dict) else f"a {type(loss).__name__} as its loss"
+    raise broke("model", model, "__call__", f"returned {given}; in training it must return the "
+                "loss as a trainer_run.autograd.Variable computed from its parameters with "
+                "trainer_run.functions (e.g. F.softmax_cross_entropy(self.forward(x), t)), alone "
+                "or as 'loss' in a dict of metrics; a loss computed in NumPy needs "
+                "loss_and_grads(x, t) instead (docs/models.md)")

@@ -49,7 +49,6 @@ from typing import Callable
 
 import numpy
 
-from ..autograd import Variable
 from ..callbacks import Callbacks
 from ..converter import concat_examples
 from ..errors import check
@@ -58,7 +57,7 @@ from ..optimizers import Optimizer, get_updater
 from ..own_gradients import outputs
 from ..params import ParamStore
 from ..training.profile import NullProfiler
-from ..user_code import blame, broke
+from ..user_code import blame, check_loss
 from .batches import Batches
 from .clipping import global_norm_clip
 from .divergence import NAN_POLICIES, NanPolicy
@@ -69,20 +68,6 @@ from .verdict import Verdict
 from .weighting import add_weighted, backward_seeded, batches_per_update, examples_in
 
 __all__ = ["NAN_POLICIES", "StandardUpdater"]
-
-
-def _check_loss(model, loss) -> None:
-    """Refuses a training loss that backward cannot start from (a Python float, a NumPy
-    array, a dict without ``"loss"``: anything but a :class:`~trainer_run.autograd.Variable`),
-    in one line naming the model and what its call must return."""
-    if isinstance(loss, Variable):
-        return
-    given = "no 'loss'" if isinstance(loss, dict) else f"a {type(loss).__name__} as its loss"
-    raise broke("model", model, "__call__", f"returned {given}; in training it must return the "
-                "loss as a trainer_run.autograd.Variable computed from its parameters with "
-                "trainer_run.functions (e.g. F.softmax_cross_entropy(self.forward(x), t)), alone "
-                "or as 'loss' in a dict of metrics; a loss computed in NumPy needs "
-                "loss_and_grads(x, t) instead (docs/models.md)")
 
 
 def _by_name(value, kind: str) -> dict:
@@ -357,7 +342,7 @@ class StandardUpdater:
         training mode (:func:`trainer_run.models.set_mode`); a model with its own gradients
         through :func:`trainer_run.own_gradients.outputs`. The call is the user's code
         (:func:`trainer_run.user_code.blame`, config key ``model``), and what it returns must
-        hold the loss as a graph node (:func:`_check_loss`)."""
+        hold the loss as a graph node (:func:`trainer_run.user_code.check_loss`)."""
         loss_func = self.loss_func or model or self._models["main"]
         set_mode(model or self._models["main"], True)
         with blame("model", loss_func):
@@ -368,7 +353,7 @@ class StandardUpdater:
             else:
                 out = loss_func(in_arrays)
         out = dict(out) if isinstance(out, dict) else {"loss": out}
-        _check_loss(loss_func, out.get("loss", out))
+        check_loss(loss_func, out.get("loss", out))
         return out
 
     def silent_overflow(self):
