@@ -197,8 +197,8 @@ def _not_in_a_run(found: Path) -> str:
     folder = run_directory.checkpoints_folder_of(found)
     if folder is None:
         return "is not in a run's checkpoints folder"
-    return (f"is in {folder}, which is not a run (it has no {run_directory.RECORD}/ record of "
-            "trainer-run's)")
+    return (f"is in {folder}, which is not a run (it has no {run_directory.RECORD}/"
+            f"{run_directory.MARK} of trainer-run's, nor your signature on its config)")
 
 
 @dataclass

@@ -183,7 +183,8 @@ def test_a_checkpoint_copied_into_a_folder_that_is_not_a_run_never_writes_into_i
         result = run_cli(f"resume={target}", "trainer.max_iterations=30", QUIET)
         assert _one_error(result) == (
             f"error: checkpoint {folder / 'checkpoints' / 'iter_00000010'} is in {folder}, which is "
-            "not a run (it has no .hydra/ record of trainer-run's), so it belongs to no run; "
+            "not a run (it has no .hydra/trainer-run.json of trainer-run's, nor your signature on "
+            "its config), so it belongs to no run; "
             "continue it as a new run with hydra.run.dir=<new directory>")
         assert _tree(folder) == before
     fork = tmp_path / "fork"
