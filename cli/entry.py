@@ -12,6 +12,7 @@ exit it waits for the other ranks no longer than the kvstore's timeout, and ever
 with one status.
 """
 
+import os
 import sys
 
 
@@ -22,7 +23,8 @@ def main() -> None:
         stop_signals.handle()
     except KeyboardInterrupt:  # before the handlers were in place
         sys.stderr.write("error: stopped by SIGINT before training started; nothing was trained\n")
-        sys.exit(130)  # stop_signals.before_training's line: it may not be importable yet
+        sys.stderr.flush()  # stop_signals.before_training's line: it may not be importable yet
+        os._exit(130)  # nothing is written yet; the interpreter may not turn an interrupt into 130
     from . import outlived
 
     outlived.install()
