@@ -127,7 +127,12 @@ def uninterrupted(tmp_path_factory):
 
 
 def _rows(folder: Path) -> int:
-    return sum(p.read_bytes().count(b"\n") for p in folder.rglob("metrics.jsonl")) if folder.exists() else 0
+    """The rows logged by the runs under ``folder`` so far (0 while a folder walked through, a
+    checkpoint's temporary one, is renamed away under the walk)."""
+    try:
+        return sum(p.read_bytes().count(b"\n") for p in folder.rglob("metrics.jsonl"))
+    except FileNotFoundError:
+        return 0
 
 
 def _halfway(folder: Path, timeout: float = 120) -> None:
