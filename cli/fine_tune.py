@@ -42,13 +42,6 @@ def source_model(cfg: DictConfig, overrides: list[str]) -> tuple[DictConfig, str
                                     "name model=... to choose another")
 
 
-def taken(cfg: DictConfig, overrides: list[str]) -> list[str]:
-    """``["model"]`` when the run's model section is the source run's (:func:`source_model`),
-    so that no group choice is recorded for it (as for a user's ``+model._target_``), else
-    ``[]``."""
-    return ["model"] if _source_run(cfg, overrides) is not None else []
-
-
 def _source_run(cfg: DictConfig, overrides: list[str]) -> Path | None:
     """The run whose model a new run with ``init_from`` fine-tunes, or None: on a resume,
     with a model named on the command line, or for weights that belong to no run."""

@@ -200,7 +200,7 @@ def _start(cfg: DictConfig, out: Path, fresh: bool):
         cfg, taken = fine_tune.source_model(cfg, overrides())
         if taken and _is_rank_0():
             say(taken)
-        role, built = build(cfg, out)
+        role, built = build(cfg, out, model_taken=taken is not None)
     except trust.UntrustedRun as e:  # a sweep records nothing in a run it may not load
         raise JobFailed(e, record=False) from None
     except ConfigError as e:
@@ -214,9 +214,7 @@ def _start(cfg: DictConfig, out: Path, fresh: bool):
     if _is_rank_0():
         say(f"run directory: {out}")
         inform(built.data.note)
-        if built.backend.slow_dtype():
-            warn(built.backend.slow_dtype())
-        inform("\n".join(getattr(built.backend, "notes", ())))  # the BLAS's threads
+        inform("\n".join(getattr(built.backend, "notes", ())))  # a slow dtype, the BLAS's threads
         if isinstance(role, Trainer):
             show_model(module.summary(role.updater.get_model("main")))
             if built.limit_note:
@@ -293,12 +291,15 @@ def _play(role: Trainer | ParameterServer, out: Path) -> None:
             sys.exit(128 + (role.stop_signal or 2))
 
 
-def build(cfg: DictConfig, out: Path) -> tuple[Trainer | ParameterServer, Run]:
+def build(cfg: DictConfig, out: Path, model_taken: bool = False
+          ) -> tuple[Trainer | ParameterServer, Run]:
     """This process's part of the job: the trainer of a new run or of the resumed one with its
     state restored, or on the server rank of a ``dist_async`` run the parameter server; and
-    what it was built from (the data it trains on, its limits)."""
+    what it was built from (the data it trains on, its limits). ``model_taken``: the model
+    section is ``init_from``'s source run's (:func:`.fine_tune.source_model`), so no group
+    choice is recorded for it (as for a user's ``+model._target_``)."""
     hydra_cfg = HydraConfig.get()
-    gone = user_targets.replaced(overrides()) + fine_tune.taken(cfg, overrides())
+    gone = user_targets.replaced(overrides()) + (["model"] if model_taken else [])
     choices = {k: v for k, v in hydra_cfg.runtime.choices.items()
                if not k.startswith("hydra") and v is not None and k not in gone}
     state, stored, node = None, None, cfg

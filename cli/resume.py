@@ -249,10 +249,10 @@ def config(stored: Stored, cfg: DictConfig, overrides: list[str], choices: dict,
     node = OmegaConf.create(upgrade(stored.config))
     _add_new_keys(node, cfg)
     _name_logger_targets(node)
+    before = OmegaConf.to_container(node, resolve=False)  # the run's values, as stored
     for name in command_keys(overrides, choices):
         new = OmegaConf.select(cfg, name)
-        old = _raw(OmegaConf.to_container(node, resolve=False), name)
-        _check_changeable(name, old, new)
+        _check_changeable(name, _raw(before, name), new)
         OmegaConf.update(node, name, new, force_add=True)
     return node
 

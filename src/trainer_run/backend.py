@@ -13,9 +13,9 @@ And it owns the number of threads of NumPy's BLAS (``backend.threads``,
 :mod:`~trainer_run.blas_threads`), which decides how a matrix product is split and so its
 last bits: the count in use is recorded in the backend's state, and a resumed run uses the
 recorded count unless its config names one, so that it matches the uninterrupted run bit
-for bit on a machine with another number of cores. What the backend has to say about it
-(the count a resumed run uses, or a warning that the BLAS cannot be set) is in
-:attr:`Backend.notes`, for the command to print.
+for bit on a machine with another number of cores. What the backend has to say (the count a
+resumed run uses, a warning that the BLAS cannot be set, or that its compute dtype runs many
+times slower than float32 here) is in :attr:`Backend.notes`, for the command to print.
 """
 
 from __future__ import annotations
@@ -61,7 +61,14 @@ class Backend:
         self.threads = None if threads is None else check_number("threads", threads, low=1,
                                                                  integer=True)
         self.notes: list[str] = []
-        """Lines for the user (``warning: ...`` or plain) about the BLAS's threads."""
+        """Lines for the user (``warning: ...`` or plain): a compute dtype that runs slowly
+        here, the BLAS's threads."""
+        if self.name == "numpy" and self.dtype == numpy.float16:
+            # NumPy has no float16 arithmetic of its own (no BLAS for it; each operation
+            # converts to float32 and back)
+            self.notes.append("warning: precision=fp16 on the NumPy backend trains many times "
+                              "slower than fp32 (NumPy has no fast float16 arithmetic): choose "
+                              "precision=fp32 on the CPU, or backend=cupy to train in fp16 on a GPU")
         if self.threads is not None:
             why = blas_threads.refused(self.threads, blas_threads.use(self.threads))
             if why is not None:
@@ -78,17 +85,6 @@ class Backend:
             with self.xp.cuda.Device(self.device):
                 return self.xp.asarray(array, dtype=dtype)
         return numpy.asarray(array, dtype=dtype)
-
-    def slow_dtype(self) -> str | None:
-        """A warning when the compute dtype runs far slower than float32 on this backend, else
-        None: NumPy has no float16 arithmetic of its own (no BLAS for it; each operation
-        converts to float32 and back), so ``precision=fp16`` on the CPU trains many times slower
-        (65x for ``model=mlp dataset=mnist_like`` on 2 cores) and saves nothing."""
-        if self.name != "numpy" or self.dtype != numpy.float16:
-            return None
-        return ("precision=fp16 on the NumPy backend trains many times slower than fp32 (NumPy "
-                "has no fast float16 arithmetic): choose precision=fp32 on the CPU, or "
-                "backend=cupy to train in fp16 on a GPU")
 
     def activate(self):
         """A context in which new arrays of ``xp`` are created on this backend's device."""

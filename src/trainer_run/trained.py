@@ -96,7 +96,8 @@ def load_model(run_dir, checkpoint=None, trust: bool = False) -> Trained:
     :class:`~trainer_run.errors.ConfigError` naming what is missing, untrusted or of another
     shape."""
     run = Path(run_dir)
-    config = read_sections(run, SECTIONS, trust_flag(trust))
+    saved = resolved_record(run, trust_flag(trust))
+    config = _checked(run, saved, SECTIONS, trust)
     if not _present(run / data_record.FILES[0]):
         raise ConfigError(f"{run} has no {data_record.FILES[0]}: it is not the directory of a "
                           "finished run of this version")
@@ -115,13 +116,13 @@ def load_model(run_dir, checkpoint=None, trust: bool = False) -> Trained:
         raise ConfigError(f"{weights.path} does not fit the model of run {run}: "
                           f"{e.args[0] if e.args else e}") from None
     set_mode(model, False)
-    return Trained(model, record, weights, _batch_size(run, trust), backend.dtype)
+    return Trained(model, record, weights, _batch_size(saved[0]), backend.dtype)
 
 
-def _batch_size(run: Path, trusted: bool) -> int:
-    """The run's ``dataset.batch_size`` (a number, which names no code), or
-    :data:`DEFAULT_BATCH_SIZE` when it has none that is a positive integer."""
-    section = resolved_record(run, trusted)[0].get("dataset")
+def _batch_size(config: dict) -> int:
+    """The ``dataset.batch_size`` of a run's resolved ``config`` (a number, which names no
+    code), or :data:`DEFAULT_BATCH_SIZE` when it has none that is a positive integer."""
+    section = config.get("dataset")
     size = section.get("batch_size") if isinstance(section, dict) else None
     if isinstance(size, bool) or not isinstance(size, int) or size < 1:
         return DEFAULT_BATCH_SIZE
@@ -133,7 +134,13 @@ def read_sections(run: Path, keys=SECTIONS, trusted: bool = False) -> dict:
     must be there, the others may not), resolved (:func:`resolved_record`), once
     :mod:`trainer_run.trust` allows what they name (nothing in them is imported before):
     a run this user signed, or ``trusted``."""
-    config, data, signed = resolved_record(run, trusted)
+    return _checked(run, resolved_record(run, trusted), keys, trusted)
+
+
+def _checked(run: Path, saved: tuple, keys, trusted: bool) -> dict:
+    """The sections ``keys`` of ``saved`` (:func:`resolved_record` of ``run``), as
+    :func:`read_sections` gives them."""
+    config, data, signed = saved
     if not isinstance(config.get("model"), dict):
         raise ConfigError(f"{Path(run) / RECORD_CONFIG} cannot be read as a run's config: it "
                           "has no model section")
