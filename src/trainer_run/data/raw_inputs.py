@@ -18,8 +18,9 @@ import numbers
 
 import numpy
 
-CHUNK_BYTES = 1 << 26
-NUMERIC = "biuf"
+from . import input_checks
+
+NUMERIC = input_checks.NUMBERS
 """The dtype kinds of numbers a model takes: booleans, integers, floats."""
 KINDS = {"U": "strings", "S": "byte strings", "O": "Python objects", "c": "complex numbers",
          "M": "dates", "m": "time spans", "V": "raw records"}
@@ -33,7 +34,7 @@ def describe(x) -> dict:
     kind = x.dtype.kind
     if kind not in NUMERIC or len(x) == 0:
         return {}
-    step = max(1, CHUNK_BYTES // max(x[:1].nbytes, 1))
+    step = max(1, input_checks.CHUNK_BYTES // max(x[:1].nbytes, 1))
     low, high, fractions = math.inf, -math.inf, False
     for start in range(0, len(x), step):
         chunk = numpy.asarray(x[start:start + step])
