@@ -47,10 +47,7 @@ def finite(array, source: str, read_as=numpy.float32) -> None:
     if array.dtype.kind != "f":
         return
     narrower = numpy.finfo(read_as).max < numpy.finfo(array.dtype).max
-    row_bytes = max(array[:1].nbytes, 1)
-    step = max(1, CHUNK_BYTES // row_bytes)
-    for start in range(0, len(array), step):
-        chunk = numpy.asarray(array[start:start + step])
+    for start, chunk in chunks(array):
         bad = ~numpy.isfinite(chunk)
         if bad.any():
             raise ConfigError(f"{source}: the inputs hold NaN or infinity (first at example "
@@ -66,6 +63,14 @@ def finite(array, source: str, read_as=numpy.float32) -> None:
                               f"{float(numpy.finfo(read_as).max):.4g}; first at example "
                               f"{start + _first(over)}); they would become infinity: scale "
                               f"them down{_wider(read_as)}")
+
+
+def chunks(array):
+    """``(start, examples)`` for consecutive runs of examples of ``array`` of about
+    :data:`CHUNK_BYTES` each, read into memory one at a time (a memory-mapped array too)."""
+    step = max(1, CHUNK_BYTES // max(array[:1].nbytes, 1))
+    for start in range(0, len(array), step):
+        yield start, numpy.asarray(array[start:start + step])
 
 
 def _first(bad) -> int:

@@ -34,10 +34,8 @@ def describe(x) -> dict:
     kind = x.dtype.kind
     if kind not in NUMERIC or len(x) == 0:
         return {}
-    step = max(1, input_checks.CHUNK_BYTES // max(x[:1].nbytes, 1))
     low, high, fractions = math.inf, -math.inf, False
-    for start in range(0, len(x), step):
-        chunk = numpy.asarray(x[start:start + step])
+    for _, chunk in input_checks.chunks(x):
         low, high = min(low, float(chunk.min())), max(high, float(chunk.max()))
         if kind == "f" and not fractions:
             fractions = _has_fractions(chunk)
