@@ -26,7 +26,6 @@ from .data import record as data_record
 from .errors import ConfigError
 from .models import build_model
 from .module import evaluating, load_arrays, set_mode
-from .trust import flag as trust_flag
 from .weights import Weights, resolve
 
 SECTIONS = ("model", "backend", "precision")
@@ -96,8 +95,8 @@ def load_model(run_dir, checkpoint=None, trust: bool = False) -> Trained:
     :class:`~trainer_run.errors.ConfigError` naming what is missing, untrusted or of another
     shape."""
     run = Path(run_dir)
-    saved = resolved_record(run, trust_flag(trust))
-    config = _checked(run, saved, SECTIONS, trust)
+    saved = resolved_record(run, trust)
+    config = _checked(run, saved, SECTIONS)
     if not _present(run / data_record.FILES[0]):
         raise ConfigError(f"{run} has no {data_record.FILES[0]}: it is not the directory of a "
                           "finished run of this version")
@@ -134,31 +133,33 @@ def read_sections(run: Path, keys=SECTIONS, trusted: bool = False) -> dict:
     must be there, the others may not), resolved (:func:`resolved_record`), once
     :mod:`trainer_run.trust` allows what they name (nothing in them is imported before):
     a run this user signed, or ``trusted``."""
-    return _checked(run, resolved_record(run, trusted), keys, trusted)
+    return _checked(run, resolved_record(run, trusted), keys)
 
 
-def _checked(run: Path, saved: tuple, keys, trusted: bool) -> dict:
+def _checked(run: Path, saved: tuple, keys) -> dict:
     """The sections ``keys`` of ``saved`` (:func:`resolved_record` of ``run``), as
     :func:`read_sections` gives them."""
-    config, data, signed = saved
+    config, vouched = saved
     if not isinstance(config.get("model"), dict):
         raise ConfigError(f"{Path(run) / RECORD_CONFIG} cannot be read as a run's config: it "
                           "has no model section")
     sections = {key: config[key] for key in keys if key in config}
-    trust.check(sections, data, signed, f"run {run}", trusted)
+    if not vouched:
+        trust.refuse_code(sections, f"run {run}")
     return sections
 
 
-def resolved_record(run: Path, trusted: bool = False) -> tuple[dict, bytes, str | None]:
+def resolved_record(run: Path, trusted: bool = False) -> tuple[dict, bool]:
     """The run's saved config with its interpolations resolved
     (:func:`trainer_run.stored_config.resolve`: references between its keys only, unless this
-    user signed it or ``trusted``), the bytes its signature covers, and that signature."""
+    user signed it or ``trusted``, a bool: :func:`trainer_run.trust.flag`), and whether the
+    user vouches for it so (then it may name code outside trainer-run)."""
     path = Path(run) / RECORD_CONFIG
     if not _present(path):
         raise ConfigError(f"{run} is not a run directory: it has no {RECORD_CONFIG}")
     config, data, signed = trust.read_record(path)
-    mine = trusted or trust.signed_by_me(data, signed)
-    return stored_config.resolve(config, f"run {run}", resolvers=mine), data, signed
+    vouched = trust.flag(trusted) or trust.signed_by_me(data, signed)
+    return stored_config.resolve(config, f"run {run}", resolvers=vouched), vouched
 
 
 def _present(path: Path) -> bool:
