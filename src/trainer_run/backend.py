@@ -25,7 +25,7 @@ import importlib.util
 
 import numpy
 
-from . import blas_threads
+from . import blas_threads, host_reads
 from .errors import ConfigError, check_number
 
 NAMES = ("numpy", "cupy", "auto")
@@ -44,10 +44,15 @@ class Backend:
             precision); the converter casts floating inputs to it.
         threads: the number of threads of NumPy's BLAS, set now (None: the BLAS's choice
             stands, and a resumed run takes the count its state recorded).
+        deferred: whether the training loop keeps its losses, metrics and verdicts on the
+            device and reads them only at log rows, evaluations and checkpoints
+            (:mod:`~trainer_run.updaters.device_verdict`; None: on CuPy, where every read
+            waits for the GPU). NumPy reads cost nothing, so there the loop reads at once;
+            ``deferred=True`` runs the device's way on the CPU, as the tests do.
     """
 
     def __init__(self, name: str = "numpy", device: int = 0, seed: int = 0, dtype="float32",
-                 threads: int | None = None):
+                 threads: int | None = None, deferred: bool | None = None):
         if name not in ("numpy", "cupy"):
             raise ConfigError(f"name={name!r} is not a backend; choose one of {', '.join(NAMES)}")
         if str(dtype) not in DTYPES:
@@ -58,6 +63,7 @@ class Backend:
         self.device = device if name == "cupy" else None
         self.xp = _import_cupy() if name == "cupy" else numpy
         self.rng = numpy.random.default_rng(seed)
+        self.deferred = name == "cupy" if deferred is None else bool(deferred)
         self.threads = None if threads is None else check_number("threads", threads, low=1,
                                                                  integer=True)
         self.notes: list[str] = []
@@ -93,10 +99,9 @@ class Backend:
         return contextlib.nullcontext()
 
     def to_numpy(self, array) -> numpy.ndarray:
-        """Returns a host NumPy copy (or the array itself, when it already is one)."""
-        if isinstance(array, (numpy.ndarray, numpy.generic)):
-            return array
-        return self.xp.asnumpy(array)
+        """Returns a host NumPy copy (or the array itself, when it already is one): a read
+        (:mod:`~trainer_run.host_reads`)."""
+        return host_reads.array(array)
 
     def state_dict(self) -> dict:
         """The generator's state and the BLAS's thread count in use (None where it cannot be

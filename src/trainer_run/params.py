@@ -23,6 +23,7 @@ from typing import Iterator, Mapping
 
 import numpy
 
+from . import host_reads
 from .autograd import Variable
 from .backend import array_module
 from .storage.background_write import host_copy
@@ -141,12 +142,20 @@ class ParamGroup:
         return flat[self.slices[k]].reshape(self.params[k].data.shape)
 
 
-def _finite(flat) -> bool:
-    """Two reductions and no temporary array (``max`` and ``min`` propagate NaN)."""
-    if flat.size == 0:
-        return True
+def finite_flag(flat):
+    """Whether ``flat`` is all finite, as a 0-d boolean array on its device: two reductions
+    and no temporary array (``max`` and ``min`` propagate NaN)."""
     xp = array_module(flat)
-    return bool(xp.isfinite(flat.max()) & xp.isfinite(flat.min()))
+    if flat.size == 0:
+        return xp.asarray(True)
+    return xp.isfinite(flat.max()) & xp.isfinite(flat.min())
+
+
+def _all(flags):
+    result = None
+    for flag in flags:
+        result = flag if result is None else result & flag
+    return numpy.asarray(True) if result is None else result
 
 
 class ParamStore:
@@ -193,13 +202,14 @@ class ParamStore:
             if p._stale:
                 p.zero_if_stale()
 
-    def grads_finite(self) -> bool:
-        """Whether every gradient is finite (no inf, no NaN)."""
-        return all(_finite(g.grad) for g in self.groups)
+    def grads_finite(self):
+        """Whether every gradient is finite (no inf, no NaN), as a 0-d boolean array on the
+        device (read it with :func:`trainer_run.host_reads.scalar`)."""
+        return _all(finite_flag(g.grad) for g in self.groups)
 
     def params_finite(self) -> bool:
-        """Whether every parameter is finite (no inf, no NaN)."""
-        return all(_finite(g.data) for g in self.groups)
+        """Whether every parameter is finite (no inf, no NaN): a read."""
+        return bool(host_reads.scalar(_all(finite_flag(g.data) for g in self.groups)))
 
     def param_dict(self) -> dict[int, Parameter]:
         """index -> parameter, as MXNet's ``param_dict``."""

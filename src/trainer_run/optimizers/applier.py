@@ -23,6 +23,7 @@ import contextlib
 from typing import Any
 
 from .. import jit
+from ..backend import array_module
 from ..storage.states import map_state, state_leaves
 from . import saved_states
 from .optimizer import Optimizer, index_key
@@ -42,6 +43,7 @@ class IndexApplier:
         self._groups: list[tuple] = []
         self._flat: dict = {}
         self._waiting: dict = {}  # index -> saved leaves loaded before its state existed
+        self._kept: list = []  # copies of the weights and states under a masked step
 
     def __call__(self, index, grad, weight, scale: float = 1.0) -> None:
         """Updates ``weight`` of ``index`` (or of each index of a list) from ``grad``;
@@ -129,6 +131,33 @@ class IndexApplier:
             return
         for entry in self._groups:
             self._step_group(entry, entry[0].data, entry[0].grad, rescale_grad)
+
+    @contextlib.contextmanager
+    def unless(self, applied):
+        """A context whose steps are kept only where ``applied`` (a 0-d boolean array on the
+        device) is true: the attached weights and optimizer states are copied on entering and
+        copied back on leaving where it is false, all on the device (see
+        :mod:`trainer_run.updaters.device_verdict`)."""
+        leaves = self._leaves()
+        kept = self._kept
+        if len(kept) != len(leaves) or any(k.shape != a.shape or k.dtype != a.dtype
+                                           for k, a in zip(kept, leaves)):
+            kept = self._kept = [array_module(a).empty_like(a) for a in leaves]
+        for copy, leaf in zip(kept, leaves):
+            copy[...] = leaf
+        yield
+        refused = ~applied
+        for copy, leaf in zip(kept, leaves):
+            array_module(leaf).copyto(leaf, copy, where=refused)
+
+    def _leaves(self) -> list:
+        """The attached groups' weight buffers and every leaf of their optimizer states."""
+        leaves = []
+        for group, flat, is_flat in self._groups:
+            leaves.append(group.data)
+            states = [flat] if is_flat else [self.states[i] for i in group.indices]
+            leaves += [leaf for state in states for leaf in state_leaves(state)]
+        return leaves
 
     def step_group(self, k: int, data, grad, scale: float = 1.0) -> None:
         """Group ``k``'s part of :meth:`step` on ``data`` and ``grad``, flat arrays laid out

@@ -214,6 +214,7 @@ class Trainer:
                         if entry.trigger(self):
                             with self.profiler.stage(entry.stage):
                                 entry.extension(self)
+            self.updater.settle()
             self.status = "completed" if self.stop_signal is None else "interrupted"
         except KeyboardInterrupt:
             self.status = "interrupted"

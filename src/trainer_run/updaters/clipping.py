@@ -14,8 +14,10 @@ gradient of the loss being minimised, as in Lightning.
 The factor multiplies the gradient before ``rescale_grad`` and the optimizer's own
 element-wise ``clip_gradient`` (MXNet's recipe calls ``clip_global_norm`` on the summed
 gradients after ``allreduce_grads`` and before ``update``, which applies ``rescale_grad``
-then ``clip_gradient``): the updater folds it into the step's gradient factor, so no
-gradient is rewritten and no extra pass is made over memory besides the norm's.
+then ``clip_gradient``): where the verdict is read at once the updater folds it into the
+step's gradient factor, so no gradient is rewritten and no extra pass is made over memory
+besides the norm's; where it stays on the device (:mod:`.device_verdict`) the factor
+multiplies the gradients in place, as MXNet's ``clip_global_norm`` does.
 """
 
 from __future__ import annotations
@@ -40,22 +42,28 @@ class GlobalNormClip:
             raise ConfigError(f"clip_global_norm must be a finite number, got {max_norm!r}; "
                               "null clips nothing")
 
-    def norm(self, grads, scale: float = 1.0) -> float:
+    def norm(self, grads, scale: float = 1.0):
         """The L2 norm of the flat gradient buffers ``grads`` together, divided by ``scale``
-        (the factor they carry: a loss scale). Each buffer's squares are summed on its device
-        in its own precision, float16 in float32; inf or NaN when a gradient is, or when the
-        sum overflows."""
-        total = 0.0
+        (the factor they carry: a loss scale), as a 0-d float64 array on their device. Each
+        buffer's squares are summed on its device in its own precision, float16 in float32,
+        and the sums added in float64; inf or NaN when a gradient is, or when a sum
+        overflows."""
+        total = None
         for grad in grads:
             flat = grad if grad.dtype.itemsize >= 4 else grad.astype(numpy.float32)
             with numpy.errstate(over="ignore", invalid="ignore"):
-                total += float(array_module(flat).dot(flat, flat))
-        return math.sqrt(total) / scale
+                square = array_module(flat).dot(flat, flat).astype(numpy.float64)
+            total = square if total is None else total + square
+        xp = array_module(total)
+        return xp.sqrt(total) / scale
 
-    def factor(self, norm: float) -> float:
+    def factor(self, norm):
         """The factor of gradients whose global norm is ``norm`` (a finite one):
-        ``min(max_norm / (norm + 1e-8), 1)``."""
-        return min(self.max_norm / (norm + EPSILON), 1.0)
+        ``min(max_norm / (norm + 1e-8), 1)``, a float for a float and a device array for
+        one."""
+        if isinstance(norm, float):
+            return min(self.max_norm / (norm + EPSILON), 1.0)
+        return array_module(norm).minimum(self.max_norm / (norm + EPSILON), 1.0)
 
 
 def global_norm_clip(max_norm, asynchronous: bool = False) -> GlobalNormClip | None:

@@ -79,11 +79,12 @@ class ParallelUpdater(StandardUpdater):
             return fn(r)
 
     def gathered(self, metrics: dict) -> dict:
-        """A replica's metrics as host arrays (the replicas' devices differ)."""
-        return {k: self.backends[0].to_numpy(as_data(v)) for k, v in metrics.items()}
+        """A replica's metrics copied to the main replica's device (where they are added up)."""
+        with self.backends[0].activate():
+            return {k: as_data(v).copy() for k, v in metrics.items()}
 
-    def apply_update(self, iteration: int, scale: float = 1.0) -> None:
-        super().apply_update(iteration, scale)
+    def apply_update(self, iteration: int, scale: float = 1.0, applied=None) -> None:
+        super().apply_update(iteration, scale, applied)
         self.copy_params()
 
     def copy_params(self) -> None:

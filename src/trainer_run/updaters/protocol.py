@@ -8,8 +8,10 @@ run ends with an exception (so that the other processes stop at once), ``finaliz
 the end; ``state_dict`` / ``load_state_dict`` checkpoint it. After each ``update()`` the
 Trainer copies ``observation`` (the update's metrics, by bare name: ``loss``) into its own
 :attr:`~trainer_run.training.Trainer.observation`, which is what extensions read: no
-extension reads the updater's. Extensions read ``iteration``, ``epoch_detail``, ``readings()``
-(values to show beside the metrics: the loss scale, skipped steps) and ``params_finite()``
+extension reads the updater's. Extensions call ``settle()`` before they read the run's
+state (a log row, an evaluation, a checkpoint), and read ``iteration``, ``epoch_detail``,
+``readings()`` (values to show beside the metrics: the loss scale, skipped steps) and
+``params_finite()``
 (whether every trained parameter is finite, checked before a checkpoint). ``state_dict``
 keeps the main model's parameters where :func:`~trainer_run.updaters.main_params` finds
 them in a run's checkpoint (:mod:`.saved`).
@@ -47,6 +49,11 @@ class Updater(Protocol):
     def finalize(self) -> None: ...
 
     def readings(self) -> dict: ...
+
+    def settle(self) -> None:
+        """Reads the values the updates kept on the device since the last read, and acts on
+        them (a non-finite update stops the run here); readers call it before they read the
+        run's state, the Trainer when the loop ends."""
 
     def params_finite(self) -> bool: ...
 

@@ -45,6 +45,7 @@ Our rules, where the seeds differ:
 
 from __future__ import annotations
 
+import contextlib
 from typing import Callable
 
 import numpy
@@ -60,11 +61,11 @@ from ..training.profile import NullProfiler
 from ..user_code import blame, check_loss
 from .batches import Batches
 from .clipping import global_norm_clip
+from .device_verdict import verdict_for
 from .divergence import NAN_POLICIES, NanPolicy
 from .gradient_sync import GradientSync
 from .server_sync import ServerSync
 from .sync import Sync, workers_change
-from .verdict import Verdict
 from .weighting import add_weighted, backward_seeded, batches_per_update, examples_in
 
 __all__ = ["NAN_POLICIES", "StandardUpdater"]
@@ -120,7 +121,7 @@ class StandardUpdater:
                  prefetch: int = 0, profiler=None, clip_global_norm=None):
         self.profiler = profiler or NullProfiler()
         self.nan = NanPolicy(nan_policy, max_skipped_in_a_row)
-        self.verdict = Verdict(self.nan, loss_scaler, global_norm_clip(clip_global_norm, asynchronous))
+        clip = global_norm_clip(clip_global_norm, asynchronous)
         self._iterators = _by_name(iterator, "iterators")
         self._optimizers: dict[str, Optimizer] = _by_name(optimizer, "optimizers")
         self._models = _by_name(model, "models")
@@ -147,6 +148,8 @@ class StandardUpdater:
             self._appliers[name] = get_updater(opt)
             self._appliers[name].attach(self.stores[name])
         self.sync = self._connect(kvstore, asynchronous)
+        self.verdict = verdict_for(self.nan, loss_scaler, clip, backend, asynchronous,
+                                self._optimizers["main"])
         self.batches = Batches(lambda indices: self.sync.shard(indices), converter, prefetch,
                                self._iterators["main"])
         self.backends = [backend]
@@ -262,19 +265,27 @@ class StandardUpdater:
     def update_core(self) -> None:
         """Gradients of ``accum_grad`` batches, then one optimizer step unless the verdict on
         them (:class:`.verdict.Verdict`) skips it, retries it on new batches or stops."""
-        i, scaler = self.iteration, self.loss_scaler
+        i = self.iteration
         while True:
-            scale = scaler.scale if scaler is not None else 1.0
+            scale = self.verdict.backward_scale()
             with self.silent_overflow():
                 self.observation = self.compute_gradients(i, scale)
             with self.profiler.stage("update"):
-                verdict, carried = self.verdict(self.stores["main"], self.observation["loss"],
-                                                scale, i)
+                verdict, carried, applied = self.verdict(self.stores["main"],
+                                                         self.observation["loss"], scale, i)
             if verdict != "retry":
                 break
         if verdict == "apply":
             with self.profiler.stage("update"):
-                self.apply_update(i, carried)
+                self.apply_update(i, carried, applied)
+
+    def settle(self) -> None:
+        """Reads what the updates left on the device since the last read (the verdicts on
+        their losses and gradients, :mod:`.device_verdict`) and acts on it: the host's counts
+        are then exact, and a run whose update was not finite stops here
+        (:class:`~trainer_run.errors.Diverged`). Readers of the run's state (log rows,
+        evaluations, checkpoints, the summary) call it first."""
+        self.verdict.settle()
 
     def compute_gradients(self, iteration: int, scale: float = 1.0) -> dict:
         """Fills the main replica's gradients from ``accum_grad`` batches (times ``scale``),
@@ -309,16 +320,19 @@ class StandardUpdater:
             self.sync.reduce(iteration, self.replica_stores)
             return self.sync.global_metrics(metrics)
 
-    def apply_update(self, iteration: int, scale: float = 1.0) -> None:
+    def apply_update(self, iteration: int, scale: float = 1.0, applied=None) -> None:
         """One step of the main optimizer on gradients that carry a factor ``scale``: here,
         with ``rescale_grad / scale`` as the step's gradient factor, or with ``dist_async``
-        on the server (:meth:`.server_sync.ServerSync.push_pull`)."""
+        on the server (:meth:`.server_sync.ServerSync.push_pull`). ``applied``: where the
+        step is kept (a 0-d boolean on the device; None: everywhere)."""
         self.callbacks.fire("update_on_start", iteration)
         if self.sync.updates_on_server:
             with self.profiler.stage("communication"):
                 self.sync.push_pull(iteration, self.replica_stores, scale)
         else:
-            self._appliers["main"].step(scale)
+            applier = self._appliers["main"]
+            with applier.unless(applied) if applied is not None else contextlib.nullcontext():
+                applier.step(scale)
         self.callbacks.fire("update_on_finish", iteration)
 
     # -- pieces subclasses reuse ------------------------------------------------------------
@@ -396,6 +410,7 @@ class StandardUpdater:
         for name, opt in self._optimizers.items():
             opt.load_state_dict(state["optimizers"][name])
             self._appliers[name].load_state_dict(state["optimizer_states"][name], asarray)
+        self.verdict.reset()
         if self.loss_scaler is not None:
             if state.get("loss_scaler") is None:
                 raise ValueError("the saved state has no loss scaler; it was trained without one")

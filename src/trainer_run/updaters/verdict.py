@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 
+from .. import host_reads
 from .clipping import GlobalNormClip
 from .divergence import NanPolicy
 
@@ -36,20 +37,31 @@ class Verdict:
         self.loss_scaler = loss_scaler
         self.clip = clip
 
-    def __call__(self, store, loss, scale: float, iteration: int) -> tuple[str, float]:
+    def backward_scale(self):
+        """The loss scale backward is seeded with (1.0: none): the scaler's."""
+        return self.loss_scaler.scale if self.loss_scaler is not None else 1.0
+
+    def settle(self) -> None:
+        """Reads what the verdicts left on the device (here: nothing, they are read at once)."""
+
+    def reset(self) -> None:
+        """Forgets what was kept between updates (after a state is loaded)."""
+
+    def __call__(self, store, loss, scale: float, iteration: int) -> tuple[str, float, None]:
         """``"apply"``, ``"skip"`` or ``"retry"`` for the gradients in ``store`` (a
         :class:`~trainer_run.params.ParamStore`, carrying the loss scale ``scale``) of the
         update at ``iteration`` whose loss is ``loss`` (a scalar, read only without a dynamic
-        loss scaler), and the factor the gradients carry for the optimizer's step."""
+        loss scaler), the factor the gradients carry for the optimizer's step, and where the
+        step applies (None: everywhere; see :mod:`.device_verdict`)."""
         grads = [group.grad for group in store.groups]
-        norm = self.clip.norm(grads, scale) if self.clip is not None else None
+        norm = None if self.clip is None else host_reads.scalar(self.clip.norm(grads, scale))
         if self.loss_scaler is not None and self.loss_scaler.dynamic:
-            finite = store.grads_finite() if norm is None else math.isfinite(norm)
-            verdict = self.loss_scaler.record(finite)
+            finite = host_reads.scalar(store.grads_finite()) if norm is None else math.isfinite(norm)
+            verdict = self.loss_scaler.record(bool(finite))
         else:
-            verdict = self.nan.verdict(float(loss), iteration)
+            verdict = self.nan.verdict(host_reads.scalar(loss), iteration)
             if verdict == "apply" and norm is not None:
                 verdict = self.nan.verdict(norm, iteration, GLOBAL_NORM)
         if verdict != "apply" or norm is None:
-            return verdict, scale
-        return verdict, scale / self.clip.factor(norm)
+            return verdict, scale, None
+        return verdict, scale / self.clip.factor(norm), None

@@ -22,13 +22,16 @@ def examples_in(in_arrays) -> int:
     return len(in_arrays)
 
 
-def backward_seeded(loss, seed: float) -> None:
-    """Back-propagates ``loss`` with the output gradient ``seed`` (1: plain backward)."""
-    if seed == 1.0:
+def backward_seeded(loss, seed) -> None:
+    """Back-propagates ``loss`` with the output gradient ``seed`` (a number, 1 for plain
+    backward, or a 0-d array on the loss's device: a loss scale kept there)."""
+    if isinstance(seed, float) and seed == 1.0:
         backward(loss)
-    else:
-        data = as_data(loss)
-        backward(loss, array_module(data).full_like(data, seed))
+        return
+    data = as_data(loss)
+    gy = array_module(data).empty_like(data)
+    gy[...] = seed
+    backward(loss, gy)
 
 
 def add_weighted(metrics: dict, out: dict, weight: float) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy
 
+from ... import host_reads
 from ...autograd import as_data, no_grad
 from ...converter import concat_examples, to_device
 from ...module import evaluating
@@ -38,6 +39,7 @@ class Evaluator(Extension):
         self.converter = converter
 
     def __call__(self, trainer) -> None:
+        trainer.updater.settle()
         trainer.observation.update(self.evaluate())
 
     def evaluate(self) -> dict:
@@ -51,9 +53,11 @@ class Evaluator(Extension):
                 with blame("model", self.model):
                     metrics = outputs(self.model, arrays)
                 for key, value in metrics.items():
-                    value = float(as_data(value))
-                    totals[key] = totals.get(key, 0.0) + value * len(indices)
-        return {self.prefix + k: v / n for k, v in totals.items()}
+                    value = as_data(value).astype(numpy.float64) * len(indices)
+                    totals[key] = totals[key] + value if key in totals else value
+        names = list(totals)
+        return {self.prefix + k: v / n
+                for k, v in zip(names, host_reads.scalars([totals[k] for k in names]))}
 
     def _batch(self, indices):
         if self.converter is concat_examples and hasattr(self.dataset, "take"):

@@ -7,6 +7,7 @@ import warnings
 from datetime import datetime
 from typing import Callable
 
+from ... import host_reads
 from ...errors import UserCodeError
 from .. import clock
 from ..extension import PRIORITY_READER, Extension
@@ -88,14 +89,17 @@ class LogReport(Extension):
 
     def _write(self, trainer) -> None:
         updater = trainer.updater
+        updater.settle()
         row = {"iteration": updater.iteration, "epoch": updater.epoch_detail,
                "time": datetime.now().astimezone().isoformat(timespec="milliseconds"),
                "elapsed_s": self.elapsed_s}
         if self.optimizer is not None:
             row["lr"] = self.optimizer.learning_rate
         row.update(updater.readings())
-        for name in sorted(self._sums):
-            row[name] = float(self._sums[name]) / self._counts[name]
+        names = sorted(self._sums)
+        sums = host_reads.scalars([self._sums[name] for name in names])
+        for name, total in zip(names, sums):
+            row[name] = total / self._counts[name]
         self._sums, self._counts = {}, {}
         self.log.append(row)
         for logger in self.loggers:
@@ -106,7 +110,9 @@ class LogReport(Extension):
         return self.log[-1] if self.log else {}
 
     def state_dict(self) -> dict:
-        return {"log": self.log, "sums": {k: float(v) for k, v in self._sums.items()},
+        names = list(self._sums)
+        sums = dict(zip(names, host_reads.scalars([self._sums[k] for k in names])))
+        return {"log": self.log, "sums": sums,
                 "counts": self._counts, "elapsed_s": self.elapsed_s}
 
     def load_state_dict(self, state: dict) -> None:

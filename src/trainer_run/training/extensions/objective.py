@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import math
 
+from ... import host_reads
+from ...backend import array_module
 from ...errors import ConfigError, check, check_number
 from ..extension import PRIORITY_EDITOR, Extension
 from ..trainer import metric_name
@@ -69,7 +71,8 @@ class Objective(Extension):
         observation = trainer.observation
         name = self.metric.split("/", 1)[1]
         if self.metric.startswith("train/") and name in observation:  # the training step's
-            self._sum += float(observation[name])
+            value = observation[name]
+            self._sum = self._sum + array_module(value).asarray(value, dtype="float64")
             self._count += 1
         if not self.at(trainer):
             return
@@ -89,7 +92,8 @@ class Objective(Extension):
         if self.metric.startswith("train/"):
             if self._count == 0:
                 raise ConfigError(self._missing(observation))
-            value, self._sum, self._count = self._sum / self._count, 0.0, 0
+            value = host_reads.scalar(self._sum) / self._count
+            self._sum, self._count = 0.0, 0
             return value
         if self.metric not in observation:
             raise ConfigError(self._missing(observation))
@@ -115,7 +119,7 @@ class Objective(Extension):
 
     def state_dict(self) -> dict:
         return {"best": self.best, "best_iteration": self.best_iteration, "final": self.final,
-                "top": self.top, "sum": self._sum, "count": self._count}
+                "top": self.top, "sum": host_reads.scalar(self._sum), "count": self._count}
 
     def load_state_dict(self, state: dict) -> None:
         self.best, self.best_iteration = state["best"], state["best_iteration"]

@@ -62,6 +62,7 @@ class Snapshot(Extension):
         failed write raises at the next save or when training ends). Returns the path the
         checkpoint will have."""
         iteration = trainer.updater.iteration
+        trainer.updater.settle()
         if not trainer.updater.params_finite():
             raise Diverged(f"the parameters hold NaN or inf at iteration {iteration}; "
                            "no checkpoint was written for it")

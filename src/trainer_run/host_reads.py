@@ -1,0 +1,58 @@
+"""Reading values from the device to the host: the training loop does it only here, and
+every read is counted.
+
+On a GPU a read (a loss as a Python float, an array copied to the host) waits until the
+device has done all the work queued before it: the CPU stops launching kernels until then,
+so the GPU runs dry. The training loop therefore keeps its losses, metrics and verdicts on
+the device and reads them at log rows, evaluations and checkpoints
+(:mod:`trainer_run.updaters.device_verdict`). A NumPy array is already on the host; reading
+it is counted all the same, so that a test on the CPU can check that an iteration reads
+nothing (:func:`count` before and after).
+"""
+
+from __future__ import annotations
+
+import numpy
+
+_done = 0
+
+
+def count() -> int:
+    """The number of reads made by this process so far."""
+    return _done
+
+
+def _counted() -> None:
+    global _done
+    _done += 1
+
+
+def array(value) -> numpy.ndarray:
+    """``value`` (a NumPy or CuPy array, or a NumPy scalar) as a host NumPy array: one read
+    (a NumPy array is returned as it is)."""
+    _counted()
+    if isinstance(value, (numpy.ndarray, numpy.generic)):
+        return value
+    return value.get()
+
+
+def scalar(value) -> float:
+    """``value`` (a one-element array of either module, or a Python number) as a float: one
+    read, none for a Python number."""
+    if isinstance(value, (int, float)):
+        return float(value)
+    return float(array(value))
+
+
+def scalars(values: list) -> list[float]:
+    """Each of ``values`` (one-element arrays on one device) as a float, in one read."""
+    if not values:
+        return []
+    xp = numpy if isinstance(values[0], (numpy.ndarray, numpy.generic)) else _module(values[0])
+    return [float(v) for v in array(xp.stack([xp.asarray(v).reshape(()) for v in values]))]
+
+
+def _module(value):
+    import cupy
+
+    return cupy.get_array_module(value)
