@@ -56,3 +56,32 @@ def _module(value):
     import cupy
 
     return cupy.get_array_module(value)
+
+
+class Later:
+    """``values`` (one-element arrays on one device) on their way to the host: the copy is
+    queued now, behind the work that computes them, into page-locked memory, and
+    :meth:`result` collects it. Collected once the device has finished that work (an update
+    later, say), the read does not wait, and the device's queue never runs dry."""
+
+    def __init__(self, values: list):
+        first = values[0]
+        if isinstance(first, (numpy.ndarray, numpy.generic)):
+            self._device, self._event = None, None
+            self._host = numpy.stack([numpy.asarray(v).reshape(()) for v in values])
+            return
+        import cupy
+        import cupyx
+
+        self._device = cupy.stack([cupy.asarray(v).reshape(()) for v in values])
+        self._host = cupyx.empty_pinned(self._device.shape, self._device.dtype)
+        self._device.get(out=self._host, blocking=False)
+        self._event = cupy.cuda.Event()
+        self._event.record()
+
+    def result(self) -> list[float]:
+        """The values as floats: one read (waiting for the copy if it is still under way)."""
+        _counted()
+        if self._event is not None:
+            self._event.synchronize()
+        return [float(v) for v in self._host]

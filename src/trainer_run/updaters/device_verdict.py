@@ -45,7 +45,8 @@ class DeviceVerdict(Verdict):
         self.reset()
 
     def reset(self) -> None:
-        self._pending: list[tuple[int, list]] = []  # (iteration, device values) not yet read
+        # (iteration, device values, or a Later carrying them) not yet read
+        self._pending: list[tuple[int, list | host_reads.Later]] = []
         self._counters = None  # the optimizer's counters before the pending step
         self._healthy = None  # nan_policy=stop: false from the first non-finite update on
         self._scale = self._clean = None  # the dynamic scale and clean steps, on the device
@@ -67,11 +68,12 @@ class DeviceVerdict(Verdict):
         norm = self.clip.norm(grads, scale) if self.clip is not None else None
         if self._dynamic:
             applied = store.grads_finite() if norm is None else xp.isfinite(norm)
-            self._pending.append((iteration, [applied]))
+            self._pending.append((iteration, host_reads.Later([applied])))
             self._scale_after(applied, xp)
         else:
             values = [xp.asarray(loss)] + ([] if norm is None else [norm])
-            self._pending.append((iteration, values))
+            self._pending.append((iteration, host_reads.Later(values) if self._each_update
+                                  else values))
             applied = xp.isfinite(values[0])
             applied = applied if norm is None else applied & xp.isfinite(norm)
             if self.nan.policy == "stop":
@@ -106,9 +108,11 @@ class DeviceVerdict(Verdict):
         pending, self._pending = self._pending, []
         if not pending:
             return
-        read = iter(host_reads.scalars([v for _, values in pending for v in values]))
+        kept = [v for _, values in pending if isinstance(values, list) for v in values]
+        read = iter(host_reads.scalars(kept))
         for iteration, values in pending:
-            got = [next(read) for _ in values]
+            got = values.result() if isinstance(values, host_reads.Later) else [
+                next(read) for _ in values]
             if self._dynamic:
                 verdict = self.loss_scaler.record(bool(got[0]))
             else:
