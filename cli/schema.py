@@ -70,6 +70,7 @@ TYPES = {
     "scheduler.base_lr": _type("float"),
     "updater.devices": _type("int", "list", description="an integer or a list of device ids"),
     "backend.threads": _type("int", "none", description="a number of threads or null"),
+    "backend.deferred": _type("bool", "none"),
     "updater.callbacks.*": CALLBACK,
     "loss_scale._target_": _type("str", "none", description="a dotted path or null (no loss "
                                  "scaling)"),

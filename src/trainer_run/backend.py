@@ -141,17 +141,19 @@ def array_module(a):
 
 
 def get_backend(name: str = "auto", device: int = 0, seed: int = 0, dtype="float32",
-                threads: int | None = None) -> Backend:
+                threads: int | None = None, deferred: bool | None = None) -> Backend:
     """Builds the backend ``name`` (one of :data:`NAMES`; ``"auto"`` picks CuPy when a GPU is
     usable, else NumPy) on ``device`` with a generator seeded by ``seed``, computing in
     ``dtype``, NumPy's BLAS on ``threads`` threads (None: the count the BLAS chose when the
     process started, restored if a run before in this process set another; see
-    :class:`Backend`). The config's ``backend`` options name it with ``_target_``."""
+    :class:`Backend`), reading the device ``deferred`` (see :class:`Backend`). The config's
+    ``backend`` options name it with ``_target_``."""
     if name == "auto":
         name = "cupy" if _cupy_usable() else "numpy"
     if threads is None:
         blas_threads.restore()
-    return Backend(name, device=device, seed=seed, dtype=dtype, threads=threads)
+    return Backend(name, device=device, seed=seed, dtype=dtype, threads=threads,
+                   deferred=deferred)
 
 
 def _cupy_usable() -> bool:
