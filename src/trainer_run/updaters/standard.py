@@ -22,25 +22,18 @@ Our rules, where the seeds differ:
   with batch 100.
 - **Loss scaling**: backward is seeded with ``scale * n_i / N`` instead of ``n_i / N``, and
   the optimizer's step is given ``rescale_grad / scale`` as its gradient factor (MXNet's
-  AMP folds the scale into ``rescale_grad``), so the update sees unscaled gradients in the
-  optimizer's precision. With a :class:`~trainer_run.loss_scaling.DynamicLossScaler` the
-  gradients are checked for inf and NaN after the reduction; see
-  :mod:`trainer_run.loss_scaling` for skip and retry. Weight decay is the optimizer's ``wd``
-  only (nnabla's updater applies its own ``weight_decay`` on top; here there is no second
-  one).
-- **Divergence** (Chainer's ``FailOnNonNumber``, on the loss) and **clipping by global norm**
-  (``clip_global_norm``): the verdict on each update's complete gradients is :mod:`.verdict`'s
-  (see :mod:`.divergence` and :mod:`.clipping`).
-- **Callbacks**: see :mod:`trainer_run.callbacks`.
-- **Profiling** (``profiler``, a :class:`~trainer_run.training.profile.Profiler`): each
-  update marks ``data`` (the batches drawn and moved to the device), ``forward`` (the
-  metrics gathered with it), ``backward`` (the gradient buffers cleared and finalized with
-  it), ``communication`` (every kvstore exchange, ``dist_async``'s push and pull inside the
-  update included) and ``update`` (the verdict on the loss or gradients and the step).
-- **Prefetch** (``prefetch=N``): the next ``N`` batches' parts are gathered (``take``, the
-  normalization included) on one background thread while this one trains; the batches, the
-  iterator's state and so checkpoints are the same as without (see
-  :mod:`trainer_run.data.prefetch`). The parts are moved to the device here.
+  AMP), so the update sees unscaled gradients in the optimizer's precision; dynamic scaling,
+  skip and retry are :mod:`trainer_run.loss_scaling`'s. Weight decay is the optimizer's
+  ``wd`` only (nnabla's updater adds its own ``weight_decay``).
+- **Divergence** (Chainer's ``FailOnNonNumber``, on the loss) and **clipping by global norm**:
+  the verdict on each update's complete gradients is :mod:`.verdict`'s, or with a
+  ``deferred`` backend :mod:`.device_verdict`'s, on the device; readers :meth:`settle` it.
+- **Callbacks**: :mod:`trainer_run.callbacks`. **Profiling**: the stages ``data``,
+  ``forward``, ``backward``, ``communication`` and ``update``
+  (:mod:`trainer_run.training.profile`).
+- **Prefetch** (``prefetch=N``): the next ``N`` batches' parts are gathered on a background
+  thread (:mod:`trainer_run.data.prefetch`), the same batches and states as without; they
+  are moved to the device here.
 """
 
 from __future__ import annotations
