@@ -45,10 +45,12 @@ def scalar(value) -> float:
 
 
 def scalars(values: list) -> list[float]:
-    """Each of ``values`` (one-element arrays on one device) as a float, in one read."""
+    """Each of ``values`` (one-element arrays on one device, or numbers) as a float, in one
+    read."""
     if not values:
         return []
-    xp = numpy if isinstance(values[0], (numpy.ndarray, numpy.generic)) else _module(values[0])
+    on_device = [v for v in values if not isinstance(v, (int, float, numpy.ndarray, numpy.generic))]
+    xp = _module(on_device[0]) if on_device else numpy
     return [float(v) for v in array(xp.stack([xp.asarray(v).reshape(()) for v in values]))]
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy
 
+from .. import host_reads
 from .sync import KVStoreSync
 
 
@@ -51,7 +52,7 @@ class GradientSync(KVStoreSync):
         if self.num_workers == 1:
             return metrics
         names = sorted(metrics)
-        values = numpy.array([*(float(metrics[n]) for n in names), self._stop_vote,
+        values = numpy.array([*host_reads.scalars([metrics[n] for n in names]), self._stop_vote,
                               self._finish_vote])
         if not self._metrics_key_ready:
             self.kvstore.init(self.keys.metrics, values)
