@@ -809,6 +809,9 @@ class CountingUpdater:
     def agree_to_stop(self, signum):
         return signum
 
+    def settle(self):
+        pass
+
     def abort(self, reason):
         pass
 
