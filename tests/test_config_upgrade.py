@@ -45,8 +45,9 @@ NEW = {
 }
 
 
-SAVED = {**NEW, "backend": {**NEW["backend"], "threads": None}}
-"""What a run saves of them today: :data:`NEW` and the keys added since (``backend.threads``)."""
+SAVED = {**NEW, "backend": {**NEW["backend"], "threads": None, "deferred": None}}
+"""What a run saves of them today: :data:`NEW` and the keys added since (``backend.threads``,
+``backend.deferred``)."""
 
 
 # -- the function -------------------------------------------------------------------------------
