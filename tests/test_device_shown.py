@@ -298,3 +298,25 @@ def test_info_of_one_hydra_section_leaves_the_devices_out(value):
     result = _run("--info", value)
     assert result.returncode == 0, result.stderr
     assert "Devices" not in result.stdout.splitlines()
+
+
+# -- packaging: which CuPy for which CUDA ---------------------------------------------------------
+
+def test_the_cuda_extras_name_the_cupy_wheel_of_each_cuda_major():
+    tomllib = pytest.importorskip("tomllib")
+    pyproject = Path(__file__).resolve().parents[1] / "pyproject.toml"
+    extras = tomllib.loads(pyproject.read_text())["project"]["optional-dependencies"]
+    assert extras["cuda12"] == ["cupy-cuda12x>=13"]
+    assert extras["cuda13"] == ["cupy-cuda13x>=14"]
+    assert extras["cuda"] == ["trainer-run[cuda12]"]      # the older name, an alias
+
+
+def test_backend_cupy_without_cupy_names_both_extras_and_nvidia_smi(tmp_path):
+    if importlib.util.find_spec("cupy") is not None:
+        pytest.skip("CuPy is installed")
+    result = run_cli(f"hydra.run.dir={tmp_path / 'run'}", "backend=cupy", QUIET)
+    line = _one_line_error(result)
+    for words in ("pip install 'trainer-run[cuda12]'", "'trainer-run[cuda13]'", "nvidia-smi",
+                  "backend=numpy"):
+        assert words in line
+    assert not (tmp_path / "run").exists()
