@@ -24,8 +24,8 @@ VALUED_FLAGS = ("--cfg", "-c", "--package", "-p", "--config-path", "-cp", "--con
                 "--config-dir", "-cd", "--experimental-rerun")
 """Hydra flags followed by a value (``--config-dir DIR``)."""
 INFO_FLAGS, INFO_VALUES = ("--info", "-i"), ("all", "config", "defaults", "defaults-tree",
-                                              "plugins", "searchpath")
-"""Hydra's ``--info``, whose value is optional."""
+                                              "plugins", "searchpath", "devices")
+"""Hydra's ``--info``, whose value is optional; ``devices`` is ours (the devices alone)."""
 
 
 def check_grammar(argv: list[str]) -> None:
@@ -125,6 +125,15 @@ def flags_first(argv: list[str]) -> list[str]:
         else:
             overrides.append(argument)
     return [*flags, *overrides]
+
+
+def info(argv: list[str]) -> str | None:
+    """The value of ``--info`` in ``argv`` (after :func:`flags_first`: ``all`` for a bare
+    ``--info``); None without the flag."""
+    for flag, following in zip(argv, [*argv[1:], None]):
+        if flag in INFO_FLAGS:
+            return following if following in INFO_VALUES else "all"
+    return None
 
 
 def is_override(argument: str) -> bool:

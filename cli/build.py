@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy
 
 from trainer_run import data as datasets
-from trainer_run import optimizers, schedulers
+from trainer_run import devices, optimizers, schedulers
 from trainer_run.backend import Backend
 from trainer_run.callbacks import HOOKS, Callbacks
 from trainer_run.errors import ConfigError, check, check_number
@@ -150,8 +150,14 @@ def trainer_of(run: Run, config: dict, out: Path, extra: dict | None = None) -> 
 def build_backend(section: dict, seed) -> object:
     """The backend of ``backend._target_`` (``trainer_run.backend.get_backend``: the array
     module ``name``, ``device`` and the compute ``dtype``, which the precision group sets),
-    its generator seeded by ``seed``."""
-    return instantiate("backend", section, {"seed": seed}, kind=KINDS["backend"])
+    its generator seeded by ``seed``. On a GPU, a ``device`` this process does not see is
+    refused in one line."""
+    backend = instantiate("backend", section, {"seed": seed}, kind=KINDS["backend"])
+    if backend.name == "cupy":
+        devices.check_visible([backend.device], f"backend.device={backend.device}",
+                              "set backend.device to a visible id, or backend=numpy to train "
+                              "on the CPU")
+    return backend
 
 
 def build_kvstore(section: dict, updater: dict, dtype: str = "float32"):

@@ -193,8 +193,9 @@ def _start(cfg: DictConfig, out: Path, fresh: bool):
     """The built trainer (or server), once the config is valid and no stop signal came (with
     ``init_from``, the model section is the source run's unless the command names one:
     :mod:`.fine_tune`); then
-    rank 0 says what the run trains on (a line, unless ``trainer.progress`` is off, and a hint
-    if there is one; a warning for a compute dtype the backend runs slowly), and a new run
+    rank 0 says the backend and its device (:meth:`~trainer_run.backend.Backend.describe`) and
+    what the run trains on (a line, unless ``trainer.progress`` is off, and a hint if there is
+    one; a warning for a compute dtype the backend runs slowly), and a new run
     directory gets Hydra's record and the data's (:mod:`trainer_run.data.record`)."""
     try:
         cfg, taken = fine_tune.source_model(cfg, overrides())
@@ -213,6 +214,7 @@ def _start(cfg: DictConfig, out: Path, fresh: bool):
     stop_if_signalled()
     if _is_rank_0():
         say(f"run directory: {out}")
+        say(f"backend: {built.backend.describe()}")  # what backend=auto chose, too
         inform(built.data.note)
         inform("\n".join(getattr(built.backend, "notes", ())))  # a slow dtype, the BLAS's threads
         if isinstance(role, Trainer):

@@ -37,7 +37,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 from yaml import YAMLError
 
-from trainer_run import run_directory, targets
+from trainer_run import devices, run_directory, targets
 from trainer_run.errors import ConfigError
 from trainer_run.kvstore import mpi_job
 from trainer_run.kvstore.mpi import import_mpi
@@ -73,6 +73,9 @@ def main(argv: list[str] | None = None) -> None:
     typed = list(argv)
     if "--version" in argv:
         print(version())
+        return
+    if args.info(argv) == "devices":  # ours alone: Hydra has no such section
+        show_devices()
         return
     if args.asks_help(argv):
         _help(argv)
@@ -123,6 +126,15 @@ def main(argv: list[str] | None = None) -> None:
         raise
     if sweep is not None and (comm is None or comm.rank == 0):
         sys.exit(sweeps.report(Path(sweep), typed))
+    if args.info(typed) == "all":  # after Hydra's own sections
+        show_devices()
+
+
+def show_devices() -> None:
+    """``--info``'s section on the devices: NumPy's, CuPy's and CUDA's versions, and the GPUs
+    seen (:func:`trainer_run.devices.info_lines`); needs no GPU."""
+    print("Devices\n*******")
+    print("\n".join(devices.info_lines()))
 
 
 def _on_hosts(path: Path, argv: list[str]) -> None:

@@ -34,9 +34,10 @@ def _reference(params, x, y):
 
 
 def _lines(result):
-    """What the run said of its data: the note (stdout, after the run directory's line), then
-    stderr's lines (a hint, or the error)."""
-    out = [line for line in result.stdout.splitlines() if line.strip()]
+    """What the run said of its data: the note (stdout, after the run directory's line and the
+    backend's), then stderr's lines (a hint, or the error)."""
+    out = [line for line in result.stdout.splitlines()
+           if line.strip() and not line.startswith("backend: ")]
     note = out[1:2] if out and out[0].startswith("run directory: ") else []
     return note + [line for line in result.stderr.splitlines() if line.strip()]
 

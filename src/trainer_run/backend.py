@@ -25,7 +25,7 @@ import importlib.util
 
 import numpy
 
-from . import blas_threads, host_reads
+from . import blas_threads, devices, host_reads
 from .errors import ConfigError, check_number
 
 NAMES = ("numpy", "cupy", "auto")
@@ -130,6 +130,30 @@ class Backend:
                               "this resumed run may differ in the last bits from the "
                               "uninterrupted one")
 
+    def describe(self) -> str:
+        """The backend and its device in words, for a run's first lines: ``cupy, gpu:0
+        (NVIDIA H200, 140 GiB)`` or ``numpy (cpu, 8 threads)`` (the BLAS's threads in use;
+        ``numpy (cpu)`` where they cannot be asked). The words of :meth:`device_record`."""
+        record = self.device_record()
+        if "name" in record:
+            gpu = devices.GPU(self.device, record["name"], record["memory_bytes"])
+            return f"{record['backend']}, {record['device']} ({gpu})"
+        threads = record.get("threads")
+        where = record["device"] + ("" if threads is None else
+                                    f", {threads} thread{'s' if threads != 1 else ''}")
+        return f"{record['backend']} ({where})"
+
+    def device_record(self) -> dict:
+        """What :meth:`describe` says, as plain data for ``summary.json``: ``{"backend":
+        "cupy", "device": "gpu:0", "name": ..., "memory_bytes": ..., "dtype": ...}`` or
+        ``{"backend": "numpy", "device": "cpu", "threads": N or None, "dtype": ...}``."""
+        if self.name == "cupy":
+            gpu = devices.gpu(self.device)
+            return {"backend": self.name, "device": f"gpu:{self.device}", "name": gpu.name,
+                    "memory_bytes": gpu.memory_bytes, "dtype": str(self.dtype)}
+        return {"backend": self.name, "device": "cpu", "threads": blas_threads.current(),
+                "dtype": str(self.dtype)}
+
 
 def array_module(a):
     """``numpy`` or ``cupy``, whichever owns the array ``a`` (NumPy for scalars)."""
@@ -172,7 +196,8 @@ def _import_cupy():
         import cupy
     except ImportError:
         raise ConfigError(
-            "name=cupy needs CuPy; install it with `pip install trainer-run[cuda]` "
+            "name=cupy needs CuPy: install it with pip install 'trainer-run[cuda12]' (or "
+            "'trainer-run[cuda13]' for CUDA 13; nvidia-smi shows the driver's CUDA Version), "
             "or choose backend=numpy"
         ) from None
     return cupy

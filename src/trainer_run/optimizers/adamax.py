@@ -14,14 +14,14 @@ follows the Python code (``clip_gradient is not None``; see :func:`.array_ops.mx
 
 One deviation: an entry whose gradient has been exactly zero at every update so far (a
 dead ReLU unit, an unused row) has ``m = u = 0``, and MXNet's ``m / u`` turns its weight
-into NaN, which then spreads through the model. Here ``u`` is raised to the dtype's
-smallest subnormal number for the division only, so such an entry does not move
-(``0 / tiny = 0``); every other entry (``u >= tiny``) gets MXNet's value exactly.
+into NaN, which then spreads through the model. Here the division is by ``u`` where
+``u != 0`` and by 1 where ``u == 0`` (``u + (u == 0)``), so such an entry does not move
+(``0 / 1 = 0``); every other entry gets MXNet's value exactly. No subnormal number is
+involved, so the rule holds on a GPU too, which flushes subnormals to zero (dividing by
+the smallest subnormal there was ``0 / 0 = NaN``).
 """
 
 from __future__ import annotations
-
-import numpy
 
 from .. import jit
 from ..backend import array_module
@@ -34,7 +34,7 @@ from .scalar_ops import decayed as decayed_one
 from .workspace import Workspace, chunks
 
 
-def _adamax_loop(w, g, m, u, lr, wd, beta1, one_minus_beta1, beta2, rescale, tiny, clip,
+def _adamax_loop(w, g, m, u, lr, wd, beta1, one_minus_beta1, beta2, rescale, one, clip,
                  clipping):
     for i in prange(w.size):
         gi = decayed_one(g[i], w[i], rescale, wd, clip, clipping)
@@ -42,7 +42,7 @@ def _adamax_loop(w, g, m, u, lr, wd, beta1, one_minus_beta1, beta2, rescale, tin
         ui = max(u[i] * beta2, abs(gi))
         m[i] = mi
         u[i] = ui
-        w[i] = w[i] - lr * mi / (ui if ui != 0 else tiny)
+        w[i] = w[i] - lr * mi / (ui if ui != 0 else one)
 
 
 _adamax_kernel = jit.kernel(_adamax_loop)
@@ -64,17 +64,16 @@ class Adamax(Optimizer):
 
     def _scalars(self, dtype, lr, wd, t, rescale_grad):
         lr = lr / (1.0 - self.beta1**t)
-        return scalars(dtype, lr, wd, self.beta1, 1.0 - self.beta1, self.beta2, rescale_grad,
-                       numpy.finfo(dtype).smallest_subnormal)
+        return scalars(dtype, lr, wd, self.beta1, 1.0 - self.beta1, self.beta2, rescale_grad, 1.0)
 
     def fused_step(self, weight, grad, state, lr, wd, count, segments, rescale_grad):
-        lr, wd, beta1, one_minus_beta1, beta2, rescale, tiny = self._scalars(weight.dtype, lr, wd,
-                                                                             count, rescale_grad)
+        lr, wd, beta1, one_minus_beta1, beta2, rescale, one = self._scalars(weight.dtype, lr, wd,
+                                                                            count, rescale_grad)
         clip = python_clip(self, weight.dtype)[1]
         m, u = state
         if jit.usable(_adamax_kernel, weight, grad, m, u):
             jit.launch(_adamax_kernel, weight.size, weight, grad, m, u, lr, wd, beta1,
-                       one_minus_beta1, beta2, rescale, tiny, clip if clip is not None else lr,
+                       one_minus_beta1, beta2, rescale, one, clip if clip is not None else lr,
                        clip is not None)
             return
         xp = array_module(weight)
@@ -84,7 +83,8 @@ class Adamax(Optimizer):
             average_into(xp, mm, g, beta1, one_minus_beta1, t)
             uu *= beta2
             xp.maximum(uu, xp.abs(g, out=t), out=uu)
-            xp.maximum(uu, tiny, out=t)     # MXNet: m / u (0 / 0 = NaN where u = 0)
+            xp.equal(uu, 0, out=t)          # MXNet: m / u (0 / 0 = NaN where u = 0)
+            t += uu                         # u, or 1 where u = 0
             xp.multiply(mm, lr, out=g)
             g /= t
             w -= g

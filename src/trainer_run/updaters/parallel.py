@@ -20,6 +20,7 @@ from __future__ import annotations
 import copy
 from concurrent.futures import ThreadPoolExecutor
 
+from .. import devices as gpus
 from ..autograd import as_data
 from ..backend import Backend
 from ..converter import concat_examples
@@ -109,19 +110,28 @@ class ParallelUpdater(StandardUpdater):
 
 
 def _device_ids(devices, backend) -> list[int]:
+    """The replicas' device ids; on a GPU, each must be one this process sees (one line
+    saying how many are visible otherwise, not CUDA's traceback)."""
     if isinstance(devices, bool) or not isinstance(devices, (int, list, tuple)):
         raise ConfigError(f"devices must be a number of replicas or a list of device ids, got {devices!r}")
     if isinstance(devices, int):
         check(devices >= 1, f"devices must be >= 1, got {devices}")
         first = backend.device or 0
-        return list(range(first, first + devices))
-    ids = list(devices)
-    check(len(ids) >= 1 and all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in ids)
-          and len(set(ids)) == len(ids),
-          f"devices must be distinct device ids >= 0, got {ids}")
+        ids = list(range(first, first + devices))
+    else:
+        ids = list(devices)
+        check(len(ids) >= 1 and all(isinstance(d, int) and not isinstance(d, bool) and d >= 0
+                                    for d in ids) and len(set(ids)) == len(ids),
+              f"devices must be distinct device ids >= 0, got {ids}")
     if backend.device is not None:
         check(ids[0] == backend.device, f"devices[0]={ids[0]} must be the backend's device "
               f"({backend.device}); set backend.device={ids[0]} or reorder the list")
+        if isinstance(devices, int):
+            fix = f"set updater.devices={max(gpus.gpu_count() - ids[0], 1)} or fewer"
+        else:
+            fix = "list only visible ids in updater.devices"
+        gpus.check_visible(ids, f"devices={devices}",
+                           f"{fix}, or make more GPUs visible (CUDA_VISIBLE_DEVICES)")
     return ids
 
 

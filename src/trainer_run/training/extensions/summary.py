@@ -22,8 +22,10 @@ class Summary(Extension):
     With ``held_out`` (a :class:`~.held_out.HeldOutEvaluator`), its ``test/*`` metrics are
     written too, and ``test_weights``: which weights they measured (``{"checkpoint": "best" |
     "last", "iteration": N}``); with ``model`` (:func:`trainer_run.models.summary`), the model's size under
-    ``"model"``. ``elapsed_s`` is the log's (:attr:`~.log_report.LogReport.elapsed_s`: since the job started,
-    start-up included, carried over a resume), so it agrees with ``metrics.jsonl``;
+    ``"model"``; with ``device`` (:meth:`~trainer_run.backend.Backend.device_record`), the
+    backend and device the run trained on under ``"device"``. ``elapsed_s`` is the log's
+    (:attr:`~.log_report.LogReport.elapsed_s`: since the job started, start-up included,
+    carried over a resume), so it agrees with ``metrics.jsonl``;
     ``samples_per_s`` counts the samples of this session's iterations over the time they took
     (:attr:`~trainer_run.training.Trainer.updating_time`: the updates alone, not evaluation,
     checkpoints or logging).
@@ -41,8 +43,10 @@ class Summary(Extension):
 
     def __init__(self, log_report, samples_per_update: int, store, to_numpy=numpy.asarray,
                  held_out=None, model: dict | None = None, objective=None,
-                 overrides: list[str] | None = None, init_from: dict | None = None):
+                 overrides: list[str] | None = None, init_from: dict | None = None,
+                 device: dict | None = None):
         self.log_report = log_report
+        self.device = device
         self.init_from = init_from
         self.objective = objective
         self.overrides = overrides
@@ -68,6 +72,8 @@ class Summary(Extension):
             summary["overrides"] = self.overrides
         if self.init_from is not None:
             summary["init_from"] = self.init_from
+        if self.device is not None:
+            summary["device"] = self.device
         if self.objective is not None:
             summary["objective"] = self.objective.summary()
         summary.update(updater.readings())
