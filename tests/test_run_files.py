@@ -95,7 +95,8 @@ def test_a_refused_checkpoint_write_names_the_file_and_leaves_the_previous_one(t
 
 # -- summary.json and model.npz -----------------------------------------------------------------
 def _trainer(out: Path, status="completed"):
-    updater = SimpleNamespace(iteration=5, epoch_detail=0.5, readings=dict)  # the updater protocol
+    updater = SimpleNamespace(iteration=5, epoch_detail=0.5, readings=dict,  # the updater protocol
+                              settle=lambda: None)
     return SimpleNamespace(out=str(out), updater=updater, elapsed_time=2.0, updating_time=2.0,
                            status=status, stop_reason=status)
 
@@ -121,7 +122,8 @@ def test_a_refused_summary_write_names_the_file_and_keeps_the_old_one(tmp_path, 
 
 # -- metrics.jsonl -------------------------------------------------------------------------------
 def _log_trainer(out: Path, observation: dict):
-    updater = SimpleNamespace(iteration=3, epoch_detail=0.25, readings=dict)  # the updater protocol
+    updater = SimpleNamespace(iteration=3, epoch_detail=0.25, readings=dict,  # the updater protocol
+                              settle=lambda: None)
     return SimpleNamespace(out=str(out), updater=updater, elapsed_time=1.5, observation=observation)
 
 

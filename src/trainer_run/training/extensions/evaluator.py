@@ -6,6 +6,7 @@ import numpy
 
 from ... import host_reads
 from ...autograd import as_data, no_grad
+from ...backend import array_module
 from ...converter import concat_examples, to_device
 from ...module import evaluating
 from ...own_gradients import outputs
@@ -53,7 +54,8 @@ class Evaluator(Extension):
                 with blame("model", self.model):
                     metrics = outputs(self.model, arrays)
                 for key, value in metrics.items():
-                    value = as_data(value).astype(numpy.float64) * len(indices)
+                    value = as_data(value)
+                    value = array_module(value).asarray(value, dtype=numpy.float64) * len(indices)
                     totals[key] = totals[key] + value if key in totals else value
         names = list(totals)
         return {self.prefix + k: v / n
