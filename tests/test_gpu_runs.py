@@ -166,7 +166,10 @@ def adamax(folder, device: str) -> None:
     losses = [[r["train/loss"] for r in read_jsonl(train(folder, d, f"adamax_{d}", *args)
                                                    / "metrics.jsonl")] for d in (device, "numpy")]
     assert len(losses[0]) == 30 and numpy.isfinite(losses[0]).all()
-    numpy.testing.assert_allclose(*losses, rtol=RUN_RTOL)
+    # adamax steps by lr * m / u, about lr whatever the gradient's size: an entry whose
+    # gradient is near 0 moves by +-lr on a rounding difference, so the runs drift apart
+    # faster than SGD's
+    numpy.testing.assert_allclose(*losses, rtol=1e-2)
 
 
 @pytest.mark.gpu

@@ -12,6 +12,7 @@ from on_device import RENAME, assert_close, backend, host
 
 from trainer_run import kvstore as kvstores
 from trainer_run import optimizers
+from trainer_run.autograd import as_data
 from trainer_run.data import SerialIterator
 from trainer_run.loss_scaling import DynamicLossScaler, LossScaler
 from trainer_run.models import MLP
@@ -78,8 +79,8 @@ SCENARIOS = {
     "nan_policy_skip": {"nan_policy": "skip", "nan_loss": 2},
     "nan_policy_skip_accum": {"nan_policy": "skip", "batch_size": 50, "accum_grad": 2, "nan_loss": 4},
     "fp16_static_scale": {"dtype": "float16", "loss_scaler": lambda: LossScaler(128)},
-    "fp16_dynamic_scale": {"dtype": "float16", "loss_scaler": lambda: DynamicLossScaler(scale=256, interval=2),
-                           "inject": (2, numpy.inf)},
+    "fp16_dynamic_scale": {"dtype": "float16", "inject": (2, numpy.inf),
+                           "loss_scaler": lambda: DynamicLossScaler(scale=256, interval=2)},
     "fp16_accum_grad_2": {"dtype": "float16", "batch_size": 50, "accum_grad": 2,
                           "loss_scaler": lambda: DynamicLossScaler(scale=64)},
     "parallel_one_replica": {"parallel": lambda n: {"devices": 1}},
@@ -117,10 +118,10 @@ def run(device: str, name: str) -> dict:
         for _ in range(UPDATES):
             updater.update()
             seen.append({k: host(p.data) for k, p in model.params().items()})
-        loss = host(updater.observation["loss"])
+        loss = numpy.float64(float(as_data(updater.observation["loss"])))
     finally:
         updater.finalize()
-    return {"params": seen, "loss": loss, "scale": None if scaler is None else host(scaler.scale)}
+    return {"params": seen, "loss": loss, "scale": None if scaler is None else float(host(scaler.scale))}
 
 
 def compare(device: str, name: str) -> None:
@@ -143,15 +144,23 @@ def test_updates_on_cupy_end_at_numpys_parameters(name):
     compare("cupy", name)
 
 
-@pytest.mark.gpu
-def test_float16_training_on_cupy_keeps_float16_weights_and_float32_masters():
-    b = backend("cupy", seed=3, dtype="float16")
+def float16_masters(device: str) -> None:
+    b = backend(device, seed=3, dtype="float16")
     model = MLP(DATA.in_size, DATA.out_size, b, hidden_sizes=[16], dtype="float16")
     opt = optimizers.create("sgd", learning_rate=0.1, multi_precision=True)
     updater = StandardUpdater(SerialIterator(DATA.train, 100, rng=numpy.random.default_rng(7)), opt,
                               model, backend=b, loss_scaler=DynamicLossScaler())
     for _ in range(3):
         updater.update()
-    assert {p.data.dtype for p in model.params().values()} == {numpy.dtype(numpy.float16)}
-    assert isinstance(model.params()["l1/W"].data, type(b.xp.empty(0)))
-    assert numpy.isfinite(host(updater.observation["loss"]))
+    assert numpy.isfinite(float(as_data(updater.observation["loss"])))
+    masters = updater.state_dict()["optimizer_states"]["main"]
+    for index, p in enumerate(model.params().values()):
+        assert isinstance(p.data, type(b.xp.empty(0))) and p.data.dtype == numpy.float16
+        (master,) = masters[str(index)]
+        assert master.dtype == numpy.float32
+        numpy.testing.assert_array_equal(host(p.data), master.astype(numpy.float16))
+
+
+@pytest.mark.gpu
+def test_float16_training_on_cupy_keeps_float16_weights_and_float32_masters():
+    float16_masters("cupy")
