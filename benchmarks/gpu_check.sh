@@ -11,7 +11,7 @@
 #   6. prints one table: the GPU, the versions, the test counts and the scripts' results.
 # Usage, from the checkout's root: bash benchmarks/gpu_check.sh
 # Full logs go to $OUT when it is set (the device tool returns them), else to a new /tmp folder.
-# Exit status 0 when every gpu test passed and every script that ran exited 0, else 1.
+# Exit status 0 when gpu tests ran and all passed, and every script that ran exited 0; else 1.
 # GPU_CHECK_SECONDS (default 300) sets the time budget, PYTHON (default python3) the Python.
 set -u
 START=$SECONDS
@@ -93,10 +93,10 @@ T0=$SECONDS
 # TRAINER_RUN_JIT=0: NumPy references take NumPy's array path (the same values), so no numba
 # compiling eats the time
 TRAINER_RUN_JIT=0 PYTHONUNBUFFERED=1 timeout -s INT -k 20 "$LIMIT" \
-    "$PY" -m pytest -m gpu -q -p no:cacheprovider -n 4 -rfEs --tb=short \
+    "$PY" -m pytest -m gpu -q -p no:cacheprovider -n 4 -rfEs --tb=short --durations=15 \
     --continue-on-collection-errors --junitxml="$LOGS/junit.xml" 2>&1 | tee "$LOGS/pytest.log"
 RC=${PIPESTATUS[0]}
-TESTS=$("$PY" - "$LOGS/junit.xml" "$LOGS/pytest.log" <<'EOF'
+COUNTS=$("$PY" - "$LOGS/junit.xml" "$LOGS/pytest.log" <<'EOF'
 import collections
 import re
 import sys
@@ -115,12 +115,17 @@ try:
 except (OSError, ET.ParseError, AttributeError):  # no report: the log's last counts
     lines = open(sys.argv[2], errors="replace").read().splitlines()
     found = [line for line in lines if re.search(r"\d+ (passed|failed|skipped|errors?)", line)]
+    counts = re.search(r"(\d+) passed", found[-1]) if found else None
+    passed = int(counts.group(1)) if counts else 0
     text = "no junit report; log: " + (found[-1].strip("= ") if found else "no counts")
+print(passed)
 print(text)
 EOF
 )
+PASSED=$(head -1 <<<"$COUNTS")
+TESTS=$(tail -1 <<<"$COUNTS")
 case $RC in
-    0) ;;
+    0) [ "$PASSED" = 0 ] && { TESTS="$TESTS; no gpu test ran"; STATUS=1; } ;;
     124) TESTS="$TESTS; stopped at ${LIMIT}s"; STATUS=1 ;;
     5) TESTS="$TESTS; no gpu test collected"; STATUS=1 ;;
     *) TESTS="$TESTS; pytest exit $RC"; STATUS=1 ;;
@@ -149,7 +154,8 @@ script sync_count.py 100 "device reads between log rows (benchmarks/sync_count.p
     echo "| check | result |"
     echo "|---|---|"
     printf '%s\n' "${ROWS[@]}"
-    echo "| total | $((SECONDS - START))s, $([ "$STATUS" -eq 0 ] && echo passed || echo FAILED); logs in $LOGS |"
+    VERDICT=$([ "$STATUS" -eq 0 ] && echo passed || echo FAILED)
+    echo "| total | $((SECONDS - START))s, $VERDICT; logs in $LOGS |"
 } | tee "$LOGS/summary.md"
 rm -rf "$PKG"
 exit "$STATUS"
