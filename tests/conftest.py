@@ -1,12 +1,59 @@
-"""Fixtures and hooks shared by the tests (their plain helper functions are in ``helpers.py``)."""
+"""Fixtures and hooks shared by the tests (their plain helper functions are in ``helpers.py``).
+
+GPU tests: a test marked ``gpu`` (directly, or through the ``cupy`` half of the ``xp_backend``
+fixture) runs where CuPy sees a CUDA device and skips elsewhere, every one with the reason
+:data:`GPU_REASON`. The default options deselect them (``-m 'not gpu'`` in pyproject.toml);
+``pytest -m gpu`` selects them.
+"""
 
 from __future__ import annotations
+
+import functools
+import importlib.util
 
 import pytest
 
 from trainer_run import jit
 
 SERIAL_MODULES = {"test_preemption", "test_run_directory", "test_download"}
+GPU_REASON = "needs CuPy and a CUDA device (none here)"
+BACKENDS = ["numpy", pytest.param("cupy", marks=pytest.mark.gpu)]
+"""The array backends a test parametrized over them runs on (see :func:`xp_backend`)."""
+
+
+@functools.cache
+def cuda_usable() -> bool:
+    """Whether CuPy imports and sees at least one CUDA device (asked once per process)."""
+    if importlib.util.find_spec("cupy") is None:
+        return False
+    try:
+        import cupy
+
+        return cupy.cuda.runtime.getDeviceCount() > 0
+    except Exception:  # no driver, no device, a broken install: no GPU here
+        return False
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    """A ``gpu`` test skips, with one reason, where no CUDA device is usable (CuPy is asked
+    only when such a test is about to run, so a run that deselects them never imports it)."""
+    if item.get_closest_marker("gpu") and not cuda_usable():
+        pytest.skip(GPU_REASON)
+
+
+@pytest.fixture(params=BACKENDS)
+def xp_backend(request) -> str:
+    """The backend name, ``"numpy"`` and ``"cupy"`` (the latter marked ``gpu``)."""
+    return request.param
+
+
+@pytest.fixture
+def cupy():
+    """The cupy module, for a test marked ``gpu`` (which skips where there is none)."""
+    import cupy
+
+    return cupy
 
 
 def pytest_collection_modifyitems(items):
@@ -27,8 +74,12 @@ def pytest_generate_tests(metafunc):
 
 @pytest.fixture(autouse=True)
 def jit_enabled(request, monkeypatch):
-    """Whether fused optimizer steps may use compiled loops in this test."""
+    """Whether fused optimizer steps may use compiled loops in this test. Never in the GPU
+    tests (``test_gpu_*``): their NumPy side runs the array code the CuPy side runs, the
+    reference CuPy is held to, and compiles nothing."""
     enabled = getattr(request, "param", jit.ENABLED) and jit.AVAILABLE
+    if request.module.__name__.startswith("test_gpu_"):
+        enabled = False
     monkeypatch.setattr(jit, "ENABLED", enabled)
     monkeypatch.setattr(jit, "COMPILED_MIN", 0)  # the tests' small arrays take the kernels too
     return enabled

@@ -75,10 +75,9 @@ def test_one_update_equals_a_hand_computation_of_mxnets_rule():
 
 
 @pytest.mark.gpu
-def test_on_cupy_the_norm_and_the_update_are_numpys():
+def test_on_cupy_the_norm_and_the_update_are_numpys(cupy):
     """On the device: float16 gradients are squared in float32 (65504, float16's largest, has
     a square far beyond it), and an update equals the hand computation."""
-    cupy = pytest.importorskip("cupy")
     grads = [np.full(1000, 60000.0), np.linspace(-1, 1, 77)]
     exact = np.sqrt(sum(float((g * g).sum()) for g in grads))
     for dtype in (np.float16, np.float32):

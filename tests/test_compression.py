@@ -173,8 +173,7 @@ def test_refuses_other_dtypes_and_mismatches():
 
 
 @pytest.mark.gpu
-def test_cupy_matches_numpy():
-    cupy = pytest.importorskip("cupy")
+def test_cupy_matches_numpy(cupy):
     comp, rng = gc(0.5), numpy.random.default_rng(1)
     residual, d_residual = numpy.zeros(50, numpy.float32), cupy.zeros(50, cupy.float32)
     for _ in range(3):

@@ -295,8 +295,7 @@ GPU_CASES = {
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("case", sorted(GPU_CASES))
-def test_cupy_matches_numpy(rng, case):
-    cupy = pytest.importorskip("cupy")
+def test_cupy_matches_numpy(rng, case, cupy):
     a, b = (rng.normal(size=(3, 4)) * 2).astype(np.float32), rng.normal(size=(3, 4)).astype(np.float32)
     results = []
     for xp in (np, cupy):

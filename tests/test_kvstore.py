@@ -158,8 +158,7 @@ def test_sum_in_list_order(kv):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", ["local", "device"])
-def test_host_and_device_values(name):
-    cupy = pytest.importorskip("cupy")
+def test_host_and_device_values(name, cupy):
     kv = kvstore.create(name)
     kv.init(0, f32(0, 0))
     kv.push(0, [cupy.asarray(f32(1, 2)), f32(10, 20), cupy.asarray(f32(100, 200))])

@@ -147,8 +147,7 @@ def test_mismatched_states_are_refused(kv, tmp_path):
 
 
 @pytest.mark.gpu
-def test_device_store_updates_on_the_device():
-    cupy = pytest.importorskip("cupy")
+def test_device_store_updates_on_the_device(cupy):
     kv = kvstore.create("device")
     w0 = numpy.linspace(1, 2, 6, dtype=numpy.float32).reshape(2, 3)
     kv.init(0, w0)  # on the host: it moves to the device before its first update (MXNet)
