@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy
 
 from .autograd import as_data, backward, no_grad
+from .backend import array_module
 from .own_gradients import has_own_gradients, outputs
 
 
@@ -19,7 +20,8 @@ def check_gradients(model, batch: tuple, eps: float = 1e-6, rtol: float = 1e-4,
     model is called) with central differences ``(L(w + eps) - L(w - eps)) / 2 eps``.
 
     The model's parameters and the batch's float arrays are cast to float64 for the check
-    (and restored after), so float32 models are checked precisely. Its gradients are those
+    (and restored after), each on its own device (NumPy or CuPy), so float32 models are
+    checked precisely. Its gradients are those
     of autograd (``backward`` of its loss) or, for an own-gradient model, those of its
     ``loss_and_grads`` (:mod:`trainer_run.own_gradients`). Up to ``samples`` elements of each
     parameter (all of a smaller one) are checked, drawn with ``seed``. The loss must be
@@ -32,7 +34,7 @@ def check_gradients(model, batch: tuple, eps: float = 1e-6, rtol: float = 1e-4,
     saved = {path: p.data for path, p in params.items()}
     try:
         for p in params.values():
-            p.data = numpy.asarray(p.data, dtype=numpy.float64).copy()
+            p.data = p.data.astype(numpy.float64)  # a copy, on the parameter's device
         batch = tuple(_float64(a) for a in batch)
         analytic = _gradients(model, batch, params)
         rng = numpy.random.default_rng(seed)
@@ -45,8 +47,14 @@ def check_gradients(model, batch: tuple, eps: float = 1e-6, rtol: float = 1e-4,
 
 
 def _float64(a):
-    a = numpy.asarray(a)
+    a = a if hasattr(a, "dtype") else numpy.asarray(a)
     return a.astype(numpy.float64) if a.dtype.kind == "f" else a
+
+
+def _host64(a) -> numpy.ndarray:
+    """A float64 host copy of ``a`` (a NumPy or CuPy array)."""
+    xp = array_module(a)
+    return numpy.array(a if xp is numpy else xp.asnumpy(a), numpy.float64)
 
 
 def _loss(model, batch) -> float:
@@ -58,13 +66,13 @@ def _gradients(model, batch, params) -> dict:
     """The model's own gradient of each parameter (zero where it gives none)."""
     if has_own_gradients(model):
         _, grads = model.loss_and_grads(*batch)
-        return {path: numpy.asarray(grads.get(path, numpy.zeros_like(p.data)), numpy.float64)
+        return {path: _host64(grads[path]) if path in grads else numpy.zeros(p.data.shape)
                 for path, p in params.items()}
     for p in params.values():
         p.grad = None
         p.cleargrad()
     backward(outputs(model, batch)["loss"])
-    return {path: numpy.zeros_like(p.data) if p.grad is None else numpy.array(p.grad, numpy.float64)
+    return {path: numpy.zeros(p.data.shape) if p.grad is None else _host64(p.grad)
             for path, p in params.items()}
 
 

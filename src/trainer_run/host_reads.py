@@ -77,7 +77,7 @@ class Later:
 
         self._device = cupy.stack([cupy.asarray(v).reshape(()) for v in values])
         self._host = cupyx.empty_pinned(self._device.shape, self._device.dtype)
-        self._device.get(out=self._host, blocking=False)
+        cupy.asnumpy(self._device, out=self._host, blocking=False)
         self._event = cupy.cuda.Event()
         self._event.record()
 

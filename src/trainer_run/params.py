@@ -232,9 +232,10 @@ class ParamStore:
             p.data[...] = asarray(other.persistents[name].data)
 
 
-def copy_params(params: Mapping[str, Parameter], arrays: Mapping, asarray=numpy.asarray) -> None:
-    """Copies ``arrays`` (path -> array) into ``params`` in place, after checking that every
-    parameter is there with its shape; a mismatch names the first offending parameter."""
+def copy_params(params: Mapping[str, Parameter], arrays: Mapping, asarray=None) -> None:
+    """Copies ``arrays`` (path -> array) into ``params`` in place, moved with ``asarray``
+    (None: onto each parameter's device), after checking that every parameter is there with
+    its shape; a mismatch names the first offending parameter."""
     missing = [n for n in params if n not in arrays]
     if missing:
         raise KeyError(f"saved parameters lack {', '.join(missing)}")
@@ -246,4 +247,5 @@ def copy_params(params: Mapping[str, Parameter], arrays: Mapping, asarray=numpy.
                 f"the model has {tuple(p.data.shape)}"
             )
     for name, p in params.items():
-        p.data[...] = asarray(arrays[name])
+        move = asarray or array_module(p.data).asarray
+        p.data[...] = move(arrays[name])
