@@ -59,9 +59,9 @@ class GlobalNormClip:
 
     def factor(self, norm):
         """The factor of gradients whose global norm is ``norm`` (a finite one):
-        ``min(max_norm / (norm + 1e-8), 1)``, a float for a float and a device array for
-        one."""
-        if isinstance(norm, float):
+        ``min(max_norm / (norm + 1e-8), 1)``, a float for a Python float and an array (or
+        NumPy scalar) of the norm's module otherwise."""
+        if type(norm) is float:
             return min(self.max_norm / (norm + EPSILON), 1.0)
         return array_module(norm).minimum(self.max_norm / (norm + EPSILON), 1.0)
 
