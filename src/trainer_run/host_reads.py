@@ -28,12 +28,12 @@ def _counted() -> None:
 
 
 def array(value) -> numpy.ndarray:
-    """``value`` (a NumPy or CuPy array, or a NumPy scalar) as a host NumPy array: one read
-    (a NumPy array is returned as it is)."""
+    """``value`` (a NumPy or CuPy array, or anything NumPy takes) as a host NumPy array: one
+    read (a NumPy array is returned as it is)."""
     _counted()
-    if isinstance(value, (numpy.ndarray, numpy.generic)):
-        return value
-    return value.get()
+    if hasattr(value, "__cuda_array_interface__"):
+        return value.get()
+    return numpy.asarray(value)
 
 
 def scalar(value) -> float:

@@ -33,6 +33,7 @@ import warnings
 
 import numpy
 
+from . import host_reads
 from .autograd import as_data, no_grad
 from .data import input_scaling, raw_inputs
 from .module import evaluating
@@ -130,7 +131,7 @@ def _batched(forward, batch: numpy.ndarray, feed: _Feed, batch_size: int) -> num
 
 def _forward(forward, raw: numpy.ndarray, feed: _Feed) -> numpy.ndarray:
     """The outputs of ``forward`` for a batch of raw inputs, checked to have one row each."""
-    y = numpy.asarray(as_data(forward(feed(raw))))
+    y = host_reads.array(as_data(forward(feed(raw))))
     if y.ndim == 0 or len(y) != len(raw):
         raise ValueError(f"{forward.__qualname__} returned an array of shape {y.shape} for a "
                          f"batch of {len(raw)} examples; it must return one row per example")

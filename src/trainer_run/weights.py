@@ -188,11 +188,12 @@ def _summary(run: Path) -> dict:
 
 
 def initialize(model, arrays: dict, strict: bool = True,
-               asarray=numpy.asarray) -> tuple[list[str], list[str]]:
+               asarray=None) -> tuple[list[str], list[str]]:
     """Copies ``arrays`` (path -> array) into ``model``'s parameters and persistent values of
     the same path and shape, in place (fine-tuning's start); returns the paths loaded and a
     description of each that was not (a model's path the arrays lack or hold in another shape,
-    an array the model has no place for); ``asarray`` puts an array on the model's device.
+    an array the model has no place for); ``asarray`` puts an array on the model's device
+    (None: onto each parameter's own).
     With ``strict``, any such mismatch raises :class:`~trainer_run.errors.ConfigError`
     listing them, and nothing is copied; without, so does a load in which nothing matches
     (weights of another model). An array to load holding NaN or infinity is refused in one
