@@ -118,6 +118,7 @@ def run(device: str, name: str) -> dict:
         for _ in range(UPDATES):
             updater.update()
             seen.append({k: host(p.data) for k, p in model.params().items()})
+        updater.settle()  # the host's loss scale and counts, exact (see updaters.device_verdict)
         loss = numpy.float64(float(as_data(updater.observation["loss"])))
     finally:
         updater.finalize()
