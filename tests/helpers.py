@@ -42,3 +42,12 @@ def run_files(directory: Path) -> dict:
 def load_npz(path: Path) -> dict:
     with numpy.load(path, allow_pickle=False) as data:
         return {k: data[k] for k in data.files}
+
+
+def one_error_line(result) -> str:
+    """The one line ``error: ...`` a refused command printed (exit 2, no traceback)."""
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    return lines[0]

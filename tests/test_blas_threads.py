@@ -46,15 +46,24 @@ def _same(a, b) -> bool:
 
 def _threads_change_products() -> bool:
     """Whether this machine's BLAS gives another float32 product with 1 thread than with 2,
-    for the shapes of :data:`RUN`."""
-    rng = numpy.random.default_rng(0)
-    x, w = rng.normal(size=(50, 784)).astype("float32"), rng.normal(size=(784, 256)).astype("float32")
-    products = []
-    for count in (1, 2):
-        assert blas_threads.use(count) == count
-        products.append(x @ w)
-    blas_threads.restore()
-    return not numpy.array_equal(*products)
+    for the shapes of :data:`RUN`; asked in a fresh process, as the runs are (a process that
+    ran other tests may hold its BLAS in another state)."""
+    probe = (
+        "import numpy\n"
+        "from trainer_run import blas_threads\n"
+        "rng = numpy.random.default_rng(0)\n"
+        "x = rng.normal(size=(50, 784)).astype('float32')\n"
+        "w = rng.normal(size=(784, 256)).astype('float32')\n"
+        "products = []\n"
+        "for count in (1, 2):\n"
+        "    assert blas_threads.use(count) == count\n"
+        "    products.append(x @ w)\n"
+        "print(not numpy.array_equal(*products))\n")
+    env = {**os.environ, "OMP_NUM_THREADS": "2", "OPENBLAS_NUM_THREADS": "2"}
+    done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip() == "True"
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ import sys
 
 import numpy
 import pytest
-from helpers import load_npz, read_jsonl, run_cli
+from helpers import load_npz, one_error_line, read_jsonl, run_cli
 from test_kvstore_dist import mpiexec, run  # noqa: F401  (mpiexec is a fixture)
 
 PARALLEL = ("updater=parallel", "updater.devices=2", "kvstore=device", "trainer.progress=false")
@@ -23,11 +23,6 @@ def _train(out, *args):
     return load_npz(out / "model.npz"), read_jsonl(out / "metrics.jsonl")[-1]
 
 
-def _one_line_error(result) -> str:
-    assert result.returncode == 2, result.stderr
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
-    return lines[0]
 
 
 @pytest.fixture(scope="module")
@@ -81,7 +76,7 @@ def test_two_processes_compress_as_two_replicas_do(compressed_run, mpiexec, tmp_
      "have it: "),
 ], ids=["one_replica", "1bit", "threshold", "fp16", "local"])
 def test_compression_that_cannot_work_is_refused(tmp_path, args, message):
-    line = _one_line_error(run_cli(f"hydra.run.dir={tmp_path / 'run'}", *args))
+    line = one_error_line(run_cli(f"hydra.run.dir={tmp_path / 'run'}", *args))
     assert line.startswith(message), line
 
 

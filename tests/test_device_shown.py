@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy
 import pytest
-from helpers import run_cli
+from helpers import one_error_line, run_cli
 
 from trainer_run import blas_threads, devices
 from trainer_run.backend import Backend
@@ -107,12 +107,6 @@ def _backend_lines(result) -> list[str]:
     return shown
 
 
-def _one_line_error(result) -> str:
-    assert result.returncode == 2, result.stderr
-    assert "Traceback" not in result.stderr
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
-    return lines[0]
 
 
 # -- Backend.describe and device_record ---------------------------------------------------------
@@ -214,7 +208,7 @@ def test_a_gpu_run_and_its_resume_name_the_gpu(tmp_path, fake_cupy, args, gpus, 
 def test_a_gpu_that_is_not_there_is_one_line(tmp_path, fake_cupy, args, env, words):
     result = _run(f"hydra.run.dir={tmp_path / 'run'}", "backend=cupy", *args, QUIET,
                   "trainer.max_iterations=2", cupy=fake_cupy, **env)
-    assert _one_line_error(result).startswith(words)
+    assert one_error_line(result).startswith(words)
     assert not (tmp_path / "run").exists()
 
 
@@ -315,7 +309,7 @@ def test_backend_cupy_without_cupy_names_both_extras_and_nvidia_smi(tmp_path):
     if importlib.util.find_spec("cupy") is not None:
         pytest.skip("CuPy is installed")
     result = run_cli(f"hydra.run.dir={tmp_path / 'run'}", "backend=cupy", QUIET)
-    line = _one_line_error(result)
+    line = one_error_line(result)
     for words in ("pip install 'trainer-run[cuda12]'", "'trainer-run[cuda13]'", "nvidia-smi",
                   "backend=numpy"):
         assert words in line

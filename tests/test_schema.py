@@ -10,7 +10,7 @@ import math
 import re
 
 import pytest
-from helpers import run_cli
+from helpers import one_error_line, run_cli
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
@@ -428,12 +428,6 @@ def test_values_mxnet_accepts_stay_accepted(name, field, value):
 
 
 # -- the command line -------------------------------------------------------------------------------
-def _one_error_line(result) -> str:
-    assert result.returncode == 2, result.stderr
-    assert "Traceback" not in result.stderr
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
-    return lines[0]
 
 
 @pytest.mark.parametrize("arguments, message", [
@@ -444,7 +438,7 @@ def _one_error_line(result) -> str:
 ], ids=["misspelt", "wrong-type", "out-of-range"])
 def test_the_command_stops_with_one_line_before_training(tmp_path, arguments, message):
     run = tmp_path / "run"
-    line = _one_error_line(run_cli(f"hydra.run.dir={run}", "trainer.progress=false", *arguments,
+    line = one_error_line(run_cli(f"hydra.run.dir={run}", "trainer.progress=false", *arguments,
                                    cwd=tmp_path))
     assert line.startswith(message)
     assert not (run / "checkpoints").exists() and not (run / "metrics.jsonl").exists()
@@ -455,7 +449,7 @@ def test_the_command_stops_with_one_line_before_training(tmp_path, arguments, me
 def test_a_misspelt_key_in_a_sweep_stops_before_any_job(tmp_path):
     result = run_cli("-m", "optimizer=adam,sgd", "optimizer.momentun=0.9",
                      f"hydra.sweep.dir={tmp_path / 'sweep'}", cwd=tmp_path)
-    assert _one_error_line(result) == (
+    assert one_error_line(result) == (
         "error: optimizer.momentun is not a config key; did you mean optimizer.momentum?")
     assert not (tmp_path / "sweep").exists()
 
