@@ -234,18 +234,11 @@ class StandardUpdater:
 
     def readings(self) -> dict:
         """Current values worth showing beside the metrics (the loss scale, skipped steps)."""
-        status = self.loss_scaler.readings() if self.loss_scaler is not None else {}
-        if self.nan.policy == "skip" and not self._dynamic:
-            status["skipped_steps"] = self.nan.skipped_steps
-        return status
+        return self.verdict.readings()
 
     def params_finite(self) -> bool:
         """Whether every model's parameters are all finite (no NaN or inf)."""
         return all(store.params_finite() for store in self.stores.values())
-
-    @property
-    def _dynamic(self) -> bool:
-        return self.loss_scaler is not None and self.loss_scaler.dynamic
 
     # -- one iteration ---------------------------------------------------------------------
     def update(self) -> None:

@@ -37,6 +37,14 @@ class Verdict:
         self.loss_scaler = loss_scaler
         self.clip = clip
 
+    def readings(self) -> dict:
+        """The values shown beside the metrics: the loss scaler's (the loss scale, and skipped
+        steps under dynamic scaling), or ``nan_policy=skip``'s skipped steps."""
+        status = self.loss_scaler.readings() if self.loss_scaler is not None else {}
+        if self.nan.policy == "skip" and not getattr(self.loss_scaler, "dynamic", False):
+            status["skipped_steps"] = self.nan.skipped_steps
+        return status
+
     def backward_scale(self):
         """The loss scale backward is seeded with (1.0: none): the scaler's."""
         return self.loss_scaler.scale if self.loss_scaler is not None else 1.0
