@@ -84,7 +84,7 @@ row "versions" "$VERSIONS"
 
 # 4. the gpu tests, stopped (SIGINT: pytest still reports) in time for what follows
 RESERVE=10
-[ -f benchmarks/gpu_run.py ] && RESERVE=$((RESERVE + 60))
+[ -f benchmarks/gpu_run.py ] && RESERVE=$((RESERVE + 120))
 [ -f benchmarks/sync_count.py ] && RESERVE=$((RESERVE + 30))
 LIMIT=$(($(left) - RESERVE))
 [ "$LIMIT" -lt 30 ] && LIMIT=30
