@@ -18,6 +18,7 @@ from trainer_run import data as datasets
 from trainer_run import devices, optimizers, schedulers
 from trainer_run.backend import Backend
 from trainer_run.callbacks import HOOKS, Callbacks
+from trainer_run.data import on_device
 from trainer_run.errors import ConfigError, check, check_number
 from trainer_run.kvstore.request import KVStoreRequest
 from trainer_run.loss_scaling import LossScaler
@@ -35,7 +36,8 @@ from .extend import extend
 
 OPTIMIZER_KEYS = ("clip_global_norm",)
 """Keys of the optimizer section the runner reads itself (the updater applies them)."""
-DATA_KEYS = ("batch_size", "val_fraction", "task", "normalize", "prefetch", "overfit_batches")
+DATA_KEYS = ("batch_size", "val_fraction", "task", "normalize", "prefetch", "overfit_batches",
+             "on_device")
 """Keys of the dataset section the runner reads itself."""
 KINDS = {
     "backend": Kind("an array backend (trainer_run.backend.Backend)", base=Backend),
@@ -105,6 +107,10 @@ def build_run(config: dict) -> Run:
     overfit = config["dataset"].get("overfit_batches")
     if overfit is not None:
         data = overfit_data(data, overfit, batch_size * workers)
+    devices = u.get("devices", 1)  # updater=parallel's replicas
+    data = on_device.placed(data, backend, config["dataset"].get("on_device"),
+                            config["dataset"]["prefetch"],
+                            devices if isinstance(devices, int) else len(devices))
     iterator = datasets.SerialIterator(data.train, batch_size * workers, shuffle=overfit is None,
                                        rng=numpy.random.default_rng(shuffle_seed))
     accum_grad = prefixed("updater", batches_per_update, u["accum_grad"])

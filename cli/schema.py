@@ -61,6 +61,7 @@ TYPES = {
     "trainer.max_skipped_in_a_row": _type("int", "none"),
     "trainer.early_stopping.patience": _type("int", "none"),
     "dataset.overfit_batches": _type("int", "none"),
+    "dataset.on_device": _type("bool", "none"),
     "optimizer.clip_gradient": _type("float", "none"),
     "optimizer.clip_global_norm": _type("float", "none"),
     "optimizer.clip_weights": _type("float", "none"),

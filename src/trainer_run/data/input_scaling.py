@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numpy
 
+from ..backend import array_module
 from ..errors import check
 from .datasets import take
 
@@ -60,10 +61,11 @@ def _moments(dataset, step: int):
 
 
 def transform(values: dict, x):
-    """``x`` normalized with ``values`` (as :func:`fit` returned them)."""
+    """``x`` (a NumPy or CuPy array) normalized with ``values`` (as :func:`fit` returned them,
+    or with the arrays moved to ``x``'s device)."""
     kind = values.get("kind")
     if kind == "unit":
-        return numpy.divide(x, values["scale"], dtype=numpy.float32)
+        return array_module(x).divide(x, values["scale"], dtype=numpy.float32)
     if kind == "standardize":
         return (x.astype(numpy.float32) - values["mean"]) / values["std"]
     return x
