@@ -21,6 +21,7 @@ import dataclasses
 
 import numpy
 
+from .. import devices
 from ..errors import ConfigError
 from .datasets import take
 from .input_scaling import Normalized, transform
@@ -89,7 +90,6 @@ def raw_bytes(dataset) -> int:
 
 
 def _fits(data, backend) -> bool:
-    with backend.activate():
-        total = backend.xp.cuda.Device(backend.device).mem_info[1]
+    total = devices.gpu(backend.device).memory_bytes
     held = raw_bytes(data.train) + (0 if data.val is None else raw_bytes(data.val))
     return held * SHARE < total
