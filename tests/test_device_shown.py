@@ -37,7 +37,12 @@ FAKE_CUPY = {
         "def asnumpy(a, *args, **kwargs):\n"
         "    return _np.asarray(a)\n"
         "def get_array_module(*args):\n"
-        "    return _np\n"),
+        "    return _np\n"
+        "class _Pool:\n"
+        "    def total_bytes(self):\n"
+        "        return 12345\n"
+        "def get_default_memory_pool():\n"
+        "    return _Pool()\n"),
     "cupy/cuda/__init__.py": (
         "from . import runtime\n"
         "class Device:\n"
@@ -119,8 +124,9 @@ def test_numpy_backend_describes_the_cpu_and_the_blas_threads(monkeypatch, threa
     monkeypatch.setattr(blas_threads, "current", lambda: threads)
     backend = Backend("numpy", dtype=dtype)
     assert backend.describe() == words
-    assert backend.device_record() == {"backend": "numpy", "device": "cpu", "threads": threads,
-                                       "dtype": dtype}
+    record = backend.device_record()
+    assert record.pop("peak_memory_bytes")["host"] > 10 * 2**20  # NumPy is loaded
+    assert record == {"backend": "numpy", "device": "cpu", "threads": threads, "dtype": dtype}
     json.dumps(backend.device_record())  # plain data, for summary.json
 
 
@@ -151,8 +157,9 @@ def test_a_run_and_its_resume_say_backend_numpy_with_the_threads_first(tmp_path)
             "warning: precision=fp16 on the NumPy backend trains many times slower than fp32 "
             "(NumPy has no fast float16 arithmetic): choose precision=fp32 on the CPU, or "
             "backend=cupy to train in fp16 on a GPU"]
-        assert _device(run) == {"backend": "numpy", "device": "cpu", "threads": 1,
-                                "dtype": "float16"}
+        record = _device(run)
+        assert record.pop("peak_memory_bytes")["host"] > 10 * 2**20
+        assert record == {"backend": "numpy", "device": "cpu", "threads": 1, "dtype": "float16"}
     assert json.loads((run / "summary.json").read_text())["iteration"] == 4
 
 
@@ -181,8 +188,9 @@ def test_a_gpu_run_and_its_resume_name_the_gpu(tmp_path, fake_cupy, args, gpus, 
     for result in (fresh, resumed):
         assert result.returncode == 0, result.stderr
         assert _backend_lines(result) == [f"backend: cupy, gpu:{device} (NVIDIA H200, 140 GiB)"]
-        assert _device(run) == {"backend": "cupy", "device": f"gpu:{device}", **H200,
-                                "dtype": "float32"}
+        record = _device(run)
+        assert record.pop("peak_memory_bytes")["gpu_pool"] == 12345  # the fake pool's
+        assert record == {"backend": "cupy", "device": f"gpu:{device}", **H200, "dtype": "float32"}
 
 
 # -- a GPU that is not there: one line ----------------------------------------------------------
@@ -314,3 +322,27 @@ def test_backend_cupy_without_cupy_names_both_extras_and_nvidia_smi(tmp_path):
                   "backend=numpy"):
         assert words in line
     assert not (tmp_path / "run").exists()
+
+
+def test_the_peak_memory_is_the_kernels_high_water_mark():
+    """``host`` is this process's peak resident size, the ``VmHWM`` Linux reports; it does not
+    fall when memory is given back."""
+    from trainer_run import devices
+
+    block = numpy.ones(64 * 2**20 // 8)  # 64 MiB, touched
+    held = devices.peak_memory(False)["host"]
+    del block
+    after = devices.peak_memory(False)["host"]
+    status = Path("/proc/self/status").read_text()
+    hwm = int(next(line for line in status.splitlines() if line.startswith("VmHWM:")).split()[1])
+    assert after >= held and abs(after - hwm * 1024) <= 4 * 2**20
+    assert held >= 64 * 2**20
+
+
+@pytest.mark.gpu
+def test_the_gpu_pool_peak_counts_what_was_freed(cupy):
+    from trainer_run import devices
+
+    block = cupy.ones(32 * 2**20 // 4, dtype=cupy.float32)  # 32 MiB
+    del block
+    assert devices.peak_memory(True)["gpu_pool"] >= 32 * 2**20

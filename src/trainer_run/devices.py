@@ -13,6 +13,8 @@ nothing here fails. The NumPy path never imports CuPy.
 from __future__ import annotations
 
 import importlib.util
+import resource
+import sys
 from dataclasses import dataclass
 
 import numpy
@@ -68,6 +70,19 @@ def gpus() -> list[GPU]:
         except Exception:  # a device the driver lists but cannot describe
             found.append(GPU(device, "unknown GPU", 0))
     return found
+
+
+def peak_memory(on_gpu: bool) -> dict:
+    """The most memory this process has held, in bytes: ``host`` (its peak resident size,
+    the kernel's high-water mark) and, ``on_gpu``, ``gpu_pool`` (what CuPy's memory pool
+    holds: it keeps the blocks it frees for reuse, so this is the most it held at once)."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    record = {"host": peak if sys.platform == "darwin" else peak * 1024}  # Linux: KiB
+    if on_gpu:
+        import cupy
+
+        record["gpu_pool"] = int(cupy.get_default_memory_pool().total_bytes())
+    return record
 
 
 def visible(count: int) -> str:

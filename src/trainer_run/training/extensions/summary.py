@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Callable
 
 import numpy
 
@@ -22,8 +23,9 @@ class Summary(Extension):
     With ``held_out`` (a :class:`~.held_out.HeldOutEvaluator`), its ``test/*`` metrics are
     written too, and ``test_weights``: which weights they measured (``{"checkpoint": "best" |
     "last", "iteration": N}``); with ``model`` (:func:`trainer_run.models.summary`), the model's size under
-    ``"model"``; with ``device`` (:meth:`~trainer_run.backend.Backend.device_record`), the
-    backend and device the run trained on under ``"device"``. ``elapsed_s`` is the log's
+    ``"model"``; with ``device`` (a callable such as
+    :meth:`~trainer_run.backend.Backend.device_record`, asked when training ends), the backend
+    and device the run trained on and its peak memory under ``"device"``. ``elapsed_s`` is the log's
     (:attr:`~.log_report.LogReport.elapsed_s`: since the job started, start-up included,
     carried over a resume), so it agrees with ``metrics.jsonl``;
     ``samples_per_s`` counts the samples of this session's iterations over the time they took
@@ -44,7 +46,7 @@ class Summary(Extension):
     def __init__(self, log_report, samples_per_update: int, store, to_numpy=numpy.asarray,
                  held_out=None, model: dict | None = None, objective=None,
                  overrides: list[str] | None = None, init_from: dict | None = None,
-                 device: dict | None = None):
+                 device: Callable[[], dict] | None = None):
         self.log_report = log_report
         self.device = device
         self.init_from = init_from
@@ -73,7 +75,7 @@ class Summary(Extension):
         if self.init_from is not None:
             summary["init_from"] = self.init_from
         if self.device is not None:
-            summary["device"] = self.device
+            summary["device"] = self.device()
         if self.objective is not None:
             summary["objective"] = self.objective.summary()
         summary.update(updater.readings())
