@@ -221,3 +221,17 @@ def test_the_command_with_deferred_reads_stops_where_the_loss_broke(tmp_path):
     got, expected = load_npz(runs["true"] / "model.npz"), load_npz(runs["false"] / "model.npz")
     for name in expected:
         np.testing.assert_array_equal(got[name], expected[name], err_msg=name)
+
+
+def test_without_a_read_the_verdicts_are_read_every_pending_limit(monkeypatch):
+    """Under nan_policy=stop the verdicts wait for a read, at most PENDING updates."""
+    from trainer_run.updaters import device_verdict
+
+    monkeypatch.setattr(device_verdict, "PENDING", 4)
+    updater, _ = _updater(True)
+    counts = []
+    for _ in range(12):
+        counts.append(host_reads.count())
+        updater.update()
+    made = [b - a for a, b in zip(counts, counts[1:])]
+    assert made == [0, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0]  # the 5th and 9th updates read 4 each

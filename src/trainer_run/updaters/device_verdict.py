@@ -10,8 +10,9 @@ on a GPU each read stops the CPU until the device has caught up. A backend with
   (:meth:`~trainer_run.optimizers.IndexApplier.unless`), so an update whose loss, global norm
   or gradients are not finite changes nothing, as before.
 - **``nan_policy=stop``**: the first non-finite update stops the run at the next read (a log
-  row, an evaluation, a checkpoint, the end of training), with the error naming the update's
-  iteration; from that update on every step is masked, so the parameters are those before it.
+  row, an evaluation, a checkpoint, the end of training, or :data:`PENDING` updates without
+  one), with the error naming the update's iteration; from that update on every step is
+  masked, so the parameters are those before it.
 - **``nan_policy=skip`` and dynamic loss scaling**: the decision (and nnabla's scale: backed
   off on overflow, grown after ``interval`` clean steps) is taken on the device; the host
   learns it one update later, when the next update's gradients are queued and the device has
@@ -31,6 +32,10 @@ from __future__ import annotations
 from .. import host_reads
 from ..backend import array_module
 from .verdict import GLOBAL_NORM, Verdict
+
+PENDING = 1000
+"""Under ``nan_policy=stop``, the verdicts kept on the device are read after this many updates
+without a read (a log row every 10,000 iterations, say), so that they hold little memory."""
 
 
 class DeviceVerdict(Verdict):
@@ -60,7 +65,7 @@ class DeviceVerdict(Verdict):
     def __call__(self, store, loss, scale, iteration: int):
         """``("apply", factor, applied)``: ``applied`` (a 0-d boolean array on the device)
         says whether the step is kept; ``factor`` is the loss scale the gradients carry."""
-        if self._each_update:
+        if self._each_update or len(self._pending) >= PENDING:
             self.settle()
         grads = [group.grad for group in store.groups]
         xp = array_module(grads[0])
