@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy
 import pytest
 from function_cases import CASES, COVERS, NOT_DIFFERENTIABLE
-from on_device import assert_close, backend, host
+from gpu_helpers import assert_close, backend, host
 
 import trainer_run
 from trainer_run import functions as F

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy
 import pytest
-from on_device import assert_close, backend, host
+from gpu_helpers import assert_close, backend, host
 
 from trainer_run import functions as F
 from trainer_run import layers

@@ -12,7 +12,7 @@ import inspect
 
 import numpy
 import pytest
-from on_device import assert_close, assert_within_float16_ulp, backend
+from gpu_helpers import assert_close, assert_within_float16_ulp, backend
 
 from trainer_run.errors import ConfigError
 from trainer_run.optimizers import REGISTRY, create, get_updater

@@ -11,8 +11,8 @@ import sys
 
 import numpy
 import pytest
+from gpu_helpers import RENAME, backend, backend_arg
 from helpers import load_npz, read_jsonl, run_cli
-from on_device import RENAME, backend, backend_arg
 
 import trainer_run
 from trainer_run import prediction

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import numpy
 import pytest
+from gpu_helpers import RENAME, assert_close, backend, host
 from helpers import make_synthetic
-from on_device import RENAME, assert_close, backend, host
 
 from trainer_run import kvstore as kvstores
 from trainer_run import optimizers
