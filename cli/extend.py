@@ -114,7 +114,7 @@ def _extend_rank_0(trainer: Trainer, run, t: dict, objective: Objective, extra: 
                            held_out=held_out, model=module.summary(run.model),
                            objective=objective, overrides=extra.get("overrides"),
                            init_from=extra.get("init_from"),
-                           device=run.backend.device_record))
+                           device=run.backend.device_record()))
     if trainer.profiler.enabled:
         trainer.profiler.origin = log_report.origin  # start-up is a stage of the profile
         quiet = {} if run.kvstore is not None else {"communication": "no kvstore: nothing exchanged"}

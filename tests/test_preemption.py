@@ -109,7 +109,7 @@ def assert_same_model_and_metrics(out: Path, reference: Path) -> None:
 def assert_same_run(out: Path, reference: Path) -> None:
     """:func:`assert_same_model_and_metrics`, and summary.json apart from the timings."""
     assert_same_model_and_metrics(out, reference)
-    timings = ("elapsed_s", "samples_per_s")
+    timings = ("elapsed_s", "samples_per_s", "peak_memory_bytes")
     assert without(summary_of(out), *timings) == without(summary_of(reference), *timings)
 
 

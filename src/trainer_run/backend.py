@@ -146,15 +146,13 @@ class Backend:
     def device_record(self) -> dict:
         """What :meth:`describe` says, as plain data for ``summary.json``: ``{"backend":
         "cupy", "device": "gpu:0", "name": ..., "memory_bytes": ..., "dtype": ...}`` or
-        ``{"backend": "numpy", "device": "cpu", "threads": N or None, "dtype": ...}``, with
-        ``peak_memory_bytes`` so far (:func:`.devices.peak_memory`)."""
-        peak = {"peak_memory_bytes": devices.peak_memory(self.name == "cupy")}
+        ``{"backend": "numpy", "device": "cpu", "threads": N or None, "dtype": ...}``."""
         if self.name == "cupy":
             gpu = devices.gpu(self.device)
             return {"backend": self.name, "device": f"gpu:{self.device}", "name": gpu.name,
-                    "memory_bytes": gpu.memory_bytes, "dtype": str(self.dtype), **peak}
+                    "memory_bytes": gpu.memory_bytes, "dtype": str(self.dtype)}
         return {"backend": self.name, "device": "cpu", "threads": blas_threads.current(),
-                "dtype": str(self.dtype), **peak}
+                "dtype": str(self.dtype)}
 
 
 def array_module(a):

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable
 
 import numpy
 
+from ... import devices
 from ...storage import files, strict_json
 from ..extension import PRIORITY_READER, Extension
 
@@ -23,9 +23,10 @@ class Summary(Extension):
     With ``held_out`` (a :class:`~.held_out.HeldOutEvaluator`), its ``test/*`` metrics are
     written too, and ``test_weights``: which weights they measured (``{"checkpoint": "best" |
     "last", "iteration": N}``); with ``model`` (:func:`trainer_run.models.summary`), the model's size under
-    ``"model"``; with ``device`` (a callable such as
-    :meth:`~trainer_run.backend.Backend.device_record`, asked when training ends), the backend
-    and device the run trained on and its peak memory under ``"device"``. ``elapsed_s`` is the log's
+    ``"model"``; with ``device`` (:meth:`~trainer_run.backend.Backend.device_record`), the
+    backend and device the run trained on under ``"device"``, and the most memory the process
+    held under ``"peak_memory_bytes"`` (:func:`trainer_run.devices.peak_memory`: ``host``, and
+    ``gpu_pool`` on a GPU), a measurement like ``samples_per_s``. ``elapsed_s`` is the log's
     (:attr:`~.log_report.LogReport.elapsed_s`: since the job started, start-up included,
     carried over a resume), so it agrees with ``metrics.jsonl``;
     ``samples_per_s`` counts the samples of this session's iterations over the time they took
@@ -46,7 +47,7 @@ class Summary(Extension):
     def __init__(self, log_report, samples_per_update: int, store, to_numpy=numpy.asarray,
                  held_out=None, model: dict | None = None, objective=None,
                  overrides: list[str] | None = None, init_from: dict | None = None,
-                 device: Callable[[], dict] | None = None):
+                 device: dict | None = None):
         self.log_report = log_report
         self.device = device
         self.init_from = init_from
@@ -75,7 +76,8 @@ class Summary(Extension):
         if self.init_from is not None:
             summary["init_from"] = self.init_from
         if self.device is not None:
-            summary["device"] = self.device()
+            summary["device"] = self.device
+            summary["peak_memory_bytes"] = devices.peak_memory(self.device["backend"] == "cupy")
         if self.objective is not None:
             summary["objective"] = self.objective.summary()
         summary.update(updater.readings())
