@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy
 
+from . import host_reads
 from .autograd import as_data, backward, no_grad
-from .backend import array_module
 from .own_gradients import has_own_gradients, outputs
 
 
@@ -53,8 +53,7 @@ def _float64(a):
 
 def _host64(a) -> numpy.ndarray:
     """A float64 host copy of ``a`` (a NumPy or CuPy array)."""
-    xp = array_module(a)
-    return numpy.array(a if xp is numpy else xp.asnumpy(a), numpy.float64)
+    return numpy.array(host_reads.array(a), numpy.float64)
 
 
 def _loss(model, batch) -> float:

@@ -49,15 +49,20 @@ def scalars(values: list) -> list[float]:
     read."""
     if not values:
         return []
+    return [float(v) for v in array(_stacked(values))]
+
+
+def _stacked(values: list):
+    """``values`` (one-element arrays on one device, or numbers) as one 1-D array on that
+    device (NumPy's when none is CuPy's)."""
     on_device = [v for v in values if not isinstance(v, (int, float, numpy.ndarray, numpy.generic))]
-    xp = _module(on_device[0]) if on_device else numpy
-    return [float(v) for v in array(xp.stack([xp.asarray(v).reshape(()) for v in values]))]
+    if on_device:
+        import cupy
 
-
-def _module(value):
-    import cupy
-
-    return cupy.get_array_module(value)
+        xp = cupy.get_array_module(on_device[0])
+    else:
+        xp = numpy
+    return xp.stack([xp.asarray(v).reshape(()) for v in values])
 
 
 class Later:
@@ -67,15 +72,14 @@ class Later:
     later, say), the read does not wait, and the device's queue never runs dry."""
 
     def __init__(self, values: list):
-        first = values[0]
-        if isinstance(first, (numpy.ndarray, numpy.generic)):
-            self._device, self._event = None, None
-            self._host = numpy.stack([numpy.asarray(v).reshape(()) for v in values])
+        stacked = _stacked(values)
+        if isinstance(stacked, numpy.ndarray):
+            self._device, self._event, self._host = None, None, stacked
             return
         import cupy
         import cupyx
 
-        self._device = cupy.stack([cupy.asarray(v).reshape(()) for v in values])
+        self._device = stacked
         self._host = cupyx.empty_pinned(self._device.shape, self._device.dtype)
         cupy.asnumpy(self._device, out=self._host, blocking=False)
         self._event = cupy.cuda.Event()
