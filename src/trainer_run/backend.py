@@ -21,7 +21,6 @@ times slower than float32 here) is in :attr:`Backend.notes`, for the command to 
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 
 import numpy
 
@@ -133,15 +132,12 @@ class Backend:
     def describe(self) -> str:
         """The backend and its device in words, for a run's first lines: ``cupy, gpu:0
         (NVIDIA H200, 140 GiB)`` or ``numpy (cpu, 8 threads)`` (the BLAS's threads in use;
-        ``numpy (cpu)`` where they cannot be asked). The words of :meth:`device_record`."""
-        record = self.device_record()
-        if "name" in record:
-            gpu = devices.GPU(self.device, record["name"], record["memory_bytes"])
-            return f"{record['backend']}, {record['device']} ({gpu})"
-        threads = record.get("threads")
-        where = record["device"] + ("" if threads is None else
-                                    f", {threads} thread{'s' if threads != 1 else ''}")
-        return f"{record['backend']} ({where})"
+        ``numpy (cpu)`` where they cannot be asked); :meth:`device_record` in words."""
+        if self.name == "cupy":
+            return f"cupy, gpu:{self.device} ({devices.gpu(self.device)})"
+        threads = blas_threads.current()
+        return "numpy (cpu)" if threads is None else \
+            f"numpy (cpu, {threads} thread{'s' if threads != 1 else ''})"
 
     def device_record(self) -> dict:
         """What :meth:`describe` says, as plain data for ``summary.json``: ``{"backend":
@@ -173,22 +169,13 @@ def get_backend(name: str = "auto", device: int = 0, seed: int = 0, dtype="float
     :class:`Backend`), reading the device ``deferred`` (see :class:`Backend`). The config's
     ``backend`` options name it with ``_target_``."""
     if name == "auto":
-        name = "cupy" if _cupy_usable() else "numpy"
+        name = "cupy" if devices.gpu_count() > 0 else "numpy"
     if threads is None:
         blas_threads.restore()
     return Backend(name, device=device, seed=seed, dtype=dtype, threads=threads,
                    deferred=deferred)
 
 
-def _cupy_usable() -> bool:
-    if importlib.util.find_spec("cupy") is None:
-        return False
-    try:
-        import cupy
-
-        return cupy.cuda.runtime.getDeviceCount() > 0
-    except Exception:  # no driver, no device: the CPU it is
-        return False
 
 
 def _import_cupy():
