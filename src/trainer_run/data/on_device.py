@@ -36,8 +36,7 @@ class OnDevice:
     ``dataset[i]`` is the host split's example (for a converter of the user's)."""
 
     def __init__(self, dataset, backend):
-        normalized = isinstance(dataset, Normalized)
-        raw, values = (dataset.dataset, dataset.values) if normalized else (dataset, {})
+        raw, values = _stored(dataset)
         self.host, self.backend = dataset, backend
         with backend.activate():
             self.arrays = tuple(backend.asarray(a) for a in take(raw, numpy.arange(len(raw))))
@@ -85,8 +84,15 @@ def placed(data, backend, choice: bool | None, prefetch: int, replicas: int = 1)
 
 def raw_bytes(dataset) -> int:
     """The bytes of ``dataset``'s rows as stored (before normalization), from its first row."""
-    raw = dataset.dataset if isinstance(dataset, Normalized) else dataset
+    raw = _stored(dataset)[0]
     return len(raw) * sum(a.nbytes for a in take(raw, numpy.arange(1)))
+
+
+def _stored(dataset) -> tuple:
+    """The split as stored and its normalization values (``{}`` for none)."""
+    if isinstance(dataset, Normalized):
+        return dataset.dataset, dataset.values
+    return dataset, {}
 
 
 def _fits(data, backend) -> bool:

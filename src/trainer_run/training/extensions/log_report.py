@@ -96,23 +96,24 @@ class LogReport(Extension):
         if self.optimizer is not None:
             row["lr"] = self.optimizer.learning_rate
         row.update(updater.readings())
-        names = sorted(self._sums)
-        sums = host_reads.scalars([self._sums[name] for name in names])
-        for name, total in zip(names, sums):
+        for name, total in sorted(self._read_sums().items()):
             row[name] = total / self._counts[name]
         self._sums, self._counts = {}, {}
         self.log.append(row)
         for logger in self.loggers:
             logger.write(row)
 
+    def _read_sums(self) -> dict:
+        """The running sums (kept on the device) as floats, in one read."""
+        names = list(self._sums)
+        return dict(zip(names, host_reads.scalars([self._sums[name] for name in names])))
+
     @property
     def last(self) -> dict:
         return self.log[-1] if self.log else {}
 
     def state_dict(self) -> dict:
-        names = list(self._sums)
-        sums = dict(zip(names, host_reads.scalars([self._sums[k] for k in names])))
-        return {"log": self.log, "sums": sums,
+        return {"log": self.log, "sums": self._read_sums(),
                 "counts": self._counts, "elapsed_s": self.elapsed_s}
 
     def load_state_dict(self, state: dict) -> None:
