@@ -57,7 +57,7 @@ def stages_per_iteration(folder: Path) -> float:
         "        Counting.entered += 1\n"
         "        super().enter(name)\n"
         "profile.Profiler = Counting\n"
-        "import trainer_run.cli.build as build\n"
+        "import trainer_run.assembly.build as build\n"
         "build.Profiler = Counting\n"
         "from trainer_run.cli.entry import main\n"
         f"sys.argv = ['trainer-run', 'trainer.progress=false', 'trainer.profile=true', "

@@ -30,7 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from trainer_run.cli.options import CONFIGS
+from trainer_run.compose.options import CONFIGS
 
 TARGET_S = 0.6
 PEER = 'peer: python -c "import numpy"'

@@ -86,12 +86,11 @@ def evaluate(run_dir: Path, overrides: list[str]) -> dict:
     import warnings
 
     from trainer_run import load_model
+    from trainer_run.console import warn
     from trainer_run.data import input_scaling
     from trainer_run.data import record as data_record
     from trainer_run.errors import check
     from trainer_run.trained import read_sections
-
-    from .report import warn
 
     given = _parsed(overrides)
     split = given.get("split", "test")
@@ -127,9 +126,8 @@ def _parsed(overrides: list[str]) -> dict:
     null). An empty value of the others is refused, saying what the key takes."""
     import yaml
 
+    from trainer_run.compose import argv as args
     from trainer_run.errors import ConfigError
-
-    from . import argv as args
 
     given: dict = {}
     for item in overrides:
@@ -153,9 +151,8 @@ def _parsed(overrides: list[str]) -> dict:
 def _dataset_section(saved: dict, given: dict) -> dict:
     """The run's dataset section, or the option ``dataset=NAME``'s, with the
     ``dataset.KEY=VALUE`` overrides on top (a dotted key reaches into a mapping)."""
+    from trainer_run.compose import options
     from trainer_run.errors import ConfigError
-
-    from . import options
 
     section = saved
     name = given.get("dataset")
@@ -180,9 +177,8 @@ def _split(section: dict, seed: int, task: str, split: str):
     data stream, so ``val`` is the run's validation split)."""
     import numpy
 
+    from trainer_run.assembly.build import build_data
     from trainer_run.errors import ConfigError
-
-    from .build import build_data
 
     raw = {**section, "normalize": "none", "task": task}
     data_seed = numpy.random.SeedSequence(seed).spawn(3)[0]
@@ -238,7 +234,7 @@ def _show(result: dict) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    from .report import console
+    from trainer_run.console import console
 
     weights = result["checkpoint"]
     shown = console()

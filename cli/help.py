@@ -25,10 +25,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from trainer_run.storage.yaml_files import read
-
-from . import argv as args
-from .options import (
+from trainer_run.compose import argv as args
+from trainer_run.compose.options import (
     CONFIGS,
     GROUPS,
     OPTIONS,
@@ -39,6 +37,7 @@ from .options import (
     option_section,
     top_level,
 )
+from trainer_run.storage.yaml_files import read
 
 WIDTH = 100
 NO_DESCRIPTION = "(no description)"

@@ -29,9 +29,8 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from trainer_run.console import last_said
 from trainer_run.errors import ConfigError
-
-from .report import last_said
 
 FLAG = "--hosts"
 ENV = "TRAINER_RUN_HOSTS"

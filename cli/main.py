@@ -37,17 +37,21 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 from yaml import YAMLError
 
-from trainer_run import devices, run_directory, targets
+from trainer_run import devices, targets
+from trainer_run.compose import argv as args
+from trainer_run.compose import override_keys, user_targets
+from trainer_run.compose.options import OPTIONS, root_config
+from trainer_run.console import cannot_write, describe, warn
 from trainer_run.errors import ConfigError
 from trainer_run.kvstore import mpi_job
 from trainer_run.kvstore.mpi import import_mpi
+from trainer_run.runs import directory as run_directory
+from trainer_run.runs import resume as resumes
+from trainer_run.runs import slurm_requeue
+from trainer_run.runs.lifecycle import on_rank_0
 
-from . import argv as args
-from . import hosts, job, override_keys, slurm_check, slurm_requeue, sweep_record, sweeps, user_targets
-from . import resume as resumes
-from .job import on_rank_0
-from .options import OPTIONS, root_config
-from .report import cannot_write, describe, fail, stop_if_signalled, warn
+from . import hosts, job, slurm_check, sweep_record, sweeps
+from .report import fail, stop_if_signalled
 
 COMPLETION_FLAGS = ("-sc", "--shell-completion")
 

@@ -73,11 +73,12 @@ def main(argv: list[str] | None = None) -> None:
 def run(options: argparse.Namespace) -> int:
     """Reads the folders, prints the table, writes the plot (and CSV); the exit status."""
     from trainer_run import results
+    from trainer_run.console import console as make_console
+    from trainer_run.console import warn
     from trainer_run.errors import ConfigError, StorageError
     from trainer_run.results import curves as lines
 
-    from .report import console as make_console
-    from .report import fail, warn
+    from .report import fail
 
     target = options.plot or Path(PLOT_NAME)
     try:
@@ -144,10 +145,9 @@ def _run_holding(path: Path, rows) -> Path | None:
 def _plot(curves, name, mode, target: Path, console, asked: bool) -> None:
     """Draws the curves into ``target``. When the file was not ``asked`` for (the default
     place, the current folder) and the disk refuses it, the table stands: a warning says so."""
+    from trainer_run.console import warn
     from trainer_run.errors import StorageError
     from trainer_run.results import comparison_plot
-
-    from .report import warn
 
     if not any(curve.values for curve in curves):
         warn(f"no plot: no run logged {name or 'an objective'} in its metrics.jsonl yet")

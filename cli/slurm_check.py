@@ -11,11 +11,10 @@ import subprocess
 
 import yaml
 
+from trainer_run.compose import argv as args
+from trainer_run.console import last_said
 from trainer_run.errors import ConfigError
 from trainer_run.storage import yaml_files
-
-from . import argv as args
-from .report import last_said
 
 TIMEOUT_S = 30
 

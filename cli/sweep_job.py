@@ -31,13 +31,14 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 from yaml import YAMLError
 
-from trainer_run import run_directory
+from trainer_run.console import inform, warn
 from trainer_run.data import record as data_record
-from trainer_run.errors import ConfigError, Diverged
+from trainer_run.errors import ConfigError, Diverged, JobFailed
+from trainer_run.runs import directory as run_directory
 from trainer_run.storage import checkpoint, files, reading, strict_json, yaml_files
 from trainer_run.training import Trainer
 
-from .report import fail_line, inform, warn
+from .report import fail_line
 
 FINISHED = ("completed", "diverged")
 FAILED: list[int] = []
@@ -45,17 +46,6 @@ FAILED: list[int] = []
 (a folder in use by another process, or holding a run of other overrides): the end of the
 sweep exits 1 when there is any (:func:`.sweeps.report`)."""
 RUN_FILES = (*run_directory.MARKERS, *data_record.FILES, "model.npz", "model_best.npz")
-
-
-class JobFailed(Exception):
-    """A job cannot run or stopped on an error: a one-line message and the exit status a single
-    run ends with. ``record``: whether the job's folder may record it (not when it holds a run
-    of other overrides)."""
-
-    def __init__(self, message, exit_code: int = 2, record: bool = True):
-        super().__init__(str(message))
-        self.exit_code = exit_code
-        self.record = record
 
 
 def sweeping() -> bool:

@@ -13,13 +13,13 @@ import shlex
 from pathlib import Path
 
 from trainer_run import results
+from trainer_run.compose import argv as args
+from trainer_run.console import console as make_console
+from trainer_run.console import warn
 from trainer_run.errors import ConfigError
 from trainer_run.storage import yaml_files
 
-from . import argv as args
 from . import sweep_job
-from .report import console as make_console
-from .report import warn
 
 
 def check_same_overrides(folder: Path, argv: list[str]) -> None:

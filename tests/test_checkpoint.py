@@ -6,8 +6,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from trainer_run import run_directory
 from trainer_run.errors import ConfigError
+from trainer_run.runs import directory as run_directory
 from trainer_run.storage import checkpoint
 
 

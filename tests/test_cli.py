@@ -153,7 +153,7 @@ def test_a_new_run_never_overwrites_an_existing_one(tmp_path):
 def test_overrides_before_a_hydra_flag_still_compose():
     """The command adds its own overrides (the run directory); placed after ``--cfg job`` they
     split the overrides in two and Hydra refused the command."""
-    from trainer_run.cli.argv import with_overrides
+    from trainer_run.compose.argv import with_overrides
     assert with_overrides(["optimizer=sgd", "--cfg", "job"], "a=1") == [
         "a=1", "optimizer=sgd", "--cfg", "job"]
     assert with_overrides(["-m", "x=1,2"], "a=1") == ["-m", "a=1", "x=1,2"]
@@ -189,7 +189,7 @@ def test_a_printed_argument_reads_back_exactly_through_the_shell_and_hydra(path)
 
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    from trainer_run.cli import argv as args
+    from trainer_run.compose import argv as args
 
     line = args.pasteable("hydra.sweep.dir", path)
     given = subprocess.run(["bash", "-c", f"printf '%s' {line}"], capture_output=True, text=True).stdout

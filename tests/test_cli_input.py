@@ -148,7 +148,7 @@ def test_version_names_trainer_run_and_hydra(tmp_path):
 def test_a_bare_info_flag_prints_hydra_info_with_or_without_overrides(tmp_path):
     """Hydra's --info takes an optional value; without one it is "all" (before, the override
     the command adds was read as its value and refused)."""
-    from trainer_run.cli.argv import flags_first
+    from trainer_run.compose.argv import flags_first
     assert flags_first(["--info", "optimizer=adam"]) == ["--info", "all", "optimizer=adam"]
     assert flags_first(["optimizer=adam", "-i", "config"]) == ["-i", "config", "optimizer=adam"]
     for extra in ([], ["optimizer=adam"]):
@@ -168,7 +168,7 @@ def test_showing_the_config_of_a_sweep_is_one_line(tmp_path, flag):
 
 def test_a_sweeper_or_launcher_not_installed_is_one_line_with_its_extra():
     """Hydra's words when a plugin is missing (as a machine without the extra prints them)."""
-    from trainer_run.cli.report import describe
+    from trainer_run.console import describe
 
     def hydra_says(group, name):
         return Exception(f"In 'hydra/config': Could not find 'hydra/{group}/{name}'\n"

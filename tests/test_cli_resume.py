@@ -240,7 +240,7 @@ def test_a_checkpoint_from_before_a_new_key_resumes_with_its_default():
     while an option's own keys (here the user's dataset function's) stay as saved."""
     from omegaconf import OmegaConf
 
-    from trainer_run.cli import resume as resumes
+    from trainer_run.runs import resume as resumes
     cfg = OmegaConf.create({"seed": 0, "logger": {"jsonl": {}},
                             "trainer": {"max_iterations": None, "profile": False},
                             "dataset": {"batch_size": 50, "overfit_batches": None, "size": 2000}})

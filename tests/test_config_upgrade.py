@@ -14,7 +14,7 @@ import yaml
 from helpers import load_npz, read_jsonl, run_cli
 
 from trainer_run import load_model
-from trainer_run.cli.options import CONFIGS, option_section
+from trainer_run.compose.options import CONFIGS, option_section
 from trainer_run.config_upgrade import DTYPES, TARGETS, upgrade
 from trainer_run.errors import ConfigError
 from trainer_run.storage import checkpoint

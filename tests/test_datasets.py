@@ -137,7 +137,7 @@ EXPECTED = {  # name -> (in_size, out_size, task)
 
 def test_every_generator_is_covered():
     assert set(GENERATORS) == set(EXPECTED)
-    from trainer_run.cli.options import OPTIONS, option_section
+    from trainer_run.compose.options import OPTIONS, option_section
 
     targets = {option_section("dataset", o)["_target_"] for o in OPTIONS["dataset"]}
     assert {f"trainer_run.data.{name}" for name in GENERATORS} <= targets

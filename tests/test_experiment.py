@@ -6,7 +6,7 @@ from __future__ import annotations
 from helpers import run_cli
 from omegaconf import OmegaConf
 
-from trainer_run.cli.options import CONFIGS, option_section
+from trainer_run.compose.options import CONFIGS, option_section
 
 
 def _composed(*argv) -> dict:

@@ -14,7 +14,7 @@ from helpers import run_cli
 from omegaconf import OmegaConf
 
 from trainer_run import optimizers
-from trainer_run.cli.options import CONFIGS, GROUPS, OPTIONS, default_choice, option_section
+from trainer_run.compose.options import CONFIGS, GROUPS, OPTIONS, default_choice, option_section
 
 
 def _squeezed(text: str) -> str:

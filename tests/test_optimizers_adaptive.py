@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 from state_round_trip import check_round_trip, leaves
 
-from trainer_run.cli.build import OPTIMIZER_KEYS
-from trainer_run.cli.schema import option_section
+from trainer_run.assembly.build import OPTIMIZER_KEYS
+from trainer_run.compose.schema import option_section
 from trainer_run.errors import ConfigError
 from trainer_run.optimizers import REGISTRY, create, get_updater
 from trainer_run.params import Parameter, ParamStore

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from helpers import run_cli, run_files
 
-from trainer_run.cli import config_dirs
+from trainer_run.compose import config_dirs
 from trainer_run.errors import ConfigError
 
 MY_MODELS = '''

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from helpers import read_jsonl, run_cli, run_files
 
-from trainer_run import run_directory
 from trainer_run.errors import ConfigError
+from trainer_run.runs import directory as run_directory
 
 QUIET = "trainer.progress=false"
 

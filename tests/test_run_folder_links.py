@@ -148,7 +148,7 @@ def test_no_write_in_a_run_follows_a_link_at_any_depth(tmp_path, write, depth):
 
 
 def test_a_lock_that_is_a_fifo_or_a_link_is_refused_without_waiting(tmp_path):
-    from trainer_run.run_directory import RunLock, check_free
+    from trainer_run.runs.directory import RunLock, check_free
 
     run = tmp_path / "run"
     run.mkdir()

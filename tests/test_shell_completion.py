@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from trainer_run.cli.options import OPTIONS, option_section
+from trainer_run.compose.options import OPTIONS, option_section
 
 
 @pytest.fixture

@@ -25,8 +25,9 @@ from run_folders import RESIDENT
 from run_folders import command as command_measured
 from test_trust import PAYLOAD_MODULE, QUICK, command, tree_bytes
 
-from trainer_run import load_model, run_directory
+from trainer_run import load_model
 from trainer_run.errors import ConfigError
+from trainer_run.runs import directory as run_directory
 from trainer_run.storage import checkpoint
 
 SECTIONS = ("model", "dataset", "optimizer", "scheduler", "updater", "backend")

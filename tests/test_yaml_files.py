@@ -5,7 +5,7 @@ import pytest
 import yaml
 from omegaconf import OmegaConf
 
-from trainer_run.cli.options import CONFIGS
+from trainer_run.compose.options import CONFIGS
 from trainer_run.storage.yaml_files import read
 
 SCALARS = "a: 1e-8\nb: 2020-01-01\nc: 1_000.5\nd: .inf\ne: 0x10\nf: yes\ng: ${x.y}\nh: null\ni: '3'\n"

@@ -10,7 +10,7 @@ groups by ``name`` (in ``state.json``'s ``config`` and ``.hydra/config.yaml``)::
     kvstore:    {name: device, update_on_kvstore: null, compression: {...}}
 
 :func:`upgrade` turns such a config into the form the config files compose today. It is the
-only place that knows the old names; a resume (``trainer_run.cli.resume.config``) and
+only place that knows the old names; a resume (``trainer_run.runs.resume.config``) and
 :func:`trainer_run.load_model` read a saved config through it.
 """
 

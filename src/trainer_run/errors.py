@@ -87,3 +87,14 @@ def check_choice(name: str, value, choices) -> str:
     if value not in choices:
         raise ConfigError(f"{name}={value!r} is unknown; choose one of {', '.join(map(str, choices))}")
     return value
+
+
+class JobFailed(Exception):
+    """A run cannot start or stopped on an error: a one-line message and the exit status the
+    command ends with. ``record``: whether the run's folder may record it (not when it holds a
+    run of other overrides, or one it may not load)."""
+
+    def __init__(self, message, exit_code: int = 2, record: bool = True):
+        super().__init__(str(message))
+        self.exit_code = exit_code
+        self.record = record

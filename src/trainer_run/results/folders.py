@@ -16,7 +16,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
-from .. import run_directory
+from trainer_run.runs import directory as run_directory
+
 from ..errors import ConfigError
 from ..storage import reading, yaml_files
 
@@ -73,7 +74,7 @@ def collect(folders: list[Path], report: Report = lambda message: None) -> list[
 
 
 def is_run(folder: Path) -> bool:
-    """Whether ``folder`` holds a run (:func:`trainer_run.run_directory.holds_run`)."""
+    """Whether ``folder`` holds a run (:func:`trainer_run.runs.directory.holds_run`)."""
     return folder.is_dir() and run_directory.holds_run(folder)
 
 

@@ -1,6 +1,6 @@
 """Stop signals: SIGINT (Ctrl-C) and SIGTERM (preemption) as requests to stop; in a SLURM
 job also SIGUSR1 and SIGUSR2, the signals that ask a job to stop and be requeued
-(:data:`REQUEUE`, see :mod:`trainer_run.cli.slurm_requeue`).
+(:data:`REQUEUE`, see :mod:`trainer_run.runs.slurm_requeue`).
 
 The first stop signal is recorded, never raised: whoever owns the work reads
 :func:`requested` at a moment where stopping is clean (the training loop after an

@@ -7,7 +7,7 @@ read from its ``.hydra/config.yaml`` as :func:`trainer_run.load_model` reads it
 so a model of someone else's code needs ``trust=true``), and one line says so. So
 ``trainer-run init_from=<run> optimizer.learning_rate=1e-4`` fine-tunes a ``model=cnn`` run as
 a CNN, not as the default MLP. The source run is the run folder (our record,
-:func:`trainer_run.run_directory.is_run`) the weights belong to: the one named, the run of a
+:func:`trainer_run.runs.directory.is_run`) the weights belong to: the one named, the run of a
 checkpoint ``<run>/checkpoints/iter_<N>`` (or ``checkpoints/best``), or the folder of an
 ``.npz`` file such as ``<run>/model.npz``. Weights outside any run leave the command's model.
 A resumed run keeps the model of its checkpoint, as any resume does.
@@ -21,12 +21,12 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from trainer_run import run_directory, weights
+from trainer_run import weights
+from trainer_run.compose import argv as args
+from trainer_run.console import say, warn
 from trainer_run.errors import ConfigError, check
+from trainer_run.runs import directory as run_directory
 from trainer_run.trained import read_sections
-
-from . import argv as args
-from .report import say, warn
 
 
 def source_model(cfg: DictConfig, overrides: list[str]) -> tuple[DictConfig, str | None]:

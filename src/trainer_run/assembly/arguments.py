@@ -5,9 +5,8 @@ does not take is left out rather than refused."""
 from __future__ import annotations
 
 from trainer_run import targets
+from trainer_run.compose.options import shared_section
 from trainer_run.targets import accepted, call, check_arguments, locate, prefixed  # noqa: F401
-
-from .options import shared_section
 
 
 def arguments(group: str, section: dict, standard: dict | None = None, runner=(), kind=None):

@@ -14,12 +14,11 @@ from pathlib import Path
 
 import yaml
 
-from trainer_run import run_directory
+from trainer_run.compose import argv as args
+from trainer_run.compose.options import OPTIONS
 from trainer_run.errors import ConfigError
+from trainer_run.runs import directory as run_directory
 from trainer_run.storage import yaml_files
-
-from . import argv as args
-from .options import OPTIONS
 
 
 def check_found(choices: dict, argv: list[str], run: Path | None) -> None:

@@ -13,12 +13,11 @@ import functools
 
 from omegaconf import OmegaConf
 
+from trainer_run.compose import argv as args
+from trainer_run.compose import user_targets
+from trainer_run.compose.options import CONFIGS, GROUPS, OPTIONS, default_choice, option_section, top_level
 from trainer_run.errors import ConfigError
-
-from . import argv as args
-from . import resume as resumes
-from . import user_targets
-from .options import CONFIGS, GROUPS, OPTIONS, default_choice, option_section, top_level
+from trainer_run.runs import resume as resumes
 
 NOT_CHECKED = ("seed", "resume")
 """Top-level keys of the command line that are always valid (their values are checked later)."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from trainer_run import module, schedulers, weights
+from trainer_run.console import warn
 from trainer_run.errors import ConfigError, check_number
 from trainer_run.targets import instantiate
 from trainer_run.training import AnyOf, IntervalTrigger, Trainer, extension, loggers
@@ -23,8 +24,6 @@ from trainer_run.training.extensions import (
     Snapshot,
     Summary,
 )
-
-from .report import warn
 
 
 def extend(trainer: Trainer, run, config: dict, extra: dict | None) -> None:

@@ -19,9 +19,7 @@ import math
 from dataclasses import dataclass
 
 from trainer_run import kvstore as kvstores
-from trainer_run.errors import ConfigError, check
-
-from .options import (
+from trainer_run.compose.options import (
     CONFIGS,  # noqa: F401  (re-exported: the files the schema reads)
     GROUPS,
     OPTIONS,
@@ -29,7 +27,8 @@ from .options import (
     shared_section,
     top_level,
 )
-from .override_keys import check_overrides  # noqa: F401  (the key check is part of the schema)
+from trainer_run.compose.override_keys import check_overrides  # noqa: F401  (the key check is part of the schema)
+from trainer_run.errors import ConfigError, check
 
 
 @dataclass(frozen=True)

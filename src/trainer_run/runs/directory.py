@@ -34,9 +34,9 @@ import json
 import os
 from pathlib import Path
 
-from . import trust
-from .errors import ConfigError
-from .storage import files, reading
+from trainer_run import trust
+from trainer_run.errors import ConfigError
+from trainer_run.storage import files, reading
 
 LOCK = ".lock"
 CHECKPOINTS = "checkpoints"

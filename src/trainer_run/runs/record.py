@@ -3,7 +3,7 @@ is built (so a mistake leaves no record) and only by rank 0.
 
 Hydra's three files as Hydra writes them itself (``config.yaml``, the composed config;
 ``hydra.yaml``; ``overrides.yaml``), the mark that makes the folder a run of trainer-run's
-(:func:`trainer_run.run_directory.mark`), ``config.sig`` (the config's signature with this
+(:func:`trainer_run.runs.directory.mark`), ``config.sig`` (the config's signature with this
 user's key, :mod:`trainer_run.trust`; none when no key can be made) and, in a SLURM job, the
 job's id (:func:`.slurm_requeue.record`). Every file is written without following a link.
 """
@@ -12,26 +12,25 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from trainer_run import run_directory, trust
+from trainer_run import trust
+from trainer_run.runs import directory as run_directory
+from trainer_run.runs import slurm_requeue
 from trainer_run.storage import files
 
-from . import slurm_requeue
 
-
-def write(out: Path, cfg: DictConfig, record: str | None) -> None:
-    """The record of the run in ``out`` with the config ``cfg``, in the folder ``record``
-    (``.hydra``; None: no record)."""
+def write(out: Path, cfg: DictConfig, record: str | None, hydra: dict, overrides: list[str]) -> None:
+    """The record of the run in ``out`` with the config ``cfg``, composed by Hydra's config
+    ``hydra`` from the ``overrides``, in the folder ``record`` (``.hydra``; None: no record)."""
     if record is None:
         return
-    hydra_cfg = OmegaConf.create({"hydra": OmegaConf.to_container(HydraConfig.get())})
+    hydra_cfg = OmegaConf.create({"hydra": hydra})
     OmegaConf.update(hydra_cfg, "hydra.output_subdir", record)
     folder = out / record
     files.make_folder(folder, out)
     for name, node in (("config.yaml", cfg), ("hydra.yaml", hydra_cfg),
-                       ("overrides.yaml", HydraConfig.get().overrides.task)):
+                       ("overrides.yaml", OmegaConf.create(list(overrides)))):
         files.write_atomic(folder / name, OmegaConf.to_yaml(node), run=out)
     run_directory.mark(folder)
     signature = trust.sign((folder / "config.yaml").read_bytes())

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from omegaconf import DictConfig, OmegaConf
 
-from . import argv as args
-from .options import shared_section
+from trainer_run.compose import argv as args
+from trainer_run.compose.options import shared_section
 
 GROUPS = ("model", "dataset", "optimizer", "scheduler")
 """Groups whose chosen option a user's ``+<group>._target_`` replaces, its own keys dropped

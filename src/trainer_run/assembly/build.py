@@ -16,6 +16,8 @@ import numpy
 
 from trainer_run import data as datasets
 from trainer_run import devices, optimizers, schedulers
+from trainer_run.assembly.arguments import accepted, arguments, call, instantiate, locate, prefixed
+from trainer_run.assembly.extend import extend
 from trainer_run.backend import Backend
 from trainer_run.callbacks import HOOKS, Callbacks
 from trainer_run.data import on_device
@@ -30,9 +32,6 @@ from trainer_run.training.profile import Profiler, synchronizer
 from trainer_run.updaters import ParallelUpdater, StandardUpdater
 from trainer_run.updaters.clipping import global_norm_clip
 from trainer_run.updaters.weighting import batches_per_update
-
-from .arguments import accepted, arguments, call, instantiate, locate, prefixed
-from .extend import extend
 
 OPTIMIZER_KEYS = ("clip_global_norm",)
 """Keys of the optimizer section the runner reads itself (the updater applies them)."""

@@ -15,7 +15,7 @@ would mean something else (it would be another run; start a new one):
 
 Where it writes: into the run that owns the checkpoint (``<run>`` for
 ``<run>/checkpoints/iter_<N>``, when ``<run>`` holds a run's record:
-:func:`trainer_run.run_directory.is_run`). A checkpoint kept anywhere else, or copied into a
+:func:`trainer_run.runs.directory.is_run`). A checkpoint kept anywhere else, or copied into a
 folder that is not a run, belongs to no run and needs ``hydra.run.dir=<new dir>``; naming a
 new ``hydra.run.dir`` also continues any checkpoint there as a new run, leaving the old one
 untouched.
@@ -32,15 +32,15 @@ import yaml
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from trainer_run import run_directory, stored_config, trust
+from trainer_run import stored_config, trust
+from trainer_run.compose import argv as args
+from trainer_run.compose import config_dirs, options
 from trainer_run.config_upgrade import upgrade
+from trainer_run.console import describe
 from trainer_run.errors import ConfigError
+from trainer_run.runs import directory as run_directory
 from trainer_run.storage import checkpoint, yaml_files
 from trainer_run.updaters import saved as saved_state
-
-from . import argv as args
-from . import config_dirs, options
-from .report import describe
 
 FIXED = ("seed", "model", "dataset", "optimizer.multi_precision", "backend.dtype", "init_from",
          "init_from_strict")
@@ -58,7 +58,7 @@ def prepare(argv: list[str], resume: str, report: Callable[[str], None]) -> list
     refused), ``resume`` naming the checkpoint and ``hydra.run.dir`` the run to write into.
     The checkpoint's content is checked as far as it can be without the model
     (:func:`trainer_run.updaters.saved.check`); the shapes of its parameters are checked once
-    the run is built (:func:`.job.build`), which falls back the same way."""
+    the run is built (:func:`.lifecycle.build`), which falls back the same way."""
     path = Path(resume).expanduser()
     try:
         found = checkpoint.find(path, report=report, require=checkpoint.RUN_STATE,
@@ -193,7 +193,7 @@ def _run_dir(found: Path, given: str | None) -> Path:
 
 
 def _not_in_a_run(found: Path) -> str:
-    """Why the checkpoint ``found`` has no run (:func:`trainer_run.run_directory.owner`)."""
+    """Why the checkpoint ``found`` has no run (:func:`trainer_run.runs.directory.owner`)."""
     folder = run_directory.checkpoints_folder_of(found)
     if folder is None:
         return "is not in a run's checkpoints folder"

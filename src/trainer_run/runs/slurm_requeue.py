@@ -27,13 +27,12 @@ import signal
 import subprocess
 from pathlib import Path
 
-from trainer_run import run_directory
+from trainer_run.compose import argv as args
+from trainer_run.compose.options import root_config
+from trainer_run.console import last_said, say, warn
+from trainer_run.runs import directory as run_directory
 from trainer_run.storage import files, reading
 from trainer_run.training import stop_signals
-
-from . import argv as args
-from .options import root_config
-from .report import last_said, say, warn
 
 RECORD = Path(run_directory.RECORD) / "slurm.json"
 """Where a run started in a SLURM job records the job's id."""

@@ -6,28 +6,13 @@ diverged run leaves; the line of a resumed run that has nothing left to do."""
 
 from __future__ import annotations
 
-import os
-import shlex
 from pathlib import Path
 
+from trainer_run.compose import argv as args
+from trainer_run.console import say
 from trainer_run.errors import ConfigError
 from trainer_run.storage import checkpoint
 from trainer_run.training import time_limit
-
-from . import argv as args
-from . import hosts
-from .report import say
-
-
-def command(comm) -> str:
-    """The command that starts a run's processes, as its resume needs it (``comm``: MPI's
-    world communicator of a multi-process run, else None)."""
-    if comm is None:
-        return "trainer-run"
-    host_file = os.environ.get(hosts.ENV)
-    if host_file:
-        return f"trainer-run --hosts {shlex.quote(host_file)}"
-    return f"mpiexec -n {comm.size} trainer-run"
 
 
 def last_lines(role, out: Path, command: str = "trainer-run", sweeping: bool = False) -> None:

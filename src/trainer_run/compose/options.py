@@ -12,9 +12,10 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
+import trainer_run.configs
 from trainer_run.storage.yaml_files import read
 
-CONFIGS = Path(__file__).resolve().parent.parent / "configs"
+CONFIGS = Path(trainer_run.configs.__file__).resolve().parent
 GROUPS = tuple(sorted(p.name for p in CONFIGS.iterdir() if p.is_dir() and any(p.glob("*.yaml"))))
 OPTIONS = {group: tuple(sorted(p.stem for p in (CONFIGS / group).glob("*.yaml"))) for group in GROUPS}
 PRESETS = ("debug", "experiment", "hparams_search", "precision")
