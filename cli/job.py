@@ -22,8 +22,9 @@ from omegaconf import DictConfig, OmegaConf
 
 from trainer_run.compose import user_targets
 from trainer_run.errors import JobFailed
+from trainer_run.runs import directory as run_directory
 from trainer_run.runs import lifecycle
-from trainer_run.runs.lifecycle import RECORD, Finished, Job
+from trainer_run.runs.lifecycle import Finished, Job
 from trainer_run.training import Trainer
 
 from . import hosts, sweep_job, sweep_record
@@ -35,7 +36,7 @@ class Launch:
     """What the command decided before Hydra runs, for the job(s) it starts."""
 
     comm: object = None          # MPI's world communicator of a multi-process run, else None
-    record: str | None = RECORD  # where in a new run directory Hydra's record goes (None: none)
+    record: str | None = run_directory.RECORD  # where in a new run directory Hydra's record goes (None: none)
     kept: Path | None = None     # the run directory, or its nearest folder, that existed before
     resume: str | None = None    # resume= as the user gave it (a run or a checkpoint), if any
     pid: int | None = None       # the command's process; a launcher may run jobs in others

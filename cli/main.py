@@ -25,10 +25,8 @@ from __future__ import annotations
 
 import errno
 import os
-import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import hydra
@@ -39,15 +37,13 @@ from yaml import YAMLError
 
 from trainer_run import devices, targets
 from trainer_run.compose import argv as args
-from trainer_run.compose import override_keys, user_targets
-from trainer_run.compose.options import OPTIONS, root_config
+from trainer_run.compose import override_keys, request, user_targets
 from trainer_run.console import cannot_write, describe, warn
 from trainer_run.errors import ConfigError
 from trainer_run.kvstore import mpi_job
 from trainer_run.kvstore.mpi import import_mpi
 from trainer_run.runs import directory as run_directory
 from trainer_run.runs import resume as resumes
-from trainer_run.runs import slurm_requeue
 from trainer_run.runs.lifecycle import on_rank_0
 
 from . import hosts, job, slurm_check, sweep_record, sweeps
@@ -99,14 +95,13 @@ def main(argv: list[str] | None = None) -> None:
         fail(f"cannot use {e.filename}: {e.strerror or e}"
              + ("; a folder name has at most 255 bytes" if e.errno == errno.ENAMETOOLONG else ""))
     stop_if_signalled()
-    subdir = args.value(argv, "hydra.output_subdir")
     given = args.value(argv, "hydra.run.dir")
     job.launch.comm = comm
     job.launch.pid = os.getpid()
     given_resume = args.value(typed, "resume")
     job.launch.resume = None if args.is_null(given_resume) else given_resume
-    job.launch.record = job.RECORD if subdir is None else None if args.is_null(subdir) else subdir
-    job.launch.kept = _nearest_existing(Path(given)) if given else None
+    job.launch.record = request.record_folder(argv)
+    job.launch.kept = request.nearest_existing(Path(given)) if given else None
     sys.argv = [sys.argv[0], *args.with_overrides(args.without(argv, "hydra.output_subdir"),
                                                   "hydra.output_subdir=null")]
     os.environ["HYDRA_FULL_ERROR"] = "1"  # Hydra raises its errors; they are printed as one line
@@ -172,7 +167,7 @@ def _help(argv: list[str]) -> None:
     from . import help as helps  # imported when asked: a run does without it
 
     try:
-        check_choices(argv)
+        request.check_choices(argv)
         helps.show(argv)
     except (ConfigError, OmegaConfBaseException, YAMLError) as e:
         fail(describe(e))
@@ -220,82 +215,30 @@ def prepare_on_rank_0(comm, argv: list[str]) -> list[str]:
     return on_rank_0(comm, lambda: prepare(argv))
 
 
-def name_run_dir(argv: list[str]) -> list[str]:
-    """``argv`` with ``hydra.run.dir`` (``hydra.sweep.dir`` for ``-m``) naming the default
-    folder of now, for a new run or sweep with our config that names none (the command then
-    knows the folder, and every process of a multi-process run gets the same one)."""
-    multirun = args.is_multirun(argv)
-    key = "hydra.sweep.dir" if multirun else "hydra.run.dir"
-    if (args.value(argv, key) is not None or args.composes_other_config(argv)
-            or not args.is_null(args.value(argv, "resume"))):
-        return argv
-    hydra_section = root_config()["hydra"]
-    pattern = hydra_section["sweep" if multirun else "run"]["dir"]  # runs/${now:%Y-%m-%d}/...
-    named = re.sub(r"\$\{now:([^}]*)\}", lambda m: time.strftime(m.group(1)), pattern)
-    return args.with_overrides(argv, f"{key}={args.quote(Path(named))}")
-
-
-def check_choices(argv: list[str]) -> None:
-    """Refuses an unknown option of a config group (``optimizer=nosuchopt``) with the list
-    of available ones (ours and those in a ``--config-dir``), before Hydra composes anything.
-    Sweeps (``a,b``) and lists (``logger=[jsonl,csv]``) are checked item by item."""
-    folders = args.config_dirs(argv)
-    for argument in argv:
-        group = args.key(argument).lstrip("+~")
-        if "=" not in argument or group not in OPTIONS or "(" in argument:
-            continue
-        theirs = {p.stem for folder in folders for p in (folder / group).glob("*.yaml")}
-        options = sorted({*OPTIONS[group], *theirs})
-        items = override_keys.sweep_items(argument.split("=", 1)[1])
-        for choice in (name for item in items for name in override_keys.listed(item)):
-            if choice not in options:
-                raise ConfigError(f"{group}={choice} is not available; choose one of "
-                                  f"{', '.join(options)}{_file_hint(group, choice)}")
-
-
-FILE_OPTIONS = {".npz": "dataset=npz dataset.path={}", ".npy": "dataset=npy dataset.x_path={} "
-                "dataset.y_path=<labels.npy>", ".csv": "dataset=csv dataset.path={}"}
-
-
-def _file_hint(group: str, choice: str) -> str:
-    """For ``dataset=<a file>``: how to train on that file."""
-    form = FILE_OPTIONS.get(Path(choice.strip("'\"")).suffix.lower()) if group == "dataset" else None
-    return f" (to train on the file {choice}: {form.format(choice)})" if form else ""
-
-
 def prepare(argv: list[str]) -> list[str]:
-    """Checks the arguments and rewrites those of a resume; refuses to start a new run or
-    sweep in a directory that is not new."""
+    """Checks the arguments and rewrites those of a resume (:mod:`trainer_run.compose.request`);
+    refuses to start a new run or sweep in a directory that is not new."""
     args.check_grammar(argv)
     multirun = args.is_multirun(argv)
     if args.value(argv, "hparams_search") is not None and not multirun:
         raise ConfigError("hparams_search runs a sweep: add -m (trainer-run -m hparams_search=...)")
     if multirun and any(a in args.SHOW_FLAGS for a in argv):
         raise ConfigError("--cfg and --info show the config of one run: drop -m/--multirun")
-    check_choices(argv)
-    override_keys.check_additions(argv)
-    argv = user_targets.rewrite(argv)
-    if multirun:  # a single run's keys are checked if Hydra refuses them
-        override_keys.check_overrides(argv)
-        slurm_check.check(argv)
-    else:
-        argv = slurm_requeue.continued(argv)
-    argv = name_run_dir(argv)
-    resume = args.value(argv, "resume")
-    if not args.is_null(resume):
-        if multirun:
-            raise ConfigError("resume continues one run; drop -m/--multirun")
-        argv = resumes.prepare(argv, resume, report=warn)
-        _check_writable(Path(args.value(argv, "hydra.run.dir")))
-        return argv
-    key = "hydra.sweep.dir" if multirun else "hydra.run.dir"
-    given = args.value(argv, key)
-    if multirun and given and sweep_record.is_ours(Path(given)):
+    argv = request.checked(argv)
+    if not multirun:
+        return request.one_run(argv)
+    if not args.is_null(args.value(argv, "resume")):
+        raise ConfigError("resume continues one run; drop -m/--multirun")
+    override_keys.check_overrides(argv)  # a single run's keys are checked if Hydra refuses them
+    slurm_check.check(argv)
+    argv = request.name_run_dir(argv)
+    given = args.value(argv, "hydra.sweep.dir")
+    if given and sweep_record.is_ours(Path(given)):
         sweeps.check_same_overrides(Path(given), argv)
         warn(f"continuing the sweep in {given}: finished jobs are skipped, the others resumed")
     elif given:
-        run_directory.check_unused(Path(given), key)
-    _check_writable(Path(given) if given else Path("runs"))
+        run_directory.check_unused(Path(given), "hydra.sweep.dir")
+    request.check_writable(Path(given) if given else Path("runs"))
     return argv
 
 
@@ -310,25 +253,3 @@ def run_hydra(cfg: DictConfig) -> float | None:
     return job.run(cfg)
 
 
-def _nearest_existing(directory: Path) -> Path:
-    """``directory`` (absolute) if it exists, else its nearest existing parent."""
-    directory = directory.expanduser().absolute()
-    while not directory.exists():
-        directory = directory.parent
-    return directory.resolve()
-
-
-def _check_writable(directory: Path) -> None:
-    """Refuses a run directory that could not be created or written, before anything is
-    created: its nearest existing folder must be a writable directory."""
-    existing = _nearest_existing(directory)
-    reason = None
-    if not existing.is_dir():
-        reason = errno.ENOTDIR
-    elif os.statvfs(existing).f_flag & os.ST_RDONLY:
-        reason = errno.EROFS
-    elif not os.access(existing, os.W_OK | os.X_OK):
-        reason = errno.EACCES
-    if reason is not None:
-        raise ConfigError(f"cannot write to {directory}: {os.strerror(reason)}; choose a writable "
-                          "hydra.run.dir (or hydra.sweep.dir for -m)")

@@ -58,7 +58,7 @@ def _wait_for(path, timeout=60.0):
 def test_a_second_lock_is_refused_naming_the_holder_and_released_with_it(tmp_path):
     lock = run_directory.RunLock(tmp_path / "run").acquire()
     probe = subprocess.run([sys.executable, "-c", (
-        "import sys; from trainer_run import run_directory as r\n"
+        "import sys; from trainer_run.runs import directory as r\n"
         "try:\n    r.RunLock(sys.argv[1]).acquire()\nexcept r.RunDirectoryInUse as e:\n"
         "    print(e); sys.exit(2)\n"), str(tmp_path / "run")], capture_output=True, text=True)
     assert probe.returncode == 2
@@ -75,7 +75,7 @@ def test_a_refusal_names_the_live_holder_not_the_dead_process_the_lock_file_reco
     """The probe: .lock names the last holder's pid, so a lock a child inherited from a holder
     that has since ended was refused naming the dead process. Now the live holder is named."""
     holder = subprocess.Popen([sys.executable, "-c", (
-        "import os, sys, time; from trainer_run import run_directory as r\n"
+        "import os, sys, time; from trainer_run.runs import directory as r\n"
         "r.RunLock(sys.argv[1]).acquire()\n"
         "child = os.fork()\n"
         "if child == 0:\n    time.sleep(60); os._exit(0)\n"

@@ -220,7 +220,7 @@ def test_a_run_of_this_user_from_before_the_mark_is_still_a_run(folder):
     (folder / "run" / ".hydra" / run_directory.MARK).unlink()
     assert run_directory.is_run(folder / "run") is False  # no key in this process's home
     env = {**os.environ, "XDG_CONFIG_HOME": str(folder / "keys")}
-    code = "import sys; from trainer_run import run_directory; print(run_directory.is_run(sys.argv[1]))"
+    code = "import sys; from trainer_run.runs import directory; print(directory.is_run(sys.argv[1]))"
     done = subprocess.run([sys.executable, "-c", code, str(folder / "run")], env=env,
                           capture_output=True, text=True, timeout=60)
     assert done.stdout.strip() == "True", done.stderr

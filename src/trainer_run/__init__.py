@@ -8,6 +8,22 @@ names to ours.
 __version__ = "0.1.0"
 
 
+def train(overrides=(), run_dir=None, config_dir=None):
+    """Trains a new run as ``trainer-run <overrides>`` does and returns it as a
+    :class:`~trainer_run.python_api.Run` (see :func:`trainer_run.python_api.train`)."""
+    from trainer_run.python_api import train as run
+
+    return run(overrides, run_dir, config_dir)
+
+
+def resume(run_dir, overrides=(), config_dir=None):
+    """Continues the run in ``run_dir`` bit for bit, as ``trainer-run resume=<run_dir>`` does
+    (see :func:`trainer_run.python_api.resume`)."""
+    from trainer_run.python_api import resume as run
+
+    return run(run_dir, overrides, config_dir)
+
+
 def load_model(run_dir, checkpoint_dir=None, trust: bool = False):
     """The trained model of the run in ``run_dir`` (see :func:`trainer_run.trained.load_model`):
     rebuilt from its saved config, its parameters loaded, in evaluation mode, with

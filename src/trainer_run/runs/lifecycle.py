@@ -44,8 +44,6 @@ from trainer_run.training import Trainer, stop_signals
 from trainer_run.training.parameter_server import ParameterServer
 from trainer_run.updaters import saved as saved_state
 
-RECORD = ".hydra"
-
 
 @dataclass
 class Job:
@@ -56,7 +54,7 @@ class Job:
     choices: dict               # the option chosen in each config group (Hydra's runtime choices)
     hydra: dict = field(default_factory=dict)  # Hydra's own config, kept in the record
     comm: object = None         # MPI's world communicator of a multi-process run, else None
-    record: str | None = RECORD  # where in a new run directory its record goes (None: none)
+    record: str | None = run_directory.RECORD  # where in a new run directory its record goes (None: none)
     kept: Path | None = None    # the run directory, or its nearest folder, that existed before
     resume: str | None = None   # resume= as the user gave it (a run or a checkpoint), if any
     command: str = "trainer-run"  # what starts the run's processes, in the line that resumes it

@@ -1,0 +1,128 @@
+"""Training and resuming from Python, as the command does: ``trainer_run.train`` and
+``trainer_run.resume``.
+
+``train(["optimizer=sgd", "trainer.max_epochs=2"])`` is ``trainer-run optimizer=sgd
+trainer.max_epochs=2``: the same checks before anything is composed, the same config (Hydra's
+compose over our configs and the user's ``config_dir``), the same lifecycle
+(:func:`trainer_run.runs.lifecycle.run`: claim the folder, build, record and sign, train), the
+same console output and the same files, bit for bit. It returns a :class:`Run`. Stop signals
+are handled as the command handles them for the call's duration (in the main thread): Ctrl-C
+finishes the iteration, writes a checkpoint and returns a run whose status is
+``interrupted``, which :func:`resume` continues.
+
+What would end the command with an error raises :class:`~trainer_run.errors.JobFailed`
+instead (its message is the command's ``error:`` line, its ``exit_code`` the command's
+status); a new run that fails before training leaves nothing behind, as in the command.
+Sweeps (``-m``), launchers and several processes stay the command's.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from hydra.errors import HydraException
+from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from trainer_run import targets
+from trainer_run.compose import argv as args
+from trainer_run.compose import composer, override_keys, request, user_targets
+from trainer_run.console import describe
+from trainer_run.errors import ConfigError, JobFailed
+from trainer_run.runs import lifecycle
+from trainer_run.runs.lifecycle import Job
+from trainer_run.storage import reading
+from trainer_run.training import stop_signals
+
+
+@dataclass(frozen=True)
+class Run:
+    """A run directory of trainer-run's, as the Python API returns it."""
+
+    dir: Path
+
+    @property
+    def summary(self) -> dict:
+        """``summary.json`` (empty for a run that has none yet: killed, or still running)."""
+        try:
+            return json.loads(reading.read_text(self.dir / "summary.json", reading.RECORD_BYTES,
+                                                self.dir))
+        except OSError:
+            return {}
+
+    @property
+    def status(self) -> str | None:
+        """How the run ended: ``completed``, ``interrupted``, ``diverged``, ``failed`` (None: no
+        summary)."""
+        return self.summary.get("status")
+
+    def load_model(self, checkpoint=None, trust: bool = False):
+        """The run's trained model, ready to ``predict`` (:func:`trainer_run.trained.load_model`:
+        ``checkpoint`` is ``"best"``, ``"last"``, a checkpoint directory or an ``.npz``)."""
+        from trainer_run.trained import load_model
+
+        return load_model(self.dir, checkpoint, trust)
+
+
+def train(overrides=(), run_dir=None, config_dir=None) -> Run:
+    """Trains a new run as ``trainer-run <overrides>`` does (``run_dir``: its
+    ``hydra.run.dir``, by default ``runs/<date>/<time>``; ``config_dir``: a folder of config
+    options of the user's, the command's ``--config-dir``); returns it."""
+    argv = [str(o) for o in overrides]
+    if run_dir is not None:
+        argv.append(f"hydra.run.dir={args.quote(Path(run_dir))}")
+    if config_dir is not None:
+        argv = [f"--config-dir={Path(config_dir)}", *argv]
+    return _run(argv)
+
+
+def resume(run_dir, overrides=(), config_dir=None) -> Run:
+    """Continues the run in ``run_dir`` (or from a checkpoint directory) bit for bit, as
+    ``trainer-run resume=<run_dir> <overrides>`` does; returns it."""
+    return train([*overrides, f"resume={args.quote(Path(run_dir))}"], config_dir=config_dir)
+
+
+def _run(argv: list[str]) -> Run:
+    targets.import_from_here()  # the user's modules, as the command finds them
+    restore = stop_signals.handle()
+    try:
+        argv = _checked(argv)
+        out = Path(args.value(argv, "hydra.run.dir"))
+        kept = request.nearest_existing(out)
+        cfg = _composed(argv, out)
+        given = OmegaConf.to_container(cfg.hydra.overrides.task, resolve=False)
+        job = Job(out=out.absolute(), overrides=given, choices=dict(cfg.hydra.runtime.choices),
+                  hydra=OmegaConf.to_container(cfg.hydra), record=request.record_folder(argv),
+                  kept=kept, resume=_given_resume(argv))
+        out.mkdir(parents=True, exist_ok=True)
+        lifecycle.run(job, user_targets.apply(composer.task(cfg), given))
+        return Run(job.out)
+    finally:
+        restore()
+        stop_signals.clear()
+
+
+def _checked(argv: list[str]) -> list[str]:
+    try:
+        return request.one_run(request.checked(argv))
+    except ConfigError as e:
+        raise JobFailed(e) from None
+
+
+def _composed(argv: list[str], out: Path):
+    overrides = [a for a in argv if args.is_override(a)]
+    try:
+        return composer.compose(overrides, args.config_dirs(argv), out)
+    except (HydraException, OmegaConfBaseException) as e:
+        try:  # our line for a key the config does not have, with the closest one
+            override_keys.check_overrides(overrides)
+        except ConfigError as unknown:
+            raise JobFailed(unknown) from None
+        raise JobFailed(describe(e)) from None
+
+
+def _given_resume(argv: list[str]) -> str | None:
+    value = args.value(argv, "resume")
+    return None if args.is_null(value) else value
