@@ -80,3 +80,23 @@ def test_the_readme_names_the_library_not_the_command_layer():
     named = sorted(set(re.findall(r"trainer_run\.cli\.\w[\w.]*", README.read_text())))
     assert not named, f"the README points readers at the command layer: {named}"
     assert "`trainer_run.targets.instantiate`" in README.read_text()
+
+
+# What only docs/trust.md may explain; any other page says one sentence and links there.
+TRUST_DETAIL = (
+    r"as a pickle",                                 # why a config is code
+    r"HMAC",                                        # how runs are signed
+    r"resolved (before|first)",                     # what is checked is what is built
+    r"(stays|remains) unsigned",                    # a resume on trust does not sign
+    r"trainer-run\.json`? ?\(`?\{",                 # the record that makes a folder a run
+)
+
+
+@pytest.mark.parametrize("page", [p for p in PAGES if p.name != "trust.md"],
+                         ids=lambda p: p.name)
+def test_trust_is_explained_in_docs_trust_md_alone(page):
+    text = page.read_text()
+    found = [p for p in TRUST_DETAIL if re.search(p, text)]
+    assert not found, f"{page.name} explains trust again ({found}); link to docs/trust.md instead"
+    if re.search(r"\btrust=true\b", text) or "trust=True" in text:
+        assert "trust.md" in text, f"{page.name} mentions trust=true without linking docs/trust.md"
