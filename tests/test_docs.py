@@ -82,6 +82,20 @@ def test_the_readme_names_the_library_not_the_command_layer():
     assert "`trainer_run.targets.instantiate`" in README.read_text()
 
 
+def _group_rows(page: Path) -> set[str]:
+    """The config groups a page tables: rows that open with a group's name in backticks."""
+    groups = ("backend", "model", "dataset", "optimizer", "scheduler", "updater", "loss_scale",
+              "precision", "kvstore", "logger", "trainer")
+    return {g for g in groups if re.search(rf"^\| `{g}` \|", page.read_text(), flags=re.M)}
+
+
+def test_the_config_groups_are_tabled_once_in_the_config_reference():
+    tabled = {p.name: rows for p in PAGES if len(rows := _group_rows(p)) >= 3}
+    assert list(tabled) == ["config.md"], f"the table of config groups is in {sorted(tabled)}"
+    assert len(tabled["config.md"]) == 11
+    assert "docs/config.md#groups" in README.read_text()
+
+
 # What only docs/trust.md may explain; any other page says one sentence and links there.
 TRUST_DETAIL = (
     r"as a pickle",                                 # why a config is code
