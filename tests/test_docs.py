@@ -82,6 +82,14 @@ def test_the_readme_names_the_library_not_the_command_layer():
     assert "`trainer_run.targets.instantiate`" in README.read_text()
 
 
+def test_the_readme_is_a_front_door_of_at_most_450_lines():
+    count = len(README.read_text().splitlines())
+    assert count <= 450, f"README.md has {count} lines; move detail into docs/"
+    guides = {(README.parent / t.partition("#")[0]).resolve() for t in _links(README)}
+    unlinked = [d.name for d in DOCS if d.resolve() not in guides]
+    assert not unlinked, f"guides the README does not link to: {unlinked}"
+
+
 def _group_rows(page: Path) -> set[str]:
     """The config groups a page tables: rows that open with a group's name in backticks."""
     groups = ("backend", "model", "dataset", "optimizer", "scheduler", "updater", "loss_scale",
