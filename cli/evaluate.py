@@ -252,9 +252,10 @@ def _show(result: dict) -> None:
 def _write(run_dir: Path, result: dict) -> Path:
     """``<run>/eval/<time>.json`` (a new name each second; never an existing file, nor
     through a link: :func:`trainer_run.storage.files.make_folder`)."""
+    from trainer_run.runs import files as run_files
     from trainer_run.storage import files, strict_json
 
-    folder = Path(run_dir) / "eval"
+    folder = Path(run_dir) / run_files.EVAL
     stamp = datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
     path = folder / f"{stamp}.json"
     n = 1

@@ -31,6 +31,7 @@ from trainer_run.compose.options import (
     GROUPS,
     OPTIONS,
     PRESETS,
+    ROOT,
     default_choice,
     is_global,
     opening_comments,
@@ -99,7 +100,7 @@ def overview(console: Console, folders: list[Path]) -> None:
                 for option, path in options(group, folders).items()]
         console.print(_grid(rows, indent=2))
     console.print(Text.assemble("\n", ("Top-level keys", "bold")))
-    console.print(_fields(_flat(top_level()), [CONFIGS / "config.yaml"]))
+    console.print(_fields(_flat(top_level()), [ROOT]))
 
 
 def _choose(group: str) -> str:

@@ -35,6 +35,7 @@ from trainer_run.console import inform, warn
 from trainer_run.data import record as data_record
 from trainer_run.errors import ConfigError, Diverged, JobFailed
 from trainer_run.runs import directory as run_directory
+from trainer_run.runs import files as run_files
 from trainer_run.storage import checkpoint, files, reading, strict_json, yaml_files
 from trainer_run.training import Trainer
 
@@ -45,7 +46,7 @@ FAILED: list[int] = []
 """The numbers of this process's jobs that failed, whether or not their folder could record it
 (a folder in use by another process, or holding a run of other overrides): the end of the
 sweep exits 1 when there is any (:func:`.sweeps.report`)."""
-RUN_FILES = (*run_directory.MARKERS, *data_record.FILES, "model.npz", "model_best.npz")
+RUN_FILES = (*run_directory.MARKERS, *data_record.FILES, run_files.MODEL, run_files.BEST_MODEL)
 
 
 def sweeping() -> bool:
@@ -84,7 +85,7 @@ def failed(out: Path, cfg: DictConfig, overrides: list[str], error: JobFailed | 
     if summary.get("status") not in ("diverged", "failed"):
         summary["status"] = summary["stop_reason"] = "failed"
     summary["error"] = message
-    files.write_atomic(out / "summary.json", strict_json.dumps(summary, indent=2), run=out)
+    files.write_atomic(out / run_files.SUMMARY, strict_json.dumps(summary, indent=2), run=out)
     best = (summary.get("objective") or {}).get("best")
     return best if summary["status"] == "diverged" and best is not None else worst(mode)
 
@@ -119,14 +120,14 @@ def continued(cfg: DictConfig, out: Path, overrides: list[str]) -> tuple[DictCon
 
 def _summary(out: Path) -> dict | None:
     try:
-        return json.loads(reading.read_text(out / "summary.json", reading.RECORD_BYTES, out))
+        return json.loads(reading.read_text(out / run_files.SUMMARY, reading.RECORD_BYTES, out))
     except (OSError, ValueError):
         return None
 
 
 def _recorded_overrides(out: Path) -> list[str] | None:
     try:
-        return [str(o) for o in yaml_files.read_run(out / ".hydra" / "overrides.yaml", out)]
+        return [str(o) for o in yaml_files.read_run(out / run_files.RECORD / run_files.OVERRIDES, out)]
     except (OSError, ValueError, TypeError, YAMLError):
         return None
 

@@ -19,14 +19,14 @@ from trainer_run.console import warn
 from trainer_run.errors import ConfigError
 from trainer_run.storage import yaml_files
 
-from . import sweep_job
+from . import sweep_job, sweep_record
 
 
 def check_same_overrides(folder: Path, argv: list[str]) -> None:
     """Refuses (ConfigError) to continue the sweep in ``folder`` with other overrides than
     those its ``multirun.yaml`` records: Hydra would rewrite that record, and the jobs of
     another sweep would fill the folder beside the old ones."""
-    record = Path(folder) / "multirun.yaml"
+    record = Path(folder) / sweep_record.RECORD
     if not record.exists():
         return
     try:
@@ -52,7 +52,7 @@ def report(folder: Path, argv: list[str], stopped: bool = False) -> int:
         return 1  # no job got as far as its folder; each one said why
     results.show(rows, console)
     results.write(rows, folder)
-    console.print(f"results: {folder / 'results.csv'} (and results.md)", highlight=False,
+    console.print(f"results: {folder / results.CSV} (and {results.MARKDOWN})", highlight=False,
                   soft_wrap=True, markup=False)
     if stopped:
         command = shlex.join(["trainer-run", *args.without(argv, "hydra.sweep.dir")])

@@ -31,6 +31,7 @@ from trainer_run.compose import argv as args
 from trainer_run.compose import composer, override_keys, request, user_targets
 from trainer_run.console import describe
 from trainer_run.errors import ConfigError, JobFailed
+from trainer_run.runs import files as run_files
 from trainer_run.runs import lifecycle
 from trainer_run.runs.lifecycle import Job
 from trainer_run.storage import reading
@@ -47,7 +48,7 @@ class Run:
     def summary(self) -> dict:
         """``summary.json`` (empty for a run that has none yet: killed, or still running)."""
         try:
-            return json.loads(reading.read_text(self.dir / "summary.json", reading.RECORD_BYTES,
+            return json.loads(reading.read_text(self.dir / run_files.SUMMARY, reading.RECORD_BYTES,
                                                 self.dir))
         except OSError:
             return {}

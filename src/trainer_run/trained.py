@@ -26,11 +26,12 @@ from .data import record as data_record
 from .errors import ConfigError
 from .models import build_model
 from .module import evaluating, load_arrays, set_mode
+from .runs import files as run_files
 from .weights import Weights, resolve
 
 SECTIONS = ("model", "backend", "precision")
 """The sections of a run's config that build its model (``precision``: an older run's dtype)."""
-RECORD_CONFIG = Path(".hydra") / "config.yaml"
+RECORD_CONFIG = Path(run_files.RECORD) / run_files.CONFIG
 DEFAULT_BATCH_SIZE = 50
 """``dataset.batch_size``'s default (``configs/_dataset.yaml``), for a config that has none."""
 

@@ -36,6 +36,7 @@ import yaml
 
 from . import signing_key
 from .errors import ConfigError
+from .runs import files as run_files
 from .signing_key import KeyRefused, key_file  # noqa: F401  (where the key is, what refuses it)
 from .storage import reading, yaml_files
 
@@ -43,7 +44,7 @@ TARGET = "_target_"
 HOOKS = "updater.callbacks"
 SIGNATURE = "signature"
 """The top-level key of a checkpoint's state that holds its config's signature."""
-RECORD_SIGNATURE = "config.sig"
+RECORD_SIGNATURE = run_files.SIGNATURE
 """The file beside Hydra's ``config.yaml`` that holds its signature."""
 SCHEME = "hmac-sha256"
 

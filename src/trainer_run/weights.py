@@ -29,6 +29,7 @@ import numpy
 
 from . import updaters
 from .errors import ConfigError
+from .runs import files as run_files
 from .storage import checkpoint, files, npz, reading
 
 CHOICES = ("best", "last")
@@ -109,7 +110,8 @@ def resolve(source, which: str | None = None) -> Weights:
 
 
 def _is_run(folder: Path) -> bool:
-    return any((folder / name).exists() for name in ("summary.json", "model.npz", "checkpoints"))
+    names = (run_files.SUMMARY, run_files.MODEL, run_files.CHECKPOINTS)
+    return any((folder / name).exists() for name in names)
 
 
 def _checkpoint(path: Path, which: str) -> Weights:
@@ -122,15 +124,15 @@ def _checkpoint(path: Path, which: str) -> Weights:
 def best(run: Path) -> Weights | None:
     """The best evaluation's weights: the checkpoint ``checkpoints/best`` names, else
     ``model_best.npz`` (its iteration from the summary), else None."""
-    marker = run / "checkpoints" / checkpoint.BEST
+    marker = run / run_files.CHECKPOINTS / checkpoint.BEST
     files.check_no_links(marker, run)
     if marker.exists():  # read as a regular file, or refused
         named = _named(marker)
         if checkpoint.is_checkpoint(named):
             return _checkpoint(named, "best")
-    if (run / "model_best.npz").is_file():
+    if (run / run_files.BEST_MODEL).is_file():
         objective = _summary(run).get("objective") or {}
-        return Weights(run / "model_best.npz", "best", objective.get("best_iteration"))
+        return Weights(run / run_files.BEST_MODEL, "best", objective.get("best_iteration"))
     return None
 
 
@@ -152,8 +154,8 @@ def _named(marker: Path) -> Path:
 
 def _last(run: Path) -> Weights:
     """The weights the run ended with: ``model.npz``, else its newest complete checkpoint."""
-    if (run / "model.npz").is_file():
-        return Weights(run / "model.npz", "last", _summary(run).get("iteration"))
+    if (run / run_files.MODEL).is_file():
+        return Weights(run / run_files.MODEL, "last", _summary(run).get("iteration"))
     try:
         found = checkpoint.find(run)
     except ConfigError:
@@ -177,7 +179,7 @@ def _unfinished(run: Path) -> str | None:
 
 def _summary(run: Path) -> dict:
     try:  # a link, a special file or an oversized one is refused (ConfigError), not skipped
-        text = reading.read_text(run / "summary.json", reading.RECORD_BYTES, run)
+        text = reading.read_text(run / run_files.SUMMARY, reading.RECORD_BYTES, run)
     except (OSError, UnicodeDecodeError):
         return {}
     try:

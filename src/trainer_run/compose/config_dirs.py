@@ -18,6 +18,7 @@ from trainer_run.compose import argv as args
 from trainer_run.compose.options import OPTIONS
 from trainer_run.errors import ConfigError
 from trainer_run.runs import directory as run_directory
+from trainer_run.runs import files as run_files
 from trainer_run.storage import yaml_files
 
 
@@ -43,7 +44,7 @@ def recorded_dirs(run: Path) -> list[str]:
     """The ``--config-dir`` folders Hydra recorded for ``run`` (none when it recorded none, or
     its record cannot be read)."""
     try:
-        hydra = yaml_files.read(run / run_directory.RECORD / "hydra.yaml")
+        hydra = yaml_files.read(run / run_directory.RECORD / run_files.HYDRA)
         sources = hydra["hydra"]["runtime"]["config_sources"]
         return [str(s["path"]) for s in sources
                 if s.get("provider") == "command-line" and s.get("schema") == "file"]

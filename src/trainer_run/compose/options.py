@@ -16,6 +16,8 @@ import trainer_run.configs
 from trainer_run.storage.yaml_files import read
 
 CONFIGS = Path(trainer_run.configs.__file__).resolve().parent
+ROOT = CONFIGS / "config.yaml"
+"""The primary config of the config folder (Hydra's ``config_name``)."""
 GROUPS = tuple(sorted(p.name for p in CONFIGS.iterdir() if p.is_dir() and any(p.glob("*.yaml"))))
 OPTIONS = {group: tuple(sorted(p.stem for p in (CONFIGS / group).glob("*.yaml"))) for group in GROUPS}
 PRESETS = ("debug", "experiment", "hparams_search", "precision")
@@ -31,7 +33,7 @@ def shared_section(group: str) -> dict:
 @functools.lru_cache(maxsize=None)
 def root_config() -> dict:
     """``configs/config.yaml`` as written (read once; not to be changed by its readers)."""
-    return read(CONFIGS / "config.yaml")
+    return read(ROOT)
 
 
 @functools.lru_cache(maxsize=None)

@@ -23,10 +23,11 @@ from pathlib import Path
 import numpy
 
 from ..errors import ConfigError
+from ..runs import files as run_files
 from ..storage import files, npz, reading, strict_json
 from .datasets import Data
 
-FILES = ("data.json", "normalization.npz")
+FILES = (run_files.DATA, run_files.NORMALIZATION)
 TASKS = ("classification", "regression")
 KINDS = ("none", "unit", "standardize")
 

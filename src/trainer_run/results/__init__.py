@@ -11,7 +11,7 @@ and band) and :mod:`.comparison_plot` draws them into one PNG (matplotlib). The 
     rows = results.rank(results.collect([Path("runs/multirun/2026-11-21/10-53-00")]))
 """
 
-from .report import captions, csv_text, show, title, write
+from .report import BY_SEED_CSV, CSV, MARKDOWN, captions, csv_text, show, title, write
 from .runs import (
     NOT_A_RUN,
     Row,
@@ -28,6 +28,7 @@ from .runs import (
     varying,
 )
 
-__all__ = ["NOT_A_RUN", "Row", "SeedGroup", "by_seed", "captions", "collect", "common", "csv_text",
+__all__ = ["BY_SEED_CSV", "CSV", "MARKDOWN", "NOT_A_RUN", "Row", "SeedGroup", "by_seed", "captions",
+           "collect", "common", "csv_text",
            "is_run", "labels", "override_key", "rank", "read_run", "seed_groups", "show", "title",
            "varying", "write"]

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..errors import ConfigError
+from ..runs import files as run_files
 from ..storage import reading, yaml_files
 from ..training.loggers import jsonl
 from . import runs as results
@@ -46,7 +47,7 @@ def objective(row: results.Row) -> tuple[str | None, str]:
     unfinished run), else (None, "min")."""
     if row.metric:
         return row.metric, row.mode or "min"
-    config = row.path / ".hydra" / "config.yaml"
+    config = row.path / run_files.RECORD / run_files.CONFIG
     try:
         found = yaml_files.read_run(config, row.path).get("objective") or {}
         return found.get("metric"), found.get("mode") or "min"

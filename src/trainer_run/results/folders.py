@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Callable
 
 from trainer_run.runs import directory as run_directory
+from trainer_run.runs import files as run_files
 
 from ..errors import ConfigError
 from ..storage import reading, yaml_files
@@ -96,7 +97,7 @@ def read_run(folder: Path, job: str, report: Report = lambda message: None) -> R
     """The row of one run folder, labelled ``job``; ``unfinished`` when it has no summary.
     An ``objective`` that is not an object, or a ``best``, ``final`` or ``best_iteration``
     of the wrong type, is left blank and told to ``report`` naming the file."""
-    summary_file = folder / "summary.json"
+    summary_file = folder / run_files.SUMMARY
     if not (summary_file.exists() or summary_file.is_symlink()):
         return Row(job=job, path=folder, overrides=_hydra_overrides(folder))
     summary = _read_summary(summary_file)
@@ -150,7 +151,7 @@ def _read_summary(path: Path) -> dict:
 
 
 def _hydra_overrides(folder: Path) -> list[str]:
-    path = folder / ".hydra" / "overrides.yaml"
+    path = folder / run_files.RECORD / run_files.OVERRIDES
     if not (path.is_file() or path.is_symlink()):
         return []
     try:

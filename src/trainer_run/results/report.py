@@ -34,6 +34,12 @@ from .runs import (
     varying,
 )
 
+CSV = "results.csv"
+"""The ranked rows as CSV, written into the sweep's (or the report's) folder."""
+MARKDOWN = "results.md"
+"""The ranked rows as a Markdown table, every column."""
+BY_SEED_CSV = "results_by_seed.csv"
+"""The seed groups as CSV, when runs differ only by seed."""
 LOG_WIDTH = 200
 """The width of a table written to a file or pipe when ``COLUMNS`` does not say one."""
 SAID = {"at iter": "best at iteration"}
@@ -177,7 +183,7 @@ def write(rows: list[Row], folder: Path) -> None:
     folder = Path(folder)
     groups = by_seed(rows)
     rows = rank(rows)
-    write_atomic(folder / "results.csv", csv_text(rows))
+    write_atomic(folder / CSV, csv_text(rows))
     made = columns(rows)
     above = [line for line in [shared(rows)] if line]
     text = render.markdown(title(rows), [c.name for c in made], _cells(made), captions(rows, groups),
@@ -186,10 +192,10 @@ def write(rows: list[Row], folder: Path) -> None:
         seed_header = ["rank", "overrides", "n", "mean", "std", "seeds"]
         seed_cells = [[i, " ".join(g.overrides), g.n, g.mean, g.std, " ".join(g.seeds)]
                       for i, g in enumerate(groups, 1)]
-        write_atomic(folder / "results_by_seed.csv", render.csv_text(seed_header, seed_cells))
+        write_atomic(folder / BY_SEED_CSV, render.csv_text(seed_header, seed_cells))
         made = seed_columns(rows, groups)
         text += "\n" + render.markdown(_seed_title(groups), [c.name for c in made], _cells(made), [])
-    write_atomic(folder / "results.md", text)
+    write_atomic(folder / MARKDOWN, text)
 
 
 def _cells(made: list[Column]) -> list[list[str]]:

@@ -25,6 +25,8 @@ run can be resumed at once, while a second process is refused with the holder's 
 output into the first one's. The id named is a live holder's: the recorded one when that
 process is alive and has the lock open, else a live process that has it open (a child that
 inherited the lock), else none.
+
+The names of a run's files are :mod:`trainer_run.runs.files`'s.
 """
 
 from __future__ import annotations
@@ -36,18 +38,14 @@ from pathlib import Path
 
 from trainer_run import trust
 from trainer_run.errors import ConfigError
+from trainer_run.runs import files as run_files
+from trainer_run.runs.files import CHECKPOINTS, LOCK, MARK, RECORD  # also run_directory.<NAME>
 from trainer_run.storage import files, reading
 
-LOCK = ".lock"
-CHECKPOINTS = "checkpoints"
-RECORD = ".hydra"
-"""The folder of a run's record: Hydra's files and the config's signature."""
-MARK = "trainer-run.json"
-"""The file in a run's record that marks the folder as a run of trainer-run's."""
 FORMAT = 1
 """The run format :data:`MARK` records."""
-MARKERS = (CHECKPOINTS, "metrics.jsonl", "summary.json", RECORD)
-FOLDERS = (CHECKPOINTS, RECORD, "tensorboard", "eval")
+MARKERS = (CHECKPOINTS, run_files.METRICS, run_files.SUMMARY, RECORD)
+FOLDERS = (CHECKPOINTS, RECORD, run_files.TENSORBOARD, run_files.EVAL)
 """The folders trainer-run writes in inside a run folder."""
 
 
@@ -71,7 +69,7 @@ def is_run(directory: Path) -> bool:
     try:
         signature = reading.read_text(record / trust.RECORD_SIGNATURE, reading.MARKER_BYTES,
                                       directory)
-        config = reading.read_bytes(record / "config.yaml", reading.CONFIG_BYTES, directory)
+        config = reading.read_bytes(record / run_files.CONFIG, reading.CONFIG_BYTES, directory)
         return trust.signed_by_me(config, signature.strip())
     except (OSError, ConfigError):
         return False

@@ -16,6 +16,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from trainer_run import trust
 from trainer_run.runs import directory as run_directory
+from trainer_run.runs import files as run_files
 from trainer_run.runs import slurm_requeue
 from trainer_run.storage import files
 
@@ -29,11 +30,11 @@ def write(out: Path, cfg: DictConfig, record: str | None, hydra: dict, overrides
     OmegaConf.update(hydra_cfg, "hydra.output_subdir", record)
     folder = out / record
     files.make_folder(folder, out)
-    for name, node in (("config.yaml", cfg), ("hydra.yaml", hydra_cfg),
-                       ("overrides.yaml", OmegaConf.create(list(overrides)))):
+    for name, node in ((run_files.CONFIG, cfg), (run_files.HYDRA, hydra_cfg),
+                       (run_files.OVERRIDES, OmegaConf.create(list(overrides)))):
         files.write_atomic(folder / name, OmegaConf.to_yaml(node), run=out)
     run_directory.mark(folder)
-    signature = trust.sign((folder / "config.yaml").read_bytes())
+    signature = trust.sign((folder / run_files.CONFIG).read_bytes())
     if signature is not None:
         files.write_atomic(folder / trust.RECORD_SIGNATURE, signature + "\n", run=out)
     slurm_requeue.record(folder, out)

@@ -39,6 +39,7 @@ from trainer_run.config_upgrade import upgrade
 from trainer_run.console import describe
 from trainer_run.errors import ConfigError
 from trainer_run.runs import directory as run_directory
+from trainer_run.runs import files as run_files
 from trainer_run.storage import checkpoint, yaml_files
 from trainer_run.updaters import saved as saved_state
 
@@ -47,7 +48,7 @@ FIXED = ("seed", "model", "dataset", "optimizer.multi_precision", "backend.dtype
 """Keys (and the keys below them) a resume refuses to change."""
 ANY_TIME = ("dataset.batch_size",)
 """Exceptions to :data:`FIXED`."""
-RECORD_CONFIG = Path(run_directory.RECORD) / "config.yaml"
+RECORD_CONFIG = Path(run_files.RECORD) / run_files.CONFIG
 """Where a run records the config it was started with."""
 CHOICES = {"choices": dict}
 """What :func:`saved_choices` needs of a checkpoint."""
@@ -127,7 +128,7 @@ def recorded_overrides(path: Path) -> list[str]:
     """The overrides Hydra recorded beside the config ``path`` (``.hydra/overrides.yaml``): the
     record of a run started again, never applied."""
     try:
-        recorded = yaml_files.read_run(path.with_name("overrides.yaml"), path.parent.parent)
+        recorded = yaml_files.read_run(path.with_name(run_files.OVERRIDES), path.parent.parent)
     except (OSError, ValueError, yaml.YAMLError):
         return []
     return [str(o) for o in recorded] if isinstance(recorded, list) else []
@@ -136,7 +137,7 @@ def recorded_overrides(path: Path) -> list[str]:
 def _recorded_choices(run: Path) -> dict:
     """The group choices Hydra recorded for ``run`` (``.hydra/hydra.yaml``), ours only."""
     try:
-        hydra = yaml_files.read_run(run / run_directory.RECORD / "hydra.yaml", run)
+        hydra = yaml_files.read_run(run / run_files.RECORD / run_files.HYDRA, run)
         choices = hydra["hydra"]["runtime"]["choices"]
     except (OSError, ValueError, KeyError, TypeError, yaml.YAMLError):
         return {}

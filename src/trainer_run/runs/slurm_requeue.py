@@ -31,10 +31,11 @@ from trainer_run.compose import argv as args
 from trainer_run.compose.options import root_config
 from trainer_run.console import last_said, say, warn
 from trainer_run.runs import directory as run_directory
+from trainer_run.runs import files as run_files
 from trainer_run.storage import files, reading
 from trainer_run.training import stop_signals
 
-RECORD = Path(run_directory.RECORD) / "slurm.json"
+RECORD = Path(run_files.RECORD) / run_files.SLURM
 """Where a run started in a SLURM job records the job's id."""
 
 

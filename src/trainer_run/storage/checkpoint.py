@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Callable, Collection, Mapping
 
 from ..errors import ConfigError, StorageError
+from ..runs import files as run_files
 from . import checkpoint_schema as schema
 from . import checksums, files, npz, reading
 from .checkpoint_schema import FORMAT, CheckpointError, NewerFormatError
@@ -286,12 +287,12 @@ def find(path: Path, report: Callable[[str], None] = lambda message: None,
     if not path.exists():
         raise ConfigError(f"resume={path}: no such run or checkpoint directory")
     if path.name.startswith(PREFIX) or is_checkpoint(path):
-        if path.parent.name == "checkpoints":  # <run>/checkpoints/iter_<N>: no link below <run>
+        if path.parent.name == run_files.CHECKPOINTS:  # <run>/checkpoints/iter_<N>: no link below <run>
             files.check_no_links(path, path.parent.parent)
         _load_checked(path, require, check)
         return path
-    files.check_no_links(path / "checkpoints", path)
-    directory = path / "checkpoints" if (path / "checkpoints").is_dir() else path
+    files.check_no_links(path / run_files.CHECKPOINTS, path)
+    directory = path / run_files.CHECKPOINTS if (path / run_files.CHECKPOINTS).is_dir() else path
     for candidate in _candidates(directory, report):
         try:
             _load_checked(candidate, require, check)

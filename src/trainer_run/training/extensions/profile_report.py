@@ -8,6 +8,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from ...runs import files as run_files
 from ...storage import files, strict_json
 from ..extension import PRIORITY_READER, Extension
 from ..profile import OTHER, STARTUP
@@ -48,7 +49,7 @@ class ProfileReport(Extension):
 
     def finalize(self, trainer) -> None:
         report = self.report(trainer.updater.iteration - self._first_iteration)
-        files.write_atomic(Path(trainer.out) / "profile.json", strict_json.dumps(report, indent=2),
+        files.write_atomic(Path(trainer.out) / run_files.PROFILE, strict_json.dumps(report, indent=2),
                            run=trainer.out)
         self.console.print(self.table(report))
 

@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy
 
 from ...errors import Diverged
+from ...runs import files as run_files
 from ...storage import checkpoint, files
 from ...storage.background_write import BackgroundWrite, frozen
 from ..extension import PRIORITY_READER, Extension
@@ -67,7 +68,7 @@ class Snapshot(Extension):
             raise Diverged(f"the parameters hold NaN or inf at iteration {iteration}; "
                            "no checkpoint was written for it")
         state = frozen({**self.extra, "trainer": trainer.state_dict()})
-        directory = Path(trainer.out) / "checkpoints"
+        directory = Path(trainer.out) / run_files.CHECKPOINTS
         best = self.objective.kept_iterations if self.objective is not None else []
         arrays = self.params() if self.params is not None and best and best[0] == iteration else None
         if arrays is not None:
@@ -82,7 +83,7 @@ class Snapshot(Extension):
         if best and best[0] == iteration:
             checkpoint.mark_best(directory, iteration, run=directory.parent)
             if arrays is not None:
-                files.write_atomic(directory.parent / "model_best.npz",
+                files.write_atomic(directory.parent / run_files.BEST_MODEL,
                                    lambda f: numpy.savez(f, **arrays), run=directory.parent)
 
     def finalize(self, trainer) -> None:

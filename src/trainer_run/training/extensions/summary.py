@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy
 
 from ... import devices
+from ...runs import files as run_files
 from ...storage import files, strict_json
 from ..extension import PRIORITY_READER, Extension
 
@@ -87,6 +88,6 @@ class Summary(Extension):
             summary.update(self.held_out.metrics)
             summary["test_weights"] = self.held_out.weights
         summary.update({"model": self.model} if self.model is not None else {})
-        files.write_atomic(out / "summary.json", strict_json.dumps(summary, indent=2), run=out)
+        files.write_atomic(out / run_files.SUMMARY, strict_json.dumps(summary, indent=2), run=out)
         arrays = self.store.state_dict(self.to_numpy)
-        files.write_atomic(out / "model.npz", lambda f: numpy.savez(f, **arrays), run=out)
+        files.write_atomic(out / run_files.MODEL, lambda f: numpy.savez(f, **arrays), run=out)

@@ -8,10 +8,11 @@ import math
 import numbers
 from pathlib import Path
 
+from ...runs import files as run_files
 from ...storage import files
 from .base import Logger, RunInfo
 
-FILE = "metrics.csv"
+FILE = run_files.METRICS_CSV
 
 
 class CsvTable(Logger):

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ...runs import files as run_files
 from ...storage import files, strict_json
 from .base import Logger
 
-FILE = "metrics.jsonl"
+FILE = run_files.METRICS
 
 
 class JsonLines(Logger):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ...errors import ConfigError
+from ...runs import files as run_files
 from ...storage import files
 from . import plot_layout as layout
 from .base import Logger, RunInfo
@@ -16,7 +17,7 @@ try:
 except ImportError:
     raise ConfigError('logger=plot needs matplotlib: pip install "trainer-run[plot]"') from None
 
-FILE = "plot.png"
+FILE = run_files.PLOT
 WIDTH, PANEL_HEIGHT, TITLE_HEIGHT = 8.0, 2.5, 0.6
 """The figure's size in inches: WIDTH by PANEL_HEIGHT for each panel, plus the title's."""
 TITLES = {"lr": "learning rate", "loss_scale": "loss scale"}

@@ -12,6 +12,7 @@ from datetime import datetime
 from pathlib import Path
 
 from ...errors import ConfigError
+from ...runs import files as run_files
 from ...storage import files
 from .base import NOT_METRICS, Logger
 
@@ -23,7 +24,7 @@ except ImportError:
     raise ConfigError('logger=tensorboard needs tensorboardX: pip install "trainer-run[tensorboard]"'
                       ) from None
 
-FOLDER = "tensorboard"
+FOLDER = run_files.TENSORBOARD
 HIDDEN = ("hydra", "resume")
 """Config sections that are no hyper-parameter of the run."""
 
