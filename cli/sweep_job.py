@@ -21,7 +21,6 @@ leaves, and how the same sweep, run again into its folder, continues.
 
 from __future__ import annotations
 
-import json
 import math
 import shutil
 from pathlib import Path
@@ -36,7 +35,8 @@ from trainer_run.data import record as data_record
 from trainer_run.errors import ConfigError, Diverged, JobFailed
 from trainer_run.runs import directory as run_directory
 from trainer_run.runs import files as run_files
-from trainer_run.storage import checkpoint, files, reading, strict_json, yaml_files
+from trainer_run.runs import summary as run_summary
+from trainer_run.storage import checkpoint, yaml_files
 from trainer_run.training import Trainer
 
 from .report import fail_line
@@ -85,7 +85,7 @@ def failed(out: Path, cfg: DictConfig, overrides: list[str], error: JobFailed | 
     if summary.get("status") not in ("diverged", "failed"):
         summary["status"] = summary["stop_reason"] = "failed"
     summary["error"] = message
-    files.write_atomic(out / run_files.SUMMARY, strict_json.dumps(summary, indent=2), run=out)
+    run_summary.write(out, summary)
     best = (summary.get("objective") or {}).get("best")
     return best if summary["status"] == "diverged" and best is not None else worst(mode)
 
@@ -120,8 +120,8 @@ def continued(cfg: DictConfig, out: Path, overrides: list[str]) -> tuple[DictCon
 
 def _summary(out: Path) -> dict | None:
     try:
-        return json.loads(reading.read_text(out / run_files.SUMMARY, reading.RECORD_BYTES, out))
-    except (OSError, ValueError):
+        return run_summary.recorded(out) or None
+    except ConfigError:  # refused: a link, a device, a file too large
         return None
 
 

@@ -18,7 +18,6 @@ Sweeps (``-m``), launchers and several processes stay the command's.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,10 +30,9 @@ from trainer_run.compose import argv as args
 from trainer_run.compose import composer, override_keys, request, user_targets
 from trainer_run.console import describe
 from trainer_run.errors import ConfigError, JobFailed
-from trainer_run.runs import files as run_files
 from trainer_run.runs import lifecycle
+from trainer_run.runs import summary as run_summary
 from trainer_run.runs.lifecycle import Job
-from trainer_run.storage import reading
 from trainer_run.training import stop_signals
 
 
@@ -47,11 +45,7 @@ class Run:
     @property
     def summary(self) -> dict:
         """``summary.json`` (empty for a run that has none yet: killed, or still running)."""
-        try:
-            return json.loads(reading.read_text(self.dir / run_files.SUMMARY, reading.RECORD_BYTES,
-                                                self.dir))
-        except OSError:
-            return {}
+        return run_summary.recorded(self.dir)
 
     @property
     def status(self) -> str | None:

@@ -21,7 +21,6 @@ Everything read is data: arrays and JSON, never code.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,7 +28,9 @@ import numpy
 
 from . import updaters
 from .errors import ConfigError
+from .runs import directory as run_directory
 from .runs import files as run_files
+from .runs import summary as run_summary
 from .storage import checkpoint, files, npz, reading
 
 CHOICES = ("best", "last")
@@ -97,9 +98,10 @@ def resolve(source, which: str | None = None) -> Weights:
         return Weights(source, "file")
     if checkpoint.is_checkpoint(source):
         return _checkpoint(source, "file")
-    if not _is_run(source):
-        raise ConfigError(f"{source} holds no run: no summary.json, model.npz or checkpoints/; "
-                          "name a run directory, a checkpoint directory or an .npz file")
+    if not run_directory.is_run(source):
+        raise ConfigError(f"{source} holds no run of trainer-run's (no {run_files.RECORD}/"
+                          f"{run_files.MARK}); name a run directory, a checkpoint directory or an "
+                          ".npz file")
     chosen = best(source) if which != "last" else None
     if chosen is None and which == "best":
         raise ConfigError(f"run {source} has no best checkpoint (no evaluation entered "
@@ -107,11 +109,6 @@ def resolve(source, which: str | None = None) -> Weights:
     chosen = chosen or _last(source)
     warning = _unfinished(source)
     return Weights(chosen.path, chosen.which, chosen.iteration, warning)
-
-
-def _is_run(folder: Path) -> bool:
-    names = (run_files.SUMMARY, run_files.MODEL, run_files.CHECKPOINTS)
-    return any((folder / name).exists() for name in names)
 
 
 def _checkpoint(path: Path, which: str) -> Weights:
@@ -178,15 +175,7 @@ def _unfinished(run: Path) -> str | None:
 
 
 def _summary(run: Path) -> dict:
-    try:  # a link, a special file or an oversized one is refused (ConfigError), not skipped
-        text = reading.read_text(run / run_files.SUMMARY, reading.RECORD_BYTES, run)
-    except (OSError, UnicodeDecodeError):
-        return {}
-    try:
-        loaded = json.loads(text)
-    except (ValueError, RecursionError):
-        return {}
-    return loaded if isinstance(loaded, dict) else {}
+    return run_summary.recorded(run)
 
 
 def initialize(model, arrays: dict, strict: bool = True,

@@ -18,9 +18,10 @@ from typing import Callable
 
 from trainer_run.runs import directory as run_directory
 from trainer_run.runs import files as run_files
+from trainer_run.runs import summary as run_summary
 
 from ..errors import ConfigError
-from ..storage import reading, yaml_files
+from ..storage import yaml_files
 
 NOT_A_RUN = "is not a run folder (it has no summary.json, checkpoints or .hydra) nor a sweep folder of runs"
 RANKED = ("completed", "diverged")
@@ -75,7 +76,9 @@ def collect(folders: list[Path], report: Report = lambda message: None) -> list[
 
 
 def is_run(folder: Path) -> bool:
-    """Whether ``folder`` holds a run (:func:`trainer_run.runs.directory.holds_run`)."""
+    """Whether ``folder`` holds a run's files (:func:`trainer_run.runs.directory.holds_run`): a
+    report shows a sweep's job that failed before its record was written, whose folder holds
+    only the ``summary.json`` the sweep wrote for it; reading a folder is never running it."""
     return folder.is_dir() and run_directory.holds_run(folder)
 
 
@@ -98,9 +101,9 @@ def read_run(folder: Path, job: str, report: Report = lambda message: None) -> R
     An ``objective`` that is not an object, or a ``best``, ``final`` or ``best_iteration``
     of the wrong type, is left blank and told to ``report`` naming the file."""
     summary_file = folder / run_files.SUMMARY
-    if not (summary_file.exists() or summary_file.is_symlink()):
+    summary = run_summary.read(folder)
+    if not summary:
         return Row(job=job, path=folder, overrides=_hydra_overrides(folder))
-    summary = _read_summary(summary_file)
     objective = _objective(summary_file, summary, report)
     overrides = summary.get("overrides")
     status = summary.get("status")
@@ -134,20 +137,6 @@ def _objective(path: Path, summary: dict, report: Report) -> dict:
             value = None
         checked[key] = _number(value) if key != "best_iteration" else value
     return checked
-
-
-def _read_summary(path: Path) -> dict:
-    try:
-        summary = json.loads(reading.read_text(path, reading.RECORD_BYTES, path.parent))
-    except OSError as e:
-        raise ConfigError(f"cannot read {path}: {e.strerror or e}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ConfigError(f"{path} is not valid JSON: {e}") from None
-    except RecursionError:
-        raise ConfigError(f"{path} is nested too deeply to be a run summary") from None
-    if not isinstance(summary, dict):
-        raise ConfigError(f"{path} is not a run summary (expected a JSON object)")
-    return summary
 
 
 def _hydra_overrides(folder: Path) -> list[str]:

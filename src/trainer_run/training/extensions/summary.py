@@ -8,7 +8,8 @@ import numpy
 
 from ... import devices
 from ...runs import files as run_files
-from ...storage import files, strict_json
+from ...runs import summary as run_summary
+from ...storage import files
 from ..extension import PRIORITY_READER, Extension
 
 
@@ -88,6 +89,6 @@ class Summary(Extension):
             summary.update(self.held_out.metrics)
             summary["test_weights"] = self.held_out.weights
         summary.update({"model": self.model} if self.model is not None else {})
-        files.write_atomic(out / run_files.SUMMARY, strict_json.dumps(summary, indent=2), run=out)
+        run_summary.write(out, summary)
         arrays = self.store.state_dict(self.to_numpy)
         files.write_atomic(out / run_files.MODEL, lambda f: numpy.savez(f, **arrays), run=out)
