@@ -118,7 +118,8 @@ def test_the_learning_rate_is_on_a_log_axis_when_it_spans_decades():
 CONFIG = {"model": {"_target_": "trainer_run.models.MLP", "hidden_sizes": [64]},
           "dataset": {"_target_": "trainer_run.data.array_files.npz", "path": "data/digits.npz"},
           "optimizer": {"_target_": "trainer_run.optimizers.SGD", "learning_rate": 0.1},
-          "scheduler": {"_target_": "trainer_run.schedulers.CosineScheduler"}, "seed": 3}
+          "scheduler": {"_target_": "trainer_run.schedulers.CosineScheduler", "base_lr": 0.1},
+          "seed": 3}
 
 
 def test_the_title_names_the_run_and_its_main_choices():
@@ -126,7 +127,7 @@ def test_the_title_names_the_run_and_its_main_choices():
     assert layout.title(out, CONFIG) == ("2026-11-21/10-53-00\n"
                                          "MLP on digits.npz, SGD lr=0.1, cosine schedule, seed 3")
     plain = {**CONFIG, "dataset": {"_target_": "trainer_run.data.spirals"},
-             "scheduler": {"_target_": "trainer_run.schedulers.ConstantScheduler"}}
+             "scheduler": {"_target_": "trainer_run.schedulers.ConstantScheduler", "base_lr": 0.1}}
     assert layout.title(Path("sweep/3"), plain) == "sweep/3\nMLP on spirals, SGD lr=0.1, seed 3"
     assert layout.title(out, {}) == "2026-11-21/10-53-00"
 

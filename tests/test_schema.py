@@ -289,22 +289,33 @@ def test_dataset_options_are_range_checked_by_their_generator(option, field, val
 
 
 @pytest.mark.parametrize("overrides, values, message", [
-    (("optimizer=ftml", "scheduler=cosine"), {}, "scheduler.final_lr must be > 0 with "
-     "optimizer=ftml, which divides by the learning rate (the schedule ends at final_lr), got 0.0"),
-    (("optimizer=ftrl", "scheduler=poly"), {}, "scheduler.final_lr must be > 0 with optimizer=ftrl"),
+    (("optimizer=ftml", "scheduler=cosine"), {}, "optimizer.learning_rate must stay > 0 (d_t "
+     "divides by it), but the schedule ends at final_lr=0.0: set scheduler.final_lr > 0"),
+    (("optimizer=ftrl", "scheduler=poly"), {}, "optimizer.learning_rate must stay > 0 (z and the "
+     "weight divide by it), but the schedule ends at final_lr=0.0: set scheduler.final_lr > 0"),
     (("optimizer=ftml",), {"scheduler.warmup_steps": 10, "scheduler.warmup_mode": "constant"},
-     "scheduler.warmup_begin_lr must be > 0 with optimizer=ftml"),
+     "but a constant warmup stays at warmup_begin_lr=0.0: set scheduler.warmup_begin_lr > 0"),
+    (("optimizer=ftml", "scheduler=cosine"), {"scheduler.warmup_steps": 10,
+                                              "scheduler.warmup_mode": "constant",
+                                              "scheduler.final_lr": 1e-5},
+     "but a constant warmup stays at warmup_begin_lr=0.0: set scheduler.warmup_begin_lr > 0"),
     (("optimizer=ftrl", "scheduler=factor"), {"scheduler.factor": 0.0,
                                                "scheduler.stop_factor_lr": 0.0},
-     "scheduler.stop_factor_lr must be > 0 with optimizer=ftrl"),
+     "but factor=0.0 brings it down to stop_factor_lr=0.0: set scheduler.stop_factor_lr > 0"),
     (("optimizer=ftml", "scheduler=multifactor"), {"scheduler.factor": 0.0},
-     "scheduler.factor must be > 0 with optimizer=ftml"),
+     "but every reduction multiplies it by factor=0.0: set scheduler.factor > 0"),
     (("optimizer=ftml", "scheduler=plateau"), {"scheduler.factor": 0.0},
-     "scheduler.min_lr must be > 0 with optimizer=ftml"),
+     "but factor=0.0 brings it down to min_lr=0.0: set scheduler.min_lr > 0"),
+    (("optimizer=ftrl", "scheduler=cosine"), {"optimizer.learning_rate": 0.0},
+     "optimizer.learning_rate must be > 0, got 0.0 (z and the weight divide by it)"),
 ])
 def test_a_schedule_reaching_zero_is_refused_for_optimizers_dividing_by_the_rate(
         overrides, values, message):
-    assert _refused(schema.check_types, _config(overrides, values)).startswith(message)
+    """The optimizer's constructor refuses it (the one check; the schema leaves it alone)."""
+    config = _config(overrides, values)
+    schema.check_types(config)
+    refused = _refused(build_optimizer, config["optimizer"], config["scheduler"], 100)
+    assert message in refused and refused.startswith("optimizer.learning_rate must ")
 
 
 @pytest.mark.parametrize("overrides, values", [
@@ -313,10 +324,24 @@ def test_a_schedule_reaching_zero_is_refused_for_optimizers_dividing_by_the_rate
     (("optimizer=ftml",), {"scheduler.warmup_steps": 10, "scheduler.warmup_mode": "constant",
                            "scheduler.warmup_begin_lr": 1e-4}),
     (("optimizer=ftrl", "scheduler=factor"), {"scheduler.factor": 0.0}),  # floored at 1e-8
+    (("optimizer=ftml", "scheduler=plateau"), {"scheduler.factor": 0.0, "scheduler.min_lr": 1e-6}),
+    (("optimizer=ftml", "scheduler=multifactor"), {"scheduler.factor": 0.5}),
     (("optimizer=adam", "scheduler=cosine"), {}),
+    (("optimizer=sgd", "scheduler=multifactor"), {"scheduler.factor": 0.0}),
 ])
 def test_schedules_that_stay_positive_pass(overrides, values):
-    schema.check_types(_config(overrides, values))
+    config = _config(overrides, values)
+    schema.check_types(config)
+    build_optimizer(config["optimizer"], config["scheduler"], 100)
+
+
+def test_the_command_refuses_a_schedule_reaching_zero_in_one_line(tmp_path):
+    run = tmp_path / "run"
+    line = one_error_line(run_cli(f"hydra.run.dir={run}", "trainer.progress=false", "optimizer=ftml",
+                                   "scheduler=cosine", "trainer.max_iterations=20", cwd=tmp_path))
+    assert line == ("error: optimizer.learning_rate must stay > 0 (d_t divides by it), but the "
+                    "schedule ends at final_lr=0.0: set scheduler.final_lr > 0")
+    assert not (run / "checkpoints").exists() and not (run / "metrics.jsonl").exists()
 
 
 def test_an_unknown_kvstore_type_is_refused():

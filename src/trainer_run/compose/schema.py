@@ -1,6 +1,6 @@
 """Config validation before any work starts: the keys given on the command line
 (:func:`check_overrides`, from :mod:`.override_keys`), then the type of every field of the
-composed config and the one rule between two sections (a schedule FTML or FTRL divides by).
+composed config.
 
 :func:`check_types` runs on the resolved config (plain dicts) before anything is built.
 A field's type is that of its default in the YAML of the selected option (found by the
@@ -91,13 +91,6 @@ TYPES = {
 fields that take null or a list besides their default's type (``*`` matches any key below)."""
 
 
-
-
-DIVIDE_BY_LR = {"trainer_run.optimizers.FTML": "ftml", "trainer_run.optimizers.Ftrl": "ftrl"}
-"""Optimizers whose update divides by the learning rate (a schedule must never reach 0), by
-``_target_``, with their option's name."""
-
-
 def _candidates(group: str, section: dict) -> list[dict]:
     """The option sections ``section`` comes from: the one(s) with the same ``_target_`` (a
     null one, or none at all as in ``trainer`` and ``logger``, included); else for a user's
@@ -121,7 +114,6 @@ def check_types(config: dict) -> None:
         elif key in top:
             _check_field(key, value, [top[key]])
     _check_kvstore(config)
-    _check_schedule(config)
 
 
 def _check_section(prefix: str, section: dict, candidates: list[dict]) -> None:
@@ -199,33 +191,3 @@ def _check_kvstore(config: dict) -> None:
     names = sorted([kvstores.NONE, *kvstores.TYPES])
     check(kind is None or str(kind).lower() in names,
           f"kvstore.type={kind!r} is unknown; choose one of {', '.join(names)}")
-
-
-def _check_schedule(config: dict) -> None:
-    """FTML and FTRL divide by the learning rate: refuse a schedule that brings it to 0."""
-    optimizer, scheduler = config.get("optimizer"), config.get("scheduler")
-    if not (isinstance(optimizer, dict) and isinstance(scheduler, dict)):
-        return
-    name = DIVIDE_BY_LR.get(optimizer.get("_target_"))
-    if name is None:
-        return
-    kind = str(scheduler.get("_target_", "")).rpartition(".")[2].lower()
-
-    def refuse(field: str, when: str) -> None:
-        value = scheduler.get(field, 0)
-        raise ConfigError(f"scheduler.{field} must be > 0 with optimizer={name}, which divides by "
-                          f"the learning rate ({when}), got {value!r}")
-
-    if kind in ("cosinescheduler", "polyscheduler") and scheduler.get("final_lr", 0) == 0:
-        refuse("final_lr", "the schedule ends at final_lr")
-    if (scheduler.get("warmup_mode", "linear") == "constant" and scheduler.get("warmup_steps", 0)
-            and scheduler.get("warmup_begin_lr", 0) == 0):
-        refuse("warmup_begin_lr", "a constant warmup stays at warmup_begin_lr")
-    floors = {"factorscheduler": "stop_factor_lr", "reduceonplateauscheduler": "min_lr",
-              "multifactorscheduler": None}
-    if kind in floors and scheduler.get("factor", 1) == 0:
-        floor = floors[kind]
-        if floor is None:
-            refuse("factor", "every reduction multiplies it by factor")
-        if scheduler.get(floor, 0) == 0:
-            refuse(floor, "factor=0 brings it down to this floor")

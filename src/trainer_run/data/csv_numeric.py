@@ -14,22 +14,15 @@ answer None and the general path reads the table, with today's rules and message
 from __future__ import annotations
 
 import csv as csv_module
+import io
 import warnings
 
 import numpy
 
 from ..errors import ConfigError
 
-try:  # numpy.loadtxt's C reader (NumPy 2), called directly to skip loadtxt's line iteration
-    from numpy._core._multiarray_umath import _load_from_filelike
-except ImportError:  # pragma: no cover - NumPy 1
-    _load_from_filelike = None
-
 BLOCK = 1 << 20  # bytes of text parsed at a time (small enough to stay in cache)
 DELIMITERS = ",;|\t"
-READER_OPTIONS = dict(comment=None, quote=None, imaginary_unit="j", usecols=None, skiplines=0,
-                      max_rows=-1, converters=None, encoding=None, filelike=True,
-                      byte_converters=False)
 BOM = b"\xef\xbb\xbf"
 
 
@@ -154,15 +147,15 @@ def _split(text: bytes) -> tuple[bytes, bytes]:
     return text[:end], text[end:]
 
 
-def _checked(text: bytes) -> str:
-    """The block as text, if it holds nothing the fast path leaves to the general path."""
+def _checked(text: bytes) -> bytes:
+    """The block, if it holds nothing the fast path leaves to the general path."""
     if (not text.isascii() or b'"' in text or b"_" in text or b"\x00" in text
             or b"\r" in text and text.count(b"\r") != text.count(b"\r\n")):
         raise _NotPlain
-    return text.decode("ascii")
+    return text
 
 
-def _block(text: str, width: int, columns, y, delimiter: str):
+def _block(text: bytes, width: int, columns, y, delimiter: str):
     """The block's rows as records, and ``y``, made float64 once a target cell is no integer
     within int64 (then this block's and the later targets are floats)."""
     for kind in (y.dtype, numpy.float64) if y.dtype.kind == "i" else (y.dtype,):
@@ -188,7 +181,7 @@ def _layout(width: int, columns, kind) -> numpy.dtype:
                         "offsets": [offsets[i] for i in range(width)]})
 
 
-def _records(text: str, layout: numpy.dtype, delimiter: str) -> numpy.ndarray:
+def _records(text: bytes, layout: numpy.dtype, delimiter: str) -> numpy.ndarray:
     """The rows of ``text`` as records of ``layout``; ValueError for a cell that is not one
     (an integer field holding a float too: older NumPy parse it with a DeprecationWarning)."""
     with warnings.catch_warnings():
@@ -200,25 +193,8 @@ def _records(text: str, layout: numpy.dtype, delimiter: str) -> numpy.ndarray:
             raise ValueError(e) from None
 
 
-def _c_reader(text: str, layout: numpy.dtype, delimiter: str) -> numpy.ndarray:
-    """NumPy's C reader, called the way ``numpy.loadtxt`` calls it for a file where this NumPy
-    has it (no line-by-line iteration), else through ``numpy.loadtxt`` on the lines."""
-    if _load_from_filelike is not None:
-        try:
-            return _load_from_filelike(_Reader(text), dtype=layout, delimiter=delimiter,
-                                       **READER_OPTIONS).reshape(-1)
-        except TypeError:  # another NumPy's signature
-            pass
-    return numpy.loadtxt(text.split("\n"), dtype=layout, delimiter=delimiter, comments=None,
-                         ndmin=1)
-
-
-class _Reader:
-    """A text read the way a file is (``read(n)``), without StringIO's copy of it."""
-
-    def __init__(self, text: str):
-        self.text, self.at = text, 0
-
-    def read(self, n: int = -1) -> str:
-        start, self.at = self.at, len(self.text) if n < 0 else self.at + n
-        return self.text[start:self.at]
+def _c_reader(text: bytes, layout: numpy.dtype, delimiter: str) -> numpy.ndarray:
+    """NumPy's C reader (``numpy.loadtxt``) on the block's lines (a BytesIO shares ``text``;
+    each line is decoded as it is read)."""
+    return numpy.loadtxt(io.BytesIO(text), dtype=layout, delimiter=delimiter, comments=None,
+                         quotechar=None, ndmin=1, encoding="ascii")

@@ -16,6 +16,9 @@
   through the same store as the gradients.
 - Cost: per key and source a float32 residual and ``ceil(n / 16)`` packed words, allocated on
   the first compressed push of the key; none per push after that.
+- The ``dist_async`` server (:class:`WorkerThresholds`): each worker sends its threshold, and
+  one that differs from another worker's is refused; a worker's packed words are received
+  into one buffer per key and dequantized with that worker's threshold.
 """
 
 from __future__ import annotations
@@ -23,9 +26,10 @@ from __future__ import annotations
 import numpy
 
 from ..errors import ConfigError
+from .compression import GradientCompression, threshold_from_bits
 from .placement import copy_into, empty_on, on_device, place_of, zeros_on
 
-__all__ = ["SourceResiduals", "check_compressible"]
+__all__ = ["SourceResiduals", "WorkerThresholds", "check_compressible"]
 
 
 def check_compressible(key, dtype, arrays) -> None:
@@ -74,3 +78,48 @@ class SourceResiduals:
                         copy_into(empty_on(place, (n,), numpy.float32), pair[0]))
             pair = pairs[source] = (residual, empty_on(place, (words,), numpy.uint32))
         return pair
+
+
+class WorkerThresholds:
+    """The ``dist_async`` server's side: each worker's compression (its threshold) and, per
+    key code, the buffer its packed words are received into."""
+
+    def __init__(self):
+        self.by_worker: dict = {}  # worker -> its GradientCompression
+        self.packed: dict = {}  # code -> receive buffer of packed words
+
+    def set(self, worker: int, bits: int) -> None:
+        """Records ``worker``'s threshold (float32 ``bits``); ConfigError for an invalid one,
+        or one that differs from another worker's."""
+        try:
+            gc = GradientCompression({"type": "2bit", "threshold": threshold_from_bits(bits)})
+        except ConfigError as e:
+            raise ConfigError(f"kvstore dist_async: worker {worker}: {e}") from None
+        for other, known in self.by_worker.items():
+            if other != worker and known.threshold != gc.threshold:
+                raise ConfigError(f"kvstore dist_async: worker {worker} sets gradient compression "
+                                  f"threshold {gc.threshold!r}, worker {other} set "
+                                  f"{known.threshold!r}; every worker must call "
+                                  f"set_gradient_compression with the same params")
+        self.by_worker[worker] = gc
+
+    def refusal(self, worker: int, size: int, nbytes: int) -> str | None:
+        """Why ``nbytes`` of packed words from ``worker`` for a key of ``size`` values cannot
+        be read (None: they can)."""
+        gc = self.by_worker.get(worker)
+        if gc is None:
+            return "its set_gradient_compression did not reach the server or was refused"
+        words = gc.get_compressed_size(size)
+        return None if nbytes == 4 * words else f"{nbytes} bytes of words, the key needs {4 * words}"
+
+    def buffer(self, worker: int, code: int, size: int) -> numpy.ndarray:
+        """The buffer that receives packed words for key ``code`` (``size`` values)."""
+        packed = self.packed.get(code)
+        if packed is None:
+            words = self.by_worker[worker].get_compressed_size(size)
+            packed = self.packed[code] = numpy.empty(words, numpy.uint32)
+        return packed
+
+    def dequantize(self, worker: int, packed, out: numpy.ndarray) -> numpy.ndarray:
+        """``worker``'s ``packed`` words as values, with its threshold, into ``out``."""
+        return self.by_worker[worker].dequantize(packed, out.size, out=out)

@@ -5,9 +5,9 @@ and a pushpull answers its push with them once applied.
 It answers one message at a time, in arrival order (the layout is :mod:`.wire`'s). Errors
 it finds in a worker's push or init are answered on that worker's next pull, barrier or
 ``close``. While some workers wait in a barrier or ``close``, a worker that has sent nothing
-for ``timeout`` is declared stopped: the waiting workers are told so (they raise RunStopped
-with its message) and the server raises too; with no worker waiting it stops after
-``timeout`` without any message. An exception of the updater is told to the waiting workers,
+for ``timeout`` is declared stopped (:mod:`.server_clock`): the waiting workers are told so
+(they raise RunStopped with its message) and the server raises too; with no worker waiting it
+stops after ``timeout`` without any message. An exception of the updater is told to the waiting workers,
 answered to every later request, and re-raised once the workers have stopped.
 
 Stopping on a signal: a worker asks with :data:`~.wire.STOP_AT` (its signal, the
@@ -20,15 +20,15 @@ closed: the run goes on to its end).
 
 from __future__ import annotations
 
-import time
 import zipfile
 
 import numpy
 
 from ..errors import ConfigError, RunStopped
 from . import wire
-from .compression import GradientCompression, threshold_from_bits
 from .mpi import WAIT_SPIN_S, poll
+from .push_compression import WorkerThresholds
+from .server_clock import WorkerClock, ranks
 
 __all__ = ["Server"]
 
@@ -57,11 +57,10 @@ class Server:
         self.stop_votes: dict = {}  # worker -> the iteration it has finished, asking to stop
         self.MPI, self.comm, self.timeout = MPI, comm, timeout
         self.n = num_workers
-        self.keepalive = 5.0 if self.timeout is None else min(self.timeout / 4, 5.0)
+        self.clock = WorkerClock(num_workers, timeout)
         self.weights: dict = {}  # code -> array
         self.grads: dict = {}  # code -> receive buffer of a push
-        self.compressions: dict = {}  # worker -> its GradientCompression
-        self.packed: dict = {}  # code -> receive buffer of a compressed push
+        self.compressions = WorkerThresholds()  # compressed pushes: each worker's threshold
         self.names: dict = {}  # code -> str key (str keys only)
         self.declared: dict = {}  # code -> [(worker, dtype, shape)], checked at the barrier
         self.errors: dict = {}  # worker -> (class, message), answered on its next request
@@ -69,9 +68,6 @@ class Server:
         self.stopped: set = set()
         self.active = False  # a worker has called set_optimizer
         self.failure = None  # (exception to raise, message) once the server gives up
-        now = time.monotonic()
-        self.last_seen = [now] * self.n
-        self.last_any = self.last_alive = now
         self.h = numpy.zeros(wire.HDR, dtype=numpy.int64)
         self.status = self.MPI.Status()
 
@@ -81,10 +77,10 @@ class Server:
         MPI, comm, status = self.MPI, self.comm, self.status
         probe = lambda: comm.Iprobe(MPI.ANY_SOURCE, wire.REQ, status)  # noqa: E731
         while not self._finished():
-            if poll(probe, self.keepalive, WAIT_SPIN_S):
+            if poll(probe, self.clock.keepalive, WAIT_SPIN_S):
                 source = status.Get_source()
                 comm.Recv([self.h, MPI.INT64_T], source, wire.REQ)
-                self.last_seen[source] = self.last_any = time.monotonic()
+                self.clock.heard(source)
                 self._handle(source, self.h)
             if not self.stop_signal and self.stop_requested is not None:
                 self.stop_signal = self.stop_requested() or 0
@@ -97,15 +93,8 @@ class Server:
         if self.failure is None:
             return len(self.stopped) == self.n
         # after a failure: until every worker has stopped or gone silent, or none talks
-        now = time.monotonic()
-        silent = {w for w in range(self.n) if self._silent(w, now)}
-        return len(self.stopped | silent) == self.n or self._silent(None, now)
-
-    def _silent(self, worker, now) -> bool:
-        if self.timeout is None:
-            return False
-        last = self.last_any if worker is None else self.last_seen[worker]
-        return now - last >= self.timeout
+        silent = {w for w in range(self.n) if self.clock.silent(w)}
+        return len(self.stopped | silent) == self.n or self.clock.silent()
 
     # -- messages -------------------------------------------------------------------------------
     def _handle(self, worker, h) -> None:
@@ -175,18 +164,14 @@ class Server:
     def _take_packed(self, worker, code, nbytes):
         """Receives a compressed push and dequantizes it, with the worker's threshold, into
         the key's push buffer (returned); a push the server cannot read is refused."""
-        grad, gc = self.grads[code], self.compressions.get(worker)
-        words = 0 if gc is None else gc.get_compressed_size(grad.size)
-        if gc is None or nbytes != 4 * words:
-            why = ("its set_gradient_compression did not reach the server or was refused" if gc is None
-                   else f"{nbytes} bytes of words, the key needs {4 * words}")
+        grad = self.grads[code]
+        why = self.compressions.refusal(worker, grad.size, nbytes)
+        if why is not None:
             self._refuse(worker, ValueError, f"kvstore key {self._key(code)!r}: worker {worker} "
                                              f"pushed 2-bit compressed words, but {why}")
             return self._receive(worker, bytearray(nbytes))
-        packed = self.packed.get(code)
-        if packed is None:
-            packed = self.packed[code] = numpy.empty(words, numpy.uint32)
-        return gc.dequantize(self._receive(worker, packed), grad.size, out=grad)
+        packed = self._receive(worker, self.compressions.buffer(worker, code, grad.size))
+        return self.compressions.dequantize(worker, packed, out=grad)
 
     def _receive(self, worker, into):
         request = self.comm.Irecv([into, self.MPI.BYTE], worker, wire.REQ_DATA)
@@ -289,18 +274,9 @@ class Server:
         """Records the worker's threshold (float32 ``bits``); one that differs from another
         worker's is refused."""
         try:
-            gc = GradientCompression({"type": "2bit", "threshold": threshold_from_bits(bits)})
+            self.compressions.set(worker, bits)
         except ConfigError as e:
-            self._refuse(worker, ConfigError, f"kvstore dist_async: worker {worker}: {e}")
-            return
-        for other, known in self.compressions.items():
-            if other != worker and known.threshold != gc.threshold:
-                self._refuse(worker, ConfigError, f"kvstore dist_async: worker {worker} sets "
-                             f"gradient compression threshold {gc.threshold!r}, worker {other} "
-                             f"set {known.threshold!r}; every worker must call "
-                             f"set_gradient_compression with the same params")
-                return
-        self.compressions[worker] = gc
+            self._refuse(worker, ConfigError, str(e))
 
     def _set_optimizer(self, worker, name) -> None:
         if self.updater is None:
@@ -335,7 +311,7 @@ class Server:
             for w in barrier:
                 del self.waiting[w]
                 self._answer_error(w, ValueError, f"kvstore dist_async: barrier after worker(s) "
-                                   f"{_ranks(self.stopped)} closed the store; a barrier "
+                                   f"{ranks(self.stopped)} closed the store; a barrier "
                                    f"needs every worker")
         elif len(barrier) == self.n:
             for code, declarations in self.declared.items():
@@ -398,37 +374,17 @@ class Server:
         self.stop_votes.clear()
 
     def _check_clock(self) -> None:
-        now = time.monotonic()
-        if self.failure is not None or self.timeout is None:
+        """Gives up on a silence the clock says is a failure; else sends the waiting workers
+        their keep-alive when one is due."""
+        if self.failure is not None:
             return
-        if self.waiting:
-            missing = [w for w in range(self.n) if w not in self.waiting]
-            dead = [w for w in missing if self._silent(w, now)]
-            if dead:
-                why = sorted({_WAITS[why] for why in self.waiting.values()})
-                self._fail(RunStopped, f"kvstore dist_async server: worker(s) {_ranks(dead)} sent "
-                           f"nothing for {self.timeout:g} s while worker(s) "
-                           f"{_ranks(self.waiting)} waited for them in "
-                           f"{' and '.join(why)}; a "
-                           f"worker has stopped (crashed, or exited without close()) or is "
-                           f"stuck")
-                return
-        elif self._silent(None, now):
-            self._fail(RunStopped, f"kvstore dist_async server: no worker sent anything for "
-                       f"{self.timeout:g} s; the workers have stopped (crashed, or exited "
-                       f"without close()) or are stuck")
-            return
-        if self.waiting and now - self.last_alive >= self.keepalive:
-            self.last_alive = now
+        failure = self.clock.failure(self.waiting)
+        if failure is not None:
+            self._fail(RunStopped, failure)
+        elif self.waiting and self.clock.keepalive_due():
             for w in self.waiting:
                 self._answer(w, wire.ALIVE)
 
     def _key(self, code):
         return self.names.get(code, code)
 
-
-_WAITS = {"barrier": "barrier", "close": "close()", "stop": "the agreement to stop"}
-
-
-def _ranks(ranks) -> str:
-    return ", ".join(str(r) for r in sorted(ranks))

@@ -37,7 +37,7 @@ processes.
 - Stopping: a worker that stops with an error calls ``abort(reason)``; it tells the server,
   which stops serving and answers every other worker's next request with "worker r stopped:
   reason". A worker stops when the server does not answer for ``timeout``; the server's side
-  of the timeout is :mod:`.server`'s.
+  of the timeout is :mod:`.server_clock`'s, each request and answer :mod:`.server_link`'s.
 - MXNet's refusals reproduced: a push before ``set_optimizer`` (MXNet's server stops on
   ``CHECK(updater_)``) and a pull of a key the server has not been given ("init <key>
   first").
@@ -58,11 +58,12 @@ import zlib
 import numpy
 
 from ..errors import ConfigError, RunStopped
-from . import mpi_job, wire
+from . import wire
 from .compression import threshold_bits
-from .mpi import DEFAULT_TIMEOUT, WAIT_SPIN_S, check_timeout, dup, import_mpi, join_job, poll
+from .mpi import DEFAULT_TIMEOUT, check_timeout, dup, import_mpi, join_job
 from .placement import HOST, copy_into
 from .server import Server
+from .server_link import ServerLink
 from .store import KVStore, check_out_dtype
 
 __all__ = ["DistAsyncKVStore"]
@@ -98,19 +99,21 @@ class DistAsyncKVStore(KVStore):
         self.is_server = self._comm.Get_rank() == self.server_rank
         self.rank = None if self.is_server else self._comm.Get_rank()
         self.num_workers = size - 1
-        self._out = numpy.zeros(wire.HDR, dtype=numpy.int64)  # outgoing header, reused
-        self._in = numpy.zeros(wire.HDR, dtype=numpy.int64)  # incoming header, reused
+        self._link = ServerLink(self._MPI, self._comm, self.server_rank, self.timeout, self.rank)
         self._codes: dict = {}  # key -> its int64 code on the wire
         self._names: dict = {}  # code -> key
         self._optimizer = False
         self._closed = False
-        self._broken: str | None = None
+        self._agreed: int | None = None
         self.num_update: int | None = None
         """The server optimizer's ``num_update`` at this worker's last pull (None: unknown)."""
-        self.stop_signal: int | None = None
+
+    @property
+    def stop_signal(self) -> int | None:
         """A worker: the stop signal some process of the job asked for, as the server's last
         answer said (None: none). The server, after :meth:`run_server`: the signal the
         workers agreed to stop on before their end (None: they ran to it)."""
+        return self._agreed if self.is_server else self._link.stop_signal
 
     def __repr__(self) -> str:
         who = "server" if self.is_server else f"rank={self.rank}"
@@ -130,19 +133,19 @@ class DistAsyncKVStore(KVStore):
             stored, code = self._store[k], self._code(k)
             if self.rank == 0:
                 name = k.encode() if isinstance(k, str) else b""
-                self._send(wire.INIT, code, stored, name=name, what=f"the init of key {k!r}")
+                self._link.send(wire.INIT, code, stored, name=name, what=f"the init of key {k!r}")
             else:
-                self._send(wire.DECLARE, code, meta=stored, what=f"the init of key {k!r}")
-        self._send(wire.BARRIER, what="the barrier after init")
-        self._reply("the barrier after init")
+                self._link.send(wire.DECLARE, code, meta=stored, what=f"the init of key {k!r}")
+        self._link.send(wire.BARRIER, what="the barrier after init")
+        self._link.reply("the barrier after init")
 
     def set_optimizer(self, optimizer) -> None:
         """Lets the server apply pushes (call it on every worker, as Gluon does); the server
         must have been started with an updater for the same optimizer."""
         self._worker("set_optimizer")
         name = numpy.frombuffer(type(optimizer).__name__.lower().encode(), dtype=numpy.uint8)
-        self._send(wire.OPTIMIZER, data=name, what="set_optimizer")
-        self._reply("set_optimizer")
+        self._link.send(wire.OPTIMIZER, data=name, what="set_optimizer")
+        self._link.reply("set_optimizer")
         self._optimizer = True
 
     def push(self, key, value, priority: int = 0, scale: float = 1.0) -> None:
@@ -150,7 +153,7 @@ class DistAsyncKVStore(KVStore):
         (``scale``: see :meth:`.KVStore.push`)."""
         self._worker("push")
         for k, data in self._pushes(key, value):
-            self._send(wire.PUSH, self._code(k), data, what=f"the push of key {k!r}", scale=scale)
+            self._link.send(wire.PUSH, self._code(k), data, what=f"the push of key {k!r}", scale=scale)
 
     def set_gradient_compression(self, compression_params) -> None:
         """Compresses this worker's later pushes of float32 keys and tells the server the
@@ -158,7 +161,7 @@ class DistAsyncKVStore(KVStore):
         The server's refusal, if any, is raised by the next pull, barrier or ``close``."""
         self._worker("set_gradient_compression")
         gc = self._new_compression(compression_params)
-        self._send(wire.COMPRESSION, threshold_bits(gc.threshold), what="set_gradient_compression")
+        self._link.send(wire.COMPRESSION, threshold_bits(gc.threshold), what="set_gradient_compression")
         self._compression = gc
 
     def pull(self, key, out=None, priority: int = 0, ignore_sparse: bool = True) -> None:
@@ -180,33 +183,33 @@ class DistAsyncKVStore(KVStore):
             check_out_dtype(k, arrays[0], self._store[k])
         for k, data in self._pushes(key, value):
             what = f"the pushpull of key {k!r}"
-            self._send(wire.PUSHPULL, self._code(k), data, what=what, scale=scale)
+            self._link.send(wire.PUSHPULL, self._code(k), data, what=what, scale=scale)
             self._receive_weights(k, outs[k], what)
 
     def barrier(self) -> None:
         """Waits until every worker has called ``barrier`` (the server is no worker)."""
         self._worker("barrier")
-        self._send(wire.BARRIER, what="the barrier")
-        self._reply("the barrier")
+        self._link.send(wire.BARRIER, what="the barrier")
+        self._link.reply("the barrier")
 
     def close(self) -> None:
         """Waits for every worker to close, then the server stops; later calls do nothing."""
-        if self.is_server or self._closed or self._broken is not None:
+        if self.is_server or self._closed or self._link.broken is not None:
             return  # a broken store has stopped already
-        self._send(wire.STOP, what="close()")
-        self._reply("close()")
+        self._link.send(wire.STOP, what="close()")
+        self._link.reply("close()")
         self._closed = True
 
     def abort(self, reason: str) -> None:
         """Tells the server that this worker stops with ``reason``; the server stops serving
         and every other worker raises RunStopped with it at its next exchange. Does nothing
         on a closed store or one that has stopped already."""
-        if self.is_server or self._closed or self._broken is not None:
+        if self.is_server or self._closed or self._link.broken is not None:
             return
-        self._broken = f"kvstore dist_async: worker {self.rank} stopped: {reason}"
+        self._link.broken = f"kvstore dist_async: worker {self.rank} stopped: {reason}"
         text = numpy.frombuffer(reason.encode(), dtype=numpy.uint8)
         try:
-            self._send(wire.ABORTED, data=text, what="abort")
+            self._link.send(wire.ABORTED, data=text, what="abort")
         except RunStopped:
             pass  # the server is gone: nobody to tell
 
@@ -217,26 +220,25 @@ class DistAsyncKVStore(KVStore):
         finished, or None when a worker had already closed the store (the run goes on to its
         end)."""
         self._worker("stop_at")
-        self._send(wire.STOP_AT, signum, iteration=iteration, what="the agreement to stop")
-        self._reply("the agreement to stop")
-        after = int(self._in[8])
-        return after if after >= 0 else None
+        self._link.send(wire.STOP_AT, signum, iteration=iteration, what="the agreement to stop")
+        self._link.reply("the agreement to stop")
+        return self._link.stop_after
 
     def get_optimizer_states(self, dump_optimizer: bool = False) -> bytes:
         """The server updater's ``get_states(dump_optimizer)``: its optimizer states in the
         safe format (MXNet refuses to save states of a dist store; here worker 0 checkpoints
         them)."""
         self._worker("get_optimizer_states")
-        self._send(wire.GET_STATES, int(dump_optimizer), what="get_optimizer_states")
-        return bytes(self._reply("get_optimizer_states", sized=True))
+        self._link.send(wire.GET_STATES, int(dump_optimizer), what="get_optimizer_states")
+        return bytes(self._link.reply("get_optimizer_states", sized=True))
 
     def set_optimizer_states(self, blob: bytes) -> None:
         """Loads :meth:`get_optimizer_states` output into the server's updater (its
         ``set_states``); the server's refusal is raised here."""
         self._worker("set_optimizer_states")
-        self._send(wire.SET_STATES, data=numpy.frombuffer(blob, dtype=numpy.uint8),
+        self._link.send(wire.SET_STATES, data=numpy.frombuffer(blob, dtype=numpy.uint8),
                    what="set_optimizer_states")
-        self._reply("set_optimizer_states")
+        self._link.reply("set_optimizer_states")
 
     def _need_updater(self, verb: str) -> None:
         """The states live on the server, which answers whether it has an updater."""
@@ -244,7 +246,7 @@ class DistAsyncKVStore(KVStore):
     def _fetch(self, groups: dict) -> None:
         for k, outs in groups.items():
             what = f"the pull of key {k!r}"
-            self._send(wire.PULL, self._code(k), what=what)
+            self._link.send(wire.PULL, self._code(k), what=what)
             self._receive_weights(k, outs, what)
 
     def _pushes(self, key, value):
@@ -271,9 +273,8 @@ class DistAsyncKVStore(KVStore):
         when it can take them as they come, then copied into the other ``outs``; and the
         server optimizer's ``num_update``."""
         into = outs[0] if _wire_ready(outs[0], self._store[k]) else self._store[k]
-        self._reply(what, into=into)
-        count = int(self._in[6])
-        self.num_update = count if count >= 0 else None
+        self._link.reply(what, into=into)
+        self.num_update = self._link.count
         for o in outs:
             if o is not into:
                 copy_into(o, into)
@@ -302,77 +303,8 @@ class DistAsyncKVStore(KVStore):
         self._usable()
 
     def _usable(self) -> None:
-        if self._broken is not None:
-            raise RunStopped(self._broken)
-
-    def _send(self, kind, code=0, data=None, *, meta=None, name=b"", what: str,
-              iteration: int = 0, scale: float = 1.0) -> None:
-        """Sends a header (and ``name``, then ``data``, as raw bytes) to the server and waits
-        until it has taken them."""
-        MPI, h = self._MPI, self._out
-        wire.pack_request(h, kind, code, data, meta, name, what, iteration, scale)
-        requests = [self._comm.Isend([h, MPI.INT64_T], self.server_rank, wire.REQ)]
-        if name:
-            requests.append(self._comm.Isend([name, MPI.BYTE], self.server_rank, wire.REQ_DATA))
-        if data is not None:
-            requests.append(self._comm.Isend([data, MPI.BYTE], self.server_rank, wire.REQ_DATA))
-        if not poll(lambda: MPI.Request.Testall(requests), self.timeout):
-            self._give_up(what)
-
-    def _reply(self, what: str, into=None, sized: bool = False):
-        """Waits for the server's answer (its keep-alives restart the clock); the data goes
-        into ``into``, or with ``sized`` into a new bytearray of the size announced, which is
-        returned; an error answer is raised here. Each answer says which stop signal some
-        process has asked for (:attr:`stop_signal`)."""
-        MPI, h = self._MPI, self._in
-        while True:
-            request = self._comm.Irecv([h, MPI.INT64_T], self.server_rank, wire.REP)
-            if not poll(request.Test, self.timeout, WAIT_SPIN_S):
-                request.Cancel()
-                self._give_up(what)
-            if h[0] != wire.ALIVE:
-                break
-        status, nbytes, error = int(h[0]), int(h[2]), int(h[3])
-        if status == wire.OK and h[7]:
-            self.stop_signal = int(h[7])
-        if status == wire.ERROR:
-            text = bytearray(nbytes)
-            request = self._comm.Irecv([text, MPI.BYTE], self.server_rank, wire.REP_DATA)
-            if not poll(request.Test, self.timeout):
-                self._give_up(what)
-            cls = wire.error_class(error)
-            message = text.decode(errors="replace")
-            if cls is RunStopped:
-                self._broken = message
-                if what != "close()":
-                    self._gone()
-            raise cls(message)
-        if sized:
-            into = numpy.empty(nbytes, dtype=numpy.uint8)
-        if nbytes:
-            if into is None or into.nbytes != nbytes:
-                self._broken = (f"kvstore dist_async: rank {self.rank}: the server answered "
-                                f"{what} with {nbytes} bytes, expected "
-                                f"{0 if into is None else into.nbytes}")
-                raise RunStopped(self._broken)
-            request = self._comm.Irecv([into, MPI.BYTE], self.server_rank, wire.REP_DATA)
-            if not poll(request.Test, self.timeout):
-                self._give_up(what)
-        return into
-
-    def _gone(self) -> None:
-        """Tells a server that gave up that this worker has stopped too (no answer comes)."""
-        h = self._out
-        wire.pack_request(h, wire.GONE)
-        request = self._comm.Isend([h, self._MPI.INT64_T], self.server_rank, wire.REQ)
-        poll(request.Test, 1.0)
-
-    def _give_up(self, what: str):
-        mpi_job.give_up(self._MPI)
-        self._broken = (f"kvstore dist_async: worker {self.rank} got no answer from the server "
-                        f"(rank {self.server_rank}) for {self.timeout:g} s in {what}; the "
-                        f"server has stopped (crashed, or gave up on another worker) or is stuck")
-        raise RunStopped(self._broken)
+        if self._link.broken is not None:
+            raise RunStopped(self._link.broken)
 
     # -- the server -----------------------------------------------------------------------------
     def run_server(self, updater=None, stop_requested=None) -> dict:
@@ -407,7 +339,7 @@ class DistAsyncKVStore(KVStore):
             return server.run()
         finally:
             self._closed = True
-            self.stop_signal = server.agreed or None
+            self._agreed = server.agreed or None
 
 
 def _wire_ready(array, stored) -> bool:

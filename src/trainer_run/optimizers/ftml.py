@@ -21,7 +21,7 @@ import numpy
 
 from .. import jit
 from ..backend import array_module
-from ..errors import check, check_number
+from ..errors import check_number
 from ..jit import prange
 from .array_ops import average_into, decayed_always, mean_square_into
 from .optimizer import Optimizer, below_one, register, scalars
@@ -73,8 +73,7 @@ class FTML(Optimizer):
 
     def __init__(self, beta1=0.6, beta2=0.999, epsilon=1e-8, **kwargs):
         super().__init__(**kwargs)
-        check(self.starting_rate > 0,
-              f"learning_rate must be > 0, got {self.starting_rate!r} (d_t divides by it)")
+        self.require_positive_rate("d_t divides by it")
         self.beta1 = below_one("beta1", beta1, "d_t would be 0 and the weight -z / d_t")
         self.beta2 = below_one("beta2", beta2, "v / (1 - beta2**t) would be 0 / 0")
         self.epsilon = check_number("epsilon", epsilon, low=0)

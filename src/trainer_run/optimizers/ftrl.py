@@ -23,7 +23,7 @@ import numpy
 
 from .. import jit
 from ..backend import array_module
-from ..errors import check, check_number
+from ..errors import check_number
 from ..jit import prange
 from .array_ops import rescaled
 from .optimizer import Optimizer, register, scalars
@@ -79,8 +79,7 @@ class Ftrl(Optimizer):
 
     def __init__(self, lamda1=0.01, learning_rate=0.1, beta=1, **kwargs):
         super().__init__(learning_rate=learning_rate, **kwargs)
-        check(self.starting_rate > 0,
-              f"learning_rate must be > 0, got {self.starting_rate!r} (z and the weight divide by it)")
+        self.require_positive_rate("z and the weight divide by it")
         self.lamda1 = check_number("lamda1", lamda1, low=0)
         self.beta = check_number("beta", beta, low=0)
         self._workspace = Workspace()

@@ -120,6 +120,17 @@ class Optimizer:
         when it owns the rate."""
         return self.lr if self.lr is not None else self.lr_scheduler.base_lr
 
+    def require_positive_rate(self, why: str) -> None:
+        """Refuses a rate that is or can become 0, for an update that divides by it (``why``
+        says where): the starting rate must be > 0 and the schedule must never bring it to 0
+        (:meth:`~trainer_run.schedulers.LRScheduler.zero_rate`)."""
+        check(self.starting_rate > 0, f"learning_rate must be > 0, got {self.starting_rate!r} ({why})")
+        cause = self.lr_scheduler.zero_rate() if self.lr_scheduler is not None else None
+        if cause is not None:
+            name, how = cause
+            raise ConfigError(f"learning_rate must stay > 0 ({why}), but {how}: set "
+                              f"scheduler.{name} > 0")
+
     def set_learning_rate(self, lr: float) -> None:
         """Sets the learning rate; refused (UserWarning raised) when a scheduler is set."""
         if self.lr_scheduler is not None:

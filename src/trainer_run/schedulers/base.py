@@ -58,6 +58,16 @@ class LRScheduler:
     def __call__(self, num_update: int) -> float:
         raise NotImplementedError(f"{type(self).__name__} must define __call__")
 
+    def zero_rate(self) -> tuple[str, str] | None:
+        """What brings the rate to 0 at some update (``base_lr > 0`` given): the argument to
+        raise above 0 and how it does it, e.g. ``("warmup_begin_lr", "a constant warmup stays
+        at warmup_begin_lr=0")``; None when the rate stays above 0. Subclasses add the causes
+        of their own schedule."""
+        if self.warmup_mode == "constant" and self.warmup_steps and self.warmup_begin_lr == 0:
+            return "warmup_begin_lr", ("a constant warmup stays at "
+                                       f"warmup_begin_lr={self.warmup_begin_lr!r}")
+        return None
+
     def state_dict(self) -> dict:
         return {name: getattr(self, name) for name in self._state_fields}
 

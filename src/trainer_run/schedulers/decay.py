@@ -42,6 +42,11 @@ class DecayScheduler(LRScheduler):
         """The rate at ``num_update`` (``warmup_steps <= num_update <= max_update``)."""
         raise NotImplementedError(f"{type(self).__name__} must define decayed")
 
+    def zero_rate(self) -> tuple[str, str] | None:
+        if self.final_lr == 0:
+            return "final_lr", f"the schedule ends at final_lr={self.final_lr!r}"
+        return super().zero_rate()
+
     def _restore(self) -> None:
         if self.last_update is not None:
             self.base_lr = self.decayed(self.last_update)

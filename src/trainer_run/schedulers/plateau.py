@@ -117,6 +117,11 @@ class ReduceOnPlateauScheduler(LRScheduler):
             return value > best * (self.threshold + 1.0)
         return value > best + self.threshold
 
+    def zero_rate(self) -> tuple[str, str] | None:
+        if self.factor == 0 and self.min_lr == 0:
+            return "min_lr", f"factor={self.factor!r} brings it down to min_lr={self.min_lr!r}"
+        return super().zero_rate()
+
     def _reduced(self, lr: float) -> float:
         return max(lr * self.factor, self.min_lr)
 

@@ -45,6 +45,12 @@ class FactorScheduler(LRScheduler):
         self.stop_factor_lr = check_number("stop_factor_lr", stop_factor_lr, low=0)
         self.count = 0
 
+    def zero_rate(self) -> tuple[str, str] | None:
+        if self.factor == 0 and self.stop_factor_lr == 0:
+            return "stop_factor_lr", (f"factor={self.factor!r} brings it down to "
+                                      f"stop_factor_lr={self.stop_factor_lr!r}")
+        return super().zero_rate()
+
     def _reduced(self, lr: float) -> float:
         lr *= self.factor
         return self.stop_factor_lr if lr < self.stop_factor_lr else lr
@@ -114,6 +120,11 @@ class MultiFactorScheduler(LRScheduler):
         self.factor = check_number("factor", factor, low=0, high=1.0)
         self.cur_step_ind = 0
         self.count = 0
+
+    def zero_rate(self) -> tuple[str, str] | None:
+        if self.factor == 0:
+            return "factor", f"every reduction multiplies it by factor={self.factor!r}"
+        return super().zero_rate()
 
     def _restore(self) -> None:
         for _ in range(self.cur_step_ind):

@@ -4,7 +4,7 @@ nnabla's ``accum_grad`` and callbacks, and loss scaling.
 An updater owns the iteration: it draws a batch from the ``'main'`` iterator, converts it,
 runs the model forward and backward, and applies the ``'main'`` optimizer. Iterators,
 optimizers and models may be given as dicts by name; a bare one is registered as
-``'main'``. Each optimizer is applied through an
+``'main'`` (:mod:`.named_parts`). Each optimizer is applied through an
 :class:`~trainer_run.optimizers.IndexApplier` attached to the flat parameter store of the
 model of the same name, so the optimizer step is one fused pass per parameter group. What
 crosses a kvstore (summing gradients over replicas and worker processes, their metrics and
@@ -47,7 +47,7 @@ from ..callbacks import Callbacks
 from ..converter import concat_examples
 from ..errors import check
 from ..module import persistents_of, set_mode
-from ..optimizers import Optimizer, get_updater
+from ..optimizers import get_updater
 from ..own_gradients import outputs
 from ..params import ParamStore
 from ..training.profile import NullProfiler
@@ -57,6 +57,7 @@ from .clipping import global_norm_clip
 from .device_verdict import verdict_for
 from .divergence import NAN_POLICIES, NanPolicy
 from .gradient_sync import GradientSync
+from .named_parts import NamedParts
 from .server_sync import ServerSync
 from .sync import Sync, workers_change
 from .weighting import add_weighted, backward_seeded, batches_per_update, examples_in
@@ -64,15 +65,7 @@ from .weighting import add_weighted, backward_seeded, batches_per_update, exampl
 __all__ = ["NAN_POLICIES", "StandardUpdater"]
 
 
-def _by_name(value, kind: str) -> dict:
-    if isinstance(value, dict):
-        if "main" not in value:
-            raise KeyError(f"{kind} given by name must include 'main'")
-        return dict(value)
-    return {"main": value}
-
-
-class StandardUpdater:
+class StandardUpdater(NamedParts):
     """The default training step: batches -> converter -> model -> backward -> optimizer.
 
     Args:
@@ -115,11 +108,7 @@ class StandardUpdater:
         self.profiler = profiler or NullProfiler()
         self.nan = NanPolicy(nan_policy, max_skipped_in_a_row)
         clip = global_norm_clip(clip_global_norm, asynchronous)
-        self._iterators = _by_name(iterator, "iterators")
-        self._optimizers: dict[str, Optimizer] = _by_name(optimizer, "optimizers")
-        self._models = _by_name(model, "models")
-        if set(self._models) != set(self._optimizers):
-            raise KeyError("models and optimizers must have the same names")
+        self.name_parts(iterator, optimizer, model)
         self.converter = converter
         self.backend = backend
         self.loss_func = loss_func
@@ -176,35 +165,6 @@ class StandardUpdater:
     def num_workers(self) -> int:
         """The number of worker processes (a ``dist_async`` server is none)."""
         return self.sync.num_workers
-
-    # -- Chainer's interface ------------------------------------------------------------
-    @property
-    def epoch(self) -> int:
-        return self._iterators["main"].epoch
-
-    @property
-    def epoch_detail(self) -> float:
-        return self._iterators["main"].epoch_detail
-
-    @property
-    def previous_epoch_detail(self):
-        return self._iterators["main"].previous_epoch_detail
-
-    @property
-    def is_new_epoch(self) -> bool:
-        return self._iterators["main"].is_new_epoch
-
-    def get_iterator(self, name: str):
-        return self._iterators[name]
-
-    def get_optimizer(self, name: str) -> Optimizer:
-        return self._optimizers[name]
-
-    def get_all_optimizers(self) -> dict:
-        return dict(self._optimizers)
-
-    def get_model(self, name: str = "main"):
-        return self._models[name]
 
     def finalize(self) -> None:
         """Stops the prefetch thread, finalizes the iterators and closes the kvstore

@@ -15,7 +15,8 @@ here; :mod:`.plot` draws it).
   (accuracy) is scaled to the second half of training, where a run ends up, so that 98%
   and 99% lie apart (the rise before it is in the loss panel). The learning rate and loss
   scale are on a log axis when they span more than a decade.
-- :func:`title`: the run (the last two parts of its directory) and its main choices.
+- :func:`title`: the run (the last two parts of its directory) and its main choices, with the
+  rate it starts from (:func:`starting_rate`: the schedule's when there is one).
 """
 
 from __future__ import annotations
@@ -157,14 +158,14 @@ def y_axis(pairs: list[tuple[float, float]], early: float, log: bool = False) ->
 
 def title(out: Path, config: dict) -> str:
     """The figure's title: the run (its directory's last two parts, e.g. ``2026-11-21/10-53-00``
-    or ``<sweep>/3``) on the first line; its model, data, optimizer with its learning rate,
-    the schedule when it is not constant and the seed on the second (each left out when the
-    config does not say it)."""
+    or ``<sweep>/3``) on the first line; its model, data, optimizer with the learning rate the
+    run starts from (:func:`starting_rate`), the schedule when it is not constant and the seed
+    on the second (each left out when the config does not say it)."""
     run = "/".join(Path(out).parts[-2:])
     model, data = _name(config.get("model")), _data(config.get("dataset"))
     words = [" on ".join(w for w in (model, data) if w)]
     optimizer = config.get("optimizer") or {}
-    rate = optimizer.get("learning_rate") if isinstance(optimizer, dict) else None
+    rate = starting_rate(config)
     words.append(" ".join(w for w in (_name(optimizer),
                                       f"lr={rate:g}" if _finite(rate) else "") if w))
     schedule = _name(config.get("scheduler")).removesuffix("Scheduler")
@@ -174,6 +175,16 @@ def title(out: Path, config: dict) -> str:
         words.append(f"seed {config['seed']}")
     choices = ", ".join(w for w in words if w)
     return f"{run}\n{choices}" if choices else run
+
+
+def starting_rate(config: dict):
+    """The learning rate the run starts from, as the config says it: the schedule's ``base_lr``
+    when there is a schedule (it owns the rate; the optimizer is built without one), else
+    ``optimizer.learning_rate``; None when the section that owns it does not say it."""
+    scheduler, optimizer = config.get("scheduler"), config.get("optimizer")
+    if isinstance(scheduler, dict):
+        return scheduler.get("base_lr")
+    return optimizer.get("learning_rate") if isinstance(optimizer, dict) else None
 
 
 def _name(section) -> str:

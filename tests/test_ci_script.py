@@ -1,0 +1,52 @@
+"""CI (.ci/run) runs the README's test command as it is written, with the lint in between:
+``ruff check`` over every Python folder, by the repo's ruff.toml, after the install and
+before the tests; ruff is in the ``test`` extra and pinned in constraints.txt."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+LINT = "ruff check cli src tests benchmarks"
+
+
+def _ci_commands() -> list[str]:
+    """The commands .ci/run runs after making the environment fresh, split at ``&&``."""
+    lines = (ROOT / ".ci" / "run").read_text().splitlines()
+    start = lines.index("rm -rf .venv") + 1
+    commands = []
+    for line in lines[start:]:
+        if line.strip() and not line.lstrip().startswith("#"):
+            commands += [part.strip() for part in line.split("&&")]
+    return commands
+
+
+def _readme_test_command() -> list[str]:
+    """The README's test command (the line that installs the ``test`` extra and runs pytest),
+    split at ``&&``."""
+    found = [line for line in (ROOT / "README.md").read_text().splitlines()
+             if 'pip install -c constraints.txt ".[test]"' in line and "pytest" in line]
+    assert len(found) == 1, found
+    return [part.strip() for part in found[0].split("&&")]
+
+
+def test_ci_runs_the_readme_s_test_command_with_the_lint_before_the_tests():
+    commands = _ci_commands()
+    assert LINT in commands
+    readme = _readme_test_command()
+    assert [c for c in commands if c != LINT] == readme
+    assert commands.index(LINT) == len(readme) - 1  # after the install, before pytest
+    assert readme[-1] == "python -m pytest"
+
+
+def test_ruff_is_in_the_test_extra_and_pinned():
+    tomllib = pytest.importorskip("tomllib")
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert any(re.match(r"ruff\b", r) for r in pyproject["project"]["optional-dependencies"]["test"])
+    pins = [line for line in (ROOT / "constraints.txt").read_text().splitlines()
+            if line.startswith("ruff==")]
+    assert len(pins) == 1 and re.fullmatch(r"ruff==\d+\.\d+\.\d+", pins[0])
+    assert (ROOT / "ruff.toml").exists()
