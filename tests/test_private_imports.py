@@ -16,6 +16,11 @@ ALLOWED = {
     # cleanup (after a fork, or when a signal handler must end the process): public despite
     # its name
     "os._exit",
+    # Hydra 1.3 (pinned < 1.4) has no public way to add a config folder beside the primary one,
+    # which --config-dir does; compose/composer.py builds the search path as hydra.main does so
+    # that trainer_run.train composes and records what the command does (docs/architecture.md)
+    "from hydra._internal.hydra import Hydra",
+    "from hydra._internal.utils import create_config_search_path",
 }
 
 
