@@ -45,12 +45,13 @@ USER_TEXT = ["00:-1:00:00", "a :smile: b", ":thumbs_up: [bold]x[/bold]", "[red]n
 
 @pytest.mark.parametrize("text", USER_TEXT)
 def test_every_console_line_shows_the_users_text_as_given(text, capsys):
+    from trainer_run import console
     from trainer_run.cli import report
 
     report.fail_line(f"bad {text}")
-    report.warn(f"odd {text}")
-    report.say(f"said {text}")
-    report.inform(f"plain {text}\nhint: hinted {text}\nnote: noted {text}")
+    console.warn(f"odd {text}")
+    console.say(f"said {text}")
+    console.inform(f"plain {text}\nhint: hinted {text}\nnote: noted {text}")
     out, err = capsys.readouterr()
     assert out.splitlines() == [f"said {text}", f"plain {text}"]
     assert err.splitlines() == [f"error: bad {text}", f"warning: odd {text}", f"hint: hinted {text}",
