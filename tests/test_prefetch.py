@@ -301,7 +301,7 @@ def test_a_run_with_prefetch_trains_exactly_as_one_without(tmp_path, reference):
     out = train(tmp_path / "run", "trainer.max_iterations=120", "updater.prefetch=4")
     assert_same_training(out, reference)
     config = json.loads((out / "checkpoints" / "iter_00000120" / "state.json").read_text())["config"]
-    assert config["dataset"]["prefetch"] == 4
+    assert config["updater"]["prefetch"] == 4
 
 
 def test_a_run_interrupted_and_resumed_with_prefetch_equals_an_uninterrupted_one(tmp_path, reference):
