@@ -7,7 +7,7 @@ a checkpoint, where the loop reads on purpose. On a GPU (``backend=cupy`` or ``a
 read waits for the device; the number to look for is 0 reads between log rows.
 
     python benchmarks/sync_count.py                       # backend=auto, the MLP, 200 iterations
-    python benchmarks/sync_count.py backend=cupy precision=fp16 trainer.nan_policy=skip
+    python benchmarks/sync_count.py backend=cupy precision=fp16 updater.nan_policy=skip
 
 Under ``nan_policy=skip`` or dynamic loss scaling each update reads its verdict one update
 later (asynchronously, :class:`trainer_run.host_reads.Later`); those reads are counted too.

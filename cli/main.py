@@ -35,7 +35,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 from yaml import YAMLError
 
-from trainer_run import devices, targets
+from trainer_run import config_upgrade, devices, targets
 from trainer_run.compose import argv as args
 from trainer_run.compose import override_keys, request, user_targets
 from trainer_run.console import cannot_write, describe, warn
@@ -155,7 +155,7 @@ def _explained(typed: list[str], error: Exception) -> str:
     our line instead, with the closest key (a single run's keys are checked here, after
     Hydra refused them, so that a valid command composes its config once)."""
     try:
-        override_keys.check_overrides(user_targets.rewrite(typed))
+        override_keys.check_overrides(user_targets.rewrite(config_upgrade.renamed(typed)[0]))
     except ConfigError as e:
         return str(e)
     return describe(error)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
-from trainer_run import results
+from trainer_run import config_upgrade, results
 from trainer_run.compose import argv as args
 from trainer_run.console import console as make_console
 from trainer_run.console import warn
@@ -34,6 +34,7 @@ def check_same_overrides(folder: Path, argv: list[str]) -> None:
     except Exception:  # a record that cannot be read is not a sweep to compare with
         raise ConfigError(f"{record} cannot be read as a Hydra multirun record; give "
                           "hydra.sweep.dir a new folder") from None
+    recorded = config_upgrade.renamed(recorded)[0]  # a sweep started before keys moved
     given = [a for a in argv if args.is_override(a)
              and not args.key(a).lstrip("+~").startswith(("hydra.", "hydra/"))]
     if sorted(recorded) != sorted(given):

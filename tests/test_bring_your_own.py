@@ -96,7 +96,7 @@ def test_a_dataset_target_with_no_arguments_is_split_by_the_shared_keys(folder):
     # val_fraction 0.2 of 300 leaves 240 to train on: 24 updates of 50 are 5 epochs
     assert summary["epoch"] == pytest.approx(24 * 50 / 240)
     assert _config(run)["dataset"] == {"batch_size": 50, "val_fraction": 0.2, "task": "auto",
-                                       "normalize": "none", "prefetch": 0, "overfit_batches": None,
+                                       "normalize": "none", "overfit_batches": None,
                                        "on_device": None, "_target_": "my_data.load"}
 
 
@@ -184,7 +184,7 @@ def test_a_users_optimizer_trains_like_the_builtin_it_copies(folder):
     # the shared keys it takes came from configs/_optimizer.yaml; SGD's own keys were dropped
     assert _config(folder / "plain")["optimizer"] == {
         "learning_rate": 0.1, "wd": 0.0, "rescale_grad": 1.0, "clip_gradient": None,
-        "clip_global_norm": None, "multi_precision": False, "begin_num_update": 0,
+        "multi_precision": False, "begin_num_update": 0,
         "_target_": "my_opt.Plain"}
     scaled = _user(folder, "optimizer._target_=my_opt.Plain", "loss_scale=static",
                    "hydra.run.dir=scaled", *SHORT)

@@ -203,9 +203,9 @@ def test_a_time_limit_on_rank_0_alone_stops_both_after_the_same_iteration(mpiexe
 
 @pytest.mark.mpi
 def test_global_norm_clipping_on_2_processes_equals_1_of_the_global_batch(mpiexec, tmp_path, straight):  # noqa: F811
-    """optimizer.clip_global_norm clips the sum over both processes: 2 processes of batch 25
+    """updater.clip_global_norm clips the sum over both processes: 2 processes of batch 25
     equal 1 of batch 50, and differ from the unclipped run (it clipped)."""
-    clip = ("trainer.max_iterations=30", "optimizer.clip_global_norm=0.05")
+    clip = ("trainer.max_iterations=30", "updater.clip_global_norm=0.05")
     trainer_run(mpiexec, 2, "kvstore=dist_sync", "dataset.batch_size=25", *clip,
                 f"hydra.run.dir={tmp_path / 'two'}")
     single = run_cli(*COMMON, "dataset.batch_size=50", *clip, f"hydra.run.dir={tmp_path / 'one'}")
@@ -219,9 +219,9 @@ def test_global_norm_clipping_on_2_processes_equals_1_of_the_global_batch(mpiexe
 @pytest.mark.mpi
 def test_clipping_by_global_norm_with_dist_async_is_refused_in_one_line(mpiexec, tmp_path):  # noqa: F811
     out = tmp_path / "run"
-    code, log = launch_cli(mpiexec, 3, *ASYNC, "optimizer.clip_global_norm=1", f"hydra.run.dir={out}")
+    code, log = launch_cli(mpiexec, 3, *ASYNC, "updater.clip_global_norm=1", f"hydra.run.dir={out}")
     assert code == 2, log
-    assert "error: optimizer.clip_global_norm needs every gradient" in log and not out.exists()
+    assert "error: updater.clip_global_norm needs every gradient" in log and not out.exists()
 
 
 @pytest.mark.mpi

@@ -84,7 +84,7 @@ def test_clip_gradient_on_resume_bounds_every_later_step(tmp_path, base_run):
 def test_a_diverging_rate_with_nan_policy_skip_on_resume_skips_instead_of_stopping(tmp_path, base_run):
     run = _copy(base_run, tmp_path)
     before = load_npz(run / "model.npz")
-    result = run_cli(f"resume={run}", "optimizer.learning_rate=1e30", "trainer.nan_policy=skip",
+    result = run_cli(f"resume={run}", "optimizer.learning_rate=1e30", "updater.nan_policy=skip",
                      "trainer.max_iterations=40", QUIET)
     assert result.returncode == 0, result.stderr
     summary = json.loads((run / "summary.json").read_text())
@@ -222,10 +222,10 @@ def test_a_resumed_run_says_first_from_which_iteration_and_checkpoint(tmp_path, 
 
 def test_a_run_that_only_skips_stops_as_diverged_and_counts_its_skips(tmp_path, base_run):
     """nan_policy=skip: the summary says how many updates were skipped, and
-    trainer.max_skipped_in_a_row of them in a row stop the run as diverged (exit 3)."""
+    updater.max_skipped_in_a_row of them in a row stop the run as diverged (exit 3)."""
     run = _copy(base_run, tmp_path)
-    result = run_cli(f"resume={run}", "optimizer.learning_rate=1e30", "trainer.nan_policy=skip",
-                     "trainer.max_skipped_in_a_row=5", "trainer.max_iterations=40", QUIET)
+    result = run_cli(f"resume={run}", "optimizer.learning_rate=1e30", "updater.nan_policy=skip",
+                     "updater.max_skipped_in_a_row=5", "trainer.max_iterations=40", QUIET)
     assert result.returncode == 3, result.stderr
     assert "in each of the last 5 updates" in result.stderr
     summary = json.loads((run / "summary.json").read_text())

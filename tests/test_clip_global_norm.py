@@ -1,8 +1,8 @@
-"""``optimizer.clip_global_norm``: MXNet's ``gluon.utils.clip_global_norm`` over every gradient
+"""``updater.clip_global_norm``: MXNet's ``gluon.utils.clip_global_norm`` over every gradient
 of the model, after the loss scale is divided out and the gradients are summed, before
 ``rescale_grad`` and the optimizer's element-wise ``clip_gradient``: against a hand
 computation, and the same under accumulation, parallel replicas and two workers; a non-finite
-norm follows ``trainer.nan_policy`` (or the dynamic loss scaler); bad values and dist_async
+norm follows ``updater.nan_policy`` (or the dynamic loss scaler); bad values and dist_async
 are refused in one line."""
 
 import threading
@@ -181,7 +181,7 @@ def test_the_first_sgd_step_of_a_clipped_run_has_norm_lr_times_max_norm(tmp_path
     """Plain SGD moves the weights by ``lr * rescale_grad * f * g``: clipped to ``max_norm``
     (1e-3, far below the gradient's norm), the step's norm is ``lr * rescale_grad * 1e-3``,
     ``rescale_grad`` applying after the clip as in MXNet's recipe."""
-    done = run_cli(*ONE_STEP, "optimizer.learning_rate=0.5", "optimizer.clip_global_norm=1e-3",
+    done = run_cli(*ONE_STEP, "optimizer.learning_rate=0.5", "updater.clip_global_norm=1e-3",
                    f"optimizer.rescale_grad={rescale}", f"hydra.run.dir={tmp_path}")
     assert done.returncode == 0, done.stderr
     assert step_norm(start, tmp_path) == pytest.approx(0.5 * rescale * 1e-3, rel=1e-4)
@@ -190,7 +190,7 @@ def test_the_first_sgd_step_of_a_clipped_run_has_norm_lr_times_max_norm(tmp_path
 @pytest.mark.parametrize("value", ["0", "-1", "abc", "true", "inf"])
 def test_a_bad_clip_global_norm_is_one_line_and_nothing_is_written(tmp_path, value):
     out = tmp_path / "run"
-    done = run_cli(f"optimizer.clip_global_norm={value}", f"hydra.run.dir={out}")
+    done = run_cli(f"updater.clip_global_norm={value}", f"hydra.run.dir={out}")
     assert done.returncode == 2
-    assert done.stderr.count("\n") == 1 and "error: optimizer.clip_global_norm" in done.stderr
+    assert done.stderr.count("\n") == 1 and "error: updater.clip_global_norm" in done.stderr
     assert not out.exists()

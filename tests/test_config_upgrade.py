@@ -45,9 +45,11 @@ NEW = {
 }
 
 
-SAVED = {**NEW, "backend": {**NEW["backend"], "threads": None, "deferred": None}}
+SAVED = {**NEW, "backend": {**NEW["backend"], "threads": None, "deferred": None},
+         "updater": {**NEW["updater"], "nan_policy": "stop", "max_skipped_in_a_row": 100,
+                     "prefetch": 0, "clip_global_norm": None}}
 """What a run saves of them today: :data:`NEW` and the keys added since (``backend.threads``,
-``backend.deferred``)."""
+``backend.deferred``, the updater's keys that moved from other sections: tests/test_moved_keys.py)."""
 
 
 # -- the function -------------------------------------------------------------------------------

@@ -97,7 +97,7 @@ def test_a_resumed_run_with_its_data_on_the_device_continues_bit_for_bit(tmp_pat
 
 
 @pytest.mark.parametrize("overrides, fragment", [
-    (("dataset.on_device=true", "dataset.prefetch=2"), "set one of them"),
+    (("dataset.on_device=true", "updater.prefetch=2"), "set one of them"),
     (("dataset.on_device=maybe",), "dataset.on_device"),
 ])
 def test_a_wrong_choice_is_one_line(tmp_path, overrides, fragment):

@@ -1,4 +1,4 @@
-"""Prefetching batches on a background thread (``dataset.prefetch``): the batches, the
+"""Prefetching batches on a background thread (``updater.prefetch``): the batches, the
 iterator's state and whole runs equal those without prefetching, bit for bit; a checkpoint
 loaded into the iterator mid-way is followed; a failure in the thread reaches the caller;
 the thread ends with the run."""
@@ -259,9 +259,9 @@ def test_prefetch_must_be_a_whole_number_of_batches_and_needs_take():
 
 
 def test_the_command_names_dataset_prefetch(tmp_path):
-    result = run_cli(f"hydra.run.dir={tmp_path / 'run'}", "dataset.prefetch=-2", QUIET)
+    result = run_cli(f"hydra.run.dir={tmp_path / 'run'}", "updater.prefetch=-2", QUIET)
     assert result.returncode == 2
-    assert result.stderr.strip() == "error: dataset.prefetch must be >= 0, got -2"
+    assert result.stderr.strip() == "error: updater.prefetch must be >= 0, got -2"
 
 
 # -- whole runs ----------------------------------------------------------------------------
@@ -298,14 +298,14 @@ def reference(tmp_path_factory):
 
 
 def test_a_run_with_prefetch_trains_exactly_as_one_without(tmp_path, reference):
-    out = train(tmp_path / "run", "trainer.max_iterations=120", "dataset.prefetch=4")
+    out = train(tmp_path / "run", "trainer.max_iterations=120", "updater.prefetch=4")
     assert_same_training(out, reference)
     config = json.loads((out / "checkpoints" / "iter_00000120" / "state.json").read_text())["config"]
-    assert config["dataset"]["prefetch"] == 4
+    assert config["updater"]["prefetch"] == 4
 
 
 def test_a_run_interrupted_and_resumed_with_prefetch_equals_an_uninterrupted_one(tmp_path, reference):
-    out = train(tmp_path / "run", "trainer.max_iterations=60", "dataset.prefetch=4")
+    out = train(tmp_path / "run", "trainer.max_iterations=60", "updater.prefetch=4")
     result = run_cli(f"resume={out}", "trainer.max_iterations=120", QUIET)
     assert result.returncode == 0, result.stderr
     assert_same_training(out, reference)
@@ -314,14 +314,14 @@ def test_a_run_interrupted_and_resumed_with_prefetch_equals_an_uninterrupted_one
 @pytest.mark.mpi
 @pytest.mark.slow
 def test_dist_workers_train_bit_identically_with_prefetch(mpiexec, tmp_path):  # noqa: F811
-    """Two processes (each its shard, on 2 replicas) with dataset.prefetch=3 against the same
+    """Two processes (each its shard, on 2 replicas) with updater.prefetch=3 against the same
     job without."""
     outs = {}
     for prefetch in (0, 3):
         out = tmp_path / f"prefetch{prefetch}"
         code, log = run([mpiexec, "-n", "2", sys.executable, "-m", "trainer_run.cli", *RUN,
                          "kvstore=dist_sync", "updater=parallel", "updater.devices=2",
-                         "trainer.max_iterations=40", f"dataset.prefetch={prefetch}",
+                         "trainer.max_iterations=40", f"updater.prefetch={prefetch}",
                          f"hydra.run.dir={out}", QUIET], timeout=120)
         assert code == 0, log
         outs[prefetch] = out

@@ -348,7 +348,7 @@ def test_a_diverged_run_stops_with_one_line_naming_the_last_good_checkpoint(tmp_
     assert match, line
     bad_iteration, named = int(match[2]), Path(match[3])
     assert Path(match[4]) == run
-    assert "trainer.nan_policy=skip" in line
+    assert "updater.nan_policy=skip" in line
     assert named.parent == run / "checkpoints" and named.name.startswith("iter_")
     good_iteration = int(named.name[len("iter_"):])
     assert 0 < good_iteration < bad_iteration
@@ -370,7 +370,7 @@ def test_nan_policy_skip_completes_and_counts_the_skipped_steps(tmp_path):
     # A skipped update leaves the parameters as they were (finite), so the snapshot's
     # non-finite guard never fires: the run completes with exit 0.
     run = tmp_path.resolve() / "run"
-    result = run_cli(f"hydra.run.dir={run}", QUIET, *DIVERGE, "trainer.nan_policy=skip")
+    result = run_cli(f"hydra.run.dir={run}", QUIET, *DIVERGE, "updater.nan_policy=skip")
     assert result.returncode == 0, result.stderr
     assert "error:" not in result.stderr and "Traceback" not in result.stderr
     rows = read_jsonl(run / "metrics.jsonl")
@@ -388,9 +388,9 @@ def test_nan_policy_skip_completes_and_counts_the_skipped_steps(tmp_path):
 
 def test_an_unknown_nan_policy_is_refused(tmp_path):
     run = tmp_path / "run"
-    result = run_cli(f"hydra.run.dir={run}", QUIET, "trainer.nan_policy=explode")
+    result = run_cli(f"hydra.run.dir={run}", QUIET, "updater.nan_policy=explode")
     assert result.returncode == 2
-    assert _one_error(result) == "error: trainer.nan_policy='explode' is unknown; choose one of stop, skip"
+    assert _one_error(result) == "error: updater.nan_policy='explode' is unknown; choose one of stop, skip"
     assert not (run / "checkpoints").exists() and not (run / "metrics.jsonl").exists()
 
 

@@ -9,9 +9,14 @@ groups by ``name`` (in ``state.json``'s ``config`` and ``.hydra/config.yaml``)::
     updater:    {name: standard, accum_grad: 1, callbacks: {...}}
     kvstore:    {name: device, update_on_kvstore: null, compression: {...}}
 
+and runs made before the updater's arguments moved into its section saved them where they
+were (:data:`MOVED`): ``trainer.nan_policy``, ``trainer.max_skipped_in_a_row``,
+``dataset.prefetch``, ``optimizer.clip_global_norm``.
+
 :func:`upgrade` turns such a config into the form the config files compose today. It is the
 only place that knows the old names; a resume (``trainer_run.runs.resume.config``) and
-:func:`trainer_run.load_model` read a saved config through it.
+:func:`trainer_run.load_model` read a saved config through it, and the command line's old keys
+are renamed by :func:`renamed` (``trainer.nan_policy=skip`` is ``updater.nan_policy=skip``).
 """
 
 from __future__ import annotations
@@ -31,6 +36,13 @@ TARGETS = {
                 "parallel": "trainer_run.updaters.ParallelUpdater"},
 }
 """The ``_target_`` of each old ``name`` of the groups whose other keys stayed as they were."""
+MOVED = {
+    "trainer.nan_policy": "updater.nan_policy",
+    "trainer.max_skipped_in_a_row": "updater.max_skipped_in_a_row",
+    "dataset.prefetch": "updater.prefetch",
+    "optimizer.clip_global_norm": "updater.clip_global_norm",
+}
+"""Keys that moved into the section of the object that reads them: old name, new name."""
 
 
 def upgrade(config: dict) -> dict:
@@ -39,8 +51,9 @@ def upgrade(config: dict) -> dict:
     float16``; ``loss_scale`` and ``updater`` get the ``_target_`` of their old name (null for
     ``loss_scale: {name: none}``); ``backend`` gets ``_target_: get_backend`` and keeps its
     ``name`` as the array module; ``kvstore`` gets ``_target_: KVStoreRequest`` and its
-    ``name`` becomes ``type``. A config of the new form comes back unchanged; a section of a
-    name no run could have had raises :class:`~trainer_run.errors.ConfigError`."""
+    ``name`` becomes ``type``; each key of :data:`MOVED` moves to its new section (where the
+    new key is set too, the new one is kept). A config of the new form comes back unchanged; a
+    section of a name no run could have had raises :class:`~trainer_run.errors.ConfigError`."""
     config = copy.deepcopy(config)
     dtype = _dtype(config.pop("precision", None))
     for group, targets in TARGETS.items():
@@ -55,7 +68,34 @@ def upgrade(config: dict) -> dict:
         config["backend"] = {"_target_": BACKEND, **config["backend"]}
     if dtype is not None and isinstance(config.get("backend"), dict):
         config["backend"].setdefault("dtype", dtype)
+    for old, new in MOVED.items():
+        _move(config, old, new)
     return config
+
+
+def _move(config: dict, old: str, new: str) -> None:
+    """Moves the value at the dotted key ``old`` of ``config`` to ``new`` (both ``section.key``)
+    when both sections are there."""
+    section, _, name = old.partition(".")
+    target, _, new_name = new.partition(".")
+    if isinstance(config.get(section), dict) and name in config[section] and \
+            isinstance(config.get(target), dict):
+        config[target].setdefault(new_name, config[section].pop(name))
+
+
+def renamed(argv: list[str]) -> tuple[list[str], list[str]]:
+    """``argv`` with each override of an old key of :data:`MOVED` (``trainer.nan_policy=skip``,
+    ``+``/``++``/``~`` forms and sweeps alike) written with its new key, and the old keys found,
+    each once, in the order given."""
+    out, found = [], []
+    for argument in argv:
+        name, sep, rest = argument.partition("=")
+        bare = name.lstrip("+~")
+        if bare in MOVED and (sep or name.startswith("~")) and not argument.startswith("-"):
+            argument = f"{name[:len(name) - len(bare)]}{MOVED[bare]}{sep}{rest}"
+            found += [bare] if bare not in found else []
+        out.append(argument)
+    return out, found
 
 
 def _old(section) -> bool:

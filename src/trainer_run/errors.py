@@ -23,7 +23,7 @@ class RunStopped(RuntimeError):
 
 
 class Diverged(RunStopped):
-    """The loss became NaN or infinite (``trainer.nan_policy=stop``)."""
+    """The loss became NaN or infinite (``updater.nan_policy=stop``)."""
 
     exit_code = 3
 

@@ -32,7 +32,6 @@ import functools
 import importlib
 import inspect
 import os
-import re
 import sys
 from dataclasses import dataclass
 from typing import Callable
@@ -199,8 +198,7 @@ def check_arguments(key: str, klass, kwargs: dict, exclude=()) -> None:
                           f"+{key}.{missing[0]}=<value>")
 
 
-def call(key: str, klass, kwargs: dict, owners: dict | None = None, kind: Kind | None = None,
-         target=None, **fixed):
+def call(key: str, klass, kwargs: dict, kind: Kind | None = None, target=None, **fixed):
     """``klass(**kwargs, **fixed)`` after checking the keys (:func:`check_arguments`); a
     ConfigError the callable raises is re-raised under the section (:func:`prefixed`), any
     other exception of the user's code names ``key`` (:func:`trainer_run.user_code.blame`);
@@ -210,7 +208,7 @@ def call(key: str, klass, kwargs: dict, owners: dict | None = None, kind: Kind |
         with blame(key, klass):
             built = klass(**kwargs, **fixed)
     except ConfigError as e:
-        raise ConfigError(in_section(key, str(e), owners)) from None
+        raise ConfigError(in_section(key, str(e))) from None
     if kind is not None and not kind.built(built):
         name = target or f"{klass.__module__}.{klass.__qualname__}"
         raise ConfigError(f"{key}.{TARGET}={name} must build {kind.description}; it built a "
@@ -227,12 +225,10 @@ def prefixed(key: str, factory, *args, **kwargs):
         raise ConfigError(in_section(key, str(e))) from None
 
 
-def in_section(key: str, message: str, owners: dict | None = None) -> str:
-    """``message`` (it starts with an argument's name) under the section that argument came
-    from: ``owners[name]`` for an argument taken from another section, else ``key``. A
-    message about the section's choice itself (``model=cnn needs ...``, ``model: ...``) or
-    already under a section is left as it is."""
+def in_section(key: str, message: str) -> str:
+    """``message`` (it starts with an argument's name) under the section ``key``. A message
+    about the section's choice itself (``model=cnn needs ...``, ``model: ...``) or already
+    under a section is left as it is."""
     if message.startswith((f"{key}=", f"{key}.", f"{key}:")):
         return message
-    name = re.match(r"\w*", message).group()
-    return f"{(owners or {}).get(name, key)}.{message}"
+    return f"{key}.{message}"

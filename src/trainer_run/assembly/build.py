@@ -33,10 +33,7 @@ from trainer_run.updaters import ParallelUpdater, StandardUpdater
 from trainer_run.updaters.clipping import global_norm_clip
 from trainer_run.updaters.weighting import batches_per_update
 
-OPTIMIZER_KEYS = ("clip_global_norm",)
-"""Keys of the optimizer section the runner reads itself (the updater applies them)."""
-DATA_KEYS = ("batch_size", "val_fraction", "task", "normalize", "prefetch", "overfit_batches",
-             "on_device")
+DATA_KEYS = ("batch_size", "val_fraction", "task", "normalize", "overfit_batches", "on_device")
 """Keys of the dataset section the runner reads itself."""
 KINDS = {
     "backend": Kind("an array backend (trainer_run.backend.Backend)", base=Backend),
@@ -68,7 +65,6 @@ class Run:
     samples: int           # examples per update, all workers
     optimizer: object
     max_time: float | None = None  # seconds of training a session may take (None: no limit)
-    clip_global_norm: float | None = None  # the gradients' largest global norm (None: any)
 
     @property
     def limit_note(self) -> str | None:
@@ -99,8 +95,8 @@ def build_run(config: dict) -> Run:
     first_batch.check(model, data, backend, batch_size, config["model"]["_target_"])
     u, t = config["updater"], config["trainer"]
     kvstore, decision = build_kvstore(config["kvstore"], u, str(backend.dtype))
-    clip_norm = config["optimizer"].get("clip_global_norm")  # every rank checks it, a server too
-    prefixed("optimizer", global_norm_clip, clip_norm, decision.asynchronous)
+    # the updater applies it; every rank checks it, a server (which builds none) too
+    prefixed("updater", global_norm_clip, u.get("clip_global_norm"), decision.asynchronous)
     workers = kvstore.num_workers if kvstore is not None else 1
     # every worker draws the same global batch of workers * batch_size and takes its shard
     overfit = config["dataset"].get("overfit_batches")
@@ -108,7 +104,7 @@ def build_run(config: dict) -> Run:
         data = overfit_data(data, overfit, batch_size * workers)
     devices = u.get("devices", 1)  # updater=parallel's replicas
     data = on_device.placed(data, backend, config["dataset"].get("on_device"),
-                            config["dataset"]["prefetch"],
+                            u.get("prefetch", 0),
                             devices if isinstance(devices, int) else len(devices))
     iterator = datasets.SerialIterator(data.train, batch_size * workers, shuffle=overfit is None,
                                        rng=numpy.random.default_rng(shuffle_seed))
@@ -122,7 +118,7 @@ def build_run(config: dict) -> Run:
     total = stop.total_iterations(len(data.train) / samples)
     optimizer = build_optimizer(config["optimizer"], config.get("scheduler"), total)
     return Run(backend, data, batch_size, model, kvstore, decision.asynchronous, iterator, stop,
-               total, samples, optimizer, max_time, clip_norm)
+               total, samples, optimizer, max_time)
 
 
 def build_server(run: Run) -> ParameterServer:
@@ -141,12 +137,10 @@ def trainer_of(run: Run, config: dict, out: Path, extra: dict | None = None) -> 
     """The trainer of the built ``run``: updater, loop and extensions (on rank 0 those that
     write; :func:`.extend.extend`). ``extra`` (the unresolved config, the group choices and the
     overrides) is stored in every checkpoint so that ``resume`` can rebuild the same run."""
-    t = config["trainer"]
-    nan = {k: t[k] for k in ("nan_policy", "max_skipped_in_a_row")}
-    profiler = Profiler(synchronize=synchronizer(run.backend)) if t["profile"] else None
+    profiler = Profiler(synchronize=synchronizer(run.backend)) if config["trainer"]["profile"] else None
     updater = build_updater(config["updater"], run.kvstore, run.asynchronous, config["loss_scale"],
-                            run.iterator, run.optimizer, run.model, run.backend, run.batch_size, nan,
-                            config["dataset"]["prefetch"], profiler, run.clip_global_norm)
+                            run.iterator, run.optimizer, run.model, run.backend, run.batch_size,
+                            profiler)
     trainer = Trainer(updater, run.stop, out=str(out), profiler=profiler, max_time=run.max_time)
     extend(trainer, run, config, extra)
     return trainer
@@ -213,14 +207,12 @@ def _replicas(updater: dict) -> int:
 
 
 def build_updater(section: dict, kvstore, asynchronous: bool, loss_scale: dict, iterator, optimizer,
-                  model, backend, batch_size: int, nan: dict | None = None, prefetch: int = 0,
-                  profiler=None, clip_global_norm=None):
+                  model, backend, batch_size: int, profiler=None):
     """The updater of ``updater._target_`` (``StandardUpdater``, ``ParallelUpdater``) with the
-    section's arguments (``accum_grad``, ``callbacks``, ``devices``), the loss scaler of
-    ``loss_scale`` and ``kvstore`` (and ``asynchronous``: from :func:`build_kvstore` and its
-    decision); ``nan``: ``nan_policy`` and ``max_skipped_in_a_row`` from the trainer section;
-    ``prefetch``: ``dataset.prefetch``; ``profiler``: ``trainer.profile``'s (None: off);
-    ``clip_global_norm``: ``optimizer.clip_global_norm``, which the updater applies."""
+    section's arguments (``accum_grad``, ``callbacks``, ``devices``, and those every updater
+    shares: ``nan_policy``, ``max_skipped_in_a_row``, ``prefetch``, ``clip_global_norm``), the
+    loss scaler of ``loss_scale`` and ``kvstore`` (and ``asynchronous``: from
+    :func:`build_kvstore` and its decision); ``profiler``: ``trainer.profile``'s (None: off)."""
     section = {**section, "callbacks": build_callbacks(section.get("callbacks") or {})}
     scaler = build_loss_scaler(loss_scale)
     step = type(optimizer).update
@@ -233,12 +225,9 @@ def build_updater(section: dict, kvstore, asynchronous: bool, loss_scale: dict, 
         check(replicas <= batch_size, f"updater.devices={section.get('devices')} needs a batch of "
               f"at least {replicas} examples; dataset.batch_size is {batch_size}")
     factory, kwargs, _ = arguments("updater", section, kind=KINDS["updater"])
-    owners = {**{k: "trainer" for k in nan or {}}, "prefetch": "dataset",
-              **{k: "optimizer" for k in OPTIMIZER_KEYS}}
-    return call("updater", factory, kwargs, owners=owners, kind=KINDS["updater"], loss_scaler=scaler,
+    return call("updater", factory, kwargs, kind=KINDS["updater"], loss_scaler=scaler,
                 iterator=iterator, optimizer=optimizer, model=model, backend=backend, kvstore=kvstore,
-                asynchronous=asynchronous, prefetch=prefetch, profiler=profiler,
-                clip_global_norm=clip_global_norm, **(nan or {}))
+                asynchronous=asynchronous, profiler=profiler)
 
 
 def build_loss_scaler(section: dict):
@@ -306,9 +295,7 @@ def overfit_data(data: datasets.Data, batches: int, batch: int) -> datasets.Data
 
 
 def build_optimizer(section: dict, scheduler_section: dict | None, total_iterations: int):
-    """The optimizer of ``optimizer._target_`` with the schedule of ``scheduler`` (None: none).
-    ``optimizer.clip_global_norm`` is the updater's (it needs every gradient at once), never
-    passed to the optimizer."""
+    """The optimizer of ``optimizer._target_`` with the schedule of ``scheduler`` (None: none)."""
     # the schedule's base_lr interpolates it: its error must name the key the user set
     prefixed("optimizer", optimizers.learning_rate_of, section.get("learning_rate", 0.0))
     scheduler = None
@@ -316,8 +303,7 @@ def build_optimizer(section: dict, scheduler_section: dict | None, total_iterati
     if scheduler_section is not None:
         scheduler = build_scheduler(scheduler_section, total_iterations)
         section["learning_rate"] = None     # the schedule owns the rate; the optimizer asks it
-    return instantiate("optimizer", section, {"lr_scheduler": scheduler}, runner=OPTIMIZER_KEYS,
-                       kind=KINDS["optimizer"])
+    return instantiate("optimizer", section, {"lr_scheduler": scheduler}, kind=KINDS["optimizer"])
 
 
 def build_scheduler(section: dict, total_iterations: int):

@@ -16,6 +16,7 @@ from omegaconf import OmegaConf
 from trainer_run.compose import argv as args
 from trainer_run.compose import user_targets
 from trainer_run.compose.options import CONFIGS, GROUPS, OPTIONS, default_choice, option_section, top_level
+from trainer_run.config_upgrade import MOVED
 from trainer_run.errors import ConfigError
 from trainer_run.runs import resume as resumes
 
@@ -187,6 +188,8 @@ def suggest(key: str, keys) -> str | None:
 
 
 def _unknown(key: str, keys: dict, base: list[str]) -> str:
+    if key in MOVED:
+        return f"{key} is not a config key; it is now {MOVED[key]}"
     best = suggest(key, keys)
     if best is not None:
         return f"{key} is not a config key; did you mean {best}?"

@@ -12,10 +12,11 @@ import re
 import time
 from pathlib import Path
 
+from trainer_run import config_upgrade
 from trainer_run.compose import argv as args
 from trainer_run.compose import override_keys, user_targets
 from trainer_run.compose.options import OPTIONS, root_config
-from trainer_run.console import warn
+from trainer_run.console import inform, warn
 from trainer_run.errors import ConfigError
 from trainer_run.runs import directory as run_directory
 from trainer_run.runs import resume as resumes
@@ -23,11 +24,16 @@ from trainer_run.runs import slurm_requeue
 
 
 def checked(argv: list[str]) -> list[str]:
-    """``argv`` with a user's ``+<group>._target_`` rewritten (:func:`.user_targets.rewrite`),
-    once its grammar, group options and added keys are checked."""
+    """``argv`` with a key that moved written by its new name (a note on stderr names it:
+    :func:`trainer_run.config_upgrade.renamed`) and a user's ``+<group>._target_`` rewritten
+    (:func:`.user_targets.rewrite`), once its grammar, group options and added keys are
+    checked."""
+    argv, moved = config_upgrade.renamed(argv)
     args.check_grammar(argv)
     check_choices(argv)
     override_keys.check_additions(argv)
+    for old in moved:
+        inform(f"note: {old} is now {config_upgrade.MOVED[old]}; the old name still works")
     return user_targets.rewrite(argv)
 
 

@@ -28,6 +28,7 @@ from trainer_run.compose.options import (
     top_level,
 )
 from trainer_run.compose.override_keys import check_overrides  # noqa: F401  (the key check is part of the schema)
+from trainer_run.config_upgrade import MOVED
 from trainer_run.errors import ConfigError, check
 
 
@@ -57,17 +58,17 @@ TYPES = {
     "trainer.max_epochs": _type("float", "none"),
     "trainer.max_time": _type("float", "str", "none", description="seconds or DD:HH:MM:SS"),
     "trainer.keep_checkpoints": _type("int", "none"),
-    "trainer.max_skipped_in_a_row": _type("int", "none"),
     "trainer.early_stopping.patience": _type("int", "none"),
     "dataset.overfit_batches": _type("int", "none"),
     "dataset.on_device": _type("bool", "none"),
     "optimizer.clip_gradient": _type("float", "none"),
-    "optimizer.clip_global_norm": _type("float", "none"),
     "optimizer.clip_weights": _type("float", "none"),
     "optimizer.lower_bound": _type("float", "none"),
     "optimizer.upper_bound": _type("float", "none"),
     "scheduler.max_update": _type("int", "none"),
     "scheduler.base_lr": _type("float"),
+    "updater.max_skipped_in_a_row": _type("int", "none"),
+    "updater.clip_global_norm": _type("float", "none"),
     "updater.devices": _type("int", "list", description="an integer or a list of device ids"),
     "backend.threads": _type("int", "none", description="a number of threads or null"),
     "backend.deferred": _type("bool", "none"),
@@ -113,6 +114,7 @@ def check_types(config: dict) -> None:
             _check_section(key, value, _candidates(key, value))
         elif key in top:
             _check_field(key, value, [top[key]])
+    _check_moved(config)
     _check_kvstore(config)
 
 
@@ -182,6 +184,21 @@ def _get(config: dict, key: str):
             return None
         node = node[part]
     return node
+
+
+def _check_moved(config: dict) -> None:
+    """Refuses a key that moved (:data:`trainer_run.config_upgrade.MOVED`) still set in its old
+    section, which only a config file of the user's can do (the command line's old keys and a
+    saved run's are renamed before), naming the new key. A section of the user's own
+    ``_target_`` keeps it: its callable may take an argument of that name."""
+    for old, new in MOVED.items():
+        group, _, name = old.partition(".")
+        section = config.get(group)
+        if isinstance(section, dict) and name in section and \
+                any(s.get("_target_") == section.get("_target_") for s in _candidates(group, section)):
+            raise ConfigError(f"{old} is now {new}: a config file sets {old}; set {name} under "
+                              f"{new.partition('.')[0]} instead (the old name works on the command "
+                              "line only)")
 
 
 def _check_kvstore(config: dict) -> None:

@@ -67,8 +67,8 @@ def placed(data, backend, choice: bool | None, prefetch: int, replicas: int = 1)
         raise ConfigError(f"dataset.on_device must be true, false or null, got {choice!r}")
     if choice and prefetch:
         raise ConfigError(f"dataset.on_device=true gathers batches on the device, and "
-                          f"dataset.prefetch={prefetch} gathers them on the host ahead of time: "
-                          "set one of them (dataset.prefetch=0 or dataset.on_device=false)")
+                          f"updater.prefetch={prefetch} gathers them on the host ahead of time: "
+                          "set one of them (updater.prefetch=0 or dataset.on_device=false)")
     several_gpus = backend.name == "cupy" and replicas > 1
     if choice and several_gpus:
         raise ConfigError(f"dataset.on_device=true keeps the data on one GPU, and "

@@ -1,4 +1,4 @@
-"""Preparing the next batches on a background thread (``dataset.prefetch``).
+"""Preparing the next batches on a background thread (``updater.prefetch``).
 
 A :class:`Prefetcher` stands beside an iterator and a ``gather`` function that turns a batch's
 dataset indices into arrays (the updater's: ``dataset.take`` of each replica's part, the

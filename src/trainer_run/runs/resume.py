@@ -35,7 +35,7 @@ from omegaconf.errors import OmegaConfBaseException
 from trainer_run import stored_config, trust
 from trainer_run.compose import argv as args
 from trainer_run.compose import config_dirs, options
-from trainer_run.config_upgrade import upgrade
+from trainer_run.config_upgrade import renamed, upgrade
 from trainer_run.console import describe
 from trainer_run.errors import ConfigError
 from trainer_run.runs import directory as run_directory
@@ -335,10 +335,11 @@ def _plain(value):
 def merged(before: list[str], now: list[str], choices: dict) -> list[str]:
     """The run's overrides after a resume: those it started with (``before``), each replaced
     by this command's override of the same key, then this command's new ones; ``resume``,
-    ``hydra.*`` and the group ``choices`` a resume pins (:func:`prepare`) are not the user's."""
+    ``hydra.*`` and the group ``choices`` a resume pins (:func:`prepare`) are not the user's.
+    An old key of ``before`` is written by its new name (:func:`~trainer_run.config_upgrade.renamed`)."""
     pinned = {f"{group}={choice}" for group, choice in choices.items()}
     mine = [o for o in now if not (args.key(o).lstrip("+~") == "resume" or o in pinned
                                    or args.key(o).lstrip("+~").startswith("hydra."))]
     given = {args.key(o).lstrip("+~"): o for o in mine}
-    kept = [given.pop(args.key(o).lstrip("+~"), o) for o in before]
+    kept = [given.pop(args.key(o).lstrip("+~"), o) for o in renamed(before)[0]]
     return [*kept, *given.values()]

@@ -1,5 +1,5 @@
 """Gradient clipping by global norm: MXNet 1.9's ``gluon.utils.clip_global_norm`` and
-Lightning's ``gradient_clip_algorithm="norm"`` (``optimizer.clip_global_norm``).
+Lightning's ``gradient_clip_algorithm="norm"`` (``updater.clip_global_norm``).
 
 The norm is that of every gradient of the model taken as one vector, the square root of the
 sum of each flat gradient buffer's squared L2 norm, and the factor is MXNet's:
@@ -75,6 +75,6 @@ def global_norm_clip(max_norm, asynchronous: bool = False) -> GlobalNormClip | N
     if asynchronous:
         raise ConfigError("clip_global_norm needs every gradient of an update at once, and a "
                           "dist_async server applies each worker's push key by key as it "
-                          "arrives; choose kvstore=dist_sync or optimizer.clip_global_norm=null")
+                          "arrives; choose kvstore=dist_sync or updater.clip_global_norm=null")
     return GlobalNormClip(max_norm)
 

@@ -42,12 +42,12 @@ class NanPolicy:
             if self.skipped_in_a_row == self.max_skipped_in_a_row:
                 raise Diverged(f"the {what} was NaN or infinite in each of the last "
                                f"{self.skipped_in_a_row} updates, up to iteration {iteration + 1}, "
-                               f"and all were skipped (trainer.max_skipped_in_a_row). Lower "
+                               f"and all were skipped (updater.max_skipped_in_a_row). Lower "
                                "optimizer.learning_rate or set optimizer.clip_gradient")
             return "skip"
         raise Diverged(f"the {what} is {loss} at iteration {iteration + 1}; the update was "
                        "not applied. Lower optimizer.learning_rate, set optimizer.clip_gradient, or "
-                       "choose trainer.nan_policy=skip")
+                       "choose updater.nan_policy=skip")
 
     def state_dict(self) -> dict:
         return {"skipped_steps": self.skipped_steps, "skipped_in_a_row": self.skipped_in_a_row}
