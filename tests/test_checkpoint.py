@@ -74,41 +74,42 @@ def test_saving_the_same_iteration_again_replaces_it_cleanly(tmp_path):
                                   _state(2)["nested"]["w"])
 
 
-def test_load_params_from_a_model_file_or_a_checkpoint(tmp_path):
-    """A model file loads with checkpoint.load_params, a checkpoint directory (whose layout
-    this module does not know) with the updaters' load_main_params."""
+def test_load_weights_from_a_model_file_or_a_checkpoint_is_one_call(tmp_path):
+    """trainer_run.load_weights takes a model file and a checkpoint directory alike; a model of
+    another shape is refused naming the parameter, with nothing copied."""
+    from trainer_run import load_weights
     from trainer_run.backend import get_backend
+    from trainer_run.errors import ConfigError
     from trainer_run.models import MLP
-    from trainer_run.updaters import load_main_params
 
     source = MLP(3, 2, get_backend("numpy", seed=1), hidden_sizes=[4])
     saved = {k: p.data.copy() for k, p in source.params().items()}
     np.savez(tmp_path / "model.npz", **saved)
     checkpoint.save({"trainer": {"updater": {"models": {"main": saved}}}}, tmp_path / "ck", 7)
-    for path, load in ((tmp_path / "model.npz", checkpoint.load_params),
-                       (tmp_path / "ck" / "iter_00000007", load_main_params)):
+    for path in (tmp_path / "model.npz", tmp_path / "ck" / "iter_00000007"):
         target = MLP(3, 2, get_backend("numpy", seed=2), hidden_sizes=[4])
-        load(target, path)
+        assert load_weights(target, path).path == path
         for k, p in target.params().items():
             np.testing.assert_array_equal(p.data, saved[k])
-    with pytest.raises(checkpoint.CheckpointError, match="is a directory; .*load_main_params"):
-        checkpoint.load_params(target, tmp_path / "ck" / "iter_00000007")
     wider = MLP(3, 2, get_backend("numpy"), hidden_sizes=[5])
-    with pytest.raises(ValueError, match=r"l1/W has shape \(4, 3\), the model has \(5, 3\)"):
-        checkpoint.load_params(wider, tmp_path / "model.npz")
+    with pytest.raises(ConfigError, match=r"model.npz does not fit the model: saved parameter l1/W has shape "
+                                          r"\(4, 3\), the model has \(5, 3\)"):
+        load_weights(wider, tmp_path / "model.npz")
     assert np.all(wider.l1.b.data == 0)  # nothing copied before the mismatch was found
 
 
-def test_load_params_refuses_a_pickled_model_file(tmp_path):
+def test_load_weights_refuses_a_pickled_model_file(tmp_path):
     import pickle
 
+    from trainer_run import load_weights
     from trainer_run.backend import get_backend
+    from trainer_run.errors import ConfigError
     from trainer_run.models import MLP
 
     marker = tmp_path / "executed"
     (tmp_path / "model.npz").write_bytes(pickle.dumps(_Touch(marker)))
-    with pytest.raises(checkpoint.CheckpointError, match="model.npz cannot be read"):
-        checkpoint.load_params(MLP(3, 2, get_backend("numpy")), tmp_path / "model.npz")
+    with pytest.raises(ConfigError, match="model.npz cannot be read"):
+        load_weights(MLP(3, 2, get_backend("numpy")), tmp_path / "model.npz")
     assert not marker.exists()
 
 

@@ -195,26 +195,31 @@ def _model():
     return MLP(3, 2, get_backend("numpy", seed=1), hidden_sizes=[4])
 
 
-def test_load_params_refuses_a_npy_file_and_an_npz_with_other_members(tmp_path):
+def test_load_weights_refuses_a_npy_file_and_an_npz_with_other_members(tmp_path):
+    from trainer_run import load_weights
+    from trainer_run.errors import ConfigError
+
     model = _model()
     saved = {f"{k}.npy": _npy(p.data) for k, p in model.params().items()}
     np.save(tmp_path / "model.npy", np.ones(3))
     _write_zip(tmp_path / "notes.npz", {**saved, "notes.txt": b"hello"})
     for name, reason in [("model.npy", "not a zip archive of .npy arrays"),
                          ("notes.npz", "member 'notes.txt' is not a .npy array")]:
-        with pytest.raises(checkpoint.CheckpointError) as caught:
-            checkpoint.load_params(_model(), tmp_path / name)
-        assert str(caught.value) == f"model file {tmp_path / name} cannot be read ({reason})"
+        with pytest.raises(ConfigError) as caught:
+            load_weights(_model(), tmp_path / name)
+        assert str(caught.value) == (f"{tmp_path / name} cannot be read as a model's weights: "
+                                     f"{reason}")
 
 
-def test_load_params_from_a_checkpoint_without_model_parameters_names_it(tmp_path):
-    from trainer_run.updaters import load_main_params
+def test_load_weights_from_a_checkpoint_without_model_parameters_names_it(tmp_path):
+    from trainer_run import load_weights
+    from trainer_run.errors import ConfigError
 
     ck = checkpoint.save({"trainer": {"updater": {"iteration": 3}}}, tmp_path, 3)
-    with pytest.raises(checkpoint.CheckpointError) as caught:
-        load_main_params(_model(), ck)
-    assert str(caught.value) == (f"checkpoint {ck} holds no model parameters "
-                                 "(no trainer/updater/models/main)")
+    with pytest.raises(ConfigError) as caught:
+        load_weights(_model(), ck)
+    assert str(caught.value) == (f"{ck} cannot be read as a model's weights: checkpoint {ck} "
+                                 "holds no model parameters (no trainer/updater/models/main)")
 
 
 def test_resume_skips_a_malformed_newest_checkpoint_and_refuses_it_named(tmp_path):

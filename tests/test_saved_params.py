@@ -7,10 +7,11 @@ import numpy as np
 import pytest
 from test_training import _trainer
 
+import trainer_run
 from trainer_run.backend import get_backend
 from trainer_run.models import MLP
 from trainer_run.storage import checkpoint
-from trainer_run.updaters import load_main_params, main_params
+from trainer_run.updaters import main_params
 
 
 def test_a_saved_run_state_gives_back_the_model_s_arrays(tmp_path):
@@ -27,7 +28,7 @@ def test_a_saved_run_state_gives_back_the_model_s_arrays(tmp_path):
         np.testing.assert_array_equal(arrays[name], p.data, strict=True)
     fresh = MLP(2, 2, get_backend("numpy", seed=9), hidden_sizes=[16])
     assert not np.array_equal(fresh.l1.W.data, model.l1.W.data)
-    load_main_params(fresh, path)
+    trainer_run.load_weights(fresh, path)
     for name, p in fresh.params().items():
         np.testing.assert_array_equal(p.data, model.params()[name].data)
 

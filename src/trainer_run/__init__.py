@@ -34,6 +34,21 @@ def load_model(run_dir, checkpoint_dir=None, trust: bool = False):
     return load(run_dir, checkpoint_dir, trust)
 
 
+def load_weights(model, source, checkpoint=None):
+    """Loads into ``model``, in place, the saved weights ``source`` names: a run directory (its
+    best weights, or ``checkpoint="last"``), a checkpoint directory or an ``.npz`` file (see
+    :func:`trainer_run.weights.load`); a run that did not complete loads with a warning.
+    Returns what was loaded (a :class:`~trainer_run.weights.Weights`)."""
+    import warnings
+
+    from trainer_run.weights import load
+
+    weights = load(model, source, checkpoint)
+    if weights.warning is not None:
+        warnings.warn(weights.warning, stacklevel=2)
+    return weights
+
+
 def check_gradients(model, batch, **options):
     """Compares ``model``'s gradients on ``batch`` with finite differences (see
     :func:`trainer_run.gradient_check.check_gradients`)."""

@@ -25,9 +25,9 @@ from .data import Data, raw_inputs
 from .data import record as data_record
 from .errors import ConfigError
 from .models import build_model
-from .module import evaluating, load_arrays, set_mode
+from .module import evaluating, set_mode
 from .runs import files as run_files
-from .weights import Weights, resolve
+from .weights import Weights, load
 
 SECTIONS = ("model", "backend", "precision")
 """The sections of a run's config that build its model (``precision``: an older run's dtype)."""
@@ -107,14 +107,9 @@ def load_model(run_dir, checkpoint=None, trust: bool = False) -> Trained:
     data = Data(None, None, tuple(record["in_shape"]), record["out_size"], record["task"])
     targets.import_from_here()
     model = build_model(config["model"], data, backend)
-    weights = resolve(run, checkpoint)
+    weights = load(model, run, checkpoint, f"the model of run {run}")
     if weights.warning is not None:
         warnings.warn(weights.warning, stacklevel=2)
-    try:
-        load_arrays(model, weights.arrays())
-    except (KeyError, ValueError) as e:
-        raise ConfigError(f"{weights.path} does not fit the model of run {run}: "
-                          f"{e.args[0] if e.args else e}") from None
     set_mode(model, False)
     return Trained(model, record, weights, _batch_size(saved[0]), backend.dtype)
 

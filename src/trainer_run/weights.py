@@ -28,6 +28,7 @@ import numpy
 
 from . import updaters
 from .errors import ConfigError
+from .module import load_arrays
 from .runs import directory as run_directory
 from .runs import files as run_files
 from .runs import summary as run_summary
@@ -68,6 +69,23 @@ class Weights:
         ``path``."""
         return {"checkpoint": self.which, "iteration": self.iteration,
                 "path": str(self.path.resolve())}
+
+
+def load(model, source, which: str | None = None, what: str = "the model") -> Weights:
+    """Loads into ``model`` (anything with ``params()``), in place, the weights ``source`` and
+    ``which`` name (:func:`resolve`: a run's best or last, a checkpoint directory, an ``.npz``
+    file); returns them, their :attr:`~Weights.warning` included. Weights that do not fit are
+    a :class:`~trainer_run.errors.ConfigError` naming the first parameter missing or of another
+    shape and ``what`` they were loaded into; nothing is copied then."""
+    weights = resolve(source, which)
+    try:
+        load_arrays(model, weights.arrays())
+    except (KeyError, ValueError) as e:
+        if isinstance(e, ConfigError):
+            raise
+        raise ConfigError(f"{weights.path} does not fit {what}: "
+                          f"{e.args[0] if e.args else e}") from None
+    return weights
 
 
 def resolve(source, which: str | None = None) -> Weights:

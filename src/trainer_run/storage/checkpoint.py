@@ -204,27 +204,6 @@ def verify(path: Path) -> None:
                                   "(truncated or modified)")
 
 
-def load_params(model, path: Path) -> None:
-    """Loads the parameters (and persistent values, see
-    :class:`~trainer_run.params.Persistent`) of the model file ``path`` (a ``model.npz``
-    written at the end of a run: arrays by path) into ``model`` (anything with ``params()``)
-    in place. Raises :class:`CheckpointError` for an unreadable file (one that is not an
-    ``.npz`` of ``.npy`` arrays, or a directory), and ValueError / KeyError naming the first
-    parameter that is missing or has another shape. This module knows no state's layout: a
-    checkpoint directory's parameters load with :func:`trainer_run.updaters.load_main_params`."""
-    from ..module import load_arrays
-
-    path = Path(path)
-    if path.is_dir():
-        raise CheckpointError(f"model file {path} is a directory; a checkpoint's parameters load "
-                              "with trainer_run.updaters.load_main_params")
-    try:
-        arrays = npz.load(path)
-    except (OSError, ValueError) as e:
-        raise CheckpointError(f"model file {path} cannot be read ({e})") from None
-    load_arrays(model, arrays)
-
-
 def is_complete(path: Path) -> bool:
     """Whether ``path`` holds a checkpoint whose files all exist and match their checksums."""
     try:

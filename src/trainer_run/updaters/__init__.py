@@ -6,10 +6,10 @@ crosses a kvstore is an updater's sync object's (:mod:`.sync`, :mod:`.gradient_s
 from .gradient_sync import GradientSync
 from .parallel import ParallelUpdater
 from .protocol import Updater
-from .saved import load_main_params, main_params
+from .saved import main_params
 from .server_sync import ServerSync
 from .standard import StandardUpdater
 from .sync import KeyLayout, Sync
 
 __all__ = ["GradientSync", "KeyLayout", "ParallelUpdater", "ServerSync", "StandardUpdater", "Sync",
-           "Updater", "load_main_params", "main_params"]
+           "Updater", "main_params"]

@@ -17,12 +17,11 @@ passed over like a damaged one.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Callable, Mapping
 
 import numpy
 
-from ..module import load_arrays, persistents_of
+from ..module import persistents_of
 from ..storage import checkpoint
 
 PATH = ("trainer", "updater", "models", "main")
@@ -43,16 +42,6 @@ def main_params(state: dict, source="the state") -> dict:
         raise checkpoint.CheckpointError(f"checkpoint {source} holds no model parameters "
                                          f"(no {'/'.join(PATH)})")
     return node
-
-
-def load_main_params(model, path) -> None:
-    """Loads the main model's parameters (and persistent values) of the checkpoint directory
-    ``path`` into ``model`` (anything with ``params()``) in place. Raises
-    :class:`~trainer_run.storage.checkpoint.CheckpointError` for a checkpoint that cannot be read or
-    holds no model parameters, and ValueError / KeyError naming the first parameter that is
-    missing or has another shape (:func:`~trainer_run.module.load_arrays`)."""
-    path = Path(path)
-    load_arrays(model, main_params(checkpoint.load(path), path))
 
 
 def check(tree: dict, arrays: Mapping | None = None) -> None:
