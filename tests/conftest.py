@@ -15,7 +15,9 @@ import pytest
 
 from trainer_run import jit
 
-SERIAL_MODULES = {"test_preemption", "test_run_directory", "test_download"}
+SERIAL_MODULES = {"test_preemption", "test_directory", "test_download"}
+"""The test files (by stem: tests/command/test_preemption.py, tests/runs/test_directory.py,
+tests/data/test_download.py) whose tests run on the serial worker."""
 GPU_REASON = "needs CuPy and a CUDA device (none here)"
 BACKENDS = ["numpy", pytest.param("cupy", marks=pytest.mark.gpu)]
 """The array backends a test parametrized over them runs on (see :func:`xp_backend`)."""
@@ -62,13 +64,13 @@ def pytest_collection_modifyitems(items):
     other: on a 2-core machine two of them at once could miss their timeouts."""
     for item in items:
         if (any(item.get_closest_marker(m) for m in ("mpi", "cluster", "slurm"))
-                or item.module.__name__ in SERIAL_MODULES):
+                or item.path.stem in SERIAL_MODULES):
             item.add_marker(pytest.mark.xdist_group("serial"))
 
 
 def pytest_generate_tests(metafunc):
     """Optimizer tests run twice: with the compiled (numba) fused loops and with NumPy's."""
-    if metafunc.module.__name__.startswith("test_optimizers") and "jit_enabled" in metafunc.fixturenames:
+    if metafunc.definition.path.stem.startswith("test_optimizers") and "jit_enabled" in metafunc.fixturenames:
         metafunc.parametrize("jit_enabled", [True, False], ids=["jit", "numpy"], indirect=True)
 
 
@@ -78,7 +80,7 @@ def jit_enabled(request, monkeypatch):
     tests (``test_gpu_*``): their NumPy side runs the array code the CuPy side runs, the
     reference CuPy is held to, and compiles nothing."""
     enabled = getattr(request, "param", jit.ENABLED) and jit.AVAILABLE
-    if request.module.__name__.startswith("test_gpu_"):
+    if request.path.stem.startswith("test_gpu_"):
         enabled = False
     monkeypatch.setattr(jit, "ENABLED", enabled)
     monkeypatch.setattr(jit, "COMPILED_MIN", 0)  # the tests' small arrays take the kernels too
