@@ -8,6 +8,7 @@ import json
 
 import pytest
 from helpers import run_cli
+
 from tests.command.test_cli_dist import COMMON, assert_equals_one_process_of_batch_50
 
 

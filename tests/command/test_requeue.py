@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from helpers import run_cli
+
 from tests.command.test_preemption import Run, assert_same_run, rows_written, summary_of, wait_for
 
 COMMAND = ("trainer.max_iterations=3000", "trainer.checkpoint_interval=100", "trainer.log_interval=50",

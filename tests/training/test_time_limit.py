@@ -11,8 +11,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 from helpers import load_npz, make_synthetic, read_jsonl, run_cli
-from tests.updaters.test_updaters import ThreadStore
 
+from tests.updaters.test_updaters import ThreadStore
 from trainer_run import optimizers
 from trainer_run.backend import get_backend
 from trainer_run.data import SerialIterator

@@ -10,8 +10,8 @@ import threading
 import numpy as np
 import pytest
 from helpers import load_npz, run_cli
-from tests.updaters.test_updaters import DATA, ThreadStore, assert_params_close, params, run
 
+from tests.updaters.test_updaters import DATA, ThreadStore, assert_params_close, params, run
 from trainer_run import kvstore as kvstores
 from trainer_run import optimizers
 from trainer_run.backend import get_backend

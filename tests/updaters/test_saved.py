@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from tests.training.test_training import _trainer
 
 import trainer_run
+from tests.training.test_training import _trainer
 from trainer_run.backend import get_backend
 from trainer_run.models import MLP
 from trainer_run.storage import checkpoint
