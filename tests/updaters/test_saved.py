@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import trainer_run
-from tests.training.test_training import _trainer
+from tests.training.test_trainer import _trainer
 from trainer_run.backend import get_backend
 from trainer_run.models import MLP
 from trainer_run.storage import checkpoint

@@ -141,7 +141,7 @@ def test_early_stopping_state_carries_over():
 
 
 def test_stop_request_ends_the_loop_with_its_reason(tmp_path):
-    from tests.training.test_training import _trainer
+    from tests.training.test_trainer import _trainer
 
     trainer = _trainer(tmp_path, max_iterations=40)
     trainer.extend(lambda t: t.request_stop("early_stopping") if t.updater.iteration == 13 else None,

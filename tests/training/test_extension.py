@@ -99,7 +99,7 @@ def test_a_cli_run_calls_and_finalizes_its_extensions_in_the_order_it_needs(tmp_
 def test_a_reader_registered_after_the_snapshot_runs_after_it(tmp_path, monkeypatch):
     """No built-in extension has a private number: a reader registered after the snapshot
     and the summary is called and finalized after them."""
-    from tests.training.test_training import _trainer
+    from tests.training.test_trainer import _trainer
 
     calls: list = []
     _record(monkeypatch, (Evaluator, LogReport, Snapshot, Summary), calls)
