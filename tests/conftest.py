@@ -69,8 +69,9 @@ def pytest_collection_modifyitems(items):
 
 
 def pytest_generate_tests(metafunc):
-    """Optimizer tests run twice: with the compiled (numba) fused loops and with NumPy's."""
-    if metafunc.definition.path.stem.startswith("test_optimizers") and "jit_enabled" in metafunc.fixturenames:
+    """The tests of a module that sets ``JIT_AND_NUMPY = True`` (the optimizers' tests against
+    MXNet) run twice: with the compiled (numba) fused loops and with NumPy's."""
+    if getattr(metafunc.module, "JIT_AND_NUMPY", False) and "jit_enabled" in metafunc.fixturenames:
         metafunc.parametrize("jit_enabled", [True, False], ids=["jit", "numpy"], indirect=True)
 
 

@@ -21,6 +21,8 @@ from trainer_run.optimizers import REGISTRY, SGD, Adam, IndexApplier, Optimizer,
 from trainer_run.params import Parameter, ParamStore
 from trainer_run.schedulers import ConstantScheduler, CosineScheduler
 
+JIT_AND_NUMPY = True  # each test runs with the compiled loops and with NumPy's (conftest.py)
+
 RTOL, ATOL = 1e-5, 1e-6          # float32 library vs float64 hand computation (weights)
 STATE_ATOL = 1e-8                # optimizer states can be tiny (Adam's var)
 SHAPES = [(3, 4), (5,)]          # two parameters of different shapes

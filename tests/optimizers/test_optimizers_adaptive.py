@@ -25,6 +25,8 @@ from trainer_run.errors import ConfigError
 from trainer_run.optimizers import REGISTRY, create, get_updater
 from trainer_run.params import Parameter, ParamStore
 
+JIT_AND_NUMPY = True  # each test runs with the compiled loops and with NumPy's (conftest.py)
+
 RTOL, ATOL = 1e-5, 1e-6          # float32 library vs float64 hand computation (weights)
 STATE_ATOL = 1e-7
 SHAPES = [(3, 4), (5,)]

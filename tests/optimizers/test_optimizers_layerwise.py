@@ -24,6 +24,8 @@ from trainer_run.optimizers import LAMB, LARS, AdamW, GroupAdaGrad, create, get_
 from trainer_run.params import Parameter, ParamStore
 from trainer_run.schedulers import CosineScheduler
 
+JIT_AND_NUMPY = True  # each test runs with the compiled loops and with NumPy's (conftest.py)
+
 RTOL, ATOL = 1e-5, 1e-6
 STATE_ATOL = 1e-8
 COMMON = dict(wd=0.05, rescale_grad=0.7, clip_gradient=0.5)   # decay on, rescale, clipping

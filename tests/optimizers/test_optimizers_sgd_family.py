@@ -21,6 +21,8 @@ from trainer_run.optimizers import REGISTRY, SGD, create, get_updater
 from trainer_run.params import Parameter, ParamStore
 from trainer_run.schedulers import CosineScheduler
 
+JIT_AND_NUMPY = True  # each test runs with the compiled loops and with NumPy's (conftest.py)
+
 RTOL, ATOL = 1e-5, 1e-6
 SHAPES = [(3, 4), (5,)]
 STEPS = 8
