@@ -387,20 +387,6 @@ def test_list_call_equals_one_call_per_index(name):
         assert np.array_equal(w_a[i], w_b[i])
 
 
-def test_nadam_keeps_one_schedule_for_all_indices():
-    rng = np.random.default_rng(8)
-    weights = random_weights(rng)
-    opt = lib_for("nadam")
-    updater = get_updater(opt)
-    expected, calls = 1.0, [(0, 1), (1, 1), (0, 2), (0, 3), (1, 2)]   # (index, its count)
-    for index, t in calls:
-        updater(index, rng.standard_normal(weights[index].shape).astype(np.float32),
-                weights[index])
-        expected *= 0.9 * (1 - 0.5 * 0.96 ** (t * 0.004))
-    assert opt.m_schedule == pytest.approx(expected, rel=1e-15)
-    assert opt.state_dict()["m_schedule"] == opt.m_schedule
-
-
 # -- 5. state round trip ------------------------------------------------------------------------
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float16], ids=["float32", "float16_mp"])
