@@ -51,6 +51,15 @@ def xp_backend(request) -> str:
 
 
 @pytest.fixture
+def rng():
+    """A generator for a test's inputs, seeded alike for every test (a file's own ``rng``
+    fixture takes precedence)."""
+    import numpy
+
+    return numpy.random.default_rng(1234)
+
+
+@pytest.fixture
 def cupy():
     """The cupy module, for a test marked ``gpu`` (which skips where there is none)."""
     import cupy
