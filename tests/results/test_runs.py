@@ -4,16 +4,13 @@ the varying and common overrides, groups across seeds, and the CSV, Markdown and
 from __future__ import annotations
 
 import csv
-import io
 import json
 import statistics
 from pathlib import Path
 
 import pytest
-from rich.console import Console
 
 from trainer_run import results
-from trainer_run.errors import ConfigError
 
 
 def _summary(best, *, mode="min", metric="val/loss", overrides=(), status="completed",
@@ -77,44 +74,6 @@ def test_rank_max_puts_the_highest_best_first_and_ties_keep_job_order(tmp_path):
     assert [row.job for row in rows] == ["1", "3", "0", "4", "2"]
 
 
-def test_results_csv_holds_the_ranking_and_the_summaries_values(tmp_path):
-    sweep = _four(tmp_path)
-    results.write(results.collect([sweep]), sweep)
-    with open(sweep / "results.csv", newline="") as f:
-        reader = csv.DictReader(f)
-        lines = list(reader)
-    assert reader.fieldnames == ["rank", "job", "overrides", "metric", "mode", "best", "best_iteration",
-                                 "final", "train/loss", "val/accuracy", "val/loss", "test/accuracy",
-                                 "status", "error", "elapsed_s", "iteration"]
-    assert [line["rank"] for line in lines] == ["1", "2", "3", "4"]
-    assert [line["job"] for line in lines] == ["1", "3", "0", "2"]
-    assert [float(line["best"]) for line in lines[:3]] == [0.2, 0.3, 0.5]
-    assert float(lines[0]["val/accuracy"]) == 1 - 0.2 and float(lines[0]["train/loss"]) == 0.2 / 2
-    assert lines[0]["overrides"] == "trainer.max_iterations=200 optimizer.learning_rate=0.1"
-    assert lines[0]["status"] == "max_iterations" and lines[0]["best_iteration"] == "750"
-    failed = lines[3]
-    assert failed["status"] == "failed" and failed["error"] == "loss went to the moon"
-    assert failed["best"] == "" and failed["val/loss"] == "" and failed["iteration"] == "0"
-    assert not (sweep / "results_by_seed.csv").exists()
-
-
-def test_results_md_rows_are_in_ranked_order_with_the_captions(tmp_path):
-    sweep = _four(tmp_path)
-    results.write(results.collect([sweep]), sweep)
-    text = (sweep / "results.md").read_text()
-    rows = [line for line in text.splitlines() if line.startswith("| ") and line[2].isdigit()]
-    assert [row.split(" | ")[1] for row in rows] == ["1", "3", "0", "2"]
-    assert "| 0.2 |" in rows[0] and "failed: loss went to the moon" in rows[3]
-    assert "ranked by val/loss (min)" in text
-    assert "all jobs: trainer.max_iterations=200" in text
-
-
-def test_job_folders_sort_numerically(tmp_path):
-    sweep = _sweep(tmp_path, [_summary(0.1 * i) for i in range(12)])
-    rows = results.collect([sweep])
-    assert [row.job for row in rows] == [str(i) for i in range(12)]
-
-
 def test_varying_and_common_overrides(tmp_path):
     summaries = [_summary(0.1, overrides=["optimizer=adam", "+trainer.max_iterations=200", "seed=1"]),
                  _summary(0.2, overrides=["optimizer=sgd", "+trainer.max_iterations=200", "seed=1"]),
@@ -160,87 +119,6 @@ def test_seed_groups_max_mode_and_no_grouping_without_repeated_seeds(tmp_path):
     assert results.by_seed(results.collect([_sweep(tmp_path, single, "other")])) == []
 
 
-def test_an_unfinished_run_is_a_row_with_its_overrides_and_no_values(tmp_path):
-    sweep = _sweep(tmp_path, [_summary(0.4, overrides=["a=1"])])
-    (sweep / "1" / "checkpoints").mkdir(parents=True)
-    (sweep / "1" / ".hydra").mkdir()
-    (sweep / "1" / ".hydra" / "overrides.yaml").write_text("- a=2\n- +b=x\n")
-    rows = results.rank(results.collect([sweep]))
-    assert [row.job for row in rows] == ["0", "1"]
-    unfinished = rows[1]
-    assert unfinished.status == "unfinished" and unfinished.overrides == ["a=2", "+b=x"]
-    assert unfinished.best is None and unfinished.metrics == {} and unfinished.elapsed_s is None
-
-
-def test_a_run_folder_given_directly_is_labelled_with_its_path(tmp_path):
-    sweep = _sweep(tmp_path, [_summary(0.4)])
-    rows = results.collect([sweep / "0"])
-    assert [row.job for row in rows] == [str(sweep / "0")] and rows[0].best == 0.4
-
-
-@pytest.mark.parametrize("make", ["missing", "file", "empty", "unrelated", "corrupt"])
-def test_collect_names_a_folder_that_is_neither_a_run_nor_a_sweep(tmp_path, make):
-    path = tmp_path / "given"
-    named = path
-    if make == "file":
-        path.write_text("x")
-    elif make == "empty":
-        path.mkdir()
-    elif make == "unrelated":
-        (path / "notes").mkdir(parents=True)
-        (path / "notes" / "a.txt").write_text("hello")
-        (path / "b.csv").write_text("1,2")
-    elif make == "corrupt":
-        (path / "0").mkdir(parents=True)
-        named = path / "0" / "summary.json"
-        named.write_text('{"iteration": 3,')
-    with pytest.raises(ConfigError) as caught:
-        results.collect([path])
-    message = str(caught.value)
-    assert str(named) in message and "\n" not in message
-    if make in ("empty", "unrelated"):
-        assert "is not a run folder" in message
-    if make == "corrupt":
-        assert "not valid JSON" in message and "line 1" in message
-
-
-def test_objectives_that_differ_are_named_in_a_caption(tmp_path):
-    summaries = [_summary(0.3), _summary(0.1), _summary(0.2),
-                 _summary(0.9, metric="val/accuracy", mode="max")]
-    rows = results.rank(results.collect([_sweep(tmp_path, summaries)]))
-    assert [row.job for row in rows] == ["3", "1", "2", "0"]
-    assert "objectives differ: val/loss (min) in 3 jobs, val/accuracy (max) in 1" in results.captions(rows)
-
-
-def test_show_prints_the_jobs_in_ranked_order_and_a_failed_jobs_error(tmp_path):
-    sweep = _four(tmp_path)
-    out = io.StringIO()
-    results.show(results.collect([sweep]), Console(file=out, width=200))
-    text = out.getvalue()
-    assert "sweep results: ranked by val/loss (min)" in text
-    assert "failed: loss went to the moon" in text
-    cells = [[cell.strip() for cell in line.split("│")[1:-1]] for line in text.splitlines() if "│" in line]
-    jobs = [row[1] for row in cells if row and row[0].isdigit()]  # the table's lines, top down
-    assert jobs == ["1", "3", "0", "2"]
-    assert "all jobs: trainer.max_iterations=200" in text and "12.3s" in text
-
-
-def test_show_prints_the_seed_table(tmp_path):
-    summaries = [_summary(b, overrides=[f"opt={o}", f"seed={s}"])
-                 for o, bs in (("x", [0.5, 0.7]), ("y", [0.1, 0.3])) for s, b in enumerate(bs)]
-    out = io.StringIO()
-    results.show(results.collect([_sweep(tmp_path, summaries)]), Console(file=out, width=200))
-    text = out.getvalue()
-    second = text[text.index("across seeds"):]
-    assert second.index("opt=y") < second.index("opt=x")
-    assert "0.6" in second and "0.1414" in second
-
-
-def test_duration_format():
-    from trainer_run.results.table import duration
-    assert [duration(s) for s in (12.34, 245, 3720, None)] == ["12.3s", "4m05s", "1h02m", ""]
-
-
 def test_runs_that_did_not_finish_are_listed_below_and_left_out_of_the_seed_statistics(tmp_path):
     sweep = _sweep(tmp_path, [_summary(0.5, overrides=["seed=0"]),
                               _summary(0.1, overrides=["seed=1"], status="interrupted",
@@ -252,26 +130,3 @@ def test_runs_that_did_not_finish_are_listed_below_and_left_out_of_the_seed_stat
                                                        ("1", "interrupted")]
     group, = results.by_seed(rows)
     assert (group.n, group.mean, group.seeds) == (2, 0.4, ["0", "1", "2"])
-
-
-@pytest.mark.parametrize("best", ["0.2", [0.2], True, {"value": 0.2}])
-def test_a_best_of_the_wrong_type_is_named_in_a_warning(tmp_path, best):
-    summary = _summary(0.2)
-    summary["objective"]["best"] = best
-    sweep = _sweep(tmp_path, [summary, _summary(0.4)])
-    told = []
-    rows = results.collect([sweep], told.append)
-    assert rows[0].best is None and rows[1].best == 0.4
-    assert told == [f"{sweep / '0' / 'summary.json'} holds objective.best {json.dumps(best)}, not a "
-                    "number; the run is shown without it"]
-
-
-def test_an_objective_that_is_not_an_object_is_named_in_a_warning(tmp_path):
-    summary = _summary(0.2)
-    summary["objective"] = [0.2]
-    sweep = _sweep(tmp_path, [summary])
-    told = []
-    row, = results.collect([sweep], told.append)
-    assert row.best is None and row.metric is None
-    assert told == [f"{sweep / '0' / 'summary.json'} holds objective [0.2], not an object; the run "
-                    "is shown without its objective"]

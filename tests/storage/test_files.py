@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from trainer_run.errors import StorageError
-from trainer_run.storage import checkpoint, files, strict_json
+from trainer_run.storage import checkpoint, files
 from trainer_run.training.extensions import LogReport, Summary
 
 FULL = "No space left on device"
@@ -153,14 +153,6 @@ def test_a_refused_metrics_row_names_the_file(tmp_path):
 
 
 # -- strict JSON ---------------------------------------------------------------------------------
-def test_strict_json_writes_null_for_every_non_finite_float():
-    row = {"a": math.nan, "b": [math.inf, {"c": -math.inf, "d": (np.float32("nan"), 2)}],
-           "e": np.float32(2.5), "f": np.float64("-inf"), "g": np.int64(7), "h": True, "i": "NaN",
-           "j": None, "k": 1e308}
-    text = strict_json.dumps(row)
-    assert _strict(text) == {"a": None, "b": [None, {"c": None, "d": [None, 2]}], "e": 2.5, "f": None,
-                             "g": 7, "h": True, "i": "NaN", "j": None, "k": 1e308}
-    assert strict_json.dumps({"x": 1}, indent=2) == '{\n  "x": 1\n}'
 
 
 def test_metrics_rows_hold_null_for_nan_and_inf(tmp_path):
