@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 from helpers import make_synthetic
 
-from trainer_run.data import ArrayDataset, SubDataset, split_random
+from tests.command.test_bad_inputs import EXPECTED
+from trainer_run.data import ArrayDataset, Splits, SubDataset, prepare, split_random
 from trainer_run.errors import ConfigError
 
 
@@ -120,3 +121,42 @@ def test_split_random_rejects_bad_sizes(size):
 @pytest.mark.parametrize("name, size, fraction, classes", [("blobs", 3, 0.34, 3), ("mnist_like", 6, 0.5, 10)])
 def test_out_size_is_the_declared_class_count_even_when_a_class_is_not_drawn(name, size, fraction, classes):
     assert make_synthetic(name, size, fraction, np.random.default_rng(3)).out_size == classes
+
+
+def _rng():
+    return np.random.default_rng(0)
+
+
+LISTS = [[0.5, 1.0, 2.0]] * 20
+
+
+@pytest.mark.parametrize("result, what", [
+    ((LISTS, [0, 1] * 10), "a tuple of (list of 20, list of 20)"),
+    ((np.array(LISTS), [0, 1] * 10), "a tuple of (ndarray of shape (20, 3), list of 20)"),
+    ([np.array(LISTS), np.arange(20) % 2], "a list of (ndarray of shape (20, 3), ndarray of shape "
+                                           "(20,)), not a tuple"),
+    (LISTS, "a list whose examples are list, not tuples"),
+    ([], "an empty list"),
+    (np.array(LISTS), "an array of shape (20, 3) alone"),
+    (None, "NoneType"),
+    ({"x": np.array(LISTS)}, "dict"),
+])
+def test_a_loader_returning_something_else_is_named_with_what_it_returned(result, what):
+    with pytest.raises(ConfigError) as e:
+        prepare(result, _rng(), 0.2, origin="my_data.load")
+    assert str(e.value) == f"my_data.load returned {what}; {EXPECTED}"
+
+
+def test_splits_holding_lists_are_refused_naming_the_loader_and_split():
+    with pytest.raises(ConfigError) as e:
+        prepare(Splits((np.zeros((20, 2)), np.arange(20) % 2), val=(LISTS, [0] * 20)), _rng(), 0.2,
+                origin="my_data.load")
+    assert str(e.value) == ("my_data.load: the val split holds a list where an array belongs; every "
+                            "part of a split is an array with one row per example (convert Python "
+                            "lists with numpy.asarray)")
+
+
+def test_a_list_of_example_tuples_is_a_dataset():
+    examples = [(np.array([i, 2.0 * i], np.float32), i % 2) for i in range(20)]
+    data = prepare(examples, _rng(), 0.2, origin="my_data.load")
+    assert (data.in_shape, len(data.train) + len(data.val)) == ((2,), 20)

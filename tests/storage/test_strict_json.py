@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from refused_writes import strict_loads as _strict
 
-from tests.storage.test_files import _strict
 from trainer_run.storage import strict_json
 
 
