@@ -18,7 +18,7 @@ from helpers import load_npz, run_cli
 
 from tests.command.test_cli_compression import COMPRESSED
 from tests.command.test_cli_dist import ASYNC, COMMON, assert_equals_one_process_of_batch_50
-from tests.kvstore.test_kvstore_dist import mpiexec, run  # noqa: F401  (mpiexec is a fixture)
+from tests.kvstore.test_dist import mpiexec, run  # noqa: F401  (mpiexec is a fixture)
 from trainer_run.storage import checkpoint
 
 pytestmark = pytest.mark.cluster

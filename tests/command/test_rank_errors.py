@@ -10,7 +10,7 @@ import sys
 import numpy
 import pytest
 
-from tests.kvstore.test_kvstore_dist import mpiexec  # noqa: F401  (a fixture)
+from tests.kvstore.test_dist import mpiexec  # noqa: F401  (a fixture)
 
 pytestmark = pytest.mark.mpi
 

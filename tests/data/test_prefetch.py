@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from helpers import load_npz, read_jsonl, run_cli
 
-from tests.kvstore.test_kvstore_dist import mpiexec, run  # noqa: F401  (mpiexec is a fixture)
+from tests.kvstore.test_dist import mpiexec, run  # noqa: F401  (mpiexec is a fixture)
 from trainer_run import kvstore as kvstores
 from trainer_run import optimizers
 from trainer_run.backend import get_backend

@@ -12,7 +12,7 @@ worker and key, on the worker's local sum). The ``mpi`` tests run ``tests/mpi/co
 import numpy
 import pytest
 
-from tests.kvstore.test_kvstore_dist import launch, mpiexec  # noqa: F401  (mpiexec is a fixture)
+from tests.kvstore.test_dist import launch, mpiexec  # noqa: F401  (mpiexec is a fixture)
 from trainer_run import kvstore, optimizers
 from trainer_run.errors import ConfigError
 

@@ -1,4 +1,4 @@
-"""Run by tests/kvstore/test_kvstore_dist.py under mpiexec: ranks that stop, stores that must not hang.
+"""Run by tests/kvstore/test_dist.py under mpiexec: ranks that stop, stores that must not hang.
 
 Modes (argv[2]):
 
