@@ -10,8 +10,12 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import shutil
+import sys
+from pathlib import Path
 
 import pytest
+from mpi_jobs import run
 
 from trainer_run import jit
 
@@ -95,3 +99,19 @@ def jit_enabled(request, monkeypatch):
     monkeypatch.setattr(jit, "ENABLED", enabled)
     monkeypatch.setattr(jit, "COMPILED_MIN", 0)  # the tests' small arrays take the kernels too
     return enabled
+
+
+@pytest.fixture(scope="module")
+def mpiexec():
+    """The ``mpiexec`` that starts mpi4py's MPI (skips the test where there is none)."""
+    if importlib.util.find_spec("mpi4py") is None:
+        pytest.skip("mpi4py is not installed: pip install 'trainer-run[mpi]'")
+    here = Path(sys.executable).parent / "mpiexec"
+    exe = str(here) if here.exists() else shutil.which("mpiexec")
+    if exe is None:
+        pytest.skip("no mpiexec next to this Python or on PATH: pip install 'trainer-run[mpi]'")
+    code, out = run([exe, "-n", "2", sys.executable, "-c",
+                     "from mpi4py import MPI; print(f'size={MPI.COMM_WORLD.Get_size()};')"])
+    if code != 0 or out.count("size=2;") != 2:
+        pytest.skip(f"{exe} does not start 2 ranks of mpi4py's MPI (exit {code}): {out[-500:]}")
+    return exe

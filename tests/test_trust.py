@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.kvstore.test_dist import mpiexec  # noqa: F401  (a fixture)
 from trainer_run import load_model, trust
 from trainer_run.errors import ConfigError
 from trainer_run.storage import checkpoint

@@ -12,6 +12,7 @@ import pytest
 from helpers import load_npz, run_cli
 
 import trainer_run
+from trainer_run import weights
 from trainer_run.backend import get_backend
 from trainer_run.errors import ConfigError
 from trainer_run.models import MLP
@@ -65,3 +66,12 @@ def test_another_tools_folder_with_a_model_npz_is_not_a_run(run, tmp_path):
     model = _fresh()
     trainer_run.load_weights(model, other / "model.npz")  # the file itself is weights
     assert numpy.array_equal(_values(model)["l1/W"], load_npz(run / "model.npz")["l1/W"])
+
+
+def test_weights_resolve_refuses_what_holds_no_weights(tmp_path):
+    with pytest.raises(ConfigError, match="no such run, checkpoint or .npz file"):
+        weights.resolve(tmp_path / "missing")
+    with pytest.raises(ConfigError, match="holds no run"):
+        weights.resolve(tmp_path)
+    with pytest.raises(ConfigError, match="^no weights named"):  # init_from= left empty
+        weights.resolve("")

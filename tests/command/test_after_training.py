@@ -18,7 +18,6 @@ import pytest
 from helpers import load_npz, run_cli
 
 import trainer_run
-from trainer_run import weights
 from trainer_run.errors import ConfigError
 from trainer_run.storage import checkpoint
 
@@ -202,15 +201,6 @@ def test_init_from_a_model_with_a_new_head_is_strict_unless_told(trained, tmp_pa
     source, tuned = load_npz(trained / "run" / "model.npz"), load_npz(tmp_path / "loose" / "model.npz")
     assert all(numpy.array_equal(tuned[k], source[k]) for k in ("l1/W", "l1/b", "l2/W", "l2/b"))
     assert tuned["l3/W"].shape == (3, 64)
-
-
-def test_weights_resolve_refuses_what_holds_no_weights(tmp_path):
-    with pytest.raises(ConfigError, match="no such run, checkpoint or .npz file"):
-        weights.resolve(tmp_path / "missing")
-    with pytest.raises(ConfigError, match="holds no run"):
-        weights.resolve(tmp_path)
-    with pytest.raises(ConfigError, match="^no weights named"):  # init_from= left empty
-        weights.resolve("")
 
 
 def test_trainer_eval_of_another_users_run_naming_code_needs_trust(tmp_path):

@@ -11,8 +11,7 @@ import sys
 import numpy
 import pytest
 from helpers import load_npz, one_error_line, read_jsonl, run_cli
-
-from tests.kvstore.test_dist import mpiexec, run  # noqa: F401  (mpiexec is a fixture)
+from mpi_jobs import run
 
 PARALLEL = ("updater=parallel", "updater.devices=2", "kvstore=device", "trainer.progress=false")
 COMPRESSED = ("kvstore.compression.type=2bit", "kvstore.compression.threshold=0.01")

@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy
 import pytest
 from helpers import load_npz, read_jsonl, run_cli
+from mpi_jobs import SCRIPTS, run
 
-from tests.kvstore.test_dist import SCRIPTS, mpiexec, run  # noqa: F401  (mpiexec is a fixture)
 from trainer_run.storage import checkpoint
 
 COMMON = ("optimizer=sgd", "optimizer.momentum=0.9", "trainer.progress=false", "trainer.log_interval=10",

@@ -15,10 +15,10 @@ import numpy
 import pytest
 from cluster_hosts import GONE, Hosts, available
 from helpers import load_npz, run_cli
+from mpi_jobs import run
 
 from tests.command.test_cli_compression import COMPRESSED
 from tests.command.test_cli_dist import ASYNC, COMMON, assert_equals_one_process_of_batch_50
-from tests.kvstore.test_dist import mpiexec, run  # noqa: F401  (mpiexec is a fixture)
 from trainer_run.storage import checkpoint
 
 pytestmark = pytest.mark.cluster

@@ -16,8 +16,6 @@ import time
 
 from helpers import read_jsonl, run_cli
 
-from trainer_run.training.extensions.progress import kept_rows
-
 SHORT = ("trainer.max_iterations=40", "trainer.log_interval=10", "trainer.eval_interval=20")
 LINE = re.compile(r"^it (\d+)/(\d+)  epoch [\d.]+  samples/s [\d,-]+  elapsed \d+:\d\d:\d\d  "
                   r"ETA (\d+:\d\d:\d\d|-)  train/loss (\S+)")
@@ -75,19 +73,6 @@ def test_a_terminal_gets_the_live_bar(tmp_path):
     assert "\x1b[" in screen  # the bar is redrawn with cursor movements
     assert "it 40/40" in screen and "ETA" in screen and "train/loss" in screen
     assert not any(line.startswith("it 10/40  epoch") for line in screen.splitlines())
-
-
-def test_every_evaluation_row_stays_in_the_final_table():
-    rows = [{"iteration": i, "train/loss": 1.0 / i} | ({"val/loss": 2.0 / i} if i % 7 == 0 else {})
-            for i in range(1, 101)]
-    kept, note = kept_rows(rows, 20)
-    evaluated = [row["iteration"] for row in rows if "val/loss" in row]
-    assert set(evaluated) <= {row["iteration"] for row in kept}
-    assert kept[-1] is rows[-1] and len(kept) == 20
-    assert [row["iteration"] for row in kept] == sorted(row["iteration"] for row in kept)
-    training_only = len(kept) - len(evaluated) - 1   # the last row (100) is training-only
-    assert note.startswith(f"every evaluation row; {training_only} of {100 - 14 - 1} training-only")
-    assert kept_rows(rows[:20], 20) == (rows[:20], "")
 
 
 def test_the_final_table_of_a_long_run_shows_every_evaluation(tmp_path):

@@ -21,11 +21,6 @@ import numpy
 import pytest
 from helpers import one_error_line, run_cli
 
-from trainer_run import blas_threads, devices
-from trainer_run.backend import Backend
-from trainer_run.errors import ConfigError
-from trainer_run.updaters import ParallelUpdater
-
 QUIET = "trainer.progress=false"
 H200 = {"name": "NVIDIA H200", "memory_bytes": 150754820096}
 FAKE_CUPY = {
@@ -120,17 +115,6 @@ def _backend_lines(result) -> list[str]:
 
 # -- Backend.describe and device_record ---------------------------------------------------------
 
-@pytest.mark.parametrize("threads, words", [(4, "numpy (cpu, 4 threads)"),
-                                            (1, "numpy (cpu, 1 thread)"),
-                                            (None, "numpy (cpu)")])
-@pytest.mark.parametrize("dtype", ["float32", "float16"])
-def test_numpy_backend_describes_the_cpu_and_the_blas_threads(monkeypatch, threads, words, dtype):
-    monkeypatch.setattr(blas_threads, "current", lambda: threads)
-    backend = Backend("numpy", dtype=dtype)
-    assert backend.describe() == words
-    assert backend.device_record() == {"backend": "numpy", "device": "cpu", "threads": threads,
-                                       "dtype": dtype}
-    json.dumps(backend.device_record())  # plain data, for summary.json
 
 
 def test_the_numpy_path_never_imports_cupy(fake_cupy):
@@ -223,36 +207,6 @@ def test_a_gpu_that_is_not_there_is_one_line(tmp_path, fake_cupy, args, env, wor
     assert not (tmp_path / "run").exists()
 
 
-class _OnGPU:
-    """What ParallelUpdater asks of a CuPy backend before anything else: its device."""
-
-    name, device = "cupy", 0
-
-
-@pytest.mark.parametrize("visible, asked, words", [
-    (1, 2, "devices=2 asks for GPUs 0, 1, but 1 GPU is visible (id 0)"),
-    (4, 8, "devices=8 asks for GPUs 0, 1, 2, 3, 4, 5, 6, 7, but 4 GPUs are visible (ids 0, 1, 2, 3)"),
-    (2, [0, 2], "devices=[0, 2] asks for GPUs 0, 2, but 2 GPUs are visible (ids 0, 1)"),
-    (0, 1, "devices=1 asks for GPU 0, but no GPU is visible"),
-])
-def test_parallel_updater_refuses_more_gpus_than_visible(monkeypatch, visible, asked, words):
-    monkeypatch.setattr(devices, "gpu_count", lambda: visible)
-    with pytest.raises(ConfigError) as e:
-        ParallelUpdater(None, None, None, devices=asked, backend=_OnGPU())
-    assert str(e.value).startswith(words) and "\n" not in str(e.value)
-
-
-@pytest.mark.parametrize("visible, ids", [(1, [0]), (2, [0, 1]), (8, [3, 7])])
-def test_visible_gpus_pass(monkeypatch, visible, ids):
-    monkeypatch.setattr(devices, "gpu_count", lambda: visible)
-    devices.check_visible(ids, "devices=...", "fix")
-
-
-@pytest.mark.skipif(importlib.util.find_spec("cupy") is not None, reason="CuPy is installed")
-def test_without_cupy_no_gpu_is_seen():
-    assert devices.gpu_count() == 0 and devices.gpus() == []
-
-
 # -- trainer-run --info -----------------------------------------------------------------------
 
 def _devices_section(result) -> list[str]:
@@ -325,27 +279,3 @@ def test_backend_cupy_without_cupy_names_both_extras_and_nvidia_smi(tmp_path):
                   "backend=numpy"):
         assert words in line
     assert not (tmp_path / "run").exists()
-
-
-def test_the_peak_memory_is_the_kernels_high_water_mark():
-    """``host`` is this process's peak resident size, the ``VmHWM`` Linux reports; it does not
-    fall when memory is given back."""
-    from trainer_run import devices
-
-    block = numpy.ones(64 * 2**20 // 8)  # 64 MiB, touched
-    held = devices.peak_memory(False)["host"]
-    del block
-    after = devices.peak_memory(False)["host"]
-    status = Path("/proc/self/status").read_text()
-    hwm = int(next(line for line in status.splitlines() if line.startswith("VmHWM:")).split()[1])
-    assert after >= held and abs(after - hwm * 1024) <= 4 * 2**20
-    assert held >= 64 * 2**20
-
-
-@pytest.mark.gpu
-def test_the_gpu_pool_peak_counts_what_was_freed(cupy):
-    from trainer_run import devices
-
-    block = cupy.ones(32 * 2**20 // 4, dtype=cupy.float32)  # 32 MiB
-    del block
-    assert devices.peak_memory(True)["gpu_pool"] >= 32 * 2**20

@@ -3,11 +3,8 @@ model summary at the start of a run and in summary.json."""
 
 import json
 
-import numpy as np
 import pytest
 from helpers import run_cli
-
-from trainer_run.models import MLP, Linear, Module, evaluating, set_mode, summary
 
 MODE_MODELS = '''
 from trainer_run import functions as F
@@ -50,31 +47,6 @@ class Plain:
 '''
 
 
-class _Backend:
-    rng = np.random.default_rng(0)
-
-    @staticmethod
-    def asarray(a, dtype=None):
-        return np.asarray(a, dtype=dtype)
-
-
-def test_train_and_eval_reach_every_sub_module_and_evaluating_restores():
-    outer = Module()
-    outer.a = Linear(2, 2, _Backend())
-    outer.inner = Module()
-    outer.inner.deep = Module()
-    assert outer.eval() is outer
-    assert (outer.training, outer.a.training, outer.inner.deep.training) == (False, False, False)
-    outer.train()
-    with evaluating(outer):
-        assert not outer.inner.deep.training
-    assert outer.inner.deep.training
-    plain = type("Plain", (), {"training": True})()
-    set_mode(plain, False)
-    assert plain.training is False
-    set_mode(object(), False)  # neither a Module nor a training attribute: left as it is
-
-
 @pytest.mark.parametrize("target", ["my_modes.Reports", "my_modes.Plain"])
 def test_the_updater_trains_in_training_mode_and_the_evaluator_in_evaluation_mode(tmp_path, target):
     (tmp_path / "my_modes.py").write_text(MODE_MODELS)
@@ -86,12 +58,6 @@ def test_the_updater_trains_in_training_mode_and_the_evaluator_in_evaluation_mod
     assert [row["val/mode"] for row in rows if "val/mode" in row] == [0.0, 0.0]
     if target.endswith("Reports"):
         assert [row["val/inner_mode"] for row in rows if "val/inner_mode" in row] == [0.0, 0.0]
-
-
-def test_the_summary_counts_parameters_by_layer():
-    model = MLP(3, 2, _Backend(), hidden_sizes=[5])
-    assert summary(model) == {"class": "MLP", "parameters": 3 * 5 + 5 + 5 * 2 + 2,
-                              "bytes": (3 * 5 + 5 + 5 * 2 + 2) * 4, "layers": {"l1": 20, "l2": 12}}
 
 
 def test_a_run_shows_its_model_and_records_it_in_the_summary(tmp_path):

@@ -10,8 +10,6 @@ import sys
 import numpy
 import pytest
 
-from tests.kvstore.test_dist import mpiexec  # noqa: F401  (a fixture)
-
 pytestmark = pytest.mark.mpi
 
 

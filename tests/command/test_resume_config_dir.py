@@ -11,9 +11,6 @@ from pathlib import Path
 import pytest
 from helpers import run_cli, run_files
 
-from trainer_run.compose import config_dirs
-from trainer_run.errors import ConfigError
-
 MY_MODELS = '''
 from trainer_run import functions as F
 from trainer_run.models import Linear, Model
@@ -84,15 +81,3 @@ def test_a_run_stopped_before_its_first_checkpoint_says_it_too(started, tmp_path
     result = run_cli("resume=run", *QUIET, cwd=folder)
     assert _one_line(result).startswith(f"error: the run chose model=mine from its config folder "
                                         f"{started / 'conf'}, which this command does not give")
-
-
-def test_without_a_record_of_the_folder_the_option_file_is_named(tmp_path):
-    (tmp_path / ".hydra").mkdir()
-    (tmp_path / ".hydra" / "hydra.yaml").write_text("hydra: {runtime: {config_sources: []}}\n")
-    for run in (tmp_path, None):
-        with pytest.raises(ConfigError) as e:
-            config_dirs.check_found({"optimizer": "adam", "model": "mine"}, ["resume=x y"], run)
-        assert str(e.value) == ("the run chose model=mine from a config folder of yours, which this "
-                                "command does not give; resume it with: trainer-run --config-dir "
-                                "<the folder of model/mine.yaml> resume='x y'")
-    config_dirs.check_found({"optimizer": "adam", "model": "mlp"}, [], None)

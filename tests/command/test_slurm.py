@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 from helpers import run_cli
+from mpi_jobs import run
 from slurm_cluster import Slurm, available, free_port
 
 from tests.command.test_cli_dist import COMMON, assert_equals_one_process_of_batch_50
 from tests.command.test_preemption import assert_same_model_and_metrics, assert_same_run
-from tests.kvstore.test_dist import mpiexec, run  # noqa: F401  (mpiexec is a fixture)
 
 pytestmark = pytest.mark.slurm
 

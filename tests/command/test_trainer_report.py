@@ -135,13 +135,6 @@ def test_the_curves_are_the_logged_values(sweeps, tmp_path):
     assert (tmp_path / "c.png").read_bytes()[:8] == PNG
 
 
-def test_a_cut_last_line_is_skipped_and_a_null_is_nan(tmp_path):
-    log = tmp_path / "metrics.jsonl"
-    log.write_text('{"iteration": 10, "val/loss": 0.5}\n{"iteration": 20, "val/loss": null}\n{"iter')
-    rows = comparison_curves.read_log(log)
-    assert rows == [{"iteration": 10, "val/loss": 0.5}, {"iteration": 20, "val/loss": None}]
-
-
 def test_a_row_torn_by_a_full_disk_is_left_out_with_a_warning(sweeps, tmp_path):
     sweep = tmp_path / "sweep"
     shutil.copytree(sweeps / "sweep", sweep)
@@ -153,16 +146,6 @@ def test_a_row_torn_by_a_full_disk_is_left_out_with_a_warning(sweeps, tmp_path):
     assert result.stderr.splitlines() == [f"warning: {log} line {rows + 1} was cut short while "
                                           "being written; left out"]
     assert (tmp_path / "comparison.png").exists()
-
-
-def test_labels_name_the_varying_overrides_and_tell_equal_ones_apart():
-    rows = [results.Row("0", Path("a"), ["optimizer=adam", "seed=1"]),
-            results.Row("1", Path("b"), ["optimizer=sgd", "seed=1"]),
-            results.Row("0", Path("c"), ["optimizer=sgd", "seed=2"]),
-            results.Row("x", Path("d"), ["optimizer=sgd", "seed=2"])]
-    assert results.labels(rows) == ["optimizer=adam seed=1", "optimizer=sgd seed=1",
-                                    "0: optimizer=sgd seed=2", "x: optimizer=sgd seed=2"]
-    assert results.labels(rows[:1]) == ["0"]
 
 
 @pytest.mark.parametrize("given", ["missing", "unrelated"])

@@ -12,8 +12,8 @@ import threading
 import numpy as np
 import pytest
 from helpers import load_npz, read_jsonl, run_cli
+from mpi_jobs import run
 
-from tests.kvstore.test_dist import mpiexec, run  # noqa: F401  (mpiexec is a fixture)
 from trainer_run import kvstore as kvstores
 from trainer_run import optimizers
 from trainer_run.backend import get_backend

@@ -130,3 +130,13 @@ def test_runs_that_did_not_finish_are_listed_below_and_left_out_of_the_seed_stat
                                                        ("1", "interrupted")]
     group, = results.by_seed(rows)
     assert (group.n, group.mean, group.seeds) == (2, 0.4, ["0", "1", "2"])
+
+
+def test_labels_name_the_varying_overrides_and_tell_equal_ones_apart():
+    rows = [results.Row("0", Path("a"), ["optimizer=adam", "seed=1"]),
+            results.Row("1", Path("b"), ["optimizer=sgd", "seed=1"]),
+            results.Row("0", Path("c"), ["optimizer=sgd", "seed=2"]),
+            results.Row("x", Path("d"), ["optimizer=sgd", "seed=2"])]
+    assert results.labels(rows) == ["optimizer=adam seed=1", "optimizer=sgd seed=1",
+                                    "0: optimizer=sgd seed=2", "x: optimizer=sgd seed=2"]
+    assert results.labels(rows[:1]) == ["0"]

@@ -3,6 +3,8 @@ iteration that crosses it (evaluated, logged and checkpointed as a last iteratio
 ``completed``, ``stop_reason`` ``max_time``; a resume gets the whole limit again; the workers
 of a synchronous run end after the same iteration; bad values are one line."""
 
+from __future__ import annotations
+
 import json
 import threading
 import time
@@ -216,3 +218,20 @@ def test_a_bad_max_time_is_one_line_and_nothing_is_written(tmp_path, value):
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and "error: trainer.max_time must be" in done.stderr
     assert not out.exists()
+
+
+@pytest.mark.parametrize("value, field", [("00:-1:00:00", "hours is -1"), ("-2:00:00:00", "days is -2"),
+                                          ("00:00:-30:00", "minutes is -30"),
+                                          ("00:01:00:-5", "seconds is -5")])
+def test_a_negative_field_of_max_time_is_refused_by_name(value, field):
+    with pytest.raises(ConfigError) as refused:
+        seconds(value)
+    message = str(refused.value)
+    assert message.startswith("max_time must be DD:HH:MM:SS of whole numbers >= 0")
+    assert f"got {value!r} ({field})" in message and "\n" not in message
+
+
+def test_a_negative_field_that_sums_to_a_positive_time_is_refused_too():
+    """``00:01:-30:00`` adds up to 30 minutes: still a mistake, never a silent sum."""
+    with pytest.raises(ConfigError, match=r"\(minutes is -30\)"):
+        seconds("00:01:-30:00")
