@@ -4,7 +4,7 @@ command's (a subprocess, ``trainer-run``, ``trainer-eval``, ``trainer-report``, 
 ``tests/command/``, the top-level modules' and the project's own checks in ``tests/``.
 
 Issue 39 asks for a test file named after at least 70% of the library's modules (``GOAL``); the
-share reached so far (119 of 188 modules) is held as ``FLOOR``, which may only go up.
+share reached so far (120 of 188 modules) is held as ``FLOOR``, which may only go up.
 """
 
 from __future__ import annotations
