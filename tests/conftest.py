@@ -10,12 +10,18 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import shutil
+import sys
+from pathlib import Path
 
 import pytest
+from mpi_jobs import run
 
 from trainer_run import jit
 
-SERIAL_MODULES = {"test_preemption", "test_run_directory", "test_download"}
+SERIAL_MODULES = {"test_preemption", "test_directory", "test_download"}
+"""The test files (by stem: tests/command/test_preemption.py, tests/runs/test_directory.py,
+tests/data/test_download.py) whose tests run on the serial worker."""
 GPU_REASON = "needs CuPy and a CUDA device (none here)"
 BACKENDS = ["numpy", pytest.param("cupy", marks=pytest.mark.gpu)]
 """The array backends a test parametrized over them runs on (see :func:`xp_backend`)."""
@@ -49,6 +55,15 @@ def xp_backend(request) -> str:
 
 
 @pytest.fixture
+def rng():
+    """A generator for a test's inputs, seeded alike for every test (a file's own ``rng``
+    fixture takes precedence)."""
+    import numpy
+
+    return numpy.random.default_rng(1234)
+
+
+@pytest.fixture
 def cupy():
     """The cupy module, for a test marked ``gpu`` (which skips where there is none)."""
     import cupy
@@ -62,13 +77,14 @@ def pytest_collection_modifyitems(items):
     other: on a 2-core machine two of them at once could miss their timeouts."""
     for item in items:
         if (any(item.get_closest_marker(m) for m in ("mpi", "cluster", "slurm"))
-                or item.module.__name__ in SERIAL_MODULES):
+                or item.path.stem in SERIAL_MODULES):
             item.add_marker(pytest.mark.xdist_group("serial"))
 
 
 def pytest_generate_tests(metafunc):
-    """Optimizer tests run twice: with the compiled (numba) fused loops and with NumPy's."""
-    if metafunc.module.__name__.startswith("test_optimizers") and "jit_enabled" in metafunc.fixturenames:
+    """The tests of a module that sets ``JIT_AND_NUMPY = True`` (the optimizers' tests against
+    MXNet) run twice: with the compiled (numba) fused loops and with NumPy's."""
+    if getattr(metafunc.module, "JIT_AND_NUMPY", False) and "jit_enabled" in metafunc.fixturenames:
         metafunc.parametrize("jit_enabled", [True, False], ids=["jit", "numpy"], indirect=True)
 
 
@@ -78,8 +94,24 @@ def jit_enabled(request, monkeypatch):
     tests (``test_gpu_*``): their NumPy side runs the array code the CuPy side runs, the
     reference CuPy is held to, and compiles nothing."""
     enabled = getattr(request, "param", jit.ENABLED) and jit.AVAILABLE
-    if request.module.__name__.startswith("test_gpu_"):
+    if request.path.stem.startswith("test_gpu_"):
         enabled = False
     monkeypatch.setattr(jit, "ENABLED", enabled)
     monkeypatch.setattr(jit, "COMPILED_MIN", 0)  # the tests' small arrays take the kernels too
     return enabled
+
+
+@pytest.fixture(scope="module")
+def mpiexec():
+    """The ``mpiexec`` that starts mpi4py's MPI (skips the test where there is none)."""
+    if importlib.util.find_spec("mpi4py") is None:
+        pytest.skip("mpi4py is not installed: pip install 'trainer-run[mpi]'")
+    here = Path(sys.executable).parent / "mpiexec"
+    exe = str(here) if here.exists() else shutil.which("mpiexec")
+    if exe is None:
+        pytest.skip("no mpiexec next to this Python or on PATH: pip install 'trainer-run[mpi]'")
+    code, out = run([exe, "-n", "2", sys.executable, "-c",
+                     "from mpi4py import MPI; print(f'size={MPI.COMM_WORLD.Get_size()};')"])
+    if code != 0 or out.count("size=2;") != 2:
+        pytest.skip(f"{exe} does not start 2 ranks of mpi4py's MPI (exit {code}): {out[-500:]}")
+    return exe

@@ -1,4 +1,4 @@
-"""Helpers of the GPU tests (``tests/test_gpu_*.py``): a backend by name, host copies of
+"""Helpers of the GPU tests (``tests/*/test_gpu_*.py``): a backend by name, host copies of
 arrays of either backend, and comparisons of a device result with the NumPy one.
 
 Every test body names its backend as a string (``"numpy"`` or ``"cupy"``) and builds it with

@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-from test_kvstore_dist import mpiexec  # noqa: F401  (a fixture)
 
 from trainer_run import load_model, trust
 from trainer_run.errors import ConfigError

@@ -1,4 +1,4 @@
-"""Run by tests/test_kvstore_dist.py under ``mpiexec -n 3``: dist_async, 1 server + 2 workers.
+"""Run by tests/kvstore/test_worker.py under ``mpiexec -n 3``: dist_async, 1 server + 2 workers.
 
 The server (the last rank) applies plain SGD, ``w -= lr * g``, to every push as it arrives.
 Worker 1 starts pushing only after a pause, so worker 0's pulls in between must show its own

@@ -1,4 +1,4 @@
-"""Run by tests/test_kvstore_compression.py under ``mpiexec``: 2-bit gradient compression on the
+"""Run by tests/kvstore/test_kvstore_compression.py under ``mpiexec``: 2-bit gradient compression on the
 MPI stores. ``sync [threshold]``: dist_sync and dist_device_sync on every rank; ``async``:
 dist_async, the last rank serving. Each rank writes what it pushed and pulled (and error messages, as strings)
 to ``OUT/rank<r>.npz``; the test recomputes the sums by hand from the pushed values.

@@ -1,4 +1,5 @@
-"""Run by tests/test_kvstore_dist.py under mpiexec: ranks that stop, stores that must not hang.
+"""Run by tests/kvstore/test_dist_sync.py and test_worker.py under mpiexec: ranks that stop,
+stores that must not hang.
 
 Modes (argv[2]):
 

@@ -1,4 +1,4 @@
-"""Run by tests/test_kvstore_dist.py under ``mpiexec -n N``: dist_sync and dist_device_sync.
+"""Run by tests/kvstore/test_dist_sync.py under ``mpiexec -n N``: dist_sync and dist_device_sync.
 
 Each rank writes what it saw to ``OUT/rank<r>.npz`` (arrays, and error messages as strings).
 """

@@ -33,7 +33,7 @@ cache-sized chunks (:mod:`.array_ops`, :mod:`.workspace`), which give the same b
 the weight's dtype before use, as MXNet's kernels do. An optimizer whose state is not shaped
 like the weight sets ``flat_state = False`` and overrides ``update`` instead; its states are
 then created per index and it is updated per index. The readable formulas, in float64, are
-the tests' oracle (``tests/test_optimizers*.py``).
+the tests' oracle (``tests/optimizers/``).
 """
 
 from __future__ import annotations

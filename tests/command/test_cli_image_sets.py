@@ -1,0 +1,121 @@
+"""The image sets end to end: ``trainer-run dataset=mnist|cifar10|idx`` on tiny files served
+by a local HTTP server or put in place beforehand, and the dataset callables themselves.
+
+The training images are one prototype per class (labels 0..9 in turn, 10 images of each), so
+the run's validation split (``val_fraction`` 0.1: one image of each class, whichever it
+draws) has a loss computed here from the saved parameters (``image_files.check_run``): it
+checks that the run trained on these pixels, scaled to [0, 1], with the labels they were
+written with. A user's own copies in other layouts: ``test_cli_image_copies.py``."""
+
+from __future__ import annotations
+
+import json
+
+import numpy
+import pytest
+from helpers import load_npz, run_cli
+from image_files import (
+    CIFAR_CLASSES,
+    FileServer,
+    check_run,
+    cifar_archive,
+    class_images,
+    closed_port_url,
+    md5,
+    mnist_files,
+)
+
+from trainer_run.data import image_sets
+from trainer_run.data.idx import write_idx
+
+SHORT = ("model.hidden_sizes=[8]", "trainer.max_iterations=5", "trainer.progress=false",
+         "dataset.batch_size=10")
+
+
+def _md5(contents: dict, names: dict) -> list[str]:
+    """Overrides of ``dataset.md5`` for the files ``contents`` (name: bytes) of the roles
+    ``names`` (role: name)."""
+    return [f"dataset.md5.{role}='{md5(contents[name])}'" for role, name in names.items()]
+
+
+def test_mnist_downloads_its_files_once_and_trains_on_them(tmp_path):
+    contents, arrays = mnist_files(tmp_path / "served")
+    with FileServer() as server:
+        server.routes = {f"/mnist/{name}": c for name, c in contents.items()}
+        mirrors = f"dataset.mirrors=[{closed_port_url()},{server.url('/mnist/')}]"
+        result = run_cli("dataset=mnist", f"dataset.root={tmp_path / 'data'}", mirrors,
+                         *_md5(contents, image_sets.MNIST_NAMES), "dataset.timeout=5",
+                         f"hydra.run.dir={tmp_path / 'run'}", *SHORT)
+        assert result.returncode == 0, result.stderr
+        assert [server.gets(f"/mnist/{name}") for name in contents] == [1, 1, 1, 1]
+    for name, content in contents.items():
+        assert (tmp_path / "data" / "mnist" / name).read_bytes() == content
+    check_run(tmp_path / "run", arrays["prototypes"])
+    record = json.loads((tmp_path / "run" / "data.json").read_text())
+    assert record["classes"] == [str(d) for d in range(10)] and record["in_shape"] == [1, 28, 28]
+
+
+def test_mnist_offline_without_its_files_is_one_line(tmp_path):
+    mirror = closed_port_url()
+    result = run_cli("dataset=mnist", f"dataset.root={tmp_path}", f"dataset.mirrors=[{mirror}]",
+                     f"hydra.run.dir={tmp_path / 'run'}", *SHORT)
+    assert result.returncode == 2
+    assert result.stderr == (
+        f"error: dataset.root: train-images-idx3-ubyte.gz, train-labels-idx1-ubyte.gz, "
+        f"t10k-images-idx3-ubyte.gz, t10k-labels-idx1-ubyte.gz are not in {tmp_path / 'mnist'} (nor "
+        f"in {tmp_path}, {tmp_path / 'MNIST' / 'raw'}) and no mirror answered ({mirror}); download "
+        "them there by hand or set dataset.root or TRAINER_RUN_DATA to a folder that has them\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # no mnist/ folder, no lock file
+
+
+def test_cifar10_from_an_archive_put_in_trainer_run_data(tmp_path, monkeypatch):
+    folder = tmp_path / "data" / "cifar10"
+    folder.mkdir(parents=True)
+    arrays = cifar_archive(folder / "cifar-10-binary.tar.gz", per_batch=20, prototypes=True)
+    contents = {"cifar-10-binary.tar.gz": (folder / "cifar-10-binary.tar.gz").read_bytes()}
+    monkeypatch.setenv("TRAINER_RUN_DATA", str(tmp_path / "data"))
+    result = run_cli("dataset=cifar10", f"dataset.mirrors=[{closed_port_url()}]",
+                     *_md5(contents, image_sets.CIFAR10_NAMES), "dataset.examples.train=100",
+                     "dataset.examples.test=20", f"hydra.run.dir={tmp_path / 'run'}", *SHORT)
+    assert result.returncode == 0, result.stderr
+    assert (folder / "cifar-10-batches-bin" / "test_batch.bin").stat().st_size == 20 * 3073
+    check_run(tmp_path / "run", arrays["prototypes"])
+    record = json.loads((tmp_path / "run" / "data.json").read_text())
+    assert record["classes"] == CIFAR_CLASSES and record["in_shape"] == [3, 32, 32]
+    # the test split, evaluated once at the end with the final parameters
+    params = load_npz(tmp_path / "run" / "model.npz")
+    x, y = arrays["test"]
+    x = x.reshape(len(x), -1).astype(numpy.float64) / 255
+    logits = numpy.maximum(x @ params["l1/W"].T + params["l1/b"], 0) @ params["l2/W"].T + params["l2/b"]
+    shifted = logits - logits.max(axis=1, keepdims=True)
+    log_p = shifted - numpy.log(numpy.exp(shifted).sum(axis=1, keepdims=True))
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["test/loss"] == pytest.approx(-log_p[range(len(y)), y].mean(), rel=1e-5)
+
+
+@pytest.mark.parametrize("compress", [True, False], ids=["gz", "raw"])
+def test_idx_files_relative_to_the_working_folder(tmp_path, compress):
+    x, y, prototypes = class_images(100, (12, 12))
+    (tmp_path / "data").mkdir()
+    for name, array in (("train-x", x), ("train-y", y), ("test-x", x[:7]), ("test-y", y[:7])):
+        write_idx(tmp_path / "data" / name, array, compress=compress)
+    result = run_cli("dataset=idx", "dataset.train_images=data/train-x",
+                     "dataset.train_labels=data/train-y", "dataset.test_images=data/test-x",
+                     "dataset.test_labels=data/test-y", "hydra.run.dir=run", *SHORT, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    check_run(tmp_path / "run", prototypes)
+
+
+def test_idx_without_its_files_names_the_key(tmp_path):
+    result = run_cli("dataset=idx", "dataset.train_images=missing.gz", "hydra.run.dir=run", *SHORT,
+                     cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr == (f"error: dataset.train_images=missing.gz: no such file (relative to "
+                             f"{tmp_path})\n")
+
+
+def test_a_time_limit_that_is_not_positive_is_one_line(tmp_path):
+    result = run_cli("dataset=mnist", f"dataset.root={tmp_path}", "dataset.time_limit=0",
+                     f"hydra.run.dir={tmp_path / 'run'}", *SHORT)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip() == "error: dataset.time_limit must be > 0, got 0", result.stderr

@@ -1,0 +1,108 @@
+"""Writing a run's files (storage/files.py): replaced atomically, appended whole, a refused
+write named in one StorageError with no temporary file left and no row left torn."""
+
+from __future__ import annotations
+
+import errno
+import os
+
+import numpy as np
+import pytest
+from refused_writes import FULL
+from refused_writes import disk_full_for as _disk_full_for
+from refused_writes import temporaries as _temporaries
+
+from trainer_run.errors import StorageError
+from trainer_run.storage import checkpoint, files
+
+
+# -- atomic writing -----------------------------------------------------------------------------
+def test_write_atomic_replaces_the_file_or_leaves_it_as_it_was(tmp_path, monkeypatch):
+    target = tmp_path / "out.json"
+    files.write_atomic(target, "old")
+    assert target.read_text() == "old"
+    files.write_atomic(target, b"\x00bytes")
+    assert target.read_bytes() == b"\x00bytes"
+    files.write_atomic(target, lambda f: f.write(b"written by a callable"))
+    assert target.read_bytes() == b"written by a callable"
+    _disk_full_for(monkeypatch, "out.json")
+    with pytest.raises(StorageError) as caught:
+        files.write_atomic(target, "new")
+    assert str(caught.value) == f"cannot write {target}: {FULL}"
+    assert caught.value.exit_code == 4
+    assert target.read_bytes() == b"written by a callable"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.json"]
+
+
+def test_append_names_the_file_it_cannot_write(tmp_path):
+    target = tmp_path / "rows.jsonl"
+    files.append(target, "a\n")
+    files.append(target, "b\n")
+    assert target.read_text() == "a\nb\n"
+    target.unlink()
+    target.mkdir()
+    with pytest.raises(StorageError) as caught:
+        files.append(target, "c\n")
+    assert str(caught.value) == f"cannot write {target}: Is a directory"
+
+
+# -- checkpoints --------------------------------------------------------------------------------
+@pytest.mark.parametrize("failing", ["latest", "arrays.npz", "state.json"])
+def test_a_refused_checkpoint_write_names_the_file_and_leaves_the_previous_one(tmp_path, monkeypatch,
+                                                                              failing):
+    checkpoint.save({"w": np.ones(3)}, tmp_path, 1)
+    _disk_full_for(monkeypatch, failing)
+    with pytest.raises(StorageError) as caught:
+        checkpoint.save({"w": np.zeros(3)}, tmp_path, 2)
+    named = tmp_path / failing if failing == "latest" else tmp_path / "iter_00000002" / failing
+    assert str(caught.value) == (f"cannot write {named}: {FULL}; "
+                                 "the previous checkpoint iter_00000001 is intact")
+    assert _temporaries(tmp_path) == []
+    assert (tmp_path / "latest").read_text() == "iter_00000001\n"
+    monkeypatch.undo()
+    found = checkpoint.find(tmp_path)
+    assert found == tmp_path / "iter_00000001"
+    np.testing.assert_array_equal(checkpoint.load(found)["w"], np.ones(3))
+
+
+# -- summary.json and model.npz -----------------------------------------------------------------
+
+
+# -- metrics.jsonl -------------------------------------------------------------------------------
+
+
+# -- strict JSON ---------------------------------------------------------------------------------
+
+
+# -- appending: a row whole or not at all --------------------------------------------------------
+def _disk_fills_after(monkeypatch, written: int) -> None:
+    """Makes os.write write at most ``written`` bytes, then refuse with ENOSPC (a disk that
+    fills in the middle of an append)."""
+    real, left = os.write, [written]
+
+    def write(fd, data):
+        if left[0] <= 0:
+            raise OSError(errno.ENOSPC, FULL)
+        count = real(fd, bytes(data[:left[0]]))
+        left[0] -= count
+        return count
+
+    monkeypatch.setattr(os, "write", write)
+
+
+@pytest.mark.parametrize("logger", ["jsonl", "csv"])
+def test_a_row_the_disk_refuses_part_way_is_not_left_torn(tmp_path, monkeypatch, logger):
+    from trainer_run.training.loggers.csv import CsvTable
+    from trainer_run.training.loggers.jsonl import JsonLines
+
+    made = JsonLines() if logger == "jsonl" else CsvTable()
+    made.start(tmp_path, [{"iteration": 1, "loss": 1.0}])
+    before = made.path.read_bytes()
+    _disk_fills_after(monkeypatch, 5)
+    with pytest.raises(StorageError) as caught:
+        made.write({"iteration": 2, "loss": 0.5})
+    assert str(caught.value) == f"cannot write {made.path}: {FULL}"
+    assert made.path.read_bytes() == before
+    monkeypatch.undo()
+    made.write({"iteration": 3, "loss": 0.25})
+    assert made.path.read_bytes().endswith(b"3,0.25\n" if logger == "csv" else b'"loss": 0.25}\n')

@@ -1,0 +1,37 @@
+"""The model protocol (trainer_run.module): training and evaluation modes reach every sub-module and
+evaluating restores them; the summary counts parameters by layer."""
+
+import numpy as np
+
+from trainer_run.models import MLP, Linear, Module, evaluating, set_mode, summary
+
+
+class _Backend:
+    rng = np.random.default_rng(0)
+
+    @staticmethod
+    def asarray(a, dtype=None):
+        return np.asarray(a, dtype=dtype)
+
+
+def test_train_and_eval_reach_every_sub_module_and_evaluating_restores():
+    outer = Module()
+    outer.a = Linear(2, 2, _Backend())
+    outer.inner = Module()
+    outer.inner.deep = Module()
+    assert outer.eval() is outer
+    assert (outer.training, outer.a.training, outer.inner.deep.training) == (False, False, False)
+    outer.train()
+    with evaluating(outer):
+        assert not outer.inner.deep.training
+    assert outer.inner.deep.training
+    plain = type("Plain", (), {"training": True})()
+    set_mode(plain, False)
+    assert plain.training is False
+    set_mode(object(), False)  # neither a Module nor a training attribute: left as it is
+
+
+def test_the_summary_counts_parameters_by_layer():
+    model = MLP(3, 2, _Backend(), hidden_sizes=[5])
+    assert summary(model) == {"class": "MLP", "parameters": 3 * 5 + 5 + 5 * 2 + 2,
+                              "bytes": (3 * 5 + 5 + 5 * 2 + 2) * 4, "layers": {"l1": 20, "l2": 12}}

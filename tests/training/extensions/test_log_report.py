@@ -1,0 +1,66 @@
+"""LogReport (training/extensions/log_report.py) and metrics.jsonl: a refused rewrite or row names the
+file and keeps what was there; NaN and infinity are written as null."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from refused_writes import FULL
+from refused_writes import disk_full_for as _disk_full_for
+from refused_writes import strict_loads as _strict
+from refused_writes import temporaries as _temporaries
+
+from trainer_run.errors import StorageError
+from trainer_run.training.extensions import LogReport
+
+
+def _log_trainer(out: Path, observation: dict):
+    updater = SimpleNamespace(iteration=3, epoch_detail=0.25, readings=dict,  # the updater protocol
+                              settle=lambda: None)
+    return SimpleNamespace(out=str(out), updater=updater, elapsed_time=1.5, observation=observation)
+
+
+def test_a_refused_metrics_rewrite_names_the_file_and_keeps_the_old_one(tmp_path, monkeypatch):
+    path = tmp_path / "metrics.jsonl"
+    path.write_text('{"iteration": 1}\n')
+    log = LogReport(lambda trainer: True)
+    log.load_state_dict({"log": [{"iteration": 1}, {"iteration": 2}], "sums": {}, "counts": {}})
+    _disk_full_for(monkeypatch, "metrics.jsonl")
+    with pytest.raises(StorageError) as caught:
+        log.initialize(_log_trainer(tmp_path, {}))
+    assert str(caught.value) == f"cannot write {path}: {FULL}"
+    assert path.read_text() == '{"iteration": 1}\n'
+    assert _temporaries(tmp_path) == []
+
+
+def test_a_refused_metrics_row_names_the_file(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    log = LogReport(lambda trainer: True)
+    trainer = _log_trainer(tmp_path, {"loss": 1.0})
+    log.initialize(trainer)
+    path.unlink()
+    path.mkdir()  # any refused open: a directory where the file was
+    with pytest.raises(StorageError) as caught:
+        log(trainer)
+    assert str(caught.value) == f"cannot write {path}: Is a directory"
+
+
+def test_metrics_rows_hold_null_for_nan_and_inf(tmp_path):
+    optimizer = SimpleNamespace(learning_rate=-math.inf)
+    log = LogReport(lambda trainer: True, optimizer)
+    log.load_state_dict({"log": [{"iteration": 1, "train/loss": math.nan}], "sums": {}, "counts": {}})
+    trainer = _log_trainer(tmp_path, {"loss": math.nan, "val/loss": np.float32("inf"), "accuracy": 0.5})
+    log.initialize(trainer)
+    log(trainer)
+    lines = (tmp_path / "metrics.jsonl").read_text().splitlines()
+    rows = [_strict(line) for line in lines]
+    assert isinstance(rows[1].pop("time"), str) and rows[1].pop("elapsed_s") > 0
+    assert rows == [
+        {"iteration": 1, "train/loss": None},
+        {"iteration": 3, "epoch": 0.25, "lr": None, "train/accuracy": 0.5,
+         "train/loss": None, "val/loss": None}]
+    assert math.isnan(log.last["train/loss"])  # the state keeps the value itself

@@ -1,0 +1,19 @@
+"""The progress readout (training/extensions/progress.py): every evaluation row stays in the final
+table."""
+
+from __future__ import annotations
+
+from trainer_run.training.extensions.progress import kept_rows
+
+
+def test_every_evaluation_row_stays_in_the_final_table():
+    rows = [{"iteration": i, "train/loss": 1.0 / i} | ({"val/loss": 2.0 / i} if i % 7 == 0 else {})
+            for i in range(1, 101)]
+    kept, note = kept_rows(rows, 20)
+    evaluated = [row["iteration"] for row in rows if "val/loss" in row]
+    assert set(evaluated) <= {row["iteration"] for row in kept}
+    assert kept[-1] is rows[-1] and len(kept) == 20
+    assert [row["iteration"] for row in kept] == sorted(row["iteration"] for row in kept)
+    training_only = len(kept) - len(evaluated) - 1   # the last row (100) is training-only
+    assert note.startswith(f"every evaluation row; {training_only} of {100 - 14 - 1} training-only")
+    assert kept_rows(rows[:20], 20) == (rows[:20], "")
