@@ -12,7 +12,7 @@ import pytest
 
 from trainer_run.runs import files as run_files
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SOURCES = (ROOT / "src" / "trainer_run", ROOT / "cli")
 RUN_FILES = "src/trainer_run/runs/files.py"
 
