@@ -1,0 +1,148 @@
+"""NAG (optimizers/nag.py) against MXNet 1.9's Python-side ``NAG.update`` (the seed text,
+shared/seeds/mxnet_optimizer.txt), recomputed here by hand in float64::
+
+    grad = clip(grad * rescale_grad, -clip_gradient, clip_gradient)   # whenever not None
+    with momentum:    mom = momentum * mom;  grad += wd * weight;  mom += grad
+                      grad += momentum * mom;  weight += -lr * grad
+    without:          weight += -lr * (grad + wd * weight)
+
+``clip`` is MXNet's NDArray operator: ``x > a_max -> a_max, elif x < a_min -> a_min``, so 0
+clips every gradient to 0 and a negative bound maps every value to one of the two bounds.
+Three steps on small float32 arrays, compared within float32 rounding; one trajectory also by
+pencil and paper. Each test runs with the compiled loops and with NumPy's (``JIT_AND_NUMPY``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from trainer_run.optimizers import NAG, create, get_updater
+
+JIT_AND_NUMPY = True  # each test runs with the compiled loops and with NumPy's (conftest.py)
+
+RTOL, ATOL = 1e-5, 1e-6
+W0 = np.array([0.5, -1.0, 2.0, 0.1, -0.3, 0.0], np.float32)
+GRADS = [np.array([3.0, -0.2, 0.6, -4.0, 0.05, 1.0], np.float32),
+         np.array([-0.7, 2.5, -0.1, 0.3, -1.9, 0.0], np.float32),
+         np.array([0.0, -0.9, 1.3, 0.8, 0.25, -2.2], np.float32)]
+KW = dict(learning_rate=0.1, wd=0.01, rescale_grad=0.5, clip_gradient=0.4)
+
+
+def ndarray_clip(x, a_min, a_max):
+    """MXNet's ``clip`` operator, element by element."""
+    return np.where(x > a_max, a_max, np.where(x < a_min, a_min, x))
+
+
+def mxnet_nag(w, g, mom, *, learning_rate, wd, rescale_grad, clip_gradient, momentum):
+    """One ``NAG.update`` of MXNet 1.9 in float64, line for line; returns (weight, mom)."""
+    g = g * rescale_grad
+    if clip_gradient is not None:
+        g = ndarray_clip(g, -clip_gradient, clip_gradient)
+    if momentum == 0:
+        return w + -learning_rate * (g + wd * w), None
+    mom = mom * momentum
+    g = g + wd * w
+    mom = mom + g
+    g = g + momentum * mom
+    return w + -learning_rate * g, mom
+
+
+def trajectory(momentum, lrs=(None, None, None), **kw):
+    """The library's weight and state, and the hand's, after each step of ``GRADS`` (the
+    learning rate set to ``lrs[k]`` before step ``k`` where not None)."""
+    kw = dict(KW, **kw)
+    opt = create("nag", momentum=momentum, **kw)
+    updater = get_updater(opt)
+    weight = W0.copy()
+    w, mom = W0.astype(np.float64), np.zeros(W0.shape)
+    for lr, g in zip(lrs, GRADS):
+        if lr is not None:
+            opt.set_learning_rate(lr)
+            kw["learning_rate"] = lr
+        updater(0, g.copy(), weight)
+        w, mom = mxnet_nag(w, g.astype(np.float64), mom, momentum=momentum, **kw)
+        yield weight, updater.states[0], w, mom
+
+
+def assert_matches(momentum, **kw):
+    for weight, state, w, mom in trajectory(momentum, **kw):
+        assert weight.dtype == np.float32
+        np.testing.assert_allclose(weight, w, rtol=RTOL, atol=ATOL)
+        if momentum == 0:
+            assert state is None
+        else:
+            np.testing.assert_allclose(state, mom, rtol=RTOL, atol=ATOL)
+
+
+@pytest.mark.parametrize("momentum", [0.0, 0.9, 0.3])
+def test_three_steps_match_mxnet(momentum):
+    assert_matches(momentum)
+
+
+@pytest.mark.parametrize("clip_gradient", [None, 100.0, 0.0, -0.25])
+def test_clip_gradient_clips_whenever_it_is_not_none(clip_gradient):
+    """Unlike SGD's kernel, 0 clips every gradient to 0 (only weight decay moves the weight)
+    and a negative bound sends every value to it or its opposite."""
+    assert_matches(0.9, clip_gradient=clip_gradient)
+
+
+def test_clip_gradient_zero_leaves_only_weight_decay():
+    """Without momentum: w <- w - lr * wd * w = 0.999 w each step."""
+    for step, (weight, _, _, _) in enumerate(trajectory(0.0, clip_gradient=0.0), start=1):
+        np.testing.assert_allclose(weight, W0 * 0.999 ** step, rtol=RTOL, atol=ATOL)
+
+
+def test_the_momentum_is_not_scaled_by_the_learning_rate():
+    """The seed's state is the momentum itself, so a rate changed between steps weighs only
+    its own step (MXNet 1.9.1's kernel keeps ``lr * momentum`` instead)."""
+    lrs = (0.1, 0.02, 0.5)
+    assert_matches(0.9, lrs=lrs)
+    # the sanity of the data: a momentum kept times the rate ends visibly elsewhere
+    weight = list(trajectory(0.9, lrs=lrs))[-1][0]
+    w, scaled_mom = W0.astype(np.float64), np.zeros(W0.shape)
+    for lr, g in zip(lrs, GRADS):
+        g = ndarray_clip(g * 0.5, -0.4, 0.4) + 0.01 * w
+        scaled_mom = 0.9 * scaled_mom + lr * g
+        w = w - (lr * g + 0.9 * scaled_mom)
+    assert np.abs(weight - w).max() > 1e-3
+
+
+def test_one_element_by_hand():
+    """w = 2, lr 0.1, wd 0.01, rescale 0.5, clip 0.4, momentum 0.9:
+    step 1, g = 3:    1.5 -> 0.4;  + 0.01 * 2 = 0.42;  mom = 0.42;
+                      w = 2 - 0.1 * (0.42 + 0.9 * 0.42) = 1.9202
+    step 2, g = -0.2: -0.1;  + 0.01 * 1.9202 = -0.080798;  mom = 0.378 - 0.080798 = 0.297202;
+                      w = 1.9202 - 0.1 * (-0.080798 + 0.9 * 0.297202) = 1.90153162"""
+    updater = get_updater(NAG(momentum=0.9, **KW))
+    weight = np.array([2.0], np.float32)
+    updater(0, np.array([3.0], np.float32), weight)
+    assert weight[0] == pytest.approx(1.9202, rel=1e-6)
+    assert updater.states[0][0] == pytest.approx(0.42, rel=1e-6)
+    updater(0, np.array([-0.2], np.float32), weight)
+    assert weight[0] == pytest.approx(1.90153162, rel=1e-6)
+    assert updater.states[0][0] == pytest.approx(0.297202, rel=1e-5)
+
+
+def test_a_loss_scale_the_gradient_carries_is_divided_out_before_clipping():
+    plain, scaled = get_updater(NAG(momentum=0.9, **KW)), get_updater(NAG(momentum=0.9, **KW))
+    w_plain, w_scaled = W0.copy(), W0.copy()
+    for g in GRADS:
+        plain(0, g.copy(), w_plain)
+        scaled(0, g * np.float32(256), w_scaled, scale=256.0)
+        np.testing.assert_allclose(w_scaled, w_plain, rtol=RTOL, atol=ATOL)
+
+
+def test_multi_precision_keeps_the_seeds_master_then_momentum():
+    updater = get_updater(NAG(momentum=0.9, multi_precision=True, **KW))
+    weight = W0.astype(np.float16)
+    w, mom = weight.astype(np.float64), np.zeros(W0.shape)
+    for g in GRADS:
+        g16 = g.astype(np.float16)
+        updater(0, g16, weight)
+        w, mom = mxnet_nag(w, g16.astype(np.float64), mom, momentum=0.9, **KW)
+    master, state = updater.states[0]
+    assert (master.dtype, state.dtype) == (np.float32, np.float32)
+    np.testing.assert_allclose(master, w, rtol=RTOL, atol=ATOL)
+    np.testing.assert_allclose(state, mom, rtol=RTOL, atol=ATOL)
+    assert np.array_equal(weight, master.astype(np.float16))
