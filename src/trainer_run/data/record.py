@@ -53,11 +53,13 @@ def read(folder: Path) -> dict:
     """The record written by :func:`write`, with ``mean`` and ``std`` when there are any,
     checked as the module docstring says."""
     path = Path(folder) / FILES[0]
+    data = reading.read_bytes(path, reading.RECORD_BYTES, Path(folder))  # its refusals as they are
     try:
-        record = json.loads(reading.read_bytes(path, reading.RECORD_BYTES, Path(folder)))
-    except (ValueError, UnicodeDecodeError) as e:  # JSONDecodeError is a ValueError
-        raise ConfigError(f"{path} is damaged: it is not JSON ({e}); it is written by the run, "
-                          "copy the run directory again") from None
+        record = json.loads(data)
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:
+        reason = "nested too deeply" if isinstance(e, RecursionError) else e
+        raise ConfigError(f"{path} is damaged: it is not JSON ({reason}); it is written by the "
+                          "run, copy the run directory again") from None
     problem = _problem(record)
     if problem:
         raise ConfigError(f"{path} is damaged: {problem}")
@@ -110,6 +112,8 @@ def _arrays(path: Path, in_shape: tuple) -> dict:
     pickle; each of ``mean`` and ``std`` finite floats of the inputs' shape, ``std`` positive."""
     try:
         arrays = npz.load(path)
+    except ConfigError:  # a link or a special file: refused as every run's file is
+        raise
     except (ValueError, OSError) as e:
         reason = e.strerror if isinstance(e, OSError) and e.strerror else e
         raise ConfigError(f"{path} cannot be read as an archive of arrays ({reason}); it is "
