@@ -62,7 +62,7 @@ def run(options: argparse.Namespace) -> int:
     from trainer_run import memory, targets
     from trainer_run.errors import ConfigError, StorageError
 
-    from .report import fail
+    from .failure import fail
 
     memory.reuse_freed_blocks()
     targets.import_from_here()  # the user's model and data modules, as trainer-run found them
@@ -87,8 +87,8 @@ def evaluate(run_dir: Path, overrides: list[str]) -> dict:
 
     from trainer_run import load_model
     from trainer_run.console import warn
+    from trainer_run.data import description as data_description
     from trainer_run.data import input_scaling
-    from trainer_run.data import record as data_record
     from trainer_run.errors import check
     from trainer_run.trained import read_sections
 
@@ -103,11 +103,11 @@ def evaluate(run_dir: Path, overrides: list[str]) -> dict:
         warn(str(warning.message))
     saved = read_sections(run_dir, ("model", "dataset", "seed"), trusted)
     section = _dataset_section(saved["dataset"], given)
-    record = data_record.read(run_dir)
+    record = data_description.read(run_dir)
     examples = _split(section, saved.get("seed", 0), record["task"], split)
     _check_fits(examples, record, split)
     dataset = input_scaling.Normalized(examples, trained.normalization)
-    return {"run": str(run_dir), "checkpoint": trained.weights.record(), "split": split,
+    return {"run": str(run_dir), "checkpoint": trained.weights.as_json(), "split": split,
             "dataset": section, "examples": len(dataset),
             "metrics": _measure(trained.model, dataset, section["batch_size"], split)}
 

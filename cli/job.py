@@ -28,7 +28,7 @@ from trainer_run.runs.lifecycle import Finished, Job
 from trainer_run.training import Trainer
 
 from . import hosts, sweep_job, sweep_record
-from .report import fail
+from .failure import fail
 
 
 @dataclass

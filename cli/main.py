@@ -47,7 +47,7 @@ from trainer_run.runs import resume as resumes
 from trainer_run.runs.lifecycle import on_rank_0
 
 from . import hosts, job, slurm_check, sweep_record, sweeps
-from .report import fail, stop_if_signalled
+from .failure import fail, stop_if_signalled
 
 COMPLETION_FLAGS = ("-sc", "--shell-completion")
 

@@ -78,7 +78,7 @@ def run(options: argparse.Namespace) -> int:
     from trainer_run.errors import ConfigError, StorageError
     from trainer_run.results import curves as lines
 
-    from .report import fail
+    from .failure import fail
 
     target = options.plot or Path(PLOT_NAME)
     try:

@@ -31,7 +31,7 @@ from omegaconf import DictConfig, OmegaConf
 from yaml import YAMLError
 
 from trainer_run.console import inform, warn
-from trainer_run.data import record as data_record
+from trainer_run.data import description as data_description
 from trainer_run.errors import ConfigError, Diverged, JobFailed
 from trainer_run.runs import directory as run_directory
 from trainer_run.runs import files as run_files
@@ -39,14 +39,14 @@ from trainer_run.runs import summary as run_summary
 from trainer_run.storage import checkpoint, yaml_files
 from trainer_run.training import Trainer
 
-from .report import fail_line
+from .failure import fail_line
 
 FINISHED = ("completed", "diverged")
 FAILED: list[int] = []
 """The numbers of this process's jobs that failed, whether or not their folder could record it
 (a folder in use by another process, or holding a run of other overrides): the end of the
 sweep exits 1 when there is any (:func:`.sweeps.report`)."""
-RUN_FILES = (*run_directory.MARKERS, *data_record.FILES, run_files.MODEL, run_files.BEST_MODEL)
+RUN_FILES = (*run_directory.MARKERS, *data_description.FILES, run_files.MODEL, run_files.BEST_MODEL)
 
 
 def sweeping() -> bool:

@@ -22,7 +22,7 @@ from .autograd import no_grad
 from .backend import get_backend
 from .config_upgrade import upgrade
 from .data import Data, raw_inputs
-from .data import record as data_record
+from .data import description as data_description
 from .errors import ConfigError
 from .models import build_model
 from .module import evaluating, set_mode
@@ -56,7 +56,7 @@ class Trained:
         self.task = record["task"]
         self.classes = record.get("classes")
         self.in_shape = tuple(record["in_shape"])
-        self.normalization = data_record.normalization(record)
+        self.normalization = data_description.normalization(record)
         self.raw_inputs = raw_inputs.recorded(record)
         self.batch_size = batch_size
         self.dtype = numpy.dtype(dtype)
@@ -98,10 +98,10 @@ def load_model(run_dir, checkpoint=None, trust: bool = False) -> Trained:
     run = Path(run_dir)
     saved = resolved_record(run, trust)
     config = _checked(run, saved, SECTIONS)
-    if not _present(run / data_record.FILES[0]):
-        raise ConfigError(f"{run} has no {data_record.FILES[0]}: it is not the directory of a "
+    if not _present(run / data_description.FILES[0]):
+        raise ConfigError(f"{run} has no {data_description.FILES[0]}: it is not the directory of a "
                           "finished run of this version")
-    record = data_record.read(run)
+    record = data_description.read(run)
     dtype = upgrade(config).get("backend", {}).get("dtype", "float32")
     backend = get_backend("numpy", seed=0, dtype=dtype)
     data = Data(None, None, tuple(record["in_shape"]), record["out_size"], record["task"])

@@ -64,7 +64,7 @@ class Weights:
         at = f"iteration {self.iteration}, " if self.iteration is not None else ""
         return f"{self.which} ({at}{self.path})"
 
-    def record(self) -> dict:
+    def as_json(self) -> dict:
         """The JSON record of these weights: ``checkpoint``, ``iteration`` and the absolute
         ``path``."""
         return {"checkpoint": self.which, "iteration": self.iteration,

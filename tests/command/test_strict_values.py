@@ -45,9 +45,9 @@ USER_TEXT = ["00:-1:00:00", "a :smile: b", ":thumbs_up: [bold]x[/bold]", "[red]n
 @pytest.mark.parametrize("text", USER_TEXT)
 def test_every_console_line_shows_the_users_text_as_given(text, capsys):
     from trainer_run import console
-    from trainer_run.cli import report
+    from trainer_run.cli import failure
 
-    report.fail_line(f"bad {text}")
+    failure.fail_line(f"bad {text}")
     console.warn(f"odd {text}")
     console.say(f"said {text}")
     console.inform(f"plain {text}\nhint: hinted {text}\nnote: noted {text}")

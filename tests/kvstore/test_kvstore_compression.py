@@ -177,7 +177,7 @@ def test_async_server_applies_each_workers_dequantized_pushes(async_run):
 def test_async_refusals(async_run):
     w0, w1, server = async_run
     assert str(server["server_call"]) == ("ValueError: kvstore dist_async: rank 2 is the server, it cannot "
-                                          "set_gradient_compression; call run_server(updater) there")
+                                          "set_gradient_compression; call run_server(applier) there")
     for w in (w0, w1):
         assert str(w["after_push"]).startswith("ValueError: kvstore dist_async: set_gradient_compression "
                                                "after a push")

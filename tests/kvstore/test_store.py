@@ -97,7 +97,7 @@ def test_states_round_trip_mid_sequence(kv, tmp_path, dump_optimizer):
         resumed.push(0, grads)
     numpy.testing.assert_array_equal(pulled(resumed, 0, w0), pulled(kv, 0, w0))
     if dump_optimizer:
-        assert resumed._updater.optimizer._index_update_count == {0: 6}
+        assert resumed._applier.optimizer._index_update_count == {0: 6}
 
 
 class _Payload:
@@ -123,7 +123,7 @@ def test_pickled_states_are_refused_unexecuted(kv, tmp_path, form):
     with pytest.raises(ValueError, match=expected):
         kv.load_optimizer_states(path)
     assert not marker.exists()
-    assert kv._updater.states == {}
+    assert kv._applier.states == {}
 
 
 def test_states_need_an_optimizer(kv, tmp_path):

@@ -30,7 +30,7 @@ def test_async_the_last_rank_serves(async_run):
     assert [int(s["num_workers"]) for s in async_run] == [2, 2, 2]  # the server is no worker
     assert (int(w0["rank"]), int(w1["rank"])) == (0, 1)
     assert str(server["worker_call"]) == ("ValueError: kvstore dist_async: rank 2 is the server, it "
-                                          "cannot init; call run_server(updater) there")
+                                          "cannot init; call run_server(applier) there")
 
 
 @pytest.mark.mpi
@@ -80,7 +80,7 @@ def test_async_refusals(async_run):
                                                 "load the optimizer states of worker")
         assert str(w["after_close"]) == "ValueError: kvstore dist_async: pull after close()"
         assert str(w["no_updater"]).startswith(
-            "ConfigError: kvstore dist_async: set_optimizer, but the server was started without an updater")
+            "ConfigError: kvstore dist_async: set_optimizer, but the server was started without an applier")
         assert str(w["pull_before_init"]) == NOT_INITED.format(3)
 
 

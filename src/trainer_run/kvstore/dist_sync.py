@@ -151,7 +151,7 @@ class DistSyncKVStore(KVStore):
         for k, arrays in outs.items():
             check_out_dtype(k, arrays[0], self._store[k])
         # (not when the store updates with an optimizer or compresses: those go through _reduce)
-        if (outs is values and self._updater is None and self._compression is None
+        if (outs is values and self._applier is None and self._compression is None
                 and scale == 1.0 and self._in_place(values)):
             for k, (array,) in values.items():
                 self._exchange(k, array, "sum")

@@ -7,7 +7,7 @@ it finds in a worker's push or init are answered on that worker's next pull, bar
 ``close``. While some workers wait in a barrier or ``close``, a worker that has sent nothing
 for ``timeout`` is declared stopped (:mod:`.server_clock`): the waiting workers are told so
 (they raise RunStopped with its message) and the server raises too; with no worker waiting it
-stops after ``timeout`` without any message. An exception of the updater is told to the waiting workers,
+stops after ``timeout`` without any message. An exception of the applier is told to the waiting workers,
 answered to every later request, and re-raised once the workers have stopped.
 
 Stopping on a signal: a worker asks with :data:`~.wire.STOP_AT` (its signal, the
@@ -41,7 +41,7 @@ class Server:
         comm: the store's communicator; the workers are its ranks ``0 .. num_workers - 1``.
         num_workers: how many workers there are.
         timeout: seconds to wait for a worker that others wait for (None: forever).
-        updater: ``updater(key, grad, weight)``, updating ``weight`` in place, or None; a push
+        applier: ``applier(key, grad, weight)``, updating ``weight`` in place, or None; a push
             whose gradient carries a loss scale calls it with ``scale=`` too.
         stop_requested: returns the server process's stop signal, or None (None: it has none).
 
@@ -50,8 +50,8 @@ class Server:
         agreed: the signal the workers agreed to stop on before their end (0: none).
     """
 
-    def __init__(self, MPI, comm, num_workers: int, timeout, updater, stop_requested=None):
-        self.updater = updater
+    def __init__(self, MPI, comm, num_workers: int, timeout, applier, stop_requested=None):
+        self.applier = applier
         self.stop_requested = stop_requested
         self.stop_signal = self.agreed = 0
         self.stop_votes: dict = {}  # worker -> the iteration it has finished, asking to stop
@@ -208,13 +208,13 @@ class Server:
                          f"with the same shapes and dtypes (worker 0's values are kept)")
 
     def _push(self, worker, code, grad, scale: float) -> None:
-        """Applies a push to the key's weights with the updater; a gradient that carries a
-        loss ``scale`` has it divided out by the optimizer step (the updater's ``scale``)."""
+        """Applies a push to the key's weights with the applier; a gradient that carries a
+        loss ``scale`` has it divided out by the optimizer step (the applier's ``scale``)."""
         key = self._key(code)
         if code not in self.weights:
             self._refuse(worker, ValueError, f"kvstore key {key!r}: push before the server "
                                              f"has it: init {key!r} first")
-        elif not self.active or self.updater is None:
+        elif not self.active or self.applier is None:
             self._refuse(worker, ValueError, "kvstore dist_async: a push reached the server "
                                              "before set_optimizer")
         elif grad is not self.grads[code]:
@@ -223,7 +223,7 @@ class Server:
         else:
             try:
                 step = {} if scale == 1.0 else {"scale": scale}
-                self.updater(key, grad, self.weights[code], **step)
+                self.applier(key, grad, self.weights[code], **step)
             except Exception as e:
                 self._fail(e, f"kvstore dist_async server: the update of key {key!r} pushed by "
                               f"worker {worker} failed: {type(e).__name__}: {e}")
@@ -243,27 +243,27 @@ class Server:
             self._answer_error(worker, ValueError, f"kvstore key {self._key(code)!r}: the "
                                                    f"server does not have it: init it first")
         else:
-            count = getattr(getattr(self.updater, "optimizer", None), "num_update", None)
+            count = getattr(getattr(self.applier, "optimizer", None), "num_update", None)
             self._answer(worker, wire.OK, code, self.weights[code],
                          count=-1 if count is None else count)
 
     def _get_states(self, worker, dump_optimizer: bool) -> None:
-        if not hasattr(self.updater, "get_states"):
-            self._answer_error(worker, ValueError, "kvstore dist_async: the server's updater "
+        if not hasattr(self.applier, "get_states"):
+            self._answer_error(worker, ValueError, "kvstore dist_async: the server's applier "
                                "has no get_states, so it cannot give its optimizer states")
             return
-        blob = self.updater.get_states(dump_optimizer)
+        blob = self.applier.get_states(dump_optimizer)
         self._answer(worker, wire.OK, data=numpy.frombuffer(blob, dtype=numpy.uint8))
 
     def _set_states(self, worker, blob: bytes) -> None:
-        """Loads worker's states into the updater; an updater without ``set_states``, or
+        """Loads worker's states into the applier; an applier without ``set_states``, or
         states it refuses (another optimizer, other shapes, not our format), are an error."""
-        if not hasattr(self.updater, "set_states"):
-            self._answer_error(worker, ValueError, "kvstore dist_async: the server's updater "
+        if not hasattr(self.applier, "set_states"):
+            self._answer_error(worker, ValueError, "kvstore dist_async: the server's applier "
                                "has no set_states, so it cannot load optimizer states")
             return
         try:
-            self.updater.set_states(blob)
+            self.applier.set_states(blob)
         except (ValueError, KeyError, OSError, zipfile.BadZipFile) as e:
             self._answer_error(worker, ValueError, f"kvstore dist_async: the server cannot load "
                                                    f"the optimizer states of worker {worker}: {e}")
@@ -279,16 +279,16 @@ class Server:
             self._refuse(worker, ConfigError, str(e))
 
     def _set_optimizer(self, worker, name) -> None:
-        if self.updater is None:
+        if self.applier is None:
             self._answer_error(worker, ConfigError, "kvstore dist_async: set_optimizer, but the "
-                               "server was started without an updater: call "
+                               "server was started without an applier: call "
                                "run_server(get_updater(optimizer)) on the last rank with the "
                                "optimizer of the workers' config")
             return
-        mine = getattr(self.updater, "optimizer", None)
+        mine = getattr(self.applier, "optimizer", None)
         if mine is not None and type(mine).__name__.lower() != name:
             self._answer_error(worker, ConfigError, f"kvstore dist_async: worker {worker} sets "
-                               f"optimizer {name}, the server's updater runs "
+                               f"optimizer {name}, the server's applier runs "
                                f"{type(mine).__name__.lower()}; build both from the same config")
             return
         self.active = True

@@ -1,5 +1,5 @@
 """Optimizer states as files: what a store's ``save_optimizer_states`` writes and its
-``load_optimizer_states`` reads. The states are the updater's safe format (an ``.npz``
+``load_optimizer_states`` reads. The states are the applier's safe format (an ``.npz``
 archive with a JSON manifest, read with ``allow_pickle=False``); MXNet's pickled states are
 refused, never unpickled."""
 

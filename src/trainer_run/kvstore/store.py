@@ -23,14 +23,14 @@ returns at once: the process is worker 0 of 1. There are no sparse arrays, so ``
 
 Updating on the store (MXNet's ``set_optimizer``, what Gluon's Trainer does with
 ``update_on_kvstore``): once ``set_optimizer(optimizer)`` is called the store owns an
-updater, ``trainer_run.optimizers.get_updater(optimizer)``, and a push no longer replaces
+applier, ``trainer_run.optimizers.get_updater(optimizer)``, and a push no longer replaces
 the stored value: the pushed values are summed as above into a buffer of their own and
-``updater(key, sum, stored)`` updates the stored weight in place, the key (int or str) being
+``applier(key, sum, stored)`` updates the stored weight in place, the key (int or str) being
 the optimizer's index, as in MXNet's local store. ``pull`` then returns the updated weight and
 ``pushpull`` is a push with update followed by a pull. As in MXNet, a weight stored on the
 host moves to the device where its gradients are summed before its first update (``device``
 type); a sum made elsewhere later is copied to the weight. ``save_optimizer_states`` /
-``load_optimizer_states`` write and read the updater's states as :mod:`.state_files` says.
+``load_optimizer_states`` write and read the applier's states as :mod:`.state_files` says.
 Without an optimizer both raise MXNet's ``AssertionError``.
 
 Gradient compression (``set_gradient_compression``): when it may be called and which pushes it
@@ -64,7 +64,7 @@ class KVStore:
     type = ""
     rank = 0
     num_workers = 1
-    _updater = None  # set by set_optimizer: pushes then update the stored weights
+    _applier = None  # set by set_optimizer: pushes then update the stored weights
     _compression = None  # set by set_gradient_compression: pushes of float32 keys are quantized
     _pushed = False  # whether a push has been accepted (compression must be set before)
 
@@ -145,7 +145,7 @@ class KVStore:
         self._copy_out(outs)
 
     def _check_scale(self, scale: float) -> None:
-        if scale != 1.0 and self._updater is None:
+        if scale != 1.0 and self._applier is None:
             raise ValueError(f"kvstore push with scale={scale!r}: only a store that updates with "
                              f"an optimizer divides a scale out; call set_optimizer first")
 
@@ -171,9 +171,9 @@ class KVStore:
     def set_optimizer(self, optimizer) -> None:
         """Registers ``optimizer``: from now on a push updates the stored weight with the
         summed values as gradient, through ``trainer_run.optimizers.get_updater(optimizer)``
-        with the key as index (MXNet's local store). A new call replaces the updater, and
+        with the key as index (MXNet's local store). A new call replaces the applier, and
         with it the optimizer states."""
-        self._updater = get_updater(optimizer)
+        self._applier = get_updater(optimizer)
 
     # -- gradient compression -------------------------------------------------------------
     def set_gradient_compression(self, compression_params) -> None:
@@ -215,27 +215,27 @@ class KVStore:
         """Reads a file written by :meth:`save_optimizer_states` into
         :meth:`set_optimizer_states`. A file that is not such an archive, a pickle for one,
         is refused before anything is read from it."""
-        self._need_updater("load")
+        self._need_applier("load")
         self.set_optimizer_states(state_files.read(fname))
 
     def get_optimizer_states(self, dump_optimizer: bool = False) -> bytes:
-        """The updater's states in the safe format (an ``.npz`` archive with a JSON manifest,
+        """The applier's states in the safe format (an ``.npz`` archive with a JSON manifest,
         no pickle); with ``dump_optimizer`` also the optimizer's hyper-parameters, counters and
         scheduler state."""
-        self._need_updater("save")
-        return self._updater.get_states(dump_optimizer)
+        self._need_applier("save")
+        return self._applier.get_states(dump_optimizer)
 
     def set_optimizer_states(self, blob: bytes) -> None:
         """Restores :meth:`get_optimizer_states` output (and, if dumped, the optimizer's
-        settings and counters) through the updater's ``set_states``: everything is checked
+        settings and counters) through the applier's ``set_states``: everything is checked
         before anything is written; each state lands on its key's device, and the state of a
         key not updated yet waits for its first update."""
-        self._need_updater("load")
+        self._need_applier("load")
         key_of = str if self._key_type is str else index_key
-        self._updater.set_states(blob, key_of=key_of, name=lambda key: f"kvstore key {key!r}")
+        self._applier.set_states(blob, key_of=key_of, name=lambda key: f"kvstore key {key!r}")
 
-    def _need_updater(self, verb: str) -> None:
-        if self._updater is None:
+    def _need_applier(self, verb: str) -> None:
+        if self._applier is None:
             # MXNet's assertion text, whatever the store's type
             raise AssertionError(f"Cannot {verb} states for distributed training: this "
                                  f"{self.type or 'kvstore'} store has no optimizer; call "
@@ -244,7 +244,7 @@ class KVStore:
     def _push_one(self, key, arrays, scale: float = 1.0) -> None:
         """A push to one key: the sum replaces the stored value or, with an optimizer,
         updates it (the sum carrying ``scale``)."""
-        if self._updater is None:
+        if self._applier is None:
             self._store[key] = self._reduce(key, arrays)
             return
         if self._merge.get(key) is self._store[key]:
@@ -252,13 +252,13 @@ class KVStore:
         merged = self._reduce(key, arrays)
         weight, place = self._store[key], place_of(merged)
         if place_of(weight) != place:
-            if place_of(weight) is HOST and key not in self._updater.states:
+            if place_of(weight) is HOST and key not in self._applier.states:
                 weight = self._store[key] = copy_into(empty_on(place, weight.shape, weight.dtype),
                                                        weight)
             else:
                 merged = copy_into(self._staging(key, weight), merged)
         with on_device(place_of(weight)):
-            self._updater(key, merged, weight, scale)
+            self._applier(key, merged, weight, scale)
 
     # -- shared machinery -----------------------------------------------------------------
     def _pairs(self, keys, values, what: str) -> list:

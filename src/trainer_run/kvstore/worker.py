@@ -6,7 +6,7 @@ checkpoints). ``num_workers`` counts workers only (``size - 1``; MXNet: the serv
 worker), and the server's store has ``is_server`` true and ``rank`` None. It needs at least 2
 processes.
 
-- The server calls :meth:`DistAsyncKVStore.run_server` with an ``updater(key, grad, weight)``
+- The server calls :meth:`DistAsyncKVStore.run_server` with an ``applier(key, grad, weight)``
   that updates ``weight`` in place (``trainer_run.optimizers.get_updater(optimizer)``, the
   optimizer built from the same config as the workers'; MXNet pickles the optimizer to the
   server instead). It owns the weights: rank 0's ``init`` value of each key. It applies every
@@ -14,8 +14,8 @@ processes.
   current weights. It returns ``{key: weights}`` once every worker has called ``close()``.
 - Workers: ``init`` (worker 0 sends its value; the others send shape and dtype, which the
   server checks; then a barrier, as MXNet's ``Init``); ``set_optimizer(optimizer)`` (every
-  worker, as Gluon does; the server answers whether it has an updater, and whether it is for
-  the same optimizer when the updater has an ``optimizer`` attribute); ``push`` (the local sum,
+  worker, as Gluon does; the server answers whether it has an applier, and whether it is for
+  the same optimizer when the applier has an ``optimizer`` attribute); ``push`` (the local sum,
   one message of the whole buffer after a small header; returns once the server has it);
   ``pull`` (a request, then the weights into the key's buffer); ``pushpull`` (per key, a push
   that the server answers with the weights once applied: one round trip);
@@ -26,7 +26,7 @@ processes.
   reports the server optimizer's ``num_update`` (the store's ``num_update``).
 - Optimizer states (beyond MXNet, which refuses to save a dist store's):
   ``get_optimizer_states`` / ``set_optimizer_states`` on a worker fetch and load the server
-  updater's ``get_states`` / ``set_states`` (the safe ``.npz`` + JSON format; a blob the
+  applier's ``get_states`` / ``set_states`` (the safe ``.npz`` + JSON format; a blob the
   server refuses, a pickle for one, raises ValueError on the worker), and
   ``save_optimizer_states`` / ``load_optimizer_states`` write and read them as files. This is
   how worker 0 puts the server's states into checkpoints and gives them back on resume.
@@ -141,7 +141,7 @@ class DistAsyncKVStore(KVStore):
 
     def set_optimizer(self, optimizer) -> None:
         """Lets the server apply pushes (call it on every worker, as Gluon does); the server
-        must have been started with an updater for the same optimizer."""
+        must have been started with an applier for the same optimizer."""
         self._worker("set_optimizer")
         name = numpy.frombuffer(type(optimizer).__name__.lower().encode(), dtype=numpy.uint8)
         self._link.send(wire.OPTIMIZER, data=name, what="set_optimizer")
@@ -225,7 +225,7 @@ class DistAsyncKVStore(KVStore):
         return self._link.stop_after
 
     def get_optimizer_states(self, dump_optimizer: bool = False) -> bytes:
-        """The server updater's ``get_states(dump_optimizer)``: its optimizer states in the
+        """The server applier's ``get_states(dump_optimizer)``: its optimizer states in the
         safe format (MXNet refuses to save states of a dist store; here worker 0 checkpoints
         them)."""
         self._worker("get_optimizer_states")
@@ -233,15 +233,15 @@ class DistAsyncKVStore(KVStore):
         return bytes(self._link.reply("get_optimizer_states", sized=True))
 
     def set_optimizer_states(self, blob: bytes) -> None:
-        """Loads :meth:`get_optimizer_states` output into the server's updater (its
+        """Loads :meth:`get_optimizer_states` output into the server's applier (its
         ``set_states``); the server's refusal is raised here."""
         self._worker("set_optimizer_states")
         self._link.send(wire.SET_STATES, data=numpy.frombuffer(blob, dtype=numpy.uint8),
                    what="set_optimizer_states")
         self._link.reply("set_optimizer_states")
 
-    def _need_updater(self, verb: str) -> None:
-        """The states live on the server, which answers whether it has an updater."""
+    def _need_applier(self, verb: str) -> None:
+        """The states live on the server, which answers whether it has an applier."""
 
     def _fetch(self, groups: dict) -> None:
         for k, outs in groups.items():
@@ -297,7 +297,7 @@ class DistAsyncKVStore(KVStore):
     def _worker(self, what: str) -> None:
         if self.is_server:
             raise ValueError(f"kvstore dist_async: rank {self.server_rank} is the server, it "
-                             f"cannot {what}; call run_server(updater) there")
+                             f"cannot {what}; call run_server(applier) there")
         if self._closed:
             raise ValueError(f"kvstore dist_async: {what} after close()")
         self._usable()
@@ -307,33 +307,33 @@ class DistAsyncKVStore(KVStore):
             raise RunStopped(self._link.broken)
 
     # -- the server -----------------------------------------------------------------------------
-    def run_server(self, updater=None, stop_requested=None) -> dict:
+    def run_server(self, applier=None, stop_requested=None) -> dict:
         """Serves the workers until every one has called ``close()``; returns the final
         weights ``{key: array}``. Afterwards :attr:`stop_signal` says whether the workers
         agreed to stop on a signal before their end.
 
         Args:
-            updater: ``updater(key, grad, weight)``, updating ``weight`` in place with the
+            applier: ``applier(key, grad, weight)``, updating ``weight`` in place with the
                 optimizer built from the workers' config (e.g.
                 ``trainer_run.optimizers.get_updater(optimizer)``). Pushes are refused until
-                a worker has called ``set_optimizer``, which is refused without an updater.
+                a worker has called ``set_optimizer``, which is refused without an applier.
             stop_requested: returns this process's stop signal or None, asked after each
                 message: a signal the workers then stop on, as on one of theirs.
 
         Raises:
             RunStopped: a worker stopped talking for ``timeout`` while others waited for it,
                 or no worker sent anything for ``timeout``; the waiting workers get the same
-                message. An exception of ``updater`` is re-raised once the workers know.
+                message. An exception of ``applier`` is re-raised once the workers know.
         """
         if not self.is_server:
             raise ValueError(f"kvstore dist_async: run_server on worker {self.rank}: only the "
                              f"last rank ({self.server_rank}) serves")
-        if updater is not None and not callable(updater):
-            raise TypeError(f"run_server: updater must be callable(key, grad, weight), got "
-                            f"{updater!r}")
+        if applier is not None and not callable(applier):
+            raise TypeError(f"run_server: applier must be callable(key, grad, weight), got "
+                            f"{applier!r}")
         if self._closed:
             raise ValueError("kvstore dist_async: run_server after it returned")
-        server = Server(self._MPI, self._comm, self.num_workers, self.timeout, updater,
+        server = Server(self._MPI, self._comm, self.num_workers, self.timeout, applier,
                         stop_requested)
         try:
             return server.run()

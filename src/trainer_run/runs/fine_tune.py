@@ -81,4 +81,4 @@ def load_weights(built, source, strict, speaks: bool) -> dict:
         say(f"init_from: {len(loaded)} arrays from {found.describe()}")
         if skipped:
             warn(f"init_from: not loaded: {'; '.join(skipped)}")
-    return {**found.record(), "loaded": len(loaded), "not_loaded": skipped}
+    return {**found.as_json(), "loaded": len(loaded), "not_loaded": skipped}

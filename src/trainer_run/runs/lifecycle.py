@@ -25,7 +25,7 @@ from trainer_run import memory, module, trust
 from trainer_run.assembly.build import Run, build_run, build_server, trainer_of
 from trainer_run.compose import schema, user_targets
 from trainer_run.console import failed_file, inform, late_signal, say, show_cause, show_model, warn
-from trainer_run.data import record as data_record
+from trainer_run.data import description as data_description
 from trainer_run.errors import (
     ConfigError,
     Diverged,
@@ -42,7 +42,7 @@ from trainer_run.runs import resume as resumes
 from trainer_run.storage import checkpoint
 from trainer_run.training import Trainer, stop_signals
 from trainer_run.training.parameter_server import ParameterServer
-from trainer_run.updaters import saved as saved_state
+from trainer_run.updaters import checkpoint_tree
 
 
 @dataclass
@@ -169,7 +169,7 @@ def _start(job: Job, cfg: DictConfig, fresh: bool):
     rank 0 says the backend and its device (:meth:`~trainer_run.backend.Backend.describe`) and
     what the run trains on (a line, unless ``trainer.progress`` is off, and a hint if there is
     one; a warning for a compute dtype the backend runs slowly), and a new run
-    directory gets Hydra's record and the data's (:mod:`trainer_run.data.record`)."""
+    directory gets Hydra's record and the data's (:mod:`trainer_run.data.description`)."""
     try:
         cfg, taken = fine_tune.source_model(cfg, job.overrides)
         if taken and job.rank_0:
@@ -196,7 +196,7 @@ def _start(job: Job, cfg: DictConfig, fresh: bool):
                 say(built.limit_note)
     if fresh and job.rank_0:
         run_record.write(job.out, cfg, job.record, job.hydra, job.overrides)
-        data_record.write(built.data, job.out)
+        data_description.write(built.data, job.out)
     return role
 
 
@@ -215,7 +215,7 @@ def _remove_new(job: Job, lock: run_directory.RunLock | None) -> None:
     if lock is not None:
         if job.record is not None:
             shutil.rmtree(job.out / job.record, ignore_errors=True)  # cut short by the disk
-        for name in data_record.FILES:
+        for name in data_description.FILES:
             (job.out / name).unlink(missing_ok=True)
         lock.release(remove=True)
     folder = job.out.resolve()
@@ -322,7 +322,7 @@ def build(job: Job, cfg: DictConfig, model_taken: bool = False
 def _fitting(job: Job, resume: Path, model) -> Path:
     """The checkpoint to restore: ``resume`` when its main model's arrays are ``model``'s
     (each parameter present, of its shape and dtype:
-    :func:`trainer_run.updaters.saved.check_fits`, from the arrays' headers). Else, when the
+    :func:`trainer_run.updaters.checkpoint_tree.check_fits`, from the arrays' headers). Else, when the
     user named a run (:attr:`Job.resume`), the previous checkpoint that fits, with a
     warning naming each passed over, as :func:`.resume.prepare` falls back past a damaged one;
     a checkpoint named directly is refused in one line.
@@ -333,7 +333,7 @@ def _fitting(job: Job, resume: Path, model) -> Path:
     the config of the checkpoint ``prepare`` chose; a fallback loads an older checkpoint of
     the same run, whose model and data a resume cannot change (:data:`.resume.FIXED`).
     Rank 0 decides, every rank loads the checkpoint it chose."""
-    fits = saved_state.check_fits(model)
+    fits = checkpoint_tree.check_fits(model)
 
     def choose() -> Path:
         try:

@@ -41,7 +41,7 @@ from trainer_run.errors import ConfigError
 from trainer_run.runs import directory as run_directory
 from trainer_run.runs import files as run_files
 from trainer_run.storage import checkpoint, yaml_files
-from trainer_run.updaters import saved as saved_state
+from trainer_run.updaters import checkpoint_tree
 
 FIXED = ("seed", "model", "dataset", "optimizer.multi_precision", "backend.dtype", "init_from",
          "init_from_strict")
@@ -58,12 +58,12 @@ def prepare(argv: list[str], resume: str, report: Callable[[str], None]) -> list
     """The arguments of the resumed run: the run's group choices pinned (another choice is
     refused), ``resume`` naming the checkpoint and ``hydra.run.dir`` the run to write into.
     The checkpoint's content is checked as far as it can be without the model
-    (:func:`trainer_run.updaters.saved.check`); the shapes of its parameters are checked once
+    (:func:`trainer_run.updaters.checkpoint_tree.check`); the shapes of its parameters are checked once
     the run is built (:func:`.lifecycle.build`), which falls back the same way."""
     path = Path(resume).expanduser()
     try:
         found = checkpoint.find(path, report=report, require=checkpoint.RUN_STATE,
-                                check=saved_state.check)
+                                check=checkpoint_tree.check)
     except checkpoint.CheckpointError:
         raise
     except ConfigError:

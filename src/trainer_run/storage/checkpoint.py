@@ -260,7 +260,7 @@ def find(path: Path, report: Callable[[str], None] = lambda message: None,
     (shape, dtype), :func:`trainer_run.storage.npz.members`: no array data is read) and raises
     :class:`CheckpointError` saying what is wrong; such a candidate is refused or passed over
     as a damaged one is, ``checkpoint <path> is malformed: <what>``. The caller that knows the
-    layout passes it (a run's: :func:`trainer_run.updaters.saved.check`).
+    layout passes it (a run's: :func:`trainer_run.updaters.checkpoint_tree.check`).
     """
     path = Path(path)
     if not path.exists():

@@ -40,7 +40,7 @@ class ParameterServer:
     def __init__(self, kvstore, model, optimizer, backend=None):
         xp = backend.xp if backend is not None else numpy
         self.kvstore = kvstore
-        self.group_updater = GroupApplier(optimizer, ParamStore(model.params(), xp))
+        self.applier = GroupApplier(optimizer, ParamStore(model.params(), xp))
         self.status = "ready"
         self.stop_signal = None
         self.weights: dict = {}
@@ -49,7 +49,7 @@ class ParameterServer:
         """Serves until every worker has closed the store."""
         restore = stop_signals.handle()
         try:
-            self.weights = self.kvstore.run_server(self.group_updater, stop_signals.requested)
+            self.weights = self.kvstore.run_server(self.applier, stop_signals.requested)
             self.stop_signal = self.kvstore.stop_signal
             self.status = "completed" if self.stop_signal is None else "interrupted"
         except BaseException:

@@ -3,10 +3,10 @@
 crosses a kvstore is an updater's sync object's (:mod:`.sync`, :mod:`.gradient_sync`,
 :mod:`.server_sync`); where a saved state keeps the main model's parameters is :mod:`.saved`'s."""
 
+from .checkpoint_tree import main_params
 from .gradient_sync import GradientSync
 from .parallel import ParallelUpdater
 from .protocol import Updater
-from .saved import main_params
 from .server_sync import ServerSync
 from .standard import StandardUpdater
 from .sync import KeyLayout, Sync

@@ -1,5 +1,5 @@
 """The main model's parameters in a run's checkpoint, found by the updaters' rule
-(:mod:`trainer_run.updaters.saved`), never by a path walk in the checkpoint module."""
+(:mod:`trainer_run.updaters.checkpoint_tree`), never by a path walk in the checkpoint module."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""trainer_run.data.record in-process: ``data.json`` (and ``normalization.npz``) written from a
+"""trainer_run.data.description in-process: ``data.json`` (and ``normalization.npz``) written from a
 Data, compared with the files as written by hand and read back equal; a damaged, oversized or
 linked record refused with one line naming it (a link, a special file or an oversized one
 refused as every run's file is, not as "damaged"). The command's refusals of every damaged
@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy
 import pytest
 
-from trainer_run.data import record
+from trainer_run.data import description as record
 from trainer_run.data.datasets import Data
 from trainer_run.errors import ConfigError
 from trainer_run.storage import reading
