@@ -88,7 +88,7 @@ def test_a_cut_download_leaves_a_part_that_the_next_fetch_resumes(server, tmp_pa
 def test_ctrl_c_mid_download_leaves_a_part_that_the_next_fetch_resumes(server, tmp_path):
     big = _content(400_000, 3)
     server.routes = {"/big.bin": big}
-    server.delay = 0.01  # 98 blocks of 4 KiB: about 1 s
+    server.delay = 0.05  # 98 blocks of 4 KiB: about 5 s, so the signal lands mid-download
     argv = [sys.executable, "-c", FETCH, str(tmp_path), json.dumps({"big.bin": md5(big)}), server.url()]
     process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     part = tmp_path / "big.bin.part"
