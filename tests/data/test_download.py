@@ -88,7 +88,7 @@ def test_a_cut_download_leaves_a_part_that_the_next_fetch_resumes(server, tmp_pa
 def test_ctrl_c_mid_download_leaves_a_part_that_the_next_fetch_resumes(server, tmp_path):
     big = _content(400_000, 3)
     server.routes = {"/big.bin": big}
-    server.delay = 0.05  # 98 blocks of 4 KiB: about 5 s, so the signal lands mid-download
+    server.delay = 0.01  # 98 blocks of 4 KiB: about 1 s
     argv = [sys.executable, "-c", FETCH, str(tmp_path), json.dumps({"big.bin": md5(big)}), server.url()]
     process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     part = tmp_path / "big.bin.part"
@@ -213,7 +213,8 @@ def test_bad_arguments_name_the_argument(tmp_path, files, mirrors, timeout, mess
 
 
 FETCH = """
-import json, sys
+import json, signal, sys
+signal.signal(signal.SIGINT, signal.default_int_handler)  # also when started where it is ignored
 from trainer_run.data.download import fetch
 paths = fetch(sys.argv[1], json.loads(sys.argv[2]), [sys.argv[3]], timeout=10)
 print(json.dumps({k: str(v) for k, v in paths.items()}))
@@ -252,7 +253,8 @@ def test_concurrent_fetches_download_each_file_once(server, tmp_path):
 
 
 STOPPABLE_FETCH = """
-import json, sys
+import json, signal, sys
+signal.signal(signal.SIGINT, signal.default_int_handler)  # also when started where it is ignored
 from trainer_run.data.download import fetch
 from trainer_run.errors import Interrupted
 from trainer_run.training import stop_signals
