@@ -1,6 +1,9 @@
 """The triggers (training/triggers.py): Chainer's interval rules."""
 
-from trainer_run.training import IntervalTrigger, StopTrigger
+import pytest
+
+from trainer_run.errors import ConfigError
+from trainer_run.training import IntervalTrigger, StopTrigger, triggers
 
 
 class _Iterator:
@@ -25,3 +28,49 @@ def test_interval_trigger_rules():
     stop = StopTrigger(max_iterations=5, max_epochs=2)
     assert not stop(_T(4, None, 1.9)) and stop(_T(5, None, 1.0)) and stop(_T(1, None, 2.0))
     assert stop.total_iterations(iterations_per_epoch=2.0) == 4
+
+
+# -- intervals from the config: iterations or epochs (issue 40 item 0) ------------------------------
+@pytest.mark.parametrize("value, period, unit", [
+    (200, 200, "iteration"), ("200", 200, "iteration"), ("200iterations", 200, "iteration"),
+    ("1epoch", 1.0, "epoch"), ("0.5epoch", 0.5, "epoch"), ("2 epochs", 2.0, "epoch"),
+    (".25epoch", 0.25, "epoch"),
+])
+def test_an_interval_is_iterations_or_epochs(value, period, unit):
+    trigger = triggers.interval("trainer.eval_interval", value)
+    assert (trigger.period, trigger.unit) == (period, unit)
+
+
+@pytest.mark.parametrize("value, message", [
+    ("abc", "trainer.eval_interval=abc is neither a number of iterations (200) nor of epochs"),
+    ("0epoch", "trainer.eval_interval=0epoch: a number of epochs must be > 0"),
+    ("2.5iterations", "a number of iterations is a whole number >= 1"),
+    (0, "trainer.eval_interval must be >= 1, got 0"),
+    (1.5, "trainer.eval_interval must be a number of iterations (200) or of epochs"),
+    (True, "trainer.eval_interval must be a number of iterations (200) or of epochs"),
+])
+def test_an_interval_of_neither_is_refused_naming_the_key(value, message):
+    with pytest.raises(ConfigError) as raised:
+        triggers.interval("trainer.eval_interval", value)
+    assert message in str(raised.value)
+
+
+def test_epoch_intervals_fire_where_the_epochs_are_crossed(tmp_path):
+    """400 training examples in batches of 64: 6.25 iterations an epoch, so the epochs end
+    inside iterations 7, 13, 19 and exactly at 25 (hand-computed); half epochs at 3.125, 6.25,
+    ... end inside iterations 4, 7, 10, 13, 16, 19, 22 and at 25. Checkpoints follow the same
+    rule, and the last iteration logs and evaluates as with iteration intervals."""
+    from helpers import read_jsonl
+
+    import trainer_run
+
+    run = trainer_run.train(["dataset.size=500", "dataset.batch_size=64", "trainer.max_iterations=27",
+                             "trainer.eval_interval=1epoch", "trainer.log_interval=0.5epoch",
+                             "trainer.checkpoint_interval=1epoch", "trainer.keep_checkpoints=10",
+                             "trainer.progress=false"], run_dir=tmp_path / "run")
+    rows = read_jsonl(run.dir / "metrics.jsonl")
+    assert [r["iteration"] for r in rows] == [4, 7, 10, 13, 16, 19, 22, 25, 27]
+    assert [r["iteration"] for r in rows if "val/loss" in r] == [7, 13, 19, 25, 27]
+    assert [r["epoch"] for r in rows][:2] == [4 * 64 / 400, 7 * 64 / 400]
+    kept = sorted(p.name for p in (run.dir / "checkpoints").glob("iter_*"))
+    assert kept[:4] == ["iter_00000007", "iter_00000013", "iter_00000019", "iter_00000025"]

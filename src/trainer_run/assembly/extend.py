@@ -9,7 +9,7 @@ from trainer_run import module, schedulers, weights
 from trainer_run.console import warn
 from trainer_run.errors import ConfigError, check_number
 from trainer_run.targets import instantiate
-from trainer_run.training import AnyOf, IntervalTrigger, Trainer, extension, loggers
+from trainer_run.training import AnyOf, Trainer, extension, loggers, triggers
 from trainer_run.training.extensions import (
     EarlyStopping,
     Evaluator,
@@ -106,9 +106,8 @@ def _extend_rank_0(trainer: Trainer, run, t: dict, objective: Objective, extra: 
     readout = Readout(run.total, run.samples, log_report, objective, run.optimizer)
     trainer.extend(Progress(readout, live=t["progress"]))
     trainer.extend(MetricsTable(log_report, held_out=held_out))
-    period = check_number("trainer.checkpoint_interval", t["checkpoint_interval"], low=1,
-                          integer=True)
-    trainer.extend(snapshot, trigger=AnyOf(IntervalTrigger(period), objective.entered))
+    every = triggers.interval("trainer.checkpoint_interval", t["checkpoint_interval"])
+    trainer.extend(snapshot, trigger=AnyOf(every, objective.entered))
     trainer.extend(Summary(log_report, run.samples, store, run.backend.to_numpy,
                            held_out=held_out, model=module.summary(run.model),
                            objective=objective, overrides=extra.get("overrides"),
@@ -121,6 +120,6 @@ def _extend_rank_0(trainer: Trainer, run, t: dict, objective: Objective, extra: 
 
 
 def _every(t: dict, key: str, stop) -> AnyOf:
-    """Every ``trainer.<key>`` iterations, and at the last one (its limit, or early stopping)."""
-    period = check_number(f"trainer.{key}", t[key], low=1, integer=True)
-    return AnyOf(IntervalTrigger(period), stop, Trainer.stop_requested.fget)
+    """Every ``trainer.<key>`` (iterations, or epochs: :func:`~trainer_run.training.triggers.interval`),
+    and at the last iteration (its limit, or early stopping)."""
+    return AnyOf(triggers.interval(f"trainer.{key}", t[key]), stop, Trainer.stop_requested.fget)

@@ -58,6 +58,8 @@ TYPES = {
     "trainer.max_epochs": _type("float", "none"),
     "trainer.max_time": _type("float", "str", "none", description="seconds or DD:HH:MM:SS"),
     "trainer.keep_checkpoints": _type("int", "none"),
+    "trainer.*_interval": _type("int", "str", description="a number of iterations (200) or of "
+                                "epochs (1epoch, 0.5epoch)"),
     "trainer.early_stopping.patience": _type("int", "none"),
     "dataset.overfit_batches": _type("int", "none"),
     "dataset.on_device": _type("bool", "none"),

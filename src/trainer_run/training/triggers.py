@@ -3,16 +3,19 @@
 :class:`IntervalTrigger` fires every ``period`` iterations, or each time ``epoch_detail``
 crosses a multiple of ``period`` epochs (Chainer's rule). :class:`StopTrigger` ends
 training once ``max_iterations`` updates or ``max_epochs`` epochs are done, whichever
-comes first. Both are stateless, so resuming needs nothing of them.
+comes first. Both are stateless, so resuming needs nothing of them. :func:`interval` reads a
+config's interval: ``200`` (iterations), ``1epoch``, ``0.5epoch``.
 """
 
 from __future__ import annotations
 
 import math
+import re
 
 from ..errors import ConfigError, check_number
 
 UNITS = ("iteration", "epoch")
+WRITTEN = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*(epoch|epochs|iteration|iterations)?\s*")
 
 
 class IntervalTrigger:
@@ -32,6 +35,30 @@ class IntervalTrigger:
 
     def __repr__(self):
         return f"IntervalTrigger({self.period}, {self.unit!r})"
+
+
+def interval(key: str, value) -> IntervalTrigger:
+    """The trigger of the config's interval ``key`` = ``value``: a whole number of iterations
+    (``200``, ``200iterations``), or of epochs with a unit (``1epoch``, ``0.5epoch``), fired by
+    Chainer's rule for fractional epochs (:class:`IntervalTrigger`). Anything else is a
+    ConfigError naming ``key``."""
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise ConfigError(f"{key} must be a number of iterations (200) or of epochs (1epoch, "
+                          f"0.5epoch), got {value!r}")
+    if isinstance(value, int):
+        return IntervalTrigger(check_number(key, value, low=1, integer=True))
+    written = WRITTEN.fullmatch(value)
+    if written is None:
+        raise ConfigError(f"{key}={value} is neither a number of iterations (200) nor of epochs "
+                          "(1epoch, 0.5epoch)")
+    number, unit = float(written.group(1)), (written.group(2) or "iteration").rstrip("s")
+    if unit == "iteration":
+        if not number.is_integer() or number < 1:
+            raise ConfigError(f"{key}={value}: a number of iterations is a whole number >= 1")
+        return IntervalTrigger(int(number))
+    if number <= 0:
+        raise ConfigError(f"{key}={value}: a number of epochs must be > 0")
+    return IntervalTrigger(number, "epoch")
 
 
 class StopTrigger:
