@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hydra.core.hydra_config import HydraConfig
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from trainer_run.compose import user_targets
 from trainer_run.errors import JobFailed
@@ -49,9 +49,9 @@ launch = Launch()
 def run(cfg: DictConfig) -> float | None:
     """One job: the run's lifecycle; returns the best objective value (the worst possible one
     for a job that failed or never evaluated, see :func:`.sweep_job.value`)."""
-    given = overrides()
+    job = this_job()
+    given = job.overrides
     cfg = user_targets.apply(cfg, given)
-    job = this_job(given)
     if not job.sweeping:
         try:
             return _ended(lifecycle.run(job, cfg))
@@ -70,15 +70,15 @@ def run(cfg: DictConfig) -> float | None:
         return sweep_job.failed(job.out, cfg, given, f"{type(e).__name__}: {e}")
 
 
-def this_job(given: list[str]) -> Job:
+def this_job() -> Job:
     """The job Hydra runs now, as the lifecycle takes it."""
-    hydra = HydraConfig.get()
     sweeping = sweep_job.sweeping()
-    return Job(out=Path(hydra.runtime.output_dir), overrides=given,
-               choices=dict(hydra.runtime.choices), hydra=OmegaConf.to_container(hydra),
-               comm=launch.comm, record=launch.record, kept=launch.kept, resume=launch.resume,
-               command=command(launch.comm), sweeping=sweeping,
-               existing=_continued(given) if sweeping else None)
+    job = Job.composed(HydraConfig.get(), comm=launch.comm, record=launch.record,
+                       kept=launch.kept, resume=launch.resume, command=command(launch.comm),
+                       sweeping=sweeping)
+    if sweeping:
+        job.existing = _continued(job.overrides)
+    return job
 
 
 def _continued(given: list[str]):
@@ -96,11 +96,6 @@ def _ended(role) -> float | None:
     if isinstance(role, Trainer) and role.status == "interrupted" and launch.pid == os.getpid():
         sys.exit(128 + (role.stop_signal or 2))
     return sweep_job.value(role)
-
-
-def overrides() -> list[str]:
-    """This job's command-line overrides as given (``${...}`` in them unresolved)."""
-    return OmegaConf.to_container(HydraConfig.get().overrides.task, resolve=False)
 
 
 def command(comm) -> str:

@@ -154,11 +154,7 @@ def _explained(typed: list[str], error: Exception) -> str:
     """Hydra's ``error`` in one line; when an argument names a key the config does not have,
     our line instead, with the closest key (a single run's keys are checked here, after
     Hydra refused them, so that a valid command composes its config once)."""
-    try:
-        override_keys.check_overrides(user_targets.rewrite(config_upgrade.renamed(typed)[0]))
-    except ConfigError as e:
-        return str(e)
-    return describe(error)
+    return request.explained(user_targets.rewrite(config_upgrade.renamed(typed)[0]), error)
 
 
 def _help(argv: list[str]) -> None:

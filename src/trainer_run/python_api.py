@@ -22,13 +22,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hydra.errors import HydraException
-from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from trainer_run import targets
 from trainer_run.compose import argv as args
-from trainer_run.compose import composer, override_keys, request, user_targets
-from trainer_run.console import describe
+from trainer_run.compose import composer, request, user_targets
 from trainer_run.errors import ConfigError, JobFailed
 from trainer_run.runs import lifecycle
 from trainer_run.runs import summary as run_summary
@@ -87,12 +85,10 @@ def _run(argv: list[str]) -> Run:
         out = Path(args.value(argv, "hydra.run.dir"))
         kept = request.nearest_existing(out)
         cfg = _composed(argv, out)
-        given = OmegaConf.to_container(cfg.hydra.overrides.task, resolve=False)
-        job = Job(out=out.absolute(), overrides=given, choices=dict(cfg.hydra.runtime.choices),
-                  hydra=OmegaConf.to_container(cfg.hydra), record=request.record_folder(argv),
-                  kept=kept, resume=_given_resume(argv))
+        job = Job.composed(cfg.hydra, record=request.record_folder(argv), kept=kept,
+                           resume=_given_resume(argv))
         out.mkdir(parents=True, exist_ok=True)
-        lifecycle.run(job, user_targets.apply(composer.task(cfg), given))
+        lifecycle.run(job, user_targets.apply(composer.task(cfg), job.overrides))
         return Run(job.out)
     finally:
         restore()
@@ -111,11 +107,7 @@ def _composed(argv: list[str], out: Path):
     try:
         return composer.compose(overrides, args.config_dirs(argv), out)
     except (HydraException, OmegaConfBaseException) as e:
-        try:  # our line for a key the config does not have, with the closest one
-            override_keys.check_overrides(overrides)
-        except ConfigError as unknown:
-            raise JobFailed(unknown) from None
-        raise JobFailed(describe(e)) from None
+        raise JobFailed(request.explained(overrides, e)) from None
 
 
 def _given_resume(argv: list[str]) -> str | None:

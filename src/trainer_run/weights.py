@@ -80,9 +80,9 @@ def load(model, source, which: str | None = None, what: str = "the model") -> We
     weights = resolve(source, which)
     try:
         load_arrays(model, weights.arrays())
+    except ConfigError:  # weights that cannot be read, named by Weights.arrays
+        raise
     except (KeyError, ValueError) as e:
-        if isinstance(e, ConfigError):
-            raise
         raise ConfigError(f"{weights.path} does not fit {what}: "
                           f"{e.args[0] if e.args else e}") from None
     return weights
@@ -146,7 +146,7 @@ def best(run: Path) -> Weights | None:
         if checkpoint.is_checkpoint(named):
             return _checkpoint(named, "best")
     if (run / run_files.BEST_MODEL).is_file():
-        objective = _summary(run).get("objective") or {}
+        objective = run_summary.recorded(run).get("objective") or {}
         return Weights(run / run_files.BEST_MODEL, "best", objective.get("best_iteration"))
     return None
 
@@ -170,7 +170,7 @@ def _named(marker: Path) -> Path:
 def _last(run: Path) -> Weights:
     """The weights the run ended with: ``model.npz``, else its newest complete checkpoint."""
     if (run / run_files.MODEL).is_file():
-        return Weights(run / run_files.MODEL, "last", _summary(run).get("iteration"))
+        return Weights(run / run_files.MODEL, "last", run_summary.recorded(run).get("iteration"))
     try:
         found = checkpoint.find(run)
     except ConfigError:
@@ -181,7 +181,7 @@ def _last(run: Path) -> Weights:
 
 def _unfinished(run: Path) -> str | None:
     """A warning for a run that did not complete, naming how it ended; None for one that did."""
-    summary = _summary(run)
+    summary = run_summary.recorded(run)
     status = summary.get("status")
     if status == "completed":
         return None
@@ -190,10 +190,6 @@ def _unfinished(run: Path) -> str | None:
                 "the weights it saved last")
     return (f"run {run} ended with status {status} at iteration {summary.get('iteration')}; "
             "its weights are those it had then")
-
-
-def _summary(run: Path) -> dict:
-    return run_summary.recorded(run)
 
 
 def initialize(model, arrays: dict, strict: bool = True,

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from omegaconf import OmegaConf
 
 from trainer_run import trust
 from trainer_run.compose import composer
@@ -22,10 +21,7 @@ SMALL = ["trainer.max_iterations=6", "trainer.eval_interval=3", "dataset.size=20
 
 def _job(out, overrides, **options) -> tuple[Job, object]:
     cfg = composer.compose(overrides, [], out)
-    job = Job(out=out, overrides=list(cfg.hydra.overrides.task),
-              choices=dict(cfg.hydra.runtime.choices), hydra=OmegaConf.to_container(cfg.hydra),
-              **options)
-    return job, composer.task(cfg)
+    return Job.composed(cfg.hydra, **options), composer.task(cfg)
 
 
 def test_a_new_run_trains_records_and_signs(tmp_path, monkeypatch):

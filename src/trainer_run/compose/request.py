@@ -16,7 +16,7 @@ from trainer_run import config_upgrade
 from trainer_run.compose import argv as args
 from trainer_run.compose import override_keys, user_targets
 from trainer_run.compose.options import OPTIONS, root_config
-from trainer_run.console import inform, warn
+from trainer_run.console import describe, inform, warn
 from trainer_run.errors import ConfigError
 from trainer_run.runs import directory as run_directory
 from trainer_run.runs import resume as resumes
@@ -52,6 +52,17 @@ def one_run(argv: list[str]) -> list[str]:
         run_directory.check_unused(Path(given), "hydra.run.dir")
     check_writable(Path(given) if given else Path("runs"))
     return argv
+
+
+def explained(argv: list[str], error: Exception) -> str:
+    """One line for the ``error`` Hydra or OmegaConf raised composing the checked ``argv``:
+    for a key the config does not have, ours with the closest key (checked only now, so that
+    a valid run composes its config once); else the error described."""
+    try:
+        override_keys.check_overrides(argv)
+    except ConfigError as e:
+        return str(e)
+    return describe(error)
 
 
 def record_folder(argv: list[str]) -> str | None:

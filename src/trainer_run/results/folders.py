@@ -101,9 +101,9 @@ def read_run(folder: Path, job: str, report: Report = lambda message: None) -> R
     An ``objective`` that is not an object, or a ``best``, ``final`` or ``best_iteration``
     of the wrong type, is left blank and told to ``report`` naming the file."""
     summary_file = folder / run_files.SUMMARY
-    summary = run_summary.read(folder)
-    if not summary:
+    if not (summary_file.exists() or summary_file.is_symlink()):
         return Row(job=job, path=folder, overrides=_hydra_overrides(folder))
+    summary = run_summary.read(folder)
     objective = _objective(summary_file, summary, report)
     overrides = summary.get("overrides")
     status = summary.get("status")

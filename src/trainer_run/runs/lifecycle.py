@@ -63,6 +63,16 @@ class Job:
     """For a sweep's job whose folder holds a run: ``existing(cfg, out)`` gives the config that
     continues it, or raises :class:`Finished` with that run's value."""
 
+    @classmethod
+    def composed(cls, hydra, **launch) -> Job:
+        """The job whose config Hydra composed with the node ``hydra`` (a composed config's
+        ``hydra``, or :class:`~hydra.core.hydra_config.HydraConfig`'s): its output directory,
+        the task's overrides as given, the group choices; ``launch``: the other fields."""
+        return cls(out=Path(hydra.runtime.output_dir),
+                   overrides=OmegaConf.to_container(hydra.overrides.task, resolve=False),
+                   choices=dict(hydra.runtime.choices), hydra=OmegaConf.to_container(hydra),
+                   **launch)
+
     @property
     def rank_0(self) -> bool:
         return self.comm is None or self.comm.rank == 0
