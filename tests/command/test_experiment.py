@@ -3,7 +3,11 @@ ours (``configs/experiment/``) or the user's (``--config-dir DIR`` with ``DIR/ex
 
 from __future__ import annotations
 
+import json
+
+import numpy as np
 from helpers import run_cli
+from image_files import cifar_archive
 from omegaconf import OmegaConf
 
 from trainer_run.compose.options import CONFIGS, option_section
@@ -80,3 +84,29 @@ def test_an_experiment_checked_with_debug_fast(tmp_path):
     saved = OmegaConf.load(run / ".hydra" / "config.yaml")
     assert saved.optimizer.momentum == 0.9 and saved.scheduler.warmup_steps == 0
     assert json.loads((run / "summary.json").read_text())["iteration"] == 3
+
+
+def test_the_cifar10_resnet_recipe_trains_on_cifar_shaped_data(tmp_path):
+    """No copy of CIFAR-10 is reachable here: an archive of its format, 20 records a batch."""
+    root = tmp_path / "data"
+    root.mkdir()
+    arrays = cifar_archive(root / "cifar-10-binary.tar.gz", per_batch=20, prototypes=True)
+    run = tmp_path / "run"
+    result = run_cli("experiment=cifar10_resnet", f"dataset.root={root}", "dataset.md5.archive=null",
+                     "dataset.examples={train:100,test:20}", "dataset.batch_size=16",
+                     "scheduler.warmup_steps=2", "trainer.max_epochs=null", "trainer.max_iterations=4",
+                     "trainer.progress=false", f"hydra.run.dir={run}")
+    assert result.returncode == 0, result.stderr
+    config = OmegaConf.to_container(OmegaConf.load(run / ".hydra" / "config.yaml"))
+    assert config["dataset"]["transforms"] == ["random_crop", "horizontal_flip"]
+    assert config["model"]["depth"] == 20 and config["optimizer"]["momentum"] == 0.9
+    assert config["scheduler"]["_target_"] == "trainer_run.schedulers.CosineScheduler"
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["iteration"] == 4 and 0 <= summary["test/accuracy"] <= 1
+    with np.load(run / "normalization.npz") as values:
+        mean, std = values["mean"], values["std"]
+    pixels = arrays["train"][0].astype(np.float64)
+    assert mean.shape == std.shape == (3, 1, 1)
+    # 90 of the 100 training images (10% held out): close to all 100's channel moments
+    np.testing.assert_allclose(mean.ravel(), pixels.mean(axis=(0, 2, 3)), rtol=0.1)
+    np.testing.assert_allclose(std.ravel(), pixels.std(axis=(0, 2, 3)), rtol=0.1)

@@ -20,7 +20,9 @@ from trainer_run.assembly.arguments import accepted, arguments, call, instantiat
 from trainer_run.assembly.extend import extend
 from trainer_run.backend import Backend
 from trainer_run.callbacks import HOOKS, Callbacks
-from trainer_run.data import on_device
+from trainer_run.compose.options import built_in_transforms
+from trainer_run.data import augmentation, on_device
+from trainer_run.data.datasets import take
 from trainer_run.errors import ConfigError, check, check_number
 from trainer_run.kvstore.request import KVStoreRequest
 from trainer_run.loss_scaling import LossScaler
@@ -33,7 +35,8 @@ from trainer_run.updaters import ParallelUpdater, StandardUpdater
 from trainer_run.updaters.clipping import global_norm_clip
 from trainer_run.updaters.weighting import batches_per_update
 
-DATA_KEYS = ("batch_size", "val_fraction", "task", "normalize", "overfit_batches", "on_device")
+DATA_KEYS = ("batch_size", "val_fraction", "task", "normalize", "overfit_batches", "on_device",
+             "transforms")
 """Keys of the dataset section the runner reads itself."""
 KINDS = {
     "backend": Kind("an array backend (trainer_run.backend.Backend)", base=Backend),
@@ -65,6 +68,7 @@ class Run:
     samples: int           # examples per update, all workers
     optimizer: object
     max_time: float | None = None  # seconds of training a session may take (None: no limit)
+    augmentation: object = None    # dataset.transforms' (None: none)
 
     @property
     def limit_note(self) -> str | None:
@@ -85,9 +89,9 @@ def build_run(config: dict) -> Run:
     """The parts every process builds: random streams split from ``seed`` (one for the data,
     one for the model's initial parameters, one for shuffling), backend, data, model (tried
     on the first batch: :mod:`trainer_run.models.first_batch`), kvstore, iterator, stop
-    trigger, time limit and optimizer."""
+    trigger, time limit, optimizer and the training batches' transforms (a fourth stream)."""
     seed = check_number("seed", config["seed"], low=0, integer=True)
-    data_seed, model_seed, shuffle_seed = numpy.random.SeedSequence(seed).spawn(3)
+    data_seed, model_seed, shuffle_seed, augment_seed = numpy.random.SeedSequence(seed).spawn(4)
     backend = build_backend(config["backend"], model_seed)
     data, batch_size = build_data(config["dataset"], numpy.random.default_rng(data_seed),
                                   dtype=backend.dtype)
@@ -117,8 +121,13 @@ def build_run(config: dict) -> Run:
     max_time = prefixed("trainer", time_limit.seconds, t.get("max_time"))
     total = stop.total_iterations(len(data.train) / samples)
     optimizer = build_optimizer(config["optimizer"], config.get("scheduler"), total)
+    transforms = augmentation.build(config["dataset"].get("transforms"), augment_seed,
+                                    {"classes": data.out_size, "task": data.task},
+                                    built_in_transforms())
+    if transforms is not None:
+        transforms.try_on(take(data.train, numpy.arange(min(2, len(data.train)))))
     return Run(backend, data, batch_size, model, kvstore, decision.asynchronous, iterator, stop,
-               total, samples, optimizer, max_time)
+               total, samples, optimizer, max_time, transforms)
 
 
 def build_server(run: Run) -> ParameterServer:
@@ -140,7 +149,7 @@ def trainer_of(run: Run, config: dict, out: Path, extra: dict | None = None) -> 
     profiler = Profiler(synchronize=synchronizer(run.backend)) if config["trainer"]["profile"] else None
     updater = build_updater(config["updater"], run.kvstore, run.asynchronous, config["loss_scale"],
                             run.iterator, run.optimizer, run.model, run.backend, run.batch_size,
-                            profiler)
+                            profiler, run.augmentation)
     trainer = Trainer(updater, run.stop, out=str(out), profiler=profiler, max_time=run.max_time)
     extend(trainer, run, config, extra)
     return trainer
@@ -207,12 +216,14 @@ def _replicas(updater: dict) -> int:
 
 
 def build_updater(section: dict, kvstore, asynchronous: bool, loss_scale: dict, iterator, optimizer,
-                  model, backend, batch_size: int, profiler=None):
+                  model, backend, batch_size: int, profiler=None, transforms=None):
     """The updater of ``updater._target_`` (``StandardUpdater``, ``ParallelUpdater``) with the
     section's arguments (``accum_grad``, ``callbacks``, ``devices``, and those every updater
     shares: ``nan_policy``, ``max_skipped_in_a_row``, ``prefetch``, ``clip_global_norm``), the
     loss scaler of ``loss_scale`` and ``kvstore`` (and ``asynchronous``: from
-    :func:`build_kvstore` and its decision); ``profiler``: ``trainer.profile``'s (None: off)."""
+    :func:`build_kvstore` and its decision); ``profiler``: ``trainer.profile``'s (None: off);
+    ``transforms``: the training batches' (:class:`trainer_run.data.augmentation.Augmentation`;
+    None: none), passed only when there are some."""
     section = {**section, "callbacks": build_callbacks(section.get("callbacks") or {})}
     scaler = build_loss_scaler(loss_scale)
     step = type(optimizer).update
@@ -225,9 +236,10 @@ def build_updater(section: dict, kvstore, asynchronous: bool, loss_scale: dict, 
         check(replicas <= batch_size, f"updater.devices={section.get('devices')} needs a batch of "
               f"at least {replicas} examples; dataset.batch_size is {batch_size}")
     factory, kwargs, _ = arguments("updater", section, kind=KINDS["updater"])
+    augmented = {} if transforms is None else {"transforms": transforms}
     return call("updater", factory, kwargs, kind=KINDS["updater"], loss_scaler=scaler,
                 iterator=iterator, optimizer=optimizer, model=model, backend=backend, kvstore=kvstore,
-                asynchronous=asynchronous, profiler=profiler)
+                asynchronous=asynchronous, profiler=profiler, **augmented)
 
 
 def build_loss_scaler(section: dict):

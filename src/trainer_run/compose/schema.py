@@ -63,6 +63,8 @@ TYPES = {
     "trainer.early_stopping.patience": _type("int", "none"),
     "dataset.overfit_batches": _type("int", "none"),
     "dataset.on_device": _type("bool", "none"),
+    "dataset.transforms": _type("list", "none", description="a list of transform names or "
+                                "mappings with _target_"),
     "optimizer.clip_gradient": _type("float", "none"),
     "optimizer.clip_weights": _type("float", "none"),
     "optimizer.lower_bound": _type("float", "none"),

@@ -6,6 +6,10 @@
 - ``standardize``: float32 ``(x - mean) / std`` with the mean and the (population) standard
   deviation of every feature over the training split only; a feature that never varies has
   std 1.
+- ``per_channel``: the same with one mean and standard deviation per channel (the first axis
+  of an example, ``C`` of ``(C, H, W)`` images: over every pixel of that channel of every
+  training image), as torchvision's ``Normalize`` is used; it is recorded as ``standardize``
+  with values of shape ``(C, 1, ..., 1)``.
 
 The values are fitted once (:func:`fit`), applied to every split batch by batch as examples
 are read (:class:`Normalized`), and kept with the run (``Data.normalization``) so evaluation
@@ -20,7 +24,9 @@ from ..backend import array_module
 from ..errors import check
 from .datasets import take
 
-KINDS = ("none", "unit", "standardize")
+KINDS = ("none", "unit", "standardize", "per_channel")
+STANDARDIZING = ("standardize", "per_channel")
+"""The kinds that compute in float32 from the training split's moments."""
 CHUNK_BYTES = 1 << 26
 
 
@@ -36,9 +42,24 @@ def fit(kind: str, train, source: str) -> dict:
               "dataset.normalize=standardize or none")
         return {"kind": "unit", "scale": numpy.float32(numpy.iinfo(first.dtype).max)}
     mean, std = _moments(train, max(1, CHUNK_BYTES // max(first.nbytes, 1)))
+    if kind == "per_channel":
+        check(mean.ndim >= 2, f"{source}: dataset.normalize=per_channel needs examples with a "
+              f"channel axis, (C, H, W) images, and these have shape {mean.shape}; choose "
+              "dataset.normalize=standardize")
+        mean, std = _per_channel(mean, std)
     std[std == 0] = 1.0
     return {"kind": "standardize", "mean": mean.astype(numpy.float32),
             "std": std.astype(numpy.float32)}
+
+
+def _per_channel(mean, std):
+    """The moments of each channel (first axis) from those of its features, each feature
+    counting the same examples: the mean of the means, and the variance from the mean of
+    ``std ** 2 + mean ** 2``."""
+    axes = tuple(range(1, mean.ndim))
+    channel_mean = mean.mean(axis=axes, keepdims=True)
+    second = (std * std + mean * mean).mean(axis=axes, keepdims=True)
+    return channel_mean, numpy.sqrt(numpy.maximum(second - channel_mean * channel_mean, 0.0))
 
 
 def _moments(dataset, step: int):

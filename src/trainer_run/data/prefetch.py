@@ -10,8 +10,9 @@ The iterator keeps its exact semantics: it is advanced on the caller's thread, o
 prefetching, and a checkpoint resumes the same way. To know the indices of batches not yet
 drawn, a *lead* copy of the iterator (the same dataset, its own order and generator, its
 state loaded from the iterator's ``state_dict``) runs ahead and the thread gathers for it.
-Each batch the iterator draws is compared with the oldest gathered one by its indices: equal
-indices mean equal arrays (``gather`` depends on nothing else), so that batch is used; on any
+Each batch the iterator draws is compared with the oldest gathered one by its indices (and
+its key, with ``dataset.transforms``): equal ones mean equal arrays (``gather`` depends on
+nothing else), so that batch is used; on any
 difference (the iterator's state was loaded from a checkpoint, it was reset, ...) the
 gathered batches are dropped, the batch is gathered on the caller's thread, and the lead is
 copied again from the iterator. Batches are therefore always the iterator's, bit for bit.
@@ -47,16 +48,21 @@ class Prefetcher:
         iterator: an iterator with ``next_indices()``, ``state_dict()``,
             ``load_state_dict(state)`` and a ``dataset`` (a
             :class:`~trainer_run.data.SerialIterator`). Only :meth:`next` advances it.
-        gather: a function of a batch's indices alone; it runs on the background thread
-            concurrently with the caller, so it may only read shared data.
+        gather: a function of what ``draw`` returns alone (a batch's indices); it runs on the
+            background thread concurrently with the caller, so it may only read shared data.
         depth: the number of batches gathered ahead, an integer >= 0.
+        draw: advances an iterator by one batch and returns what names the batch: its
+            indices (``next_indices``, the default), or a tuple of them and other values of
+            the iterator's state (arrays or tuples of integers); two batches are the same when
+            these are equal.
     """
 
-    def __init__(self, iterator, gather: Callable, depth: int):
+    def __init__(self, iterator, gather: Callable, depth: int, draw: Callable | None = None):
         self.iterator = iterator
         self.gather = gather
+        self.draw = draw or next_indices
         self.depth = check_number("prefetch", depth, low=0, integer=True)
-        self._queue: deque = deque()  # (indices, future) of the lead's batches, oldest first
+        self._queue: deque = deque()  # (drawn, future) of the lead's batches, oldest first
         self._lead = None             # None: to be copied from the iterator before use
         self._pool: ThreadPoolExecutor | None = None
 
@@ -64,16 +70,16 @@ class Prefetcher:
         """Advances the iterator by one batch and returns ``gather`` of its indices (gathered
         ahead when the lead foresaw them; else here). Raises ``StopIteration`` when the
         iterator does, and what ``gather`` raised for this batch."""
-        indices = self.iterator.next_indices()
+        drawn = self.draw(self.iterator)
         future = None
         if self._queue:
             ahead, future = self._queue.popleft()
-            if not _same(ahead, indices):
+            if not _same(ahead, drawn):
                 future = None
         if future is None:
             self.reset()
         self._fill()
-        return self.gather(indices) if future is None else future.result()
+        return self.gather(drawn) if future is None else future.result()
 
     def reset(self) -> None:
         """Drops the batches gathered ahead (one being gathered finishes unused) and the lead;
@@ -101,10 +107,10 @@ class Prefetcher:
             self._pool = ThreadPoolExecutor(1, thread_name_prefix="prefetch")
         while len(self._queue) < self.depth:
             try:
-                indices = self._lead.next_indices()
+                drawn = self.draw(self._lead)
             except StopIteration:  # an iterator without repeat, at its end
                 return
-            self._queue.append((indices, self._pool.submit(self.gather, indices)))
+            self._queue.append((drawn, self._pool.submit(self.gather, drawn)))
 
 
 def lead_of(iterator):
@@ -116,5 +122,15 @@ def lead_of(iterator):
     return lead
 
 
+def next_indices(iterator):
+    """The indices of ``iterator``'s next batch, advancing it (a :class:`Prefetcher`'s default
+    ``draw``)."""
+    return iterator.next_indices()
+
+
 def _same(a, b) -> bool:
+    if a is None or b is None:
+        return a is b
+    if isinstance(a, tuple):
+        return isinstance(b, tuple) and len(a) == len(b) and all(map(_same, a, b))
     return numpy.shape(a) == numpy.shape(b) and bool(numpy.array_equal(a, b))

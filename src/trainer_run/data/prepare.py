@@ -65,7 +65,7 @@ def prepare(result, rng, val_fraction: float = 0.2, task: str = "auto", normaliz
         _check_rows(splits, split)
     labels, names, out_size, kind, note = _decide(splits, task, n_classes)
     inputs = {s: _inputs(getattr(splits, s)) for s in labels}
-    read_as = numpy.float32 if normalize == "standardize" else numpy.dtype(str(dtype))
+    read_as = numpy.float32 if normalize in input_scaling.STANDARDIZING else numpy.dtype(str(dtype))
     for split, arrays in inputs.items():
         for array in arrays:
             input_checks.numbers(array.dtype, array.shape[1:], splits.source(split))

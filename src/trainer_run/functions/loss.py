@@ -11,10 +11,14 @@ from ..errors import ConfigError
 
 class SoftmaxCrossEntropy(Function):
     """Mean over the batch of ``-log softmax(x)[t]``; ``t`` holds integer class ids (float
-    labels are refused: they are a regression's, and ``dataset.task`` says which)."""
+    labels of one axis are refused: they are a regression's, and ``dataset.task`` says which).
+    Float ``t`` of ``x``'s shape are class probabilities (soft targets, each row summing to 1:
+    mixup's and cutmix's labels): the mean of ``-sum(t * log softmax(x))``, Chainer 7's
+    ``soft_target_loss='cross-entropy'``."""
 
     def forward(self, x, t):
-        if t.dtype.kind not in "iu":
+        soft = t.shape == x.shape and t.dtype.kind == "f"
+        if not soft and t.dtype.kind not in "iu":
             raise ConfigError(f"softmax_cross_entropy takes integer class ids and the labels are "
                               f"{t.dtype}, a regression's (under dataset.task=auto, float labels "
                               "make one); set dataset.task=classification, or give integer labels")
@@ -22,15 +26,22 @@ class SoftmaxCrossEntropy(Function):
         shifted = x - x.max(axis=1, keepdims=True)
         e = xp.exp(shifted)
         total = e.sum(axis=1, keepdims=True)
-        rows = xp.arange(len(t))
-        self._t, self._rows = t, rows
         self._p = e / total
-        log_p = shifted[rows, t] - xp.log(total[:, 0])
+        if soft:
+            self._t, self._rows = t.astype(x.dtype, copy=False), None
+            log_p = (self._t * (shifted - xp.log(total))).sum(axis=1)
+        else:
+            rows = xp.arange(len(t))
+            self._t, self._rows = t, rows
+            log_p = shifted[rows, t] - xp.log(total[:, 0])
         return -mean(log_p, x.dtype)
 
     def backward(self, gy):
         gx = self._p
-        gx[self._rows, self._t] -= 1
+        if self._rows is None:
+            gx -= self._t
+        else:
+            gx[self._rows, self._t] -= 1
         gx *= gy / len(self._t)
         return gx, None
 
@@ -72,7 +83,8 @@ class SigmoidCrossEntropy(Function):
 
 
 def softmax_cross_entropy(x, t) -> Variable:
-    """Mean softmax cross entropy of logits ``x`` (N, C) against class ids ``t`` (N,)."""
+    """Mean softmax cross entropy of logits ``x`` (N, C) against class ids ``t`` (N,) or class
+    probabilities ``t`` (N, C)."""
     return SoftmaxCrossEntropy()(x, t)
 
 
@@ -91,8 +103,11 @@ def mean_squared_error(x0, x1) -> Variable:
 
 
 def accuracy(y, t):
-    """Fraction of rows of ``y`` whose argmax equals ``t`` (not differentiable)."""
+    """Fraction of rows of ``y`` whose argmax equals ``t`` (not differentiable); class
+    probabilities ``t`` (soft targets, ``y``'s shape) count by their largest entry."""
     y, t = as_data(y), as_data(t)
+    if t.shape == y.shape and t.dtype.kind == "f":
+        t = t.argmax(axis=1)
     return mean(y.argmax(axis=1) == t, y.dtype)
 
 

@@ -1,11 +1,14 @@
 """Batches: the next batch of an iterator, as this worker's shard split over the replicas and
-converted onto their devices, gathered ahead of time on a background thread with ``prefetch``."""
+converted onto their devices, each part transformed by ``dataset.transforms``, gathered ahead
+of time on background threads with ``prefetch``."""
 
 from __future__ import annotations
 
+import contextlib
 from typing import Callable
 
 from ..converter import concat_examples, to_device
+from ..data.augmentation import batch_key
 from ..data.prefetch import Prefetcher
 from ..errors import check, check_number
 
@@ -15,11 +18,14 @@ class Batches:
     batch and the number of examples the update averages over (:meth:`.sync.Sync.shard`);
     ``converter`` turns examples into arrays on a device; ``prefetch`` (N > 0) gathers the
     next N batches on one background thread, which needs the default converter and an
-    iterator with ``next_indices`` over a dataset with ``take`` (``main``, checked here)."""
+    iterator with ``next_indices`` over a dataset with ``take`` (``main``, checked here);
+    ``augment`` (an :class:`~trainer_run.data.augmentation.Augmentation`, or None) transforms
+    each part with the draws of its key (the batch's :func:`batch_key` and the part's
+    index)."""
 
     def __init__(self, shard: Callable, converter: Callable = concat_examples, prefetch: int = 0,
-                 main=None):
-        self.shard, self.converter = shard, converter
+                 main=None, augment=None):
+        self.shard, self.converter, self.augment = shard, converter, augment
         self.prefetch = check_number("prefetch", prefetch, low=0, integer=True)
         check(not self.prefetch or (converter is concat_examples and hasattr(main, "next_indices")
                                     and hasattr(main.dataset, "take")),
@@ -30,32 +36,50 @@ class Batches:
 
     def next_parts(self, iterator, backends: list) -> tuple[list, int]:
         """This worker's shard of the next global batch split over ``backends`` Chainer's way
-        (example ``j`` of the shard to part ``j % len(backends)``), each part converted onto
-        its backend's device; and the number of examples the update averages over.
+        (example ``j`` of the shard to part ``j % len(backends)``), each part transformed and
+        converted onto its backend's device; and the number of examples the update averages
+        over.
 
         With the default converter and a dataset that can ``take`` rows, each part is
-        gathered with one fancy index instead of stacking examples one by one (ahead of
-        time with ``prefetch``); the result is the same.
+        gathered with one fancy index instead of stacking examples one by one, and
+        transformed where ``take`` put it (ahead of time with ``prefetch``); the result is
+        the same.
         """
         dataset, n = iterator.dataset, len(backends)
         if self.converter is concat_examples and hasattr(dataset, "take"):
             parts, size = self._gathered(iterator, n)
             return [to_device(part, b) for part, b in zip(parts, backends)], size
+        key = batch_key(iterator) if self.augment is not None else None
         shard, size = self.shard(iterator.next())
-        return [self.converter(shard[j::n], b) for j, b in enumerate(backends)], size
+        parts = [self.converter(shard[j::n], b) for j, b in enumerate(backends)]
+        if self.augment is not None:
+            parts = [self._augmented(part, b, key, j) for j, (part, b) in enumerate(zip(parts, backends))]
+        return parts, size
+
+    def _augmented(self, part, backend, key: tuple, j: int):
+        with backend.activate() if backend is not None else contextlib.nullcontext():
+            return self.augment(part, (*key, j))
 
     def _gathered(self, iterator, n: int) -> tuple[list, int]:
-        dataset, shard_of = iterator.dataset, self.shard
+        dataset, shard_of, augment = iterator.dataset, self.shard, self.augment
 
-        def gather(indices):
+        def draw(it) -> tuple:
+            """The key of ``it``'s next batch (None without transforms) and its indices."""
+            return None if augment is None else batch_key(it), it.next_indices()
+
+        def gather(drawn):
+            key, indices = drawn
             shard, size = shard_of(indices)
-            return [dataset.take(shard[j::n]) for j in range(n)], size
+            parts = [dataset.take(shard[j::n]) for j in range(n)]
+            if augment is not None:
+                parts = [augment(part, (*key, j)) for j, part in enumerate(parts)]
+            return parts, size
 
         if not self.prefetch:
-            return gather(iterator.next_indices())
+            return gather(draw(iterator))
         key = (id(iterator), n)
         if key not in self._prefetchers:
-            self._prefetchers[key] = Prefetcher(iterator, gather, self.prefetch)
+            self._prefetchers[key] = Prefetcher(iterator, gather, self.prefetch, draw=draw)
         return self._prefetchers[key].next()
 
     def reset(self) -> None:
@@ -67,3 +91,4 @@ class Batches:
         """Stops the prefetch threads."""
         for prefetcher in self._prefetchers.values():
             prefetcher.close()
+

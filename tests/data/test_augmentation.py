@@ -1,0 +1,197 @@
+"""``dataset.transforms`` in training (data/augmentation.py, updaters/batches.py): each part of
+each training batch is transformed with a generator spawned from the run's seed and the
+batch's key, so gathering ahead, loading a state mid-run and resuming a run transform every
+batch as a plain run does; names, user transforms and data that do not fit are checked
+before training."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from helpers import load_npz, one_error_line, run_cli
+
+from trainer_run import kvstore as kvstores
+from trainer_run import optimizers
+from trainer_run.backend import get_backend
+from trainer_run.data import ArrayDataset, SerialIterator
+from trainer_run.data.augmentation import Augmentation, batch_key, build
+from trainer_run.data.transforms import HorizontalFlip, Mixup, RandomCrop
+from trainer_run.errors import ConfigError
+from trainer_run.models import MLP
+from trainer_run.updaters import ParallelUpdater, StandardUpdater
+
+SEED = np.random.SeedSequence(11).spawn(4)[3]
+
+
+def images(n=90):
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(n, 1, 4, 4)).astype(np.float32)
+    return ArrayDataset(x, rng.integers(0, 3, size=n).astype(np.int32))
+
+
+def augmentation():
+    return Augmentation([RandomCrop(1), HorizontalFlip(), Mixup(0.5, classes=3)], SEED)
+
+
+def updater(prefetch=0, replicas=1, rank_data=None):
+    backend = get_backend("numpy", seed=3)
+    model = MLP(16, 3, backend, hidden_sizes=[8])
+    iterator = SerialIterator(rank_data or images(), 12, rng=np.random.default_rng(5))
+    common = dict(backend=backend, prefetch=prefetch, transforms=augmentation())
+    if replicas == 1:
+        return StandardUpdater(iterator, optimizers.create("sgd", learning_rate=0.1), model, **common)
+    return ParallelUpdater(iterator, optimizers.create("sgd", learning_rate=0.1), model,
+                           devices=replicas, kvstore=kvstores.create("local"), **common)
+
+
+@pytest.mark.parametrize("replicas", [1, 2])
+def test_each_part_is_transformed_with_the_generator_of_its_seed_rank_batch_and_replica(replicas):
+    """The reference draws by hand: SeedSequence(seed, spawn_key=(3, rank, epoch, position,
+    part)), the transforms called in order on the part's rows."""
+    target, data = updater(replicas=replicas), images()
+    shadow = SerialIterator(data, 12, rng=np.random.default_rng(5))
+    for _ in range(20):  # 90 examples in 12s: batches cross epoch boundaries
+        epoch, position = shadow.epoch, shadow.current_position
+        indices = shadow.next_indices()
+        parts, size = target.next_parts(target.get_iterator("main"), [None] * replicas)
+        assert size == 12
+        for j, part in enumerate(parts):
+            rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(
+                11, spawn_key=(3, 0, epoch, position, j))))
+            batch = data.take(indices[j::replicas])
+            for transform in (RandomCrop(1), HorizontalFlip(), Mixup(0.5, classes=3)):
+                batch = transform(batch, rng)
+            for got, expected in zip(part, batch):
+                np.testing.assert_array_equal(got, expected, strict=True)
+    target.finalize()
+
+
+def test_workers_draw_apart_and_keys_name_batches_once():
+    a, b = augmentation(), augmentation().for_worker(1)
+    draws = {tuple(a.generator((e, p, 0)).random(2)) for e in range(3) for p in range(0, 90, 12)}
+    assert len(draws) == 24
+    assert a.generator((0, 12, 0)).random() != b.generator((0, 12, 0)).random()
+    it = SerialIterator(images(), 12, rng=np.random.default_rng(0))
+    keys = []
+    for _ in range(40):
+        keys.append(batch_key(it))
+        it.next_indices()
+    assert len(set(keys)) == 40
+
+
+@pytest.mark.parametrize("replicas", [1, 2])
+def test_gathering_ahead_transforms_the_same_batches(replicas):
+    plain, ahead = updater(0, replicas), updater(3, replicas)
+    try:
+        for _ in range(25):
+            parts, _ = plain.next_parts(plain.get_iterator("main"), [None] * replicas)
+            got, _ = ahead.next_parts(ahead.get_iterator("main"), [None] * replicas)
+            for a, b in zip(got, parts):
+                for x, y in zip(a, b):
+                    np.testing.assert_array_equal(x, y, strict=True)
+    finally:
+        ahead.finalize()
+
+
+def test_a_state_loaded_mid_run_continues_with_the_same_transforms():
+    target = updater(2)
+    try:
+        for _ in range(5):
+            target.update()
+        state = target.state_dict()
+        for _ in range(10):
+            target.update()
+        expected = {k: p.data.copy() for k, p in target.get_model().params().items()}
+        target.load_state_dict(state)
+        for _ in range(10):
+            target.update()
+    finally:
+        target.finalize()
+    for key, value in target.get_model().params().items():
+        np.testing.assert_array_equal(value.data, expected[key], err_msg=key, strict=True)
+
+
+BUILTIN = {"random_crop": {"_target_": "trainer_run.data.transforms.RandomCrop"}}
+
+
+def test_entries_are_names_or_targets_and_bad_ones_are_named():
+    built = build(["random_crop", {"_target_": "trainer_run.data.transforms.RandomCrop",
+                                   "padding": 2}], SEED, {"classes": 3, "task": "classification"},
+                  BUILTIN)
+    assert [t.padding for t in built.transforms] == [4, 2]
+    assert build([], SEED, {}, BUILTIN) is None
+    with pytest.raises(ConfigError, match=r"dataset.transforms\[1\]='crop' is not a built-in "
+                       "transform; choose one of random_crop, or give a mapping with _target_"):
+        build(["random_crop", "crop"], SEED, {}, BUILTIN)
+    with pytest.raises(ConfigError, match=r"dataset.transforms\[0\] must be a built-in"):
+        build([{"padding": 2}], SEED, {}, BUILTIN)
+    with pytest.raises(ConfigError, match="dataset.transforms must be a list"):
+        build("random_crop", SEED, {}, BUILTIN)
+
+
+class Shift:
+    """A user's transform: adds its constant."""
+
+    def __init__(self, by: float):
+        self.by = by
+
+    def __call__(self, batch, rng):
+        x, t = batch
+        if self.by < 0:
+            raise ValueError("no negative shifts")
+        return x + self.by, t
+
+
+def test_a_users_transform_runs_and_what_it_raises_names_its_entry():
+    shift = build([{"_target_": f"{__name__}.Shift", "by": 2.0}], SEED, {}, {})
+    x = np.zeros((2, 3), np.float32)
+    np.testing.assert_array_equal(shift((x, np.zeros(2)), (0, 0, 0))[0], x + 2)
+    broken = build([{"_target_": f"{__name__}.Shift", "by": -1.0}], SEED, {}, {})
+    with pytest.raises(Exception, match=r"dataset.transforms\[0\].*raised ValueError: no negative"):
+        broken.try_on((x, np.zeros(2)))
+
+
+# -- whole runs ----------------------------------------------------------------------------
+
+RUN = ("dataset=npz", "model=mlp", "model.hidden_sizes=[16]", "optimizer=sgd",
+       "optimizer.learning_rate=0.1", "dataset.batch_size=20", "trainer.log_interval=10",
+       "trainer.eval_interval=10", "trainer.checkpoint_interval=15", "trainer.progress=false")
+TRANSFORMS = "dataset.transforms=[random_crop,horizontal_flip,random_erasing,cutmix]"
+
+
+@pytest.fixture(scope="module")
+def image_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("images") / "images.npz"
+    rng = np.random.default_rng(1)
+    np.savez(path, x=rng.integers(0, 256, size=(150, 3, 8, 8), dtype=np.uint8),
+             y=rng.integers(0, 4, size=150).astype(np.int64))
+    return path
+
+
+def train(out, image_file, *args):
+    result = run_cli(f"hydra.run.dir={out}", *RUN, f"dataset.path={image_file}",
+                     "dataset.normalize=per_channel", *args)
+    assert result.returncode == 0, result.stderr
+    return load_npz(out / "model.npz")
+
+
+def test_a_run_with_transforms_resumed_equals_an_uninterrupted_one_and_differs_without(tmp_path, image_file):
+    whole = train(tmp_path / "whole", image_file, TRANSFORMS, "trainer.max_iterations=30")
+    train(tmp_path / "cut", image_file, TRANSFORMS, "trainer.max_iterations=15")
+    resumed = run_cli(f"resume={tmp_path / 'cut'}", "trainer.max_iterations=30")
+    assert resumed.returncode == 0, resumed.stderr
+    again = load_npz(tmp_path / "cut" / "model.npz")
+    plain = train(tmp_path / "plain", image_file, "trainer.max_iterations=30")
+    for key in whole:
+        np.testing.assert_array_equal(again[key], whole[key], err_msg=key, strict=True)
+    assert any(not np.array_equal(plain[key], whole[key]) for key in whole)
+
+
+def test_transforms_that_do_not_fit_the_data_stop_the_run_before_it_writes(tmp_path):
+    result = run_cli(f"hydra.run.dir={tmp_path / 'run'}", "dataset.transforms=[random_crop]",
+                     "dataset=regression")
+    assert result.returncode == 2
+    assert one_error_line(result) == (
+        "error: dataset.transforms: random_crop works on images, inputs whose last two axes are "
+        "height and width; these examples have shape (8,): leave random_crop out for these data")
+    assert not (tmp_path / "run").exists()
