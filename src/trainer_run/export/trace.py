@@ -21,7 +21,7 @@ model changes: no gradient is computed and no running statistic is updated.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from .. import functions as F
 from ..autograd import Variable
@@ -78,13 +78,12 @@ class Step:
 @dataclass
 class Trace:
     """A traced forward: ``steps`` in order, ``output`` (the :class:`Step` that made what
-    ``forward`` returned, or a :class:`Leaf` when no traced function made it), ``input``
-    (the :class:`Input`) and the ``leaves`` by ``id`` of their value."""
+    ``forward`` returned, or a :class:`Leaf` when no traced function made it) and ``input``
+    (the :class:`Input`)."""
 
     steps: list
     output: object
     input: Input
-    leaves: dict = field(default_factory=dict)
 
 
 def trace(model, example) -> Trace:
@@ -126,7 +125,7 @@ def _named_arrays(model) -> dict:
 
 def _walk(y: Variable, x: Input, named: dict) -> Trace:
     """The steps from the leaves to ``y``, each after those that made its inputs."""
-    found, order, leaves, functions = {}, [], {}, set()
+    found, order, functions = {}, [], set()
     stack = [y]
     while stack:
         var = stack.pop()
@@ -146,14 +145,12 @@ def _walk(y: Variable, x: Input, named: dict) -> Trace:
                 step.inputs.append(given)
                 stack.append(given)
             else:
-                leaf = _leaf(given, x, named)
-                leaves[id(given)] = leaf
-                step.inputs.append(leaf)
+                step.inputs.append(_leaf(given, x, named))
     steps = sorted(order, key=lambda s: s.output.rank)
     for step in steps:
         step.inputs = [found[id(v)] if isinstance(v, Variable) else v for v in step.inputs]
     output = found[id(y)] if y.creator is not None else _leaf(y, x, named)
-    return Trace(steps, output, x, leaves)
+    return Trace(steps, output, x)
 
 
 def _leaf(value, x: Input, named: dict) -> Leaf:
