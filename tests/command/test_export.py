@@ -1,0 +1,101 @@
+"""``trainer-export`` on a run trained for a few iterations, as a user runs it: the ONNX file
+it writes gives in onnxruntime what ``load_model(run).predict`` gives on the same raw uint8
+images; the default npz is the run's best weights bit for bit with its normalization; a run of
+someone else naming code needs ``trust=true``; bad input is one line."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy
+import onnxruntime
+import pytest
+from helpers import load_npz
+
+import trainer_run
+from trainer_run.cli import export as command
+from trainer_run.errors import ConfigError
+
+USER_MODEL = '''
+from trainer_run import functions as F
+from trainer_run.layers import BatchNorm, Conv2D, Dropout, Linear
+from trainer_run.models import Model
+
+
+class Small(Model):
+    def __init__(self, in_shape, out_size, backend):
+        self.conv = Conv2D(in_shape[0], 3, 3, backend, pad=1)
+        self.bn = BatchNorm(3, backend)
+        self.drop = Dropout(0.3, backend)
+        self.fc = Linear(3 * 2 * 2, out_size, backend)
+
+    def forward(self, x):
+        return self.fc(self.drop(F.max_pooling_2d(F.relu(self.bn(self.conv(x))), 2)))
+'''
+TRAIN = ("dataset=npz", "dataset.path=train.npz", "dataset.normalize=unit",
+         "+model._target_=exported_models.Small", "trainer.max_iterations=10",
+         "trainer.eval_interval=5", "trainer.progress=false", "hydra.run.dir=run")
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    """A run of alice's own model on 4x4 uint8 images, and her environment."""
+    folder = tmp_path_factory.mktemp("export").resolve()
+    (folder / "exported_models.py").write_text(USER_MODEL)
+    rng = numpy.random.default_rng(3)
+    x = rng.integers(0, 256, size=(120, 1, 4, 4), dtype=numpy.uint8)
+    numpy.savez(folder / "train.npz", x=x, y=(x[:, 0, :2].mean(axis=(1, 2)) > 127).astype(numpy.int64))
+    env = {**os.environ, "XDG_CONFIG_HOME": str(folder / "alice"), "PYTHONPATH": str(folder)}
+    done = subprocess.run([sys.executable, "-m", "trainer_run.cli", *TRAIN], cwd=folder, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    yield folder, env
+    sys.modules.pop("exported_models", None)  # imported here by load_model: no other test's
+
+
+def test_the_onnx_file_gives_predicts_outputs_in_onnxruntime(folder, monkeypatch):
+    folder, env = folder
+    done = subprocess.run([sys.executable, "-m", "trainer_run.cli.export", "run", "format=onnx",
+                           "out=small.onnx"], cwd=folder, env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("written: small.onnx (best weights, iteration ")
+    monkeypatch.setenv("XDG_CONFIG_HOME", env["XDG_CONFIG_HOME"])
+    monkeypatch.syspath_prepend(str(folder))
+    loaded = trainer_run.load_model(folder / "run")
+    x = numpy.random.default_rng(9).integers(0, 256, size=(7, 1, 4, 4), dtype=numpy.uint8)
+    session = onnxruntime.InferenceSession(str(folder / "small.onnx"),
+                                           providers=["CPUExecutionProvider"])
+    (got,) = session.run(None, {"x": x.astype(numpy.float32)})
+    expected = loaded.predict(x)
+    numpy.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5 * max(1, abs(expected).max()))
+
+
+def test_another_users_export_needs_trust_and_the_default_npz_is_the_best_weights(folder, monkeypatch):
+    folder, env = folder
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(folder / "bob"))
+    monkeypatch.syspath_prepend(str(folder))
+    run = folder / "run"
+    with pytest.raises(ConfigError, match=r"exported_models\.Small.*trust=true"):
+        command.export(run, [])
+    assert not (run / "export").exists()
+    path, weights = command.export(run, ["trust=true"])
+    assert path == run / "export" / f"model_best_iter{weights['iteration']}.npz"
+    exported, best = load_npz(path), load_npz(run / "model_best.npz")
+    assert set(exported) == {*best, "normalization/kind", "normalization/scale"}
+    assert all(exported[k].dtype == best[k].dtype and numpy.array_equal(exported[k], best[k])
+               for k in best)
+    assert str(exported["normalization/kind"]) == "unit" and exported["normalization/scale"] == 255
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["format="], r"^format= is empty; give format=npz or format=onnx"),
+    (["format=pt"], r"^format=pt is unknown; choose one of npz, onnx$"),
+    (["split=test"], r"^'split=test' is not a KEY=VALUE this command takes"),
+    (["trust=yes"], r"^trust must be true or false")])
+def test_bad_input_is_one_line(folder, args, message):
+    folder, _ = folder
+    with pytest.raises(ConfigError, match=message):
+        command.export(folder / "run", args)
