@@ -33,11 +33,11 @@ def augmentation():
     return Augmentation([RandomCrop(1), HorizontalFlip(), Mixup(0.5, classes=3)], SEED)
 
 
-def updater(prefetch=0, replicas=1, rank_data=None):
+def updater(prefetch=0, replicas=1, rank_data=None, workers=0):
     backend = get_backend("numpy", seed=3)
     model = MLP(16, 3, backend, hidden_sizes=[8])
     iterator = SerialIterator(rank_data or images(), 12, rng=np.random.default_rng(5))
-    common = dict(backend=backend, prefetch=prefetch, transforms=augmentation())
+    common = dict(backend=backend, prefetch=prefetch, transforms=augmentation(), workers=workers)
     if replicas == 1:
         return StandardUpdater(iterator, optimizers.create("sgd", learning_rate=0.1), model, **common)
     return ParallelUpdater(iterator, optimizers.create("sgd", learning_rate=0.1), model,
@@ -80,8 +80,9 @@ def test_workers_draw_apart_and_keys_name_batches_once():
 
 
 @pytest.mark.parametrize("replicas", [1, 2])
-def test_gathering_ahead_transforms_the_same_batches(replicas):
-    plain, ahead = updater(0, replicas), updater(3, replicas)
+@pytest.mark.parametrize("prefetch, workers", [(3, 0), (0, 3), (1, 2)])
+def test_gathering_ahead_in_threads_transforms_the_same_batches(replicas, prefetch, workers):
+    plain, ahead = updater(0, replicas), updater(prefetch, replicas, workers=workers)
     try:
         for _ in range(25):
             parts, _ = plain.next_parts(plain.get_iterator("main"), [None] * replicas)
@@ -93,8 +94,9 @@ def test_gathering_ahead_transforms_the_same_batches(replicas):
         ahead.finalize()
 
 
-def test_a_state_loaded_mid_run_continues_with_the_same_transforms():
-    target = updater(2)
+@pytest.mark.parametrize("prefetch, workers", [(2, 0), (0, 2)])
+def test_a_state_loaded_mid_run_continues_with_the_same_transforms(prefetch, workers):
+    target = updater(prefetch, workers=workers)
     try:
         for _ in range(5):
             target.update()
@@ -175,15 +177,19 @@ def train(out, image_file, *args):
     return load_npz(out / "model.npz")
 
 
-def test_a_run_with_transforms_resumed_equals_an_uninterrupted_one_and_differs_without(tmp_path, image_file):
+def test_a_run_with_transforms_resumed_or_in_workers_equals_a_plain_one_and_differs_without(
+        tmp_path, image_file):
     whole = train(tmp_path / "whole", image_file, TRANSFORMS, "trainer.max_iterations=30")
     train(tmp_path / "cut", image_file, TRANSFORMS, "trainer.max_iterations=15")
     resumed = run_cli(f"resume={tmp_path / 'cut'}", "trainer.max_iterations=30")
     assert resumed.returncode == 0, resumed.stderr
     again = load_npz(tmp_path / "cut" / "model.npz")
     plain = train(tmp_path / "plain", image_file, "trainer.max_iterations=30")
+    threaded = train(tmp_path / "threads", image_file, TRANSFORMS, "trainer.max_iterations=30",
+                     "dataset.workers=2")
     for key in whole:
         np.testing.assert_array_equal(again[key], whole[key], err_msg=key, strict=True)
+        np.testing.assert_array_equal(threaded[key], whole[key], err_msg=key, strict=True)
     assert any(not np.array_equal(plain[key], whole[key]) for key in whole)
 
 

@@ -95,6 +95,26 @@ def test_after_the_first_batch_every_batch_is_gathered_on_the_one_background_thr
     assert 20 <= len(threads) <= 20 + 3  # the batches drawn, and up to 3 ahead (close cancels)
 
 
+def test_several_threads_gather_at_once_and_the_batches_come_in_the_iterators_order():
+    data = dataset()
+    names, started = set(), threading.Barrier(3, timeout=5)
+
+    def gather(indices):
+        name = threading.current_thread().name
+        if name.startswith("prefetch") and name not in names:
+            names.add(name)
+            started.wait()  # each thread's first batch waits for the other two: 3 at once
+        return data.take(indices)
+
+    plain, ahead = iterator(data), Prefetcher(iterator(data), gather, 6, threads=3)
+    try:
+        for _ in range(40):
+            assert_same_batch(ahead.next(), data.take(plain.next_indices()))
+    finally:
+        ahead.close()
+    assert len(names) == 3 and not started.broken
+
+
 def test_without_repeat_the_short_last_batch_and_the_stop_are_the_same():
     data = dataset(95)
     plain, ahead = iterator(data, repeat=False), iterator(data, repeat=False)

@@ -36,7 +36,7 @@ from trainer_run.updaters.clipping import global_norm_clip
 from trainer_run.updaters.weighting import batches_per_update
 
 DATA_KEYS = ("batch_size", "val_fraction", "task", "normalize", "overfit_batches", "on_device",
-             "transforms")
+             "transforms", "workers")
 """Keys of the dataset section the runner reads itself."""
 KINDS = {
     "backend": Kind("an array backend (trainer_run.backend.Backend)", base=Backend),
@@ -108,7 +108,7 @@ def build_run(config: dict) -> Run:
         data = overfit_data(data, overfit, batch_size * workers)
     devices = u.get("devices", 1)  # updater=parallel's replicas
     data = on_device.placed(data, backend, config["dataset"].get("on_device"),
-                            u.get("prefetch", 0),
+                            u.get("prefetch", 0), config["dataset"].get("workers", 0),
                             devices if isinstance(devices, int) else len(devices))
     iterator = datasets.SerialIterator(data.train, batch_size * workers, shuffle=overfit is None,
                                        rng=numpy.random.default_rng(shuffle_seed))
@@ -149,7 +149,7 @@ def trainer_of(run: Run, config: dict, out: Path, extra: dict | None = None) -> 
     profiler = Profiler(synchronize=synchronizer(run.backend)) if config["trainer"]["profile"] else None
     updater = build_updater(config["updater"], run.kvstore, run.asynchronous, config["loss_scale"],
                             run.iterator, run.optimizer, run.model, run.backend, run.batch_size,
-                            profiler, run.augmentation)
+                            profiler, run.augmentation, config["dataset"].get("workers", 0))
     trainer = Trainer(updater, run.stop, out=str(out), profiler=profiler, max_time=run.max_time)
     extend(trainer, run, config, extra)
     return trainer
@@ -216,14 +216,14 @@ def _replicas(updater: dict) -> int:
 
 
 def build_updater(section: dict, kvstore, asynchronous: bool, loss_scale: dict, iterator, optimizer,
-                  model, backend, batch_size: int, profiler=None, transforms=None):
+                  model, backend, batch_size: int, profiler=None, transforms=None, workers=0):
     """The updater of ``updater._target_`` (``StandardUpdater``, ``ParallelUpdater``) with the
     section's arguments (``accum_grad``, ``callbacks``, ``devices``, and those every updater
     shares: ``nan_policy``, ``max_skipped_in_a_row``, ``prefetch``, ``clip_global_norm``), the
     loss scaler of ``loss_scale`` and ``kvstore`` (and ``asynchronous``: from
     :func:`build_kvstore` and its decision); ``profiler``: ``trainer.profile``'s (None: off);
     ``transforms``: the training batches' (:class:`trainer_run.data.augmentation.Augmentation`;
-    None: none), passed only when there are some."""
+    None: none) and ``workers`` (``dataset.workers``), each passed only when set."""
     section = {**section, "callbacks": build_callbacks(section.get("callbacks") or {})}
     scaler = build_loss_scaler(loss_scale)
     step = type(optimizer).update
@@ -236,7 +236,7 @@ def build_updater(section: dict, kvstore, asynchronous: bool, loss_scale: dict, 
         check(replicas <= batch_size, f"updater.devices={section.get('devices')} needs a batch of "
               f"at least {replicas} examples; dataset.batch_size is {batch_size}")
     factory, kwargs, _ = arguments("updater", section, kind=KINDS["updater"])
-    augmented = {} if transforms is None else {"transforms": transforms}
+    augmented = {k: v for k, v in (("transforms", transforms), ("workers", workers)) if v}
     return call("updater", factory, kwargs, kind=KINDS["updater"], loss_scaler=scaler,
                 iterator=iterator, optimizer=optimizer, model=model, backend=backend, kvstore=kvstore,
                 asynchronous=asynchronous, profiler=profiler, **augmented)

@@ -63,6 +63,7 @@ TYPES = {
     "trainer.early_stopping.patience": _type("int", "none"),
     "dataset.overfit_batches": _type("int", "none"),
     "dataset.on_device": _type("bool", "none"),
+    "dataset.workers": _type("int"),
     "dataset.transforms": _type("list", "none", description="a list of transform names or "
                                 "mappings with _target_"),
     "optimizer.clip_gradient": _type("float", "none"),

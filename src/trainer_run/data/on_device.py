@@ -58,17 +58,20 @@ class OnDevice:
             return (transform(self.values, x), *rest)
 
 
-def placed(data, backend, choice: bool | None, prefetch: int, replicas: int = 1):
+def placed(data, backend, choice: bool | None, prefetch: int, workers: int = 0, replicas: int = 1):
     """``data`` with its training and validation splits :class:`OnDevice` by ``choice``
-    (``dataset.on_device``; see the module docstring), else as it is. ``replicas``:
-    ``updater=parallel``'s; the splits live on the main replica's GPU, so several GPUs keep the
-    host pipeline."""
+    (``dataset.on_device``; see the module docstring), else as it is. ``prefetch`` and
+    ``workers`` (``updater.prefetch``, ``dataset.workers``) gather on the host ahead of time,
+    and rule it out. ``replicas``: ``updater=parallel``'s; the splits live on the main
+    replica's GPU, so several GPUs keep the host pipeline."""
     if choice is not None and not isinstance(choice, bool):
         raise ConfigError(f"dataset.on_device must be true, false or null, got {choice!r}")
-    if choice and prefetch:
-        raise ConfigError(f"dataset.on_device=true gathers batches on the device, and "
-                          f"updater.prefetch={prefetch} gathers them on the host ahead of time: "
-                          "set one of them (updater.prefetch=0 or dataset.on_device=false)")
+    for key, value in (("updater.prefetch", prefetch), ("dataset.workers", workers)):
+        if choice and value:
+            raise ConfigError(f"dataset.on_device=true gathers batches on the device, and "
+                              f"{key}={value} gathers them on the host ahead of time: set one "
+                              f"of them ({key}=0 or dataset.on_device=false)")
+    prefetch = prefetch or workers
     several_gpus = backend.name == "cupy" and replicas > 1
     if choice and several_gpus:
         raise ConfigError(f"dataset.on_device=true keeps the data on one GPU, and "

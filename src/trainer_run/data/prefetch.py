@@ -1,20 +1,21 @@
-"""Preparing the next batches on a background thread (``updater.prefetch``).
+"""Preparing the next batches on background threads (``updater.prefetch``, ``dataset.workers``).
 
 A :class:`Prefetcher` stands beside an iterator and a ``gather`` function that turns a batch's
 dataset indices into arrays (the updater's: ``dataset.take`` of each replica's part, the
-normalization included). While the caller trains on one batch, one background thread gathers
-the next ``depth``.
+normalization and ``dataset.transforms`` included). While the caller trains on one batch,
+background threads (one, or ``dataset.workers``) gather the next ``depth``, each thread a
+batch at a time; the caller takes them in the iterator's order.
 
 The iterator keeps its exact semantics: it is advanced on the caller's thread, one batch per
 :meth:`Prefetcher.next`, so its position, epoch and ``state_dict`` are those of a run without
 prefetching, and a checkpoint resumes the same way. To know the indices of batches not yet
 drawn, a *lead* copy of the iterator (the same dataset, its own order and generator, its
-state loaded from the iterator's ``state_dict``) runs ahead and the thread gathers for it.
+state loaded from the iterator's ``state_dict``) runs ahead and the threads gather for it.
 Each batch the iterator draws is compared with the oldest gathered one by its indices (and
 its key, with ``dataset.transforms``): equal ones mean equal arrays (``gather`` depends on
-nothing else), so that batch is used; on any
-difference (the iterator's state was loaded from a checkpoint, it was reset, ...) the
-gathered batches are dropped, the batch is gathered on the caller's thread, and the lead is
+nothing else, whichever thread runs it), so that batch is used; on any difference (the
+iterator's state was loaded from a checkpoint, it was reset, ...) the gathered batches are
+dropped, the batch is gathered on the caller's thread, and the lead is
 copied again from the iterator. Batches are therefore always the iterator's, bit for bit.
 
 An exception raised by ``gather`` on the thread is raised again by the :meth:`Prefetcher.next`
@@ -51,16 +52,20 @@ class Prefetcher:
         gather: a function of what ``draw`` returns alone (a batch's indices); it runs on the
             background thread concurrently with the caller, so it may only read shared data.
         depth: the number of batches gathered ahead, an integer >= 0.
+        threads: the threads that gather them, each a batch at a time (``dataset.workers``);
+            the batches come back in the iterator's order whichever finishes first.
         draw: advances an iterator by one batch and returns what names the batch: its
             indices (``next_indices``, the default), or a tuple of them and other values of
             the iterator's state (arrays or tuples of integers); two batches are the same when
             these are equal.
     """
 
-    def __init__(self, iterator, gather: Callable, depth: int, draw: Callable | None = None):
+    def __init__(self, iterator, gather: Callable, depth: int, draw: Callable | None = None,
+                 threads: int = 1):
         self.iterator = iterator
         self.gather = gather
         self.draw = draw or next_indices
+        self.threads = check_number("dataset.workers", threads, low=1, integer=True)
         self.depth = check_number("prefetch", depth, low=0, integer=True)
         self._queue: deque = deque()  # (drawn, future) of the lead's batches, oldest first
         self._lead = None             # None: to be copied from the iterator before use
@@ -104,7 +109,7 @@ class Prefetcher:
         if self._lead is None:
             self._lead = lead_of(self.iterator)
         if self._pool is None:
-            self._pool = ThreadPoolExecutor(1, thread_name_prefix="prefetch")
+            self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="prefetch")
         while len(self._queue) < self.depth:
             try:
                 drawn = self.draw(self._lead)

@@ -1,6 +1,6 @@
 """Batches: the next batch of an iterator, as this worker's shard split over the replicas and
 converted onto their devices, each part transformed by ``dataset.transforms``, gathered ahead
-of time on background threads with ``prefetch``."""
+of time on background threads with ``prefetch`` or ``dataset.workers``."""
 
 from __future__ import annotations
 
@@ -21,17 +21,20 @@ class Batches:
     iterator with ``next_indices`` over a dataset with ``take`` (``main``, checked here);
     ``augment`` (an :class:`~trainer_run.data.augmentation.Augmentation`, or None) transforms
     each part with the draws of its key (the batch's :func:`batch_key` and the part's
-    index)."""
+    index); ``workers`` (N > 0, ``dataset.workers``) gathers and transforms batches on N
+    threads, ``max(prefetch, 2 N)`` ahead, with the same needs as ``prefetch``."""
 
     def __init__(self, shard: Callable, converter: Callable = concat_examples, prefetch: int = 0,
-                 main=None, augment=None):
+                 main=None, augment=None, workers: int = 0):
         self.shard, self.converter, self.augment = shard, converter, augment
         self.prefetch = check_number("prefetch", prefetch, low=0, integer=True)
-        check(not self.prefetch or (converter is concat_examples and hasattr(main, "next_indices")
-                                    and hasattr(main.dataset, "take")),
-              f"prefetch={prefetch} gathers batches with the dataset's take(indices) and the "
-              "default converter; this run's iterator, dataset or converter has none, so set it "
-              "to 0")
+        self.workers = check_number("dataset.workers", workers, low=0, integer=True)
+        for key, value in (("prefetch", self.prefetch), ("dataset.workers", self.workers)):
+            check(not value or (converter is concat_examples and hasattr(main, "next_indices")
+                                and hasattr(main.dataset, "take")),
+                  f"{key}={value} gathers batches with the dataset's take(indices) and the "
+                  "default converter; this run's iterator, dataset or converter has none, so set "
+                  "it to 0")
         self._prefetchers: dict = {}
 
     def next_parts(self, iterator, backends: list) -> tuple[list, int]:
@@ -75,11 +78,12 @@ class Batches:
                 parts = [augment(part, (*key, j)) for j, part in enumerate(parts)]
             return parts, size
 
-        if not self.prefetch:
+        if not self.prefetch and not self.workers:
             return gather(draw(iterator))
         key = (id(iterator), n)
         if key not in self._prefetchers:
-            self._prefetchers[key] = Prefetcher(iterator, gather, self.prefetch, draw=draw)
+            self._prefetchers[key] = Prefetcher(iterator, gather, max(self.prefetch, 2 * self.workers),
+                                                draw=draw, threads=max(self.workers, 1))
         return self._prefetchers[key].next()
 
     def reset(self) -> None:

@@ -49,7 +49,8 @@ class ParallelUpdater(StandardUpdater):
                  converter=concat_examples, backend=None, accum_grad: int = 1,
                  loss_scaler=None, callbacks=None, nan_policy: str = "stop",
                  max_skipped_in_a_row: int | None = 100, asynchronous: bool = False,
-                 prefetch: int = 0, profiler=None, clip_global_norm=None, transforms=None):
+                 prefetch: int = 0, profiler=None, clip_global_norm=None, transforms=None,
+                 workers: int = 0):
         host = backend if backend is not None else Backend("numpy")
         ids = _device_ids(devices, host)
         check(kvstore is not None or len(ids) == 1,
@@ -60,7 +61,7 @@ class ParallelUpdater(StandardUpdater):
                          nan_policy=nan_policy, kvstore=kvstore,
                          max_skipped_in_a_row=max_skipped_in_a_row, asynchronous=asynchronous,
                          prefetch=prefetch, profiler=profiler, clip_global_norm=clip_global_norm,
-                         transforms=transforms)
+                         transforms=transforms, workers=workers)
         self.devices = ids
         self.backends = [host] + [_replica_backend(host, d) for d in ids[1:]]
         self.replicas = [self._models["main"]] + [_replicate(self._models["main"], b)

@@ -100,13 +100,16 @@ class StandardUpdater(NamedParts):
             no clipping; see :mod:`.clipping`); not with ``asynchronous``.
         transforms: the training batches' random transforms, an
             :class:`~trainer_run.data.augmentation.Augmentation` (None: none).
+        workers: threads that gather and transform batches ahead (``dataset.workers``; 0:
+            none, the batches are gathered when needed or as ``prefetch`` says).
     """
 
     def __init__(self, iterator, optimizer, model, converter: Callable = concat_examples,
                  backend=None, loss_func: Callable | None = None, accum_grad: int = 1,
                  loss_scaler=None, callbacks=None, nan_policy: str = "stop", kvstore=None,
                  max_skipped_in_a_row: int | None = 100, asynchronous: bool = False,
-                 prefetch: int = 0, profiler=None, clip_global_norm=None, transforms=None):
+                 prefetch: int = 0, profiler=None, clip_global_norm=None, transforms=None,
+                 workers: int = 0):
         self.profiler = profiler or NullProfiler()
         self.nan = NanPolicy(nan_policy, max_skipped_in_a_row)
         clip = global_norm_clip(clip_global_norm, asynchronous)
@@ -136,7 +139,8 @@ class StandardUpdater(NamedParts):
                                 self._optimizers["main"])
         self.batches = Batches(lambda indices: self.sync.shard(indices), converter, prefetch,
                                self._iterators["main"],
-                               None if transforms is None else transforms.for_worker(self.rank))
+                               None if transforms is None else transforms.for_worker(self.rank),
+                               workers)
         self.backends = [backend]
         self.replicas = [self._models["main"]]
         self.replica_stores = [self.stores["main"]]
