@@ -64,8 +64,9 @@ def _dtype(dtype) -> numpy.dtype:
 
 class Average:
     """An average of ``store``'s parameters (a :class:`~trainer_run.params.ParamStore`); see
-    the module docstring. :attr:`count` counts the values taken in (the updates, or the
-    averaging points); :attr:`started` says whether it holds values."""
+    the module docstring. :attr:`count` counts the values the equal-weight average took in
+    (the exponential one needs no count, and keeps none: whether a device's verdict kept a step
+    is known on the device alone); :attr:`started` says whether it holds values."""
 
     def __init__(self, store):
         self.store = store
@@ -100,7 +101,6 @@ class Average:
                 flat += (1 - decay) * param
             else:
                 array_module(flat).copyto(flat, decay * flat + (1 - decay) * param, where=kept)
-        self.count += 1
 
     def equal(self) -> None:
         """Takes in the current parameters with the weight of every earlier value."""
