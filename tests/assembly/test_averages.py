@@ -40,14 +40,17 @@ def test_swa_start_as_a_fraction_iterations_or_epochs():
     assert epochs.start_epoch == 2.0
     assert not epochs(at(20, epoch=1.0, previous=0.9)) and epochs(at(40, epoch=2.0, previous=1.9))
     assert not epochs(at(41, epoch=2.05, previous=2.0)) and epochs(at(60, epoch=3.0, previous=2.95))
+    assert swa_points({"start": 0, "interval": 5}, total=100).start_iteration == 0
     assert swa_points({"start": None, "interval": "1epoch"}, total=100) is None
 
 
 @pytest.mark.parametrize("section, line", [
     ({"start": 1.5, "interval": 1}, "trainer.swa.start=1.5: a number with a point is a fraction "
                                     "of the run, in [0, 1)"),
-    ({"start": "3epochs!", "interval": 1}, "trainer.swa.start=3epochs! is neither a number of "
-                                           "iterations"),
+    ({"start": "3epochs!", "interval": 1}, "trainer.swa.start=3epochs! is neither a fraction of "
+                                           "the run (0.75), a number of iterations (1500) nor "
+                                           "of epochs (3epoch, 0.5epoch)"),
+    ({"start": -2, "interval": 1}, "trainer.swa.start=-2 is neither a fraction"),
     ({"start": 3, "interval": "often"}, "trainer.swa.interval=often is neither a number of "
                                         "iterations"),
 ])

@@ -77,8 +77,9 @@ class SwaPoints:
 def swa_points(section: dict, total: int) -> SwaPoints | None:
     """The averaging points of the ``trainer.swa`` section for a run of ``total`` iterations:
     ``start`` a fraction of the run in [0, 1) (``0.75``: from iteration ``ceil(0.75 *
-    total)``), iterations (``1500``) or epochs (``3epoch``, ``0.5epoch``); ``interval`` as the
-    other intervals (``1epoch``, ``200``). None when ``start`` is null (SWA off)."""
+    total)``), iterations (``1500``; 0: from the start) or epochs (``3epoch``, ``0.5epoch``);
+    ``interval`` as the other intervals (``1epoch``, ``200``). None when ``start`` is null
+    (SWA off)."""
     start = section.get("start")
     if start is None:
         return None
@@ -89,7 +90,13 @@ def swa_points(section: dict, total: int) -> SwaPoints | None:
                               "of the run, in [0, 1); write iterations (1500) or epochs (3epoch) "
                               "otherwise")
         return SwaPoints(interval, start_iteration=math.ceil(start * total))
-    written = triggers.interval("trainer.swa.start", start)
+    if isinstance(start, int) and not isinstance(start, bool) and start >= 0:
+        return SwaPoints(interval, start_iteration=start)
+    try:
+        written = triggers.interval("trainer.swa.start", start)
+    except ConfigError:
+        raise ConfigError(f"trainer.swa.start={start} is neither a fraction of the run (0.75), "
+                          "a number of iterations (1500) nor of epochs (3epoch, 0.5epoch)") from None
     if written.unit == "epoch":
         return SwaPoints(interval, start_epoch=written.period)
     return SwaPoints(interval, start_iteration=written.period)
