@@ -4,8 +4,8 @@
 
 An :class:`Average` keeps one flat buffer per parameter group of the model's
 :class:`~trainer_run.params.ParamStore`, on the parameters' device, in float32 (or the
-parameters' own dtype when it is wider: float64 stays float64), and a counter of the values
-it has taken in. Its rules:
+parameters' own dtype when it is wider: float64 stays float64), and, for the equal-weight
+average, the number of values it has taken in. Its rules:
 
 - :meth:`Average.exponential`: ``avg = decay * avg + (1 - decay) * param``, the recursion as
   written (timm's ``ModelEmaV2``; PyTorch's ``get_ema_multi_avg_fn`` writes it as a lerp);
