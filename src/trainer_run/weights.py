@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy
 
-from . import updaters
+from . import averaging, updaters
 from .errors import ConfigError
 from .module import load_arrays
 from .runs import directory as run_directory
@@ -51,10 +51,14 @@ class Weights:
 
     def arrays(self) -> dict:
         """The parameters by path (and persistent values), read without pickle; a file that
-        cannot be read is a :class:`~trainer_run.errors.ConfigError` naming it."""
+        cannot be read is a :class:`~trainer_run.errors.ConfigError` naming it. A run's best
+        checkpoint gives the EMA weights when the run's objective ranked them
+        (:func:`trainer_run.averaging.chosen_params`), as its ``model_best.npz`` holds."""
         try:
             if self.path.is_dir():
-                return updaters.main_params(checkpoint.load(self.path), self.path)
+                state = checkpoint.load(self.path)
+                chosen = averaging.chosen_params(state) if self.which == "best" else None
+                return chosen or updaters.main_params(state, self.path)
             return dict(npz.load(self.path))
         except (OSError, ValueError, checkpoint.CheckpointError) as e:
             raise ConfigError(f"{self.path} cannot be read as a model's weights: {e}") from None

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from trainer_run import module, schedulers, weights
+from trainer_run.assembly import averages
 from trainer_run.console import warn
 from trainer_run.errors import ConfigError, check_number
 from trainer_run.targets import instantiate
@@ -43,9 +44,10 @@ def extend(trainer: Trainer, run, config: dict, extra: dict | None) -> None:
     eval_trigger = _every(t, "eval_interval", run.stop)
     trainer.extend(Evaluator(run.data.val, run.model, run.batch_size, run.backend),
                    trigger=eval_trigger)
+    goal = config["objective"]
+    averaged = averages.register(trainer, run, t, eval_trigger, goal["metric"], updater.rank)
     if isinstance(optimizer.lr_scheduler, schedulers.ReduceOnPlateauScheduler):
         trainer.extend(PlateauStep(optimizer.lr_scheduler), trigger=eval_trigger)
-    goal = config["objective"]
     objective = Objective(goal["metric"], goal["mode"], eval_trigger, t["keep_best"])
     trainer.extend(objective)
     stopping = t["early_stopping"]
@@ -54,12 +56,12 @@ def extend(trainer: Trainer, run, config: dict, extra: dict | None) -> None:
     info = loggers.RunInfo(config, objective)
     sinks = loggers.build(config.get("logger", loggers.BEFORE_THE_GROUP), info)
     if updater.rank == 0:
-        _extend_rank_0(trainer, run, t, objective, extra or {}, sinks, info)
+        _extend_rank_0(trainer, run, t, objective, extra or {}, sinks, info, averaged)
 
 
-OURS = tuple(klass.name for klass in (Evaluator, PlateauStep, Objective, EarlyStopping,
-                                      HeldOutEvaluator, LogReport, Progress, MetricsTable, Snapshot,
-                                      Summary, ProfileReport))
+OURS = (*(klass.name for klass in (Evaluator, PlateauStep, Objective, EarlyStopping,
+                                   HeldOutEvaluator, LogReport, Progress, MetricsTable, Snapshot,
+                                   Summary, ProfileReport)), *averages.NAMES)
 """The names of our extensions, which a callback may not take."""
 
 
@@ -77,7 +79,7 @@ def _callbacks(config: dict, info: loggers.RunInfo) -> dict:
 
 
 def _extend_rank_0(trainer: Trainer, run, t: dict, objective: Objective, extra: dict,
-                   sinks: list, info: loggers.RunInfo) -> None:
+                   sinks: list, info: loggers.RunInfo, averaged: averages.Averages) -> None:
     store = trainer.updater.stores["main"]
 
     def params() -> dict:
@@ -86,7 +88,8 @@ def _extend_rank_0(trainer: Trainer, run, t: dict, objective: Objective, extra: 
     keep = t["keep_checkpoints"]
     if keep is not None:
         keep = check_number("trainer.keep_checkpoints", keep, low=1, integer=True)
-    snapshot = Snapshot(keep, extra=extra, objective=objective, params=params)
+    snapshot = Snapshot(keep, extra=extra, objective=objective,
+                        params=averaged.best_params(params))
 
     def best() -> tuple | None:
         """The best evaluation's (iteration, parameters): this session's, else the run's on disk."""
@@ -112,7 +115,7 @@ def _extend_rank_0(trainer: Trainer, run, t: dict, objective: Objective, extra: 
                            held_out=held_out, model=module.summary(run.model),
                            objective=objective, overrides=extra.get("overrides"),
                            init_from=extra.get("init_from"),
-                           device=run.backend.device_record()))
+                           device=run.backend.device_record(), more=averaged.summaries))
     if trainer.profiler.enabled:
         trainer.profiler.origin = log_report.origin  # start-up is a stage of the profile
         quiet = {} if run.kvstore is not None else {"communication": "no kvstore: nothing exchanged"}

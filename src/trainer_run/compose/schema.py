@@ -61,6 +61,11 @@ TYPES = {
     "trainer.*_interval": _type("int", "str", description="a number of iterations (200) or of "
                                 "epochs (1epoch, 0.5epoch)"),
     "trainer.early_stopping.patience": _type("int", "none"),
+    "trainer.ema_decay": _type("float", "none"),
+    "trainer.swa.start": _type("float", "str", "none", description="a fraction of the run (0.75), "
+                               "iterations (1500) or epochs (3epoch)"),
+    "trainer.swa.interval": _type("int", "str", description="a number of iterations (200) or of "
+                                  "epochs (1epoch, 0.5epoch)"),
     "dataset.overfit_batches": _type("int", "none"),
     "dataset.on_device": _type("bool", "none"),
     "dataset.workers": _type("int"),

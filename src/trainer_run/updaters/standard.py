@@ -121,6 +121,10 @@ class StandardUpdater(NamedParts):
         self.loss_scaler = loss_scaler
         self.callbacks = callbacks if isinstance(callbacks, Callbacks) else Callbacks(callbacks)
         self.iteration = 0
+        self.kept = False
+        """Whether the last update's optimizer step was kept: a bool, or a 0-d boolean array
+        on the device when the verdict is the device's (:mod:`.device_verdict`); False for a
+        skipped step. Weight averages read it (:mod:`trainer_run.averaging`)."""
         self.saved_num_workers: int | None = None
         """``num_workers`` of the run that wrote the state last loaded (None: nothing loaded,
         or a checkpoint written before the count was saved)."""
@@ -228,6 +232,7 @@ class StandardUpdater(NamedParts):
                                                          self.observation["loss"], scale, i)
             if verdict != "retry":
                 break
+        self.kept = applied if verdict == "apply" and applied is not None else verdict == "apply"
         if verdict == "apply":
             with self.profiler.stage("update"):
                 self.apply_update(i, carried, applied)

@@ -16,8 +16,9 @@ class HeldOutEvaluator(Extension):
     Lightning's ``trainer.test(ckpt_path="best")``: they are copied into ``store`` (the main
     model's :class:`~trainer_run.params.ParamStore`; ``asarray`` puts them on its device)
     for the evaluation and the final ones put back after it, so the checkpoint and
-    ``model.npz`` written after keep the final weights. Without a best, the final weights
-    are tested.
+    ``model.npz`` written after keep the final weights (the best weights of the last
+    iteration too: they are the EMA's when the objective ranks the EMA weights). Without a
+    best, the final weights are tested.
 
     It never runs during training, so validation and every training decision stay blind to
     the test split; a run that is interrupted, diverges or fails is not tested (its resumed
@@ -46,10 +47,9 @@ class HeldOutEvaluator(Extension):
             return
         iteration = trainer.updater.iteration
         chosen = self.best() if self.best is not None else None
-        if chosen is None or chosen[0] == iteration:
+        if chosen is None:
             self.metrics = self.evaluator.evaluate()
-            which = "best" if chosen is not None else "last"
-            self.weights = {"checkpoint": which, "iteration": iteration}
+            self.weights = {"checkpoint": "last", "iteration": iteration}
             return
         final = self.store.state_dict(self.backend.to_numpy)
         self.store.load_state_dict(chosen[1], self.backend.asarray)

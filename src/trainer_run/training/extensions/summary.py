@@ -28,7 +28,9 @@ class Summary(Extension):
     ``"model"``; with ``device`` (:meth:`~trainer_run.backend.Backend.device_record`), the
     backend and device the run trained on under ``"device"``, and the most memory the process
     held under ``"peak_memory_bytes"`` (:func:`trainer_run.devices.peak_memory`: ``host``, and
-    ``gpu_pool`` on a GPU), a measurement like ``samples_per_s``. ``elapsed_s`` is the log's
+    ``gpu_pool`` on a GPU), a measurement like ``samples_per_s``; each of ``more`` (functions
+    returning a dict, such as :meth:`~.weight_average.StochasticAverage.summary`) adds its
+    fields. ``elapsed_s`` is the log's
     (:attr:`~.log_report.LogReport.elapsed_s`: since the job started, start-up included,
     carried over a resume), so it agrees with ``metrics.jsonl``;
     ``samples_per_s`` counts the samples of this session's iterations over the time they took
@@ -49,8 +51,9 @@ class Summary(Extension):
     def __init__(self, log_report, samples_per_update: int, store, to_numpy=numpy.asarray,
                  held_out=None, model: dict | None = None, objective=None,
                  overrides: list[str] | None = None, init_from: dict | None = None,
-                 device: dict | None = None):
+                 device: dict | None = None, more=()):
         self.log_report = log_report
+        self.more = list(more)
         self.device = device
         self.init_from = init_from
         self.objective = objective
@@ -88,6 +91,8 @@ class Summary(Extension):
         if self.held_out is not None and self.held_out.metrics:
             summary.update(self.held_out.metrics)
             summary["test_weights"] = self.held_out.weights
+        for fields in self.more:
+            summary.update(fields())
         summary.update({"model": self.model} if self.model is not None else {})
         run_summary.write(out, summary)
         arrays = self.store.state_dict(self.to_numpy)
