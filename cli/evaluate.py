@@ -11,7 +11,7 @@ its task. The data is drawn with the run's seed, so ``split=val`` is the run's v
 split. Beside the model's own metrics it computes the run's ``metrics`` (the config key,
 :mod:`trainer_run.metrics`), or those ``metrics=[...]`` names instead. The metrics are printed
 as a table and written to ``<run>/eval/<time>.json``, with the confusion matrix's data when
-one was asked for and its picture beside (``<time>_confusion_matrix.png``, with matplotlib);
+one was asked for and its picture beside (``<time>_confusion.png``, with matplotlib);
 nothing else in the run is touched. A run from someone else whose config names code is
 refused unless ``trust=true`` (:mod:`trainer_run.trust`). The user's own modules import from
 the current folder, as for ``trainer-run`` (:func:`trainer_run.targets.import_from_here`).
@@ -281,7 +281,7 @@ def _write(run_dir: Path, result: dict) -> Path:
     files.write_atomic(path, strict_json.dumps(result, indent=2), run=run_dir)
     matrix = result.get("confusion_matrix")
     if matrix is not None:
-        picture = path.with_name(f"{path.stem}_{run_files.CONFUSION_MATRIX}.png")
+        picture = path.with_name(f"{path.stem}_{run_files.CONFUSION}.png")
         confusion_files.draw(picture, matrix["matrix"], matrix["classes"],
                              f"{result['split']} confusion matrix ({Path(run_dir).name})", run_dir)
     return path

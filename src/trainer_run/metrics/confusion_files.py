@@ -1,7 +1,7 @@
 """The confusion matrix of an evaluated split as files: its data as JSON (:func:`record`) and,
 when matplotlib is installed (the ``plot`` extra), a picture (:func:`draw`).
 
-In a run, :class:`ConfusionFiles` writes ``<run>/confusion_matrix/<split>.json`` and
+In a run, :class:`ConfusionFiles` writes ``<run>/confusion/<split>.json`` and
 ``<split>.png`` (``val``, ``test``) at each evaluation of the split, replacing the previous
 ones: ``val`` is the latest validation's, ``test`` the held-out test's (with the weights the
 test used). ``trainer-eval`` keeps the matrix in its own record instead, and the picture
@@ -78,7 +78,7 @@ class ConfusionFiles:
 
     def __call__(self, prefix: str, matrix: numpy.ndarray, classes: list[str]) -> None:
         split = prefix.rstrip("/").replace("/", "_")
-        folder = self.out / run_files.CONFUSION_MATRIX
+        folder = self.out / run_files.CONFUSION
         files.make_folder(folder, self.out)
         data = strict_json.dumps(record(split, matrix, classes))
         files.write_atomic(folder / f"{split}.json", data, run=self.out)

@@ -50,7 +50,7 @@ NORMALIZATION = "normalization.npz"
 """The inputs' normalization, ``mean`` and ``std`` per feature."""
 EVAL = "eval"
 """The folder of ``trainer-run evaluate``'s results."""
-CONFUSION_MATRIX = "confusion_matrix"
+CONFUSION = "confusion"
 """The folder of the evaluated splits' confusion matrices (``metrics=[confusion_matrix]``):
 ``<split>.json`` and ``<split>.png`` each (:mod:`trainer_run.metrics.confusion_files`); in
-:data:`EVAL`, the name that ends a picture's (``<time>_confusion_matrix.png``)."""
+:data:`EVAL`, the word that ends a picture's name (``<time>_confusion.png``)."""
