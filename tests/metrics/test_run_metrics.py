@@ -101,3 +101,17 @@ def test_a_model_without_forward_is_refused_in_one_line_and_no_metrics_builds_no
 ])
 def test_class_keys_are_the_names_made_safe_or_the_ids(classes, count, keys):
     assert run_metrics.class_keys(classes, count) == keys
+
+
+def test_outputs_the_metrics_cannot_read_name_the_model():
+    """A classifier's outputs of one value per example, a regression's of another size than
+    its targets."""
+    measured = build(["f1_macro"], "classification", Identity(), 3)
+    with pytest.raises(UserCodeError, match=r"^model \(.*Identity\).forward\(\) returned outputs "
+                                            r"of shape \(6,\); classification metrics read one "
+                                            r"score per class"):
+        measured.compute(_gathered(numpy.zeros(6), numpy.zeros(6)), "val/")
+    measured = build(["mae"], "regression", Identity(), 1)
+    with pytest.raises(UserCodeError, match=r"returned outputs of shape \(6, 2\) for targets of "
+                                            r"shape \(6,\)"):
+        measured.compute(_gathered(numpy.zeros((6, 2)), numpy.zeros(6)), "val/")

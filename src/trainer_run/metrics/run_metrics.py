@@ -22,7 +22,7 @@ import numpy
 from .. import host_reads, prediction
 from ..backend import array_module
 from ..errors import ConfigError, UserCodeError
-from ..user_code import blame, described, name_of
+from ..user_code import blame, broke, described, name_of
 from . import selection
 from .selection import MATRIX, PER_CLASS, USERS
 
@@ -32,6 +32,7 @@ class Gathered:
     of a split, kept on their device until :meth:`arrays` reads them to the host at once."""
 
     def __init__(self, model):
+        self.model = model
         self.forward = model.forward
         self.outputs: list = []
         self.labels: list = []
@@ -70,6 +71,7 @@ class RunMetrics:
         if not gathered.outputs:
             return {}
         y_pred, y_true = gathered.arrays()
+        _check_shapes(gathered.model, self.task, y_pred, y_true)
         if self.task == selection.CLASSIFICATION:
             y_true = y_true.astype(numpy.int64).reshape(-1)
         y_pred.flags.writeable = y_true.flags.writeable = False  # a user's metric reads them only
@@ -104,6 +106,18 @@ def build(entries, task: str, model, out_size: int | None, classes: list | None 
                           f"predictions and {type(model).__name__} has no forward(x): give it one "
                           "that returns a batch's outputs (logits for a classifier), or set metrics=[]")
     return RunMetrics(chosen, task, classes, matrices)
+
+
+def _check_shapes(model, task: str, y_pred: numpy.ndarray, y_true: numpy.ndarray) -> None:
+    """Refuses outputs the metrics of ``task`` cannot read, naming the model: a classifier's
+    must be one score per class, ``(N, classes)``; a regression's one value per target."""
+    if task == selection.CLASSIFICATION and y_pred.ndim != 2:
+        raise broke("model", model, "forward", f"returned outputs of shape {y_pred.shape}; "
+                    "classification metrics read one score per class, (N, classes)")
+    if task != selection.CLASSIFICATION and y_pred.size != y_true.size:
+        raise broke("model", model, "forward", f"returned outputs of shape {y_pred.shape} for "
+                    f"targets of shape {y_true.shape}; regression metrics compare them value by "
+                    "value")
 
 
 KEY_CHARACTERS = re.compile(r"[^\w.\-]+")
