@@ -2,14 +2,17 @@
 another dataset, after training (the lightning-hydra-template's ``eval.py ckpt_path=...``).
 
 ``trainer-eval RUN [checkpoint=best|last|PATH] [split=test|val|train|all] [dataset=NAME]
-[dataset.KEY=VALUE ...] [trust=true]`` rebuilds the run's model with the weights
+[dataset.KEY=VALUE ...] [metrics=[...]] [trust=true]`` rebuilds the run's model with the weights
 ``checkpoint`` names (:func:`trainer_run.load_model`: best by default when the run has one),
 builds the data from the run's saved ``dataset`` section, or from the option ``dataset=NAME``
 of our config files, with the ``dataset.KEY=VALUE`` overrides on top, and evaluates the
 model on ``split`` with the run's own normalization (never one fitted on the new data) and
 its task. The data is drawn with the run's seed, so ``split=val`` is the run's validation
-split. The metrics are printed as a table and written to ``<run>/eval/<time>.json``
-(nothing else in the run is touched). A run from someone else whose config names code is
+split. Beside the model's own metrics it computes the run's ``metrics`` (the config key,
+:mod:`trainer_run.metrics`), or those ``metrics=[...]`` names instead. The metrics are printed
+as a table and written to ``<run>/eval/<time>.json``, with the confusion matrix's data when
+one was asked for and its picture beside (``<time>_confusion.png``, with matplotlib);
+nothing else in the run is touched. A run from someone else whose config names code is
 refused unless ``trust=true`` (:mod:`trainer_run.trust`). The user's own modules import from
 the current folder, as for ``trainer-run`` (:func:`trainer_run.targets.import_from_here`).
 Bad input is one ``error:`` line, exit 2; a refused write exit 4; Ctrl-C exit 130.
@@ -25,7 +28,7 @@ from pathlib import Path
 from . import commands
 
 SPLITS = ("test", "val", "train", "all")
-KEYS = ("checkpoint", "split", "trust", "dataset")
+KEYS = ("checkpoint", "split", "trust", "dataset", "metrics")
 
 DESCRIPTION = """\
 Evaluate a finished run's model on its test split (or another split, or another dataset given
@@ -37,6 +40,7 @@ examples:
   trainer-eval runs/2026-11-26/10-00-00                        test split, best weights
   trainer-eval runs/2026-11-26/10-00-00 checkpoint=last split=val
   trainer-eval RUN dataset=npz dataset.path=new.npz split=all  every example of another file
+  trainer-eval RUN 'metrics=[f1_macro,top_5,confusion_matrix]'  metrics besides the run's own
 
 exit status: 0 once the metrics are printed and written, 2 for bad input (one error: line),
 4 when the disk refuses the write, 130 on Ctrl-C."""
@@ -48,7 +52,7 @@ def parser() -> argparse.ArgumentParser:
     made.add_argument("run", type=Path, metavar="RUN", help="the run directory")
     made.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
                       help="checkpoint=best|last|PATH, split=test|val|train|all, trust=true, "
-                           "dataset=NAME, dataset.KEY=VALUE")
+                           "dataset=NAME, dataset.KEY=VALUE, metrics=[NAME,...]")
     return made
 
 
@@ -85,11 +89,12 @@ def evaluate(run_dir: Path, overrides: list[str]) -> dict:
     ``examples`` and ``metrics``."""
     import warnings
 
-    from trainer_run import load_model
+    from trainer_run import load_model, metrics
     from trainer_run.console import warn
     from trainer_run.data import description as data_description
     from trainer_run.data import input_scaling
     from trainer_run.errors import check
+    from trainer_run.metrics import confusion_files
     from trainer_run.trained import read_sections
 
     given = _parsed(overrides)
@@ -101,22 +106,30 @@ def evaluate(run_dir: Path, overrides: list[str]) -> dict:
         trained = load_model(run_dir, given.get("checkpoint"), trust=trusted)
     for warning in told:
         warn(str(warning.message))
-    saved = read_sections(run_dir, ("model", "dataset", "seed"), trusted)
+    saved = read_sections(run_dir, ("model", "dataset", "seed", "metrics"), trusted)
     section = _dataset_section(saved["dataset"], given)
     record = data_description.read(run_dir)
     examples = _split(section, saved.get("seed", 0), record["task"], split)
     _check_fits(examples, record, split)
     dataset = input_scaling.Normalized(examples, trained.normalization)
-    return {"run": str(run_dir), "checkpoint": trained.weights.as_json(), "split": split,
-            "dataset": section, "examples": len(dataset),
-            "metrics": _measure(trained.model, dataset, section["batch_size"], split)}
+    matrices: dict = {}
+    measured = metrics.build(given.get("metrics", saved.get("metrics") or []), record["task"],
+                             trained.model, record["out_size"], record.get("classes"),
+                             lambda prefix, matrix, classes: matrices.update(
+                                 record=confusion_files.record(split, matrix, classes)))
+    result = {"run": str(run_dir), "checkpoint": trained.weights.as_json(), "split": split,
+              "dataset": section, "examples": len(dataset),
+              "metrics": _measure(trained.model, dataset, section["batch_size"], split, measured)}
+    return {**result, "confusion_matrix": matrices["record"]} if matrices else result
 
 
 EMPTY = {"checkpoint": "checkpoint=best, checkpoint=last, a checkpoint directory or an .npz file "
                         "(left out: best when the run has one)",
          "split": f"split={', '.join(SPLITS)} (left out: test)",
          "trust": "trust=true or trust=false (left out: false)",
-         "dataset": "dataset=NAME, one of our dataset options (left out: the run's own data)"}
+         "dataset": "dataset=NAME, one of our dataset options (left out: the run's own data)",
+         "metrics": "metrics=[NAME,...] (f1_macro, top_5, confusion_matrix, ...; left out: the "
+                    "run's own; metrics=[]: the model's alone)"}
 """What each key takes, said when it is given empty (``split=``)."""
 
 
@@ -222,12 +235,13 @@ def _check_fits(examples, record: dict, split: str) -> None:
                               f"model knows {record['out_size']} classes (0..{record['out_size'] - 1})")
 
 
-def _measure(model, dataset, batch_size: int, split: str) -> dict:
+def _measure(model, dataset, batch_size: int, split: str, measured) -> dict:
     from trainer_run.backend import get_backend
     from trainer_run.training.extensions import Evaluator
 
     backend = get_backend("numpy", seed=0)
-    return Evaluator(dataset, model, int(batch_size), backend, prefix=f"{split}/").evaluate()
+    return Evaluator(dataset, model, int(batch_size), backend, prefix=f"{split}/",
+                     metrics=measured).evaluate()
 
 
 def _show(result: dict) -> None:
@@ -252,6 +266,7 @@ def _show(result: dict) -> None:
 def _write(run_dir: Path, result: dict) -> Path:
     """``<run>/eval/<time>.json`` (a new name each second; never an existing file, nor
     through a link: :func:`trainer_run.storage.files.make_folder`)."""
+    from trainer_run.metrics import confusion_files
     from trainer_run.runs import files as run_files
     from trainer_run.storage import files, strict_json
 
@@ -264,6 +279,11 @@ def _write(run_dir: Path, result: dict) -> Path:
         path = folder / f"{stamp}_{n}.json"
     files.make_folder(folder, run_dir)  # never through a link: eval/ is refused if it is one
     files.write_atomic(path, strict_json.dumps(result, indent=2), run=run_dir)
+    matrix = result.get("confusion_matrix")
+    if matrix is not None:
+        picture = path.with_name(f"{path.stem}_{run_files.CONFUSION}.png")
+        confusion_files.draw(picture, matrix["matrix"], matrix["classes"],
+                             f"{result['split']} confusion matrix ({Path(run_dir).name})", run_dir)
     return path
 
 

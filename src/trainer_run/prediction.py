@@ -131,8 +131,17 @@ def _batched(forward, batch: numpy.ndarray, feed: _Feed, batch_size: int) -> num
 
 def _forward(forward, raw: numpy.ndarray, feed: _Feed) -> numpy.ndarray:
     """The outputs of ``forward`` for a batch of raw inputs, checked to have one row each."""
-    y = host_reads.array(as_data(forward(feed(raw))))
-    if y.ndim == 0 or len(y) != len(raw):
+    return host_reads.array(batch_outputs(forward, feed(raw)))
+
+
+def batch_outputs(forward, x):
+    """``forward(x)``'s outputs for a batch ``x`` given to the model as it is (no scaling, no
+    cast), as an array of the array module they came in (nothing is read to the host): the
+    one call of a model's ``forward`` that :func:`predict` and the evaluation's metrics
+    (:mod:`trainer_run.metrics`) share. Outputs without one row per example of ``x`` are a
+    ValueError naming ``forward``."""
+    y = as_data(forward(x))
+    if y.ndim == 0 or len(y) != len(x):
         raise ValueError(f"{forward.__qualname__} returned an array of shape {y.shape} for a "
-                         f"batch of {len(raw)} examples; it must return one row per example")
+                         f"batch of {len(x)} examples; it must return one row per example")
     return y

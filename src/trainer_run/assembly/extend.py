@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from trainer_run import module, schedulers, weights
+from trainer_run import metrics, module, schedulers, weights
 from trainer_run.assembly import averages
 from trainer_run.console import warn
 from trainer_run.errors import ConfigError, check_number
+from trainer_run.metrics.confusion_files import ConfusionFiles
 from trainer_run.targets import instantiate
 from trainer_run.training import AnyOf, Trainer, extension, loggers, triggers
 from trainer_run.training.extensions import (
@@ -42,8 +43,9 @@ def extend(trainer: Trainer, run, config: dict, extra: dict | None) -> None:
     for name, callback in _callbacks(config, loggers.RunInfo(config)).items():
         trainer.extend(callback, name=name)
     eval_trigger = _every(t, "eval_interval", run.stop)
-    trainer.extend(Evaluator(run.data.val, run.model, run.batch_size, run.backend),
-                   trigger=eval_trigger)
+    measured = _metrics(config, run, Path(trainer.out) if updater.rank == 0 else None)
+    trainer.extend(Evaluator(run.data.val, run.model, run.batch_size, run.backend,
+                             metrics=measured), trigger=eval_trigger)
     goal = config["objective"]
     averaged = averages.register(trainer, run, t, eval_trigger, goal["metric"], updater.rank)
     if isinstance(optimizer.lr_scheduler, schedulers.ReduceOnPlateauScheduler):
@@ -56,7 +58,7 @@ def extend(trainer: Trainer, run, config: dict, extra: dict | None) -> None:
     info = loggers.RunInfo(config, objective)
     sinks = loggers.build(config.get("logger", loggers.BEFORE_THE_GROUP), info)
     if updater.rank == 0:
-        _extend_rank_0(trainer, run, t, objective, extra or {}, sinks, info, averaged)
+        _extend_rank_0(trainer, run, t, objective, extra or {}, sinks, info, averaged, measured)
 
 
 OURS = (*(klass.name for klass in (Evaluator, PlateauStep, Objective, EarlyStopping,
@@ -78,8 +80,17 @@ def _callbacks(config: dict, info: loggers.RunInfo) -> dict:
         for name, section in sections.items()}
 
 
+def _metrics(config: dict, run, out: Path | None):
+    """The run's ``metrics`` (:func:`trainer_run.metrics.build`; None: none), whose confusion
+    matrices go into ``out`` (None: not kept, on the ranks that write nothing)."""
+    data = run.data
+    return metrics.build(config.get("metrics") or [], data.task, run.model, data.out_size,
+                         data.classes, ConfusionFiles(out) if out is not None else None)
+
+
 def _extend_rank_0(trainer: Trainer, run, t: dict, objective: Objective, extra: dict,
-                   sinks: list, info: loggers.RunInfo, averaged: averages.Averages) -> None:
+                   sinks: list, info: loggers.RunInfo, averaged: averages.Averages,
+                   measured=None) -> None:
     store = trainer.updater.stores["main"]
 
     def params() -> dict:
@@ -101,7 +112,8 @@ def _extend_rank_0(trainer: Trainer, run, t: dict, objective: Objective, extra: 
     held_out = None
     if run.data.test is not None:
         held_out = HeldOutEvaluator(Evaluator(run.data.test, run.model, run.batch_size, run.backend,
-                                              prefix="test/"), best, store, run.backend)
+                                              prefix="test/", metrics=measured),
+                                    best, store, run.backend)
         trainer.extend(held_out)
         info.held_out = held_out  # the loggers mark its metrics when they close
     log_report = LogReport(_every(t, "log_interval", run.stop), run.optimizer, sinks, report=warn)

@@ -56,3 +56,8 @@ EVAL = "eval"
 """The folder of ``trainer-run evaluate``'s results."""
 EXPORT = "export"
 """The folder of ``trainer-export``'s files (when no ``out=`` is named)."""
+
+CONFUSION = "confusion"
+"""The folder of the evaluated splits' confusion matrices (``metrics=[confusion_matrix]``):
+``<split>.json`` and ``<split>.png`` each (:mod:`trainer_run.metrics.confusion_files`); in
+:data:`EVAL`, the word that ends a picture's name (``<time>_confusion.png``)."""

@@ -23,14 +23,20 @@ class Evaluator(Extension):
     evaluating never alters training. What the model raises names it (config key ``model``,
     :func:`trainer_run.user_code.blame`). ``prefix`` must end in ``/``: the keys of a writer
     are told from the training step's by it (:func:`~..trainer.from_update`).
+
+    With ``metrics`` (the run's :class:`~trainer_run.metrics.RunMetrics`, the config key
+    ``metrics``), the model's outputs (``forward``) and the labels of every batch are gathered
+    too, and the metrics of the whole split computed from them are reported beside the
+    model's (``<prefix>f1_macro``, ...).
     """
 
     priority = PRIORITY_WRITER
     name = "evaluator"
 
     def __init__(self, dataset, model, batch_size: int, backend=None, prefix: str = "val/",
-                 converter=concat_examples):
+                 converter=concat_examples, metrics=None):
         self.dataset = dataset
+        self.metrics = metrics
         self.model = model
         self.batch_size = batch_size
         self.backend = backend
@@ -47,19 +53,25 @@ class Evaluator(Extension):
         totals: dict = {}
         n = len(self.dataset)
         quiet = numpy.errstate(over="ignore", invalid="ignore", divide="ignore")
+        gathered = self.metrics.gathering(self.model) if self.metrics is not None else None
         with no_grad(), evaluating(self.model), quiet:
             for start in range(0, n, self.batch_size):
                 indices = range(start, min(start + self.batch_size, n))
                 arrays = self._batch(indices)
                 with blame("model", self.model):
                     metrics = outputs(self.model, arrays)
+                    if gathered is not None:
+                        gathered.add(arrays)
                 for key, value in metrics.items():
                     value = as_data(value)
                     value = array_module(value).asarray(value, dtype=numpy.float64) * len(indices)
                     totals[key] = totals[key] + value if key in totals else value
         names = list(totals)
-        return {self.prefix + k: v / n
-                for k, v in zip(names, host_reads.scalars([totals[k] for k in names]))}
+        found = {self.prefix + k: v / n
+                 for k, v in zip(names, host_reads.scalars([totals[k] for k in names]))}
+        if gathered is not None:
+            found.update(self.metrics.compute(gathered, self.prefix))
+        return found
 
     def _batch(self, indices):
         if self.converter is concat_examples and hasattr(self.dataset, "take"):
