@@ -61,6 +61,7 @@ TYPES = {
     "trainer.*_interval": _type("int", "str", description="a number of iterations (200) or of "
                                 "epochs (1epoch, 0.5epoch)"),
     "trainer.early_stopping.patience": _type("int", "none"),
+    "trainer.lr_find.early_stop_threshold": _type("float", "none"),
     "dataset.overfit_batches": _type("int", "none"),
     "dataset.on_device": _type("bool", "none"),
     "optimizer.clip_gradient": _type("float", "none"),
