@@ -127,14 +127,13 @@ PRESET_ORDER = ("precision", "experiment", "hparams_search", "debug")
 
 def preset_folder(argv: list[str], kind: str) -> str | None:
     """The ``hydra.<kind>.dir`` pattern that the last preset chosen in ``argv`` to set one
-    sets (an option of ours, else of a ``--config-dir``); None when none does."""
+    sets (its file in a ``--config-dir``, else ours, as Hydra finds it); None when none does."""
     found = None
     for group in PRESET_ORDER:
         choice = args.value(argv, group)
         if args.is_null(choice):
             continue
-        folders = [CONFIGS] if choice in OPTIONS.get(group, ()) else args.config_dirs(argv)
-        path = next((f / group / f"{choice}.yaml" for f in folders
+        path = next((f / group / f"{choice}.yaml" for f in [*args.config_dirs(argv), CONFIGS]
                      if (f / group / f"{choice}.yaml").is_file()), None)
         section = (read(path).get("hydra") or {}).get(kind) or {} if path is not None else {}
         found = section.get("dir") or found
