@@ -12,6 +12,7 @@ import pytest
 from helpers import load_npz, read_jsonl, run_cli
 
 import trainer_run
+from trainer_run.errors import ConfigError
 
 QUIET = "trainer.progress=false"
 STAGES = ("data", "forward", "backward", "communication", "update", "extensions")
@@ -195,3 +196,13 @@ def test_lr_find_prints_the_rate_and_its_command_and_writes_only_its_own_folder(
     chosen = values["suggestion"]
     assert (f"{chosen['learning_rate']:.3g}", chosen["step"]) == (rate[1], int(rate[2]))
     assert steps[chosen["step"] - 1]["learning_rate"] == chosen["learning_rate"]
+
+
+def test_lr_find_in_a_sweep_is_refused_before_anything_is_made(tmp_path, monkeypatch):
+    from trainer_run.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError) as raised:
+        main.prepare(["-m", "debug=lr_find", "seed=1,2"])
+    assert str(raised.value) == "debug=lr_find runs one range test: drop -m/--multirun"
+    assert list(tmp_path.iterdir()) == []
