@@ -121,3 +121,17 @@ def test_the_command_line_drops_the_test_and_sets_the_rate():
     assert lr_find_job.command_line(job, 0.0012345) == (
         "trainer-run --config-dir '/my conf' model=cnn 'dataset.path=my data.csv' "
         "optimizer.learning_rate=0.00123")
+
+
+def test_a_test_that_diverges_at_once_draws_its_curve_and_suggests_nothing(tmp_path, capsys):
+    out = tmp_path / "find"
+    job, cfg = _job(out, [*TINY, "optimizer=sgd", "trainer.lr_find.min_lr=1e3",
+                          "trainer.lr_find.max_lr=1e6"])
+    assert lifecycle.run(job, cfg) is None
+    values = json.loads((out / "lr_find.json").read_text())
+    assert (values["suggestion"], values["stopped"], len(values["steps"])) == (None, "diverging", 2)
+    assert (out / "lr_find.png").is_file()
+    shown = capsys.readouterr()
+    assert "the range test stopped after 2 of 100 steps: the smoothed loss rose above " in shown.out
+    assert "no learning rate suggested: the test's 2 steps leave fewer than 2 finite " in shown.err
+    assert "train with it" not in shown.out

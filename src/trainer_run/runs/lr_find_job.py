@@ -152,14 +152,14 @@ def _report(job, trace: lr_find.Trace) -> None:
     steps = len(trace.rates)
     if trace.stopped is not None:
         why = ("a loss that is not finite" if trace.stopped == "non-finite" else
-               f"the smoothed loss above early_stop_threshold={trace.test.early_stop_threshold:g} "
-               "times its best")
+               f"the smoothed loss rose above early_stop_threshold="
+               f"{trace.test.early_stop_threshold:g} times its best")
         say(f"the range test stopped after {steps} of {trace.test.num_training} steps: {why}")
     if rate is None:
         warn(f"no learning rate suggested: the test's {steps} steps leave fewer than 2 finite "
              f"points once skip_begin={trace.test.skip_begin} and skip_end="
-             f"{trace.test.skip_end} are left out; lower {lr_find.KEY}.max_lr or raise "
-             f"{lr_find.KEY}.early_stop_threshold")
+             f"{trace.test.skip_end} are left out; lower {lr_find.KEY}.min_lr or max_lr, or "
+             f"raise {lr_find.KEY}.early_stop_threshold")
     else:
         say(f"suggested learning rate: {rate:.3g} (step {index + 1} of {steps}, the steepest "
             f"descent of the smoothed loss, {trace.smoothed[index]:.4g})")
