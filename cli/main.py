@@ -218,6 +218,8 @@ def prepare(argv: list[str]) -> list[str]:
     multirun = args.is_multirun(argv)
     if args.value(argv, "hparams_search") is not None and not multirun:
         raise ConfigError("hparams_search runs a sweep: add -m (trainer-run -m hparams_search=...)")
+    if multirun and args.value(argv, "debug") == "lr_find":
+        raise ConfigError("debug=lr_find runs one range test: drop -m/--multirun")
     if multirun and any(a in args.SHOW_FLAGS for a in argv):
         raise ConfigError("--cfg and --info show the config of one run: drop -m/--multirun")
     argv = request.checked(argv)

@@ -1,14 +1,18 @@
 """The debug presets from the command line: ``debug=fast`` (a few iterations, one evaluation, one
 checkpoint), ``debug=overfit`` (one batch learned by heart, checked with the saved model on that
-batch) and ``debug=profile`` (time per stage adding up to the run's time)."""
+batch), ``debug=profile`` (time per stage adding up to the run's time) and ``debug=lr_find`` (the
+range test: a suggestion and its command line, its two files in a folder of its own)."""
 
 import json
+import re
+import time
 
 import numpy as np
 import pytest
 from helpers import load_npz, read_jsonl, run_cli
 
 import trainer_run
+from trainer_run.errors import ConfigError
 
 QUIET = "trainer.progress=false"
 STAGES = ("data", "forward", "backward", "communication", "update", "extensions")
@@ -167,3 +171,38 @@ def test_overfit_resumes_bit_for_bit(noise, tmp_path):
     expected, resumed = load_npz(whole / "model.npz"), load_npz(cut / "model.npz")
     assert expected.keys() == resumed.keys()
     assert all(np.array_equal(expected[k], resumed[k]) for k in expected)
+
+
+def test_lr_find_prints_the_rate_and_its_command_and_writes_only_its_own_folder(tmp_path):
+    result = run_cli("debug=lr_find", "dataset=spirals", "dataset.size=400",
+                     "trainer.lr_find.num_training=30", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    rate = re.search(r"^suggested learning rate: (\S+) \(step (\d+) of 30,", result.stdout, re.M)
+    assert rate is not None, result.stdout
+    assert (f"train with it: trainer-run dataset=spirals dataset.size=400 "
+            f"optimizer.learning_rate={rate[1]}\n") in result.stdout
+    written = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*") if p.is_file())
+    assert len(written) == 2 and {p.name for p in written} == {"lr_find.json", "lr_find.png"}
+    folder = tmp_path / written[0].parent
+    assert re.fullmatch(r"lr_find/\d{4}-\d\d-\d\d/\d\d-\d\d-\d\d", str(written[0].parent))
+    assert written[0].parts[1] in (time.strftime("%Y-%m-%d"), time.strftime("%Y-%m-%d", time.gmtime()))
+    assert f"range test folder: {folder.resolve()} (lr_find.json, lr_find.png)" in result.stdout
+    values = json.loads((folder / "lr_find.json").read_text())
+    steps = values["steps"]
+    average = 0.0  # Lightning's smoothing of the raw losses, step by step
+    for k, step in enumerate(steps, start=1):
+        average = 0.98 * average + 0.02 * step["loss"]
+        assert step["smoothed_loss"] == pytest.approx(average / (1 - 0.98 ** (k + 1)), rel=1e-9)
+    chosen = values["suggestion"]
+    assert (f"{chosen['learning_rate']:.3g}", chosen["step"]) == (rate[1], int(rate[2]))
+    assert steps[chosen["step"] - 1]["learning_rate"] == chosen["learning_rate"]
+
+
+def test_lr_find_in_a_sweep_is_refused_before_anything_is_made(tmp_path, monkeypatch):
+    from trainer_run.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError) as raised:
+        main.prepare(["-m", "debug=lr_find", "seed=1,2"])
+    assert str(raised.value) == "debug=lr_find runs one range test: drop -m/--multirun"
+    assert list(tmp_path.iterdir()) == []

@@ -12,8 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from trainer_run.compose import argv as args
 from trainer_run.compose import request
 from trainer_run.errors import ConfigError
+from trainer_run.runs import directory
 
 
 def test_checked_rewrites_a_moved_key_and_a_users_target(capsys):
@@ -45,6 +47,30 @@ def test_one_run_names_the_run_directory_of_now(tmp_path, monkeypatch):
     assert re.fullmatch(rf"runs/({before}|{time.strftime('%Y-%m-%d')})/\d\d-\d\d-\d\d", folder)
     given = request.one_run(["seed=1", f"hydra.run.dir={tmp_path / 'mine'}"])
     assert given == ["seed=1", f"hydra.run.dir={tmp_path / 'mine'}"]  # a given folder is kept
+
+
+def test_a_preset_that_sets_the_folder_names_it(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    argv = request.one_run(["debug=lr_find"])
+    folder = args.value(argv, "hydra.run.dir")
+    assert re.fullmatch(r"lr_find/\d{4}-\d\d-\d\d/\d\d-\d\d-\d\d", folder), argv
+    mine = tmp_path / "conf" / "experiment"
+    mine.mkdir(parents=True)
+    (mine / "long.yaml").write_text("# @package _global_\nhydra:\n  run:\n    dir: long/${now:%Y}\n")
+    # the last preset of the defaults that sets one wins: debug comes after experiment
+    assert request.preset_folder([f"--config-dir={tmp_path / 'conf'}", "experiment=long"],
+                                 "run") == "long/${now:%Y}"
+    assert request.preset_folder([f"--config-dir={tmp_path / 'conf'}", "experiment=long",
+                                  "debug=lr_find"], "run") == "lr_find/${now:%Y-%m-%d}/${now:%H-%M-%S}"
+    assert request.preset_folder(["debug=fast", "experiment=spirals_mlp_sgd"], "run") is None
+
+
+def test_lr_find_refuses_a_folder_that_is_a_run(tmp_path):
+    (tmp_path / "run" / ".hydra").mkdir(parents=True)
+    directory.mark(tmp_path / "run" / ".hydra")
+    with pytest.raises(ConfigError, match=r"hydra.run.dir=.*run is a run; debug=lr_find never "
+                                          r"writes into one"):
+        request.one_run(["debug=lr_find", f"hydra.run.dir={tmp_path / 'run'}"])
 
 
 def test_one_run_refuses_a_folder_that_is_not_new_and_keeps_it(tmp_path):

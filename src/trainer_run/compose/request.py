@@ -15,12 +15,13 @@ from pathlib import Path
 from trainer_run import config_upgrade
 from trainer_run.compose import argv as args
 from trainer_run.compose import override_keys, user_targets
-from trainer_run.compose.options import OPTIONS, root_config
+from trainer_run.compose.options import CONFIGS, OPTIONS, root_config
 from trainer_run.console import describe, inform, warn
 from trainer_run.errors import ConfigError
 from trainer_run.runs import directory as run_directory
+from trainer_run.runs import lr_find_job, slurm_requeue
 from trainer_run.runs import resume as resumes
-from trainer_run.runs import slurm_requeue
+from trainer_run.storage.yaml_files import read
 
 
 def checked(argv: list[str]) -> list[str]:
@@ -48,6 +49,8 @@ def one_run(argv: list[str]) -> list[str]:
         check_writable(Path(args.value(argv, "hydra.run.dir")))
         return argv
     given = args.value(argv, "hydra.run.dir")
+    if given and args.value(argv, "debug") == "lr_find":
+        lr_find_job.refuse_run(Path(given))
     if given:
         run_directory.check_unused(Path(given), "hydra.run.dir")
     check_writable(Path(given) if given else Path("runs"))
@@ -103,16 +106,38 @@ FILE_OPTIONS = {".npz": "dataset=npz dataset.path={}", ".npy": "dataset=npy data
 def name_run_dir(argv: list[str]) -> list[str]:
     """``argv`` with ``hydra.run.dir`` (``hydra.sweep.dir`` for ``-m``) naming the default
     folder of now, for a new run or sweep with our config that names none (the command then
-    knows the folder, and every process of a multi-process run gets the same one)."""
+    knows the folder, and every process of a multi-process run gets the same one): the one a
+    chosen preset sets (:func:`preset_folder`; ``debug=lr_find``'s ``lr_find/<date>/<time>``),
+    else the config's."""
     multirun = args.is_multirun(argv)
     key = "hydra.sweep.dir" if multirun else "hydra.run.dir"
     if (args.value(argv, key) is not None or args.composes_other_config(argv)
             or not args.is_null(args.value(argv, "resume"))):
         return argv
     hydra_section = root_config()["hydra"]
-    pattern = hydra_section["sweep" if multirun else "run"]["dir"]  # runs/${now:%Y-%m-%d}/...
+    pattern = (preset_folder(argv, "sweep" if multirun else "run")
+               or hydra_section["sweep" if multirun else "run"]["dir"])  # runs/${now:%Y-%m-%d}/...
     named = re.sub(r"\$\{now:([^}]*)\}", lambda m: time.strftime(m.group(1)), pattern)
     return args.with_overrides(argv, f"{key}={args.quote(Path(named))}")
+
+
+PRESET_ORDER = ("precision", "experiment", "hparams_search", "debug")
+"""The preset groups in the order the config's defaults apply them (a later one wins)."""
+
+
+def preset_folder(argv: list[str], kind: str) -> str | None:
+    """The ``hydra.<kind>.dir`` pattern that the last preset chosen in ``argv`` to set one
+    sets (its file in a ``--config-dir``, else ours, as Hydra finds it); None when none does."""
+    found = None
+    for group in PRESET_ORDER:
+        choice = args.value(argv, group)
+        if args.is_null(choice):
+            continue
+        path = next((f / group / f"{choice}.yaml" for f in [*args.config_dirs(argv), CONFIGS]
+                     if (f / group / f"{choice}.yaml").is_file()), None)
+        section = (read(path).get("hydra") or {}).get(kind) or {} if path is not None else {}
+        found = section.get("dir") or found
+    return found
 
 
 def nearest_existing(directory: Path) -> Path:

@@ -66,6 +66,7 @@ TYPES = {
                                "iterations (1500) or epochs (3epoch)"),
     "trainer.swa.interval": _type("int", "str", description="a number of iterations (200) or of "
                                   "epochs (1epoch, 0.5epoch)"),
+    "trainer.lr_find.early_stop_threshold": _type("float", "none"),
     "dataset.overfit_batches": _type("int", "none"),
     "dataset.on_device": _type("bool", "none"),
     "dataset.workers": _type("int"),

@@ -35,7 +35,7 @@ from trainer_run.errors import (
     UserCodeError,
 )
 from trainer_run.kvstore import mpi_job
-from trainer_run.runs import closing, fine_tune, slurm_requeue
+from trainer_run.runs import closing, fine_tune, lr_find_job, slurm_requeue
 from trainer_run.runs import directory as run_directory
 from trainer_run.runs import record as run_record
 from trainer_run.runs import resume as resumes
@@ -103,20 +103,33 @@ def on_rank_0(comm, action):
     return value
 
 
-def run(job: Job, cfg: DictConfig) -> Trainer | ParameterServer:
+def run(job: Job, cfg: DictConfig) -> Trainer | ParameterServer | None:
     """Claims the run directory, builds, records and trains (or serves); returns the role
-    played. This process's memory is bounded by what the machine has available (see
-    :func:`trainer_run.memory.limit_to_available`): an allocation beyond it ends the job with
-    one line instead of the kernel killing the process. Freed blocks are kept for reuse
-    (:func:`trainer_run.memory.reuse_freed_blocks`)."""
+    played. With ``trainer.lr_find.enabled`` (``debug=lr_find``) the job is the learning-rate
+    range test of :mod:`.lr_find_job` instead, which returns None, and a test that fails
+    leaves no folder it created behind. This process's memory is bounded by what the machine
+    has available (see :func:`trainer_run.memory.limit_to_available`): an allocation beyond it
+    ends the job with one line instead of the kernel killing the process. Freed blocks are
+    kept for reuse (:func:`trainer_run.memory.reuse_freed_blocks`)."""
     memory.reuse_freed_blocks()
     restore = memory.limit_to_available()
     try:
+        if lr_find_job.requested(cfg):
+            return _range_test(job, cfg)
         return _bounded(job, cfg)
     except MemoryError as e:
         raise JobFailed(memory.out_of_memory(e)) from None
     finally:
         restore()
+
+
+def _range_test(job: Job, cfg: DictConfig) -> None:
+    try:
+        lr_find_job.run(job, cfg)
+    except BaseException:
+        if job.rank_0:
+            _remove_new(job, None)  # the empty folders it created, if it wrote nothing
+        raise
 
 
 def _bounded(job: Job, cfg: DictConfig) -> Trainer | ParameterServer:
