@@ -272,3 +272,23 @@ def test_mlflow_sends_no_telemetry():
             "print(get_telemetry_client())")
     done = subprocess.run([sys.executable, "-c", code], env=quiet, capture_output=True, text=True)
     assert done.returncode == 0 and done.stdout.strip() == "None", done.stderr
+
+
+def test_a_run_recorded_at_another_tracking_uri_goes_to_a_new_mlflow_run_there(tmp_path, store_env, capfd):
+    from trainer_run.training.loggers import RunInfo
+    from trainer_run.training.loggers.mlflow import MLflow
+
+    out = tmp_path / "run"
+    out.mkdir()
+    rows = _rows(0.5, 0.4)
+    first = _logger(tmp_path)
+    first.start(out, rows[:1])
+    moved = MLflow(tracking_uri=str(tmp_path / "elsewhere"), run=RunInfo())  # a path: a file: URI
+    moved.start(out, rows)
+    assert moved.uri == (tmp_path / "elsewhere").as_uri()
+    assert _history(moved.client, moved.run_id, "train/loss") == [(10, 0.5), (20, 0.4)]
+    assert json.loads((out / "mlflow.json").read_text())["run_id"] == moved.run_id
+    err = " ".join(capfd.readouterr().err.split())
+    assert err == (f"warning: logger.mlflow: this run was logged to MLflow run {first.run_id} at "
+                   f"{first.uri}; it now logs to {moved.uri}, in a new MLflow run that gets its "
+                   "whole history")
