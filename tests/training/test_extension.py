@@ -19,6 +19,7 @@ from trainer_run.training.extensions import (
     EarlyStopping,
     Evaluator,
     HeldOutEvaluator,
+    LogFinish,
     LogReport,
     MetricsTable,
     Objective,
@@ -30,12 +31,12 @@ from trainer_run.training.extensions import (
 )
 
 BUILT_IN = (Evaluator, HeldOutEvaluator, PlateauStep, Objective, EarlyStopping, LogReport, Progress,
-            MetricsTable, Snapshot, Summary, ProfileReport)
+            MetricsTable, Snapshot, Summary, LogFinish, ProfileReport)
 # What a run needs: the writers first, the plateau step and the objective before early stopping,
 # the log before the progress line, the table after the bar, the snapshot after the log, the
-# summary after the last checkpoint, the profile report last.
+# summary after the last checkpoint, the loggers' finish after the summary, the profile report last.
 RUN_ORDER = ["evaluator", "held_out", "plateau_step", "objective", "early_stopping", "log_report",
-             "progress", "metrics_table", "snapshot", "summary", "profile"]
+             "progress", "metrics_table", "snapshot", "summary", "log_finish", "profile"]
 
 
 def _record(monkeypatch, classes, calls: list) -> None:
@@ -76,7 +77,7 @@ def test_the_cli_s_extensions_take_the_three_priorities(tmp_path):
                           "early_stopping": PRIORITY_EDITOR, "log_report": PRIORITY_READER,
                           "progress": PRIORITY_READER, "metrics_table": PRIORITY_READER,
                           "snapshot": PRIORITY_READER, "summary": PRIORITY_READER,
-                          "profile": PRIORITY_READER}
+                          "log_finish": PRIORITY_READER, "profile": PRIORITY_READER}
 
 
 def test_a_cli_run_calls_and_finalizes_its_extensions_in_the_order_it_needs(tmp_path, monkeypatch):

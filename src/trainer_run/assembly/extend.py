@@ -16,6 +16,7 @@ from trainer_run.training.extensions import (
     EarlyStopping,
     Evaluator,
     HeldOutEvaluator,
+    LogFinish,
     LogReport,
     MetricsTable,
     Objective,
@@ -63,7 +64,7 @@ def extend(trainer: Trainer, run, config: dict, extra: dict | None) -> None:
 
 OURS = (*(klass.name for klass in (Evaluator, PlateauStep, Objective, EarlyStopping,
                                    HeldOutEvaluator, LogReport, Progress, MetricsTable, Snapshot,
-                                   Summary, ProfileReport)), *averages.NAMES)
+                                   Summary, LogFinish, ProfileReport)), *averages.NAMES)
 """The names of our extensions, which a callback may not take."""
 
 
@@ -128,6 +129,7 @@ def _extend_rank_0(trainer: Trainer, run, t: dict, objective: Objective, extra: 
                            objective=objective, overrides=extra.get("overrides"),
                            init_from=extra.get("init_from"),
                            device=run.backend.device_record(), more=averaged.summaries))
+    trainer.extend(LogFinish(log_report, report=warn))  # after the summary: loggers may send it
     if trainer.profiler.enabled:
         trainer.profiler.origin = log_report.origin  # start-up is a stage of the profile
         quiet = {} if run.kvstore is not None else {"communication": "no kvstore: nothing exchanged"}

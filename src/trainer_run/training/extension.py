@@ -22,8 +22,9 @@ extensions in the order they need: among editors the plateau step, the objective
 stopping (it reads the objective's verdict of the same iteration); among readers the log,
 the progress (it shows the row just logged), the metrics table (printed after the progress
 bar stops), the snapshot (its checkpoint holds the log up to its iteration), the summary (it
-finalizes after the last checkpoint is written, so its status counts a failed write) and the
-profile report last (every other finalize is in it). An extension registered later with the
+finalizes after the last checkpoint is written, so its status counts a failed write), the
+loggers' finish (after the summary, which a logger may send on) and the profile report last
+(every other finalize is in it). An extension registered later with the
 same priority runs after these.
 
 A plain callable (a function, a lambda, or an object with ``__call__`` and some of these

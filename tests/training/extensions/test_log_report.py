@@ -64,3 +64,38 @@ def test_metrics_rows_hold_null_for_nan_and_inf(tmp_path):
         {"iteration": 3, "epoch": 0.25, "lr": None, "train/accuracy": 0.5,
          "train/loss": None, "val/loss": None}]
     assert math.isnan(log.last["train/loss"])  # the state keeps the value itself
+
+
+def test_log_finish_tells_each_logger_how_the_run_ended_and_a_failing_one_is_a_warning():
+    from trainer_run.training.extensions import LogFinish
+    from trainer_run.training.loggers import UsersLogger
+
+    told = []
+
+    class Finishing:
+        def __init__(self, name):
+            self.name = name
+
+        def start(self, out, rows): pass
+        def write(self, row): pass
+        def close(self): pass
+
+        def finish(self, status):
+            if self.name == "broken":
+                raise ConnectionError("server gone")
+            told.append((self.name, status))
+
+    class Plain:  # no finish: it is optional
+        def start(self, out, rows): pass
+        def write(self, row): pass
+        def close(self): pass
+
+    loggers = [UsersLogger("logger.first", Finishing("first")), UsersLogger("logger.plain", Plain()),
+               UsersLogger("logger.broken", Finishing("broken")), Finishing("last")]
+    reported = []
+    finish = LogFinish(LogReport((1, "iteration"), loggers=loggers), report=reported.append)
+    finish.finalize(SimpleNamespace(status="interrupted"))
+    assert told == [("first", "interrupted"), ("last", "interrupted")]
+    assert len(reported) == 1 and reported[0].startswith("logger.broken (")
+    assert "finish()" in reported[0] and "server gone" in reported[0]
+    assert reported[0].endswith("; the run is interrupted as it was, its own files complete")

@@ -165,7 +165,7 @@ def test_an_unknown_logger_is_refused_with_the_available_ones(tmp_path, logger):
     result = run_cli(f"hydra.run.dir={tmp_path / 'run'}", logger)
     lines = result.stderr.strip().splitlines()
     assert result.returncode == 2 and lines == [
-        "error: logger=nosuch is not available; choose one of csv, jsonl, plot, tensorboard"]
+        "error: logger=nosuch is not available; choose one of csv, jsonl, mlflow, plot, tensorboard"]
     assert not (tmp_path / "run").exists()
 
 

@@ -2,7 +2,7 @@
 
 from .evaluator import Evaluator
 from .held_out import HeldOutEvaluator
-from .log_report import LogReport
+from .log_report import LogFinish, LogReport
 from .objective import EarlyStopping, Objective
 from .plateau_step import PlateauStep
 from .profile_report import ProfileReport
@@ -10,6 +10,6 @@ from .progress import MetricsTable, Progress, Readout
 from .snapshot import Snapshot
 from .summary import Summary
 
-__all__ = ["EarlyStopping", "Evaluator", "HeldOutEvaluator", "LogReport", "MetricsTable",
+__all__ = ["EarlyStopping", "Evaluator", "HeldOutEvaluator", "LogFinish", "LogReport", "MetricsTable",
            "Objective", "PlateauStep", "ProfileReport", "Progress", "Readout", "Snapshot",
            "Summary"]

@@ -1,4 +1,5 @@
-"""LogReport: averages observations between log points into rows, which loggers write."""
+"""LogReport: averages observations between log points into rows, which loggers write;
+LogFinish: tells the loggers how the run ended once its summary is written."""
 
 from __future__ import annotations
 
@@ -123,3 +124,29 @@ class LogReport(Extension):
         before = state.get("elapsed_s", self.last.get("elapsed_s"))  # absent before it was kept
         self._elapsed_before = float(before or 0.0)
 
+
+
+class LogFinish(Extension):
+    """When training ends, after the :class:`~.summary.Summary` (register it after that one):
+    calls each of ``log_report``'s loggers' ``finish(status)`` (see
+    :meth:`~..loggers.Logger.finish`; a logger without one is skipped) with the trainer's
+    status as the summary recorded it. Training and the run's own files are complete by
+    then, so what a logger raises does not change how the run ended: ``report`` (default
+    :func:`warnings.warn`) is told, naming the logger, and the others finish."""
+
+    priority = PRIORITY_READER
+    name = "log_finish"
+
+    def __init__(self, log_report: LogReport, report: Callable[[str], None] | None = None):
+        self.log_report = log_report
+        self.report = report or warnings.warn
+
+    def finalize(self, trainer) -> None:
+        for logger in self.log_report.loggers:
+            finish = getattr(logger, "finish", None)
+            if not callable(finish):
+                continue
+            try:
+                finish(trainer.status)
+            except Exception as e:
+                self.report(f"{e}; the run is {trainer.status} as it was, its own files complete")

@@ -5,7 +5,8 @@ them (see :class:`.base.Logger`). Each option of the group (``configs/logger/<na
 holds ``<name>: {_target_: ..., <arguments>}``; a user's logger is one more such file (in a
 ``--config-dir``) or ``+logger.<name>._target_=...``, built the same way. ``jsonl``
 (``metrics.jsonl``) and ``csv`` (``metrics.csv``) need nothing beyond the runtime;
-``tensorboard`` needs tensorboardX and ``plot`` matplotlib, each from the extra of its name.
+``tensorboard`` needs tensorboardX, ``plot`` matplotlib and ``mlflow`` (a tracking server's
+run) mlflow-skinny, each from the extra of its name.
 
 A logger of the user's is built as a :class:`UsersLogger`: what its methods raise names it
 (:mod:`trainer_run.user_code`), an ``OSError`` included (a server that refuses a connection is
@@ -59,6 +60,13 @@ class UsersLogger(Logger):
     def close(self) -> None:
         with blame(self.key, self.logger, "close"):
             self.logger.close()
+
+    def finish(self, status: str) -> None:
+        """The logger's own ``finish(status)`` when it has one (it is optional)."""
+        finish = getattr(self.logger, "finish", None)
+        if callable(finish):
+            with blame(self.key, self.logger, "finish"):
+                finish(status)
 
     def __getattr__(self, name):
         if name in ("key", "logger"):  # not set yet: no recursion

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import numbers
 import os
 import socket
 import struct
@@ -14,7 +13,7 @@ from pathlib import Path
 from ...errors import ConfigError
 from ...runs import files as run_files
 from ...storage import files
-from .base import NOT_METRICS, Logger
+from .base import NOT_METRICS, Logger, is_number
 
 try:
     from tensorboardX.proto.event_pb2 import Event
@@ -25,8 +24,6 @@ except ImportError:
                       ) from None
 
 FOLDER = run_files.TENSORBOARD
-HIDDEN = ("hydra", "resume")
-"""Config sections that are no hyper-parameter of the run."""
 
 
 class TensorBoard(Logger):
@@ -73,10 +70,10 @@ class TensorBoard(Logger):
         walltime = datetime.fromisoformat(stamp).timestamp() if isinstance(stamp, str) else None
         self.last = step
         return [_event(scalar(key, float(value)), step, walltime) for key, value in row.items()
-                if key not in NOT_METRICS and _is_number(value)]
+                if key not in NOT_METRICS and is_number(value)]
 
     def _hparams(self) -> list:
-        values = {k: v for k, v in flat(self.run.config).items() if k.split(".")[0] not in HIDDEN}
+        values = self.run.hyperparameters()
         objective = self.run.objective
         metrics = {} if objective is None else {objective.metric: math.nan,
                                                  f"best/{objective.metric}": math.nan}
@@ -101,20 +98,3 @@ def records(events: list) -> bytes:
                 struct.pack("I", masked_crc32c(data))]
     return b"".join(out)
 
-
-def flat(config: dict, prefix: str = "") -> dict:
-    """The scalars of ``config`` by dotted key; a list as its text, null as ``"null"``."""
-    out = {}
-    for key, value in config.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, dict):
-            out.update(flat(value, f"{name}."))
-        elif isinstance(value, (bool, str)) or _is_number(value):
-            out[name] = value
-        else:
-            out[name] = "null" if value is None else str(value)
-    return out
-
-
-def _is_number(value) -> bool:
-    return isinstance(value, numbers.Real) and not isinstance(value, bool)
