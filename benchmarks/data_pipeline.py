@@ -17,10 +17,19 @@ int64 labels beside it; batches of 100, shuffled every epoch.
 - The bound: a large NumPy copy's bytes read + written per second, measured here, divided by
   the 784 bytes read + 3,136 bytes written that each example needs at least.
 
+With ``--augment``, the images are CIFAR-shaped (50,000 of 3x32x32) and every training batch
+is also augmented as CIFAR recipes do: a random crop of the image padded by 4 pixels and a
+horizontal flip with probability 0.5. trainer-run runs ``dataset.transforms=[random_crop,
+horizontal_flip]`` on each batch (:mod:`trainer_run.data.transforms`) with ``dataset.workers``
+0, 1 and 2 (threads); the peer does the same per example in its ``__getitem__`` with torch
+ops, as torchvision's ``RandomCrop(32, padding=4)`` and ``RandomHorizontalFlip()`` do (the
+torchvision wheel does not load beside the peer's torch), with ``num_workers`` 0 and 2. The
+bound counts the padded copy and the crop as one more write of the example.
+
 Each is measured ``--rounds`` times, alternating (the machine may be shared); the best of
 each is reported.
 
-    python benchmarks/data_pipeline.py [--rounds 3] [--batches 600]
+    python benchmarks/data_pipeline.py [--rounds 3] [--batches 600] [--augment]
 
 PyTorch runs from ``$TORCH_PYTHON``, else ``/work/torch-venv/bin/python`` or
 ``/work/torchvenv/bin/python``; without one it is skipped.
@@ -41,34 +50,40 @@ from peers import torch_python
 from trainer_run import optimizers
 from trainer_run.backend import get_backend
 from trainer_run.data import ArrayDataset, SerialIterator
+from trainer_run.data.augmentation import Augmentation
 from trainer_run.data.input_scaling import Normalized, fit
 from trainer_run.data.mapped import open_npy
+from trainer_run.data.transforms import HorizontalFlip, RandomCrop
 from trainer_run.models import MLP
 from trainer_run.updaters import StandardUpdater
 
 HERE = Path(__file__).resolve().parent
-SHAPE = (60_000, 1, 28, 28)
-BYTES_READ, BYTES_WRITTEN = 784, 784 * 4
+SHAPES = {False: (60_000, 1, 28, 28), True: (50_000, 3, 32, 32)}
+"""The images, plain and with ``--augment``."""
 
 
-def write_files(directory: Path) -> tuple[Path, Path]:
+def write_files(directory: Path, shape: tuple) -> tuple[Path, Path]:
     rng = numpy.random.default_rng(0)
     x_path, y_path = directory / "x.npy", directory / "y.npy"
-    numpy.save(x_path, rng.integers(0, 256, size=SHAPE, dtype=numpy.uint8))
-    numpy.save(y_path, rng.integers(0, 10, size=SHAPE[0]))
+    numpy.save(x_path, rng.integers(0, 256, size=shape, dtype=numpy.uint8))
+    numpy.save(y_path, rng.integers(0, 10, size=shape[0]))
     return x_path, y_path
 
 
 def ours_samples_per_s(x_path: Path, y_path: Path, prefetch: int, batches: int, warmup: int,
-                       batch_size: int) -> float:
-    """Batches through ``StandardUpdater.next_parts``, the path every training step takes."""
+                       batch_size: int, workers: int = 0, augment: bool = False) -> float:
+    """Batches through ``StandardUpdater.next_parts``, the path every training step takes;
+    ``augment``: crop and flip each batch, ``workers``: ``dataset.workers``."""
     train = ArrayDataset(open_npy(x_path), numpy.load(y_path))
     data = Normalized(train, fit("unit", train, str(x_path)))
     iterator = SerialIterator(data, batch_size, rng=numpy.random.default_rng(1))
     backend = get_backend("numpy", seed=0)
-    model = MLP(784, 10, backend, hidden_sizes=[8])  # never run: the updater needs one
+    shape = train.arrays[0].shape[1:]
+    model = MLP(int(numpy.prod(shape)), 10, backend, hidden_sizes=[8])  # never run
+    transforms = (Augmentation([RandomCrop(4), HorizontalFlip()], numpy.random.SeedSequence(0))
+                  if augment else None)
     updater = StandardUpdater(iterator, optimizers.create("sgd"), model, backend=backend,
-                              prefetch=prefetch)
+                              prefetch=prefetch, transforms=transforms, workers=workers)
     try:
         for _ in range(warmup):
             updater.next_parts(iterator, updater.backends)
@@ -79,15 +94,15 @@ def ours_samples_per_s(x_path: Path, y_path: Path, prefetch: int, batches: int, 
     finally:
         updater.finalize()
     x = parts[0][0]
-    assert x.dtype == numpy.float32 and x.shape == (batch_size, 1, 28, 28)
+    assert x.dtype == numpy.float32 and x.shape == (batch_size, *shape)
     return batches * batch_size / elapsed
 
 
 def torch_samples_per_s(python: str, x_path: Path, y_path: Path, workers: int, batches: int,
-                        warmup: int, batch_size: int) -> float:
+                        warmup: int, batch_size: int, augment: bool = False) -> float:
     args = [python, str(HERE / "torch_data_peer.py"), "--x", str(x_path), "--y", str(y_path),
             "--workers", str(workers), "--batches", str(batches), "--warmup", str(warmup),
-            "--batch-size", str(batch_size)]
+            "--batch-size", str(batch_size)] + (["--augment"] if augment else [])
     result = subprocess.run(args, capture_output=True, text=True, check=True)
     return json.loads(result.stdout.strip().splitlines()[-1])["samples_per_s"]
 
@@ -112,28 +127,37 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=50)
     parser.add_argument("--batch-size", type=int, default=100)
     parser.add_argument("--prefetch", type=int, default=2)
+    parser.add_argument("--augment", action="store_true", help="CIFAR-shaped, crop and flip")
     args = parser.parse_args()
     python = torch_python()
-    ours = {0: [], args.prefetch: []}
+    settings = {"prefetch 0": (0, 0), f"prefetch {args.prefetch}": (args.prefetch, 0)}
+    if args.augment:
+        settings.update({"workers 1": (0, 1), "workers 2": (0, 2)})
+    ours = {name: [] for name in settings}
     peer = {0: [], 2: []}
     bandwidth = []
+    shape = SHAPES[args.augment]
+    pixels = int(numpy.prod(shape[1:]))
+    bytes_read, bytes_written = pixels, pixels * 4 * (2 if args.augment else 1)
     with tempfile.TemporaryDirectory() as directory:
-        x_path, y_path = write_files(Path(directory))
+        x_path, y_path = write_files(Path(directory), shape)
         for _ in range(args.rounds):
-            for prefetch in ours:
-                ours[prefetch].append(ours_samples_per_s(x_path, y_path, prefetch, args.batches,
-                                                         args.warmup, args.batch_size))
+            for name, (prefetch, workers) in settings.items():
+                ours[name].append(ours_samples_per_s(x_path, y_path, prefetch, args.batches,
+                                                     args.warmup, args.batch_size, workers,
+                                                     args.augment))
             if python is not None:
                 for workers in peer:
                     peer[workers].append(torch_samples_per_s(python, x_path, y_path, workers,
                                                              args.batches, args.warmup,
-                                                             args.batch_size))
+                                                             args.batch_size, args.augment))
             bandwidth.append(copy_bytes_per_s())
-    bound = max(bandwidth) / (BYTES_READ + BYTES_WRITTEN)
-    print(f"uint8 {SHAPE} memory-mapped -> float32 [0, 1], batch {args.batch_size}, shuffled; "
-          f"best of {args.rounds} rounds of {args.batches} batches")
-    for prefetch, values in ours.items():
-        print(f"  trainer-run, prefetch {prefetch}:        {max(values):11,.0f} samples/s "
+    bound = max(bandwidth) / (bytes_read + bytes_written)
+    print(f"uint8 {shape} memory-mapped -> float32 [0, 1]"
+          f"{', random crop (pad 4) + flip' if args.augment else ''}, batch {args.batch_size}, "
+          f"shuffled; best of {args.rounds} rounds of {args.batches} batches")
+    for name, values in ours.items():
+        print(f"  trainer-run, {name}:{' ' * (13 - len(name))}{max(values):11,.0f} samples/s "
               f"{[round(v) for v in values]}")
     best_ours = max(max(v) for v in ours.values())
     if python is not None:
@@ -145,7 +169,7 @@ def main() -> None:
     else:
         print("  PyTorch: skipped (no torch venv; set TORCH_PYTHON to a python with torch)")
     print(f"  memory bandwidth bound: {bound:11,.0f} samples/s (copy {max(bandwidth) / 1e9:.1f} GB/s "
-          f"read+written, {BYTES_READ} + {BYTES_WRITTEN} bytes per example)")
+          f"read+written, {bytes_read} + {bytes_written} bytes per example)")
     print(f"  trainer-run (best) / bound: {best_ours / bound:6.2f}")
 
 

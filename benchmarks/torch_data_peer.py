@@ -24,8 +24,8 @@ from torch.utils.data import DataLoader, Dataset
 
 
 class MappedImages(Dataset):
-    def __init__(self, x_path, y_path):
-        self.x_path, self.y = x_path, np.load(y_path)
+    def __init__(self, x_path, y_path, augment=False):
+        self.x_path, self.y, self.augment = x_path, np.load(y_path), augment
         self.x = None  # opened in each worker process
 
     def __len__(self):
@@ -34,7 +34,17 @@ class MappedImages(Dataset):
     def __getitem__(self, i):
         if self.x is None:
             self.x = np.load(self.x_path, mmap_mode="r")
-        return torch.from_numpy(self.x[i].astype(np.float32) / np.float32(255)), int(self.y[i])
+        x = torch.from_numpy(self.x[i].astype(np.float32) / np.float32(255))
+        return (crop_and_flip(x) if self.augment else x), int(self.y[i])
+
+
+def crop_and_flip(x, padding=4):
+    """torchvision's RandomCrop(size, padding) then RandomHorizontalFlip() on a tensor image."""
+    h, w = x.shape[-2:]
+    padded = torch.nn.functional.pad(x, (padding, padding, padding, padding))
+    top, left = (int(v) for v in torch.randint(0, 2 * padding + 1, (2,)))
+    x = padded[..., top:top + h, left:left + w]
+    return x.flip(-1) if torch.rand(1) < 0.5 else x
 
 
 def main():
@@ -45,9 +55,10 @@ def main():
     p.add_argument("--workers", type=int, default=0)
     p.add_argument("--batches", type=int, default=600)
     p.add_argument("--warmup", type=int, default=50)
+    p.add_argument("--augment", action="store_true", help="random crop (pad 4) and flip")
     args = p.parse_args()
     torch.manual_seed(0)
-    loader = DataLoader(MappedImages(args.x, args.y), batch_size=args.batch_size, shuffle=True,
+    loader = DataLoader(MappedImages(args.x, args.y, args.augment), batch_size=args.batch_size, shuffle=True,
                         num_workers=args.workers, persistent_workers=args.workers > 0)
     batches = itertools.chain.from_iterable(itertools.repeat(loader))  # epoch after epoch
     for _ in range(args.warmup):
@@ -56,7 +67,7 @@ def main():
     for _ in range(args.batches):
         x, y = next(batches)
     elapsed = time.perf_counter() - start
-    assert x.dtype == torch.float32 and x.shape[1:] == (1, 28, 28)
+    assert x.dtype == torch.float32 and x.ndim == 4
     print(json.dumps({"peer": "pytorch", "version": torch.__version__, "workers": args.workers,
                       "samples_per_s": args.batches * args.batch_size / elapsed}))
 
