@@ -7,12 +7,21 @@ the gradients are summed onto the main replica through a kvstore (``local``: in 
 memory; ``device``: on the device of the main replica, as MXNet's Trainer does), the main
 optimizer makes one update, and the parameters are copied back to the other replicas.
 
-Our rule: each replica's backward is weighted by its share of the batch, so the update
-equals :class:`~trainer_run.updaters.StandardUpdater`'s on the whole batch, to float32
-rounding. (Chainer adds the replicas' mean-loss gradients unweighted, which is ``n`` times
-the whole batch's mean gradient.) Accumulation, loss scaling and callbacks work as in the
-standard updater; the comm callbacks run around the kvstore reduction. The metrics are
-the whole batch's.
+How the replicas' gradients combine (``grad_reduce``, :data:`GRAD_REDUCE`):
+
+- ``"mean"`` (our rule, the default): each replica's backward is weighted by its share of the
+  batch, so the update equals :class:`~trainer_run.updaters.StandardUpdater`'s on the whole
+  batch, to float32 rounding.
+- ``"sum"`` (Chainer's ``ParallelUpdater``): each replica's backward is seeded with one, as
+  Chainer's ``loss.backward()`` is, and ``model_main.addgrads(model)`` adds the replicas'
+  mean-loss gradients unweighted: with equal shards, ``n`` times the whole batch's mean
+  gradient. Batches accumulated with ``accum_grad`` and worker processes keep their shares
+  of the update's examples (Chainer has neither): the replicas of one process share its
+  weight, each with all of it.
+
+Either way the kvstore sums what the replicas computed. Accumulation, loss scaling and
+callbacks work as in the standard updater; the comm callbacks run around the kvstore
+reduction. The metrics are the whole batch's (averaged by share under either rule).
 """
 
 from __future__ import annotations
@@ -24,10 +33,13 @@ from .. import devices as gpus
 from ..autograd import as_data
 from ..backend import Backend
 from ..converter import concat_examples
-from ..errors import ConfigError, check
+from ..errors import ConfigError, check, check_choice
 from ..module import persistents_of
 from ..params import ParamStore
 from .standard import StandardUpdater
+
+GRAD_REDUCE = ("mean", "sum")
+"""How the replicas' gradients combine: see the module docstring."""
 
 
 class ParallelUpdater(StandardUpdater):
@@ -43,13 +55,17 @@ class ParallelUpdater(StandardUpdater):
         kvstore: the store that sums the replicas' gradients (from
             :func:`trainer_run.kvstore.create`: ``local``, ``device``, or a dist store, which
             also sums across worker processes); None only for one replica.
+        grad_reduce: ``"mean"`` (the whole batch's mean gradient) or ``"sum"`` (Chainer's:
+            the replicas' mean-loss gradients added unweighted); see the module docstring.
     """
 
     def __init__(self, iterator, optimizer, model, devices=2, kvstore=None,
                  converter=concat_examples, backend=None, accum_grad: int = 1,
                  loss_scaler=None, callbacks=None, nan_policy: str = "stop",
                  max_skipped_in_a_row: int | None = 100, asynchronous: bool = False,
-                 prefetch: int = 0, profiler=None, clip_global_norm=None):
+                 prefetch: int = 0, profiler=None, clip_global_norm=None,
+                 grad_reduce: str = "mean"):
+        self.grad_reduce = check_choice("grad_reduce", grad_reduce, GRAD_REDUCE)
         host = backend if backend is not None else Backend("numpy")
         ids = _device_ids(devices, host)
         check(kvstore is not None or len(ids) == 1,
@@ -78,6 +94,13 @@ class ParallelUpdater(StandardUpdater):
     def _on_replica(self, r: int, fn):
         with self.backends[r].activate(), self.silent_overflow():
             return fn(r)
+
+    def gradient_weights(self, shares: list[float]) -> list[float]:
+        """The replicas' shares (``grad_reduce="mean"``), or for ``"sum"`` their process's
+        share of the update's examples for each replica (1 for one batch in one process)."""
+        if self.grad_reduce == "mean":
+            return shares
+        return [sum(shares)] * len(shares)
 
     def gathered(self, metrics: dict) -> dict:
         """A replica's metrics copied to the main replica's device (where they are added up)."""
