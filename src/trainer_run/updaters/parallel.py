@@ -128,8 +128,14 @@ class ParallelUpdater(StandardUpdater):
             self._pool = None
 
     def load_state_dict(self, state: dict) -> None:
+        """The saved state, then the main replica's parameters copied to every other replica
+        (its frozen ones too: they are copied this once, never after an update)."""
         super().load_state_dict(state)
         self.copy_params()
+        main = self.stores["main"]
+        for store, backend in zip(self.replica_stores[1:], self.backends[1:]):
+            with backend.activate():
+                store.copy_frozen_from(main, backend.asarray)
 
 
 def _device_ids(devices, backend) -> list[int]:
