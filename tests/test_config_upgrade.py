@@ -51,9 +51,10 @@ UPGRADED = {**NEW, "backend": {**NEW["backend"], "threads": None, "deferred": No
 """What a resumed run of :data:`OLD` saves of them: :data:`NEW` and the shared keys added since
 (``backend.threads``, ``backend.deferred``, the updater's keys that moved from other sections:
 tests/test_moved_keys.py); an option's own keys stay as saved."""
-SAVED = {**UPGRADED, "loss_scale": {**NEW["loss_scale"], "growth": "interval"}}
+SAVED = {**UPGRADED, "loss_scale": {**NEW["loss_scale"], "growth": "interval"},
+         "updater": {**UPGRADED["updater"], "grad_reduce": "mean"}}
 """What a run saves of them today: :data:`UPGRADED` and the option keys added since
-(``loss_scale.growth``)."""
+(``loss_scale.growth``, ``updater.grad_reduce``)."""
 
 
 # -- the function -------------------------------------------------------------------------------
