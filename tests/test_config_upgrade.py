@@ -45,11 +45,16 @@ NEW = {
 }
 
 
-SAVED = {**NEW, "backend": {**NEW["backend"], "threads": None, "deferred": None},
-         "updater": {**NEW["updater"], "nan_policy": "stop", "max_skipped_in_a_row": 100,
-                     "prefetch": 0, "clip_global_norm": None}}
-"""What a run saves of them today: :data:`NEW` and the keys added since (``backend.threads``,
-``backend.deferred``, the updater's keys that moved from other sections: tests/test_moved_keys.py)."""
+UPGRADED = {**NEW, "backend": {**NEW["backend"], "threads": None, "deferred": None},
+            "updater": {**NEW["updater"], "nan_policy": "stop", "max_skipped_in_a_row": 100,
+                        "prefetch": 0, "clip_global_norm": None}}
+"""What a resumed run of :data:`OLD` saves of them: :data:`NEW` and the shared keys added since
+(``backend.threads``, ``backend.deferred``, the updater's keys that moved from other sections:
+tests/test_moved_keys.py); an option's own keys stay as saved."""
+SAVED = {**UPGRADED, "loss_scale": {**NEW["loss_scale"], "growth": "interval"},
+         "updater": {**UPGRADED["updater"], "grad_reduce": "mean"}}
+"""What a run saves of them today: :data:`UPGRADED` and the option keys added since
+(``loss_scale.growth``, ``updater.grad_reduce``)."""
 
 
 # -- the function -------------------------------------------------------------------------------
@@ -141,6 +146,6 @@ def test_a_run_saved_in_the_old_form_resumes_bit_for_bit(tmp_path):
     assert rows == [(r["iteration"], r["loss_scale"], r["skipped_steps"])
                     for r in read_jsonl(tmp_path / "straight" / "metrics.jsonl")]
     resaved = checkpoint.load_tree(checkpoint.find(tmp_path / "split"))["config"]
-    assert {k: resaved[k] for k in NEW} == SAVED and "precision" not in resaved  # saved anew
+    assert {k: resaved[k] for k in NEW} == UPGRADED and "precision" not in resaved  # saved anew
     trained = load_model(tmp_path / "split")  # its .hydra/config.yaml is still the old form
     assert all(p.data.dtype == numpy.float16 for p in trained.model.params().values())

@@ -97,6 +97,17 @@ def test_show_model_gives_the_size_in_bytes_kib_or_mib(capsys, nbytes, size):
     assert table_rows(capsys.readouterr().out)[-1] == ["total", "12", *f"({size})".split()]
 
 
+def test_show_model_gives_each_layers_training_note_and_the_values_trained(capsys):
+    console.show_model({"class": "CNN", "layers": {"conv1": 832, "fc1": 1_000, "fc2": 20},
+                        "parameters": 1_852, "bytes": 1_852 * 4, "trained": 1_020,
+                        "frozen": ["conv1/W", "conv1/b"], "lr_mult": {"fc2/W": 10.0},
+                        "training": {"conv1": "frozen", "fc2": "W lr_mult=10"}})
+    assert table_rows(capsys.readouterr().out) == [
+        ["model:", "CNN"], ["layer", "parameters", "training"], ["conv1", "832", "frozen"],
+        ["fc1", "1,000"], ["fc2", "20", "W", "lr_mult=10"], ["total", "1,852", "(7.2", "KiB)", "1,020",
+                                                            "trained"]]
+
+
 def test_show_model_shows_layer_and_class_names_as_given(capsys):
     console.show_model({"class": "my.Net[bold]", "layers": {"blocks.0[red]": 3}, "parameters": 3,
                         "bytes": 12})

@@ -75,6 +75,27 @@ def test_dynamic_scaler_with_interval_one_grows_every_clean_step():
     assert scaler.skipped_steps == 1
 
 
+def test_nnabla_growth_follows_the_seeds_counter_traced_by_hand():
+    """nnabla's DynamicLossScalingUpdater.update, traced by hand with N=2 (k: its _counter,
+    starting at 0): a clean step runs ``if k > N: scale *= 2; k = 0`` then ``k += 1``; an
+    overflow runs ``scale /= 2; k = 0``. Scale and k after each step:
+    C: 0>2 no, k=1 | C: k=2 | C: k=3 | C: 3>2, 8->16, k=0+1=1 (growth after N+2 = 4 steps)
+    C: k=2 | C: k=3 | C: 3>2, 16->32, k=1 (after N+1 = 3 steps) | X: 32->16, k=0
+    C: k=1 | C: k=2 | C: k=3 | C: 3>2, 16->32, k=1 (after N+2 = 4 steps again); X: an overflow."""
+    scaler = DynamicLossScaler(scale=8, scaling_factor=2, interval=2, growth="nnabla")
+    C, X = True, False  # clean, overflow
+    steps = [C, C, C, C, C, C, C, X, C, C, C, C]
+    hand = [8, 8, 8, 16, 16, 16, 32, 16, 16, 16, 16, 32]
+    counter = [1, 2, 3, 1, 2, 3, 1, 0, 1, 2, 3, 1]
+    traced = _trace(scaler, steps)
+    assert [scale for _, scale, _, _ in traced] == hand
+    assert [clean for _, _, clean, _ in traced] == counter
+    assert [verdict for verdict, *_ in traced] == ["apply"] * 7 + ["skip"] + ["apply"] * 4
+    # today's rule on the same steps: exactly N clean steps between growths
+    ours = _trace(DynamicLossScaler(scale=8, scaling_factor=2, interval=2), steps)
+    assert [scale for _, scale, _, _ in ours] == [8, 16, 16, 32, 32, 64, 64, 32, 32, 64, 64, 128]
+
+
 # -- dynamic, retry ---------------------------------------------------------------------------
 def test_retry_retries_max_retries_times_then_skips():
     scaler = DynamicLossScaler(scale=8, scaling_factor=2, interval=3, on_overflow="retry",
@@ -150,6 +171,7 @@ def test_state_dict_is_a_snapshot():
     ({"interval": 2.5}, "interval"),
     ({"on_overflow": "explode"}, "on_overflow"),
     ({"max_retries": -1}, "max_retries"),
+    ({"growth": "pytorch"}, "growth"),
 ])
 def test_dynamic_scaler_rejects_bad_arguments(kwargs, name):
     with pytest.raises(ConfigError) as info:

@@ -58,3 +58,27 @@ def test_state_round_trip_copies_into_the_flat_views():
     for name in saved:
         np.testing.assert_array_equal(other.params[name].data, saved[name])
     assert all(np.shares_memory(p.data, g.data) for g in other.groups for p in g.params)
+
+
+def test_a_frozen_parameter_is_in_no_group_gets_no_gradient_and_is_saved_and_loaded():
+    params = _params()
+    params["a/W"].requires_grad = False
+    store = ParamStore(params)
+    assert list(store.frozen) == ["a/W"]
+    assert [g.indices for g in store.groups] == [[1, 3], [2], [4]]  # index 0 is in none
+    assert store.size == 3 + 6 + 2 + 5
+    store.cleargrads()
+    F.linear(np.ones((1, 4), np.float32), params["a/W"], params["a/b"]).backward()
+    store.finalize_grads()
+    assert params["a/W"].grad is None  # linear never computed it
+    np.testing.assert_array_equal(params["a/b"].grad, np.ones(3))
+    saved = store.state_dict(np.asarray)
+    assert "a/W" in saved
+    other = _params()
+    other["a/W"].requires_grad = False
+    other_store = ParamStore(other)
+    other_store.load_state_dict(saved, np.asarray)
+    np.testing.assert_array_equal(other["a/W"].data, saved["a/W"])
+    other["a/W"].data[...] = 7
+    other_store.copy_frozen_from(store, np.asarray)
+    np.testing.assert_array_equal(other["a/W"].data, params["a/W"].data)

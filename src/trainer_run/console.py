@@ -72,14 +72,20 @@ def inform(lines: str) -> None:
 
 def show_model(summary: dict) -> None:
     """Prints the model's layers with their parameter counts, and the total (parameters and
-    bytes), as a table on stdout."""
+    bytes), as a table on stdout; where a parameter is frozen or has a multiplier, a column
+    ``training`` gives the summary's note for its layer (:func:`trainer_run.module.summary`),
+    and the total's row the values trained."""
+    notes = summary.get("training")
     table = Table(title=f"model: {escape(summary['class'])}", title_justify="left", box=None)
     table.add_column("layer")
     table.add_column("parameters", justify="right")
+    if notes:
+        table.add_column("training")
     for layer, count in summary["layers"].items():
-        table.add_row(escape(layer), f"{count:,}")
+        table.add_row(escape(layer), f"{count:,}", *([escape(notes.get(layer, ""))] if notes else []))
     table.add_section()
-    table.add_row("total", f"{summary['parameters']:,} ({_size(summary['bytes'])})")
+    trained = [f"{summary['trained']:,} trained" if "trained" in summary else ""] if notes else []
+    table.add_row("total", f"{summary['parameters']:,} ({_size(summary['bytes'])})", *trained)
     console().print(table)
 
 

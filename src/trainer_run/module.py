@@ -89,15 +89,62 @@ def load_arrays(model, arrays: Mapping) -> None:
     copy_params({**model.params(), **persistents_of(model)}, arrays)
 
 
+def layer_of(path: str) -> str:
+    """The layer of a parameter path, as the model table groups them: the path without its
+    last part (``l1`` for ``l1/W``; a path of one part is its own layer)."""
+    return path.rpartition("/")[0] or path
+
+
 def summary(model) -> dict:
-    """The model's size: its class, ``parameters`` (the number of trained values), ``bytes``
-    and, by layer (a parameter path without its last part: ``l1`` for ``l1/W``), ``layers``:
-    the parameters of each, in the order of ``params()``."""
+    """The model's size: its class, ``parameters`` (the number of values), ``bytes`` and, by
+    layer (:func:`layer_of`), ``layers``: the values of each, in the order of ``params()``.
+
+    How the parameters train, where any differs from the plain rule (absent otherwise):
+    ``trained`` (the values an update changes) and ``frozen`` (the paths of the frozen
+    parameters, ``requires_grad`` False) when any is frozen; ``lr_mult`` and ``wd_mult``
+    (path -> multiplier) for the trained parameters whose multiplier is not 1; and
+    ``training``, the model table's note for each layer concerned (:func:`training_notes`)."""
+    params = model.params()
     layers: dict[str, int] = {}
     total = nbytes = 0
-    for path, param in model.params().items():
-        layer = path.rpartition("/")[0] or path
+    for path, param in params.items():
+        layer = layer_of(path)
         layers[layer] = layers.get(layer, 0) + int(param.data.size)
         total += int(param.data.size)
         nbytes += int(param.data.nbytes)
-    return {"class": type(model).__name__, "parameters": total, "bytes": nbytes, "layers": layers}
+    out = {"class": type(model).__name__, "parameters": total, "bytes": nbytes, "layers": layers}
+    frozen = [path for path, p in params.items() if not getattr(p, "requires_grad", True)]
+    if frozen:
+        out["trained"] = sum(int(p.data.size) for path, p in params.items() if path not in frozen)
+        out["frozen"] = frozen
+    for key in ("lr_mult", "wd_mult"):
+        values = {path: float(getattr(p, key, 1.0)) for path, p in params.items()
+                  if path not in frozen and getattr(p, key, 1.0) != 1.0}
+        if values:
+            out[key] = values
+    notes = training_notes(params)
+    if notes:
+        out["training"] = notes
+    return out
+
+
+def training_notes(params: Mapping) -> dict[str, str]:
+    """layer -> how its parameters train, for each layer with a frozen parameter or a
+    multiplier other than 1: ``frozen`` (or ``lr_mult=10 wd_mult=0``) when every parameter of
+    the layer is so, else each such parameter's (``b frozen``, ``W lr_mult=10``)."""
+    words: dict[str, dict[str, str]] = {}
+    for path, p in params.items():
+        if not getattr(p, "requires_grad", True):
+            note = "frozen"
+        else:
+            note = " ".join(f"{key}={getattr(p, key, 1.0):g}" for key in ("lr_mult", "wd_mult")
+                            if getattr(p, key, 1.0) != 1.0)
+        words.setdefault(layer_of(path), {})[path] = note
+    notes = {}
+    for layer, by_path in words.items():
+        kinds = set(by_path.values())
+        if kinds == {""}:
+            continue
+        notes[layer] = kinds.pop() if len(kinds) == 1 else ", ".join(
+            f"{path[len(layer) + 1:] or path} {note}" for path, note in by_path.items() if note)
+    return notes

@@ -1,14 +1,19 @@
 """Parameters and their flat storage.
 
 A :class:`Parameter` is a named leaf of the graph with a ``grad`` buffer and the
-per-parameter multipliers ``lr_mult`` and ``wd_mult`` (MXNet Gluon's names).
+per-parameter multipliers ``lr_mult`` and ``wd_mult`` (MXNet Gluon's names). A parameter whose
+``requires_grad`` is False is frozen (Gluon's ``grad_req='null'``, PyTorch's
+``requires_grad=False``): no function computes its gradient and no update touches it.
 
 :class:`ParamStore` packs the parameters of a model into a few contiguous buffers,
 one per :class:`ParamGroup` of parameters that share dtype, ``lr_mult`` and ``wd_mult``,
 and rebinds every parameter's ``data`` and ``grad`` to views of them. An optimizer
 step, a gradient all-reduce, a NaN check or a checkpoint then touches one buffer per
 group instead of one array per layer. Parameters keep their order: the index of a
-parameter (MXNet's ``index``) is its position in the model's ``params()``.
+parameter (MXNet's ``index``) is its position in the model's ``params()``. Frozen parameters
+are in no group (:attr:`ParamStore.frozen`): the optimizer, the kvstore, the gradient checks
+and clipping never see them, as Gluon's Trainer skips ``grad_req='null'`` in its
+``_allreduce_grads`` and ``_update``; they are saved and restored with the others.
 
 Gradient rule: :meth:`ParamStore.cleargrads` marks every gradient stale without touching
 memory; the first contribution of a backward pass then overwrites the buffer and later
@@ -37,16 +42,19 @@ class Parameter(Variable):
         name: the parameter's path in its model, e.g. ``"l1/W"``; set by the model.
         lr_mult: multiplies the learning rate for this parameter.
         wd_mult: multiplies the weight decay for this parameter.
+        requires_grad: False freezes it (see the module docstring); set it before the
+            updater packs the parameters (``model.freeze`` does).
     """
 
-    __slots__ = ("name", "lr_mult", "wd_mult", "_stale")
-    requires_grad = True
+    __slots__ = ("name", "lr_mult", "wd_mult", "requires_grad", "_stale")
 
-    def __init__(self, data, name: str = "", lr_mult: float = 1.0, wd_mult: float = 1.0):
+    def __init__(self, data, name: str = "", lr_mult: float = 1.0, wd_mult: float = 1.0,
+                 requires_grad: bool = True):
         super().__init__(data)
         self.name = name
         self.lr_mult = float(lr_mult)
         self.wd_mult = float(wd_mult)
+        self.requires_grad = bool(requires_grad)
         self.grad = None
         self._stale = True
 
@@ -159,7 +167,8 @@ def _all(flags):
 
 
 class ParamStore:
-    """The parameters of one model, packed into flat groups.
+    """The parameters of one model, the trained ones packed into flat groups, the frozen ones
+    (``requires_grad`` False) kept apart in :attr:`frozen`.
 
     Args:
         params: name -> :class:`Parameter`, in model order.
@@ -173,8 +182,13 @@ class ParamStore:
         self.params = dict(params)
         self.persistents = dict(persistents or {})
         self.names = list(self.params)
+        self.frozen = {n: p for n, p in self.params.items() if not p.requires_grad}
+        """name -> frozen parameter: in no group, never updated (see the module docstring)."""
+        self.trained = [p for p in self.params.values() if p.requires_grad]
         by_key: dict[tuple, tuple[list, list]] = {}
         for index, p in enumerate(self.params.values()):
+            if not p.requires_grad:
+                continue
             key = (numpy.dtype(p.data.dtype).str, p.lr_mult, p.wd_mult)
             members, indices = by_key.setdefault(key, ([], []))
             members.append(p)
@@ -189,16 +203,16 @@ class ParamStore:
 
     @property
     def size(self) -> int:
-        """Total number of scalar parameters."""
+        """Total number of trained scalar parameters (those in the groups)."""
         return sum(g.size for g in self.groups)
 
     def cleargrads(self) -> None:
-        for p in self.params.values():
+        for p in self.trained:
             p._stale = True
 
     def finalize_grads(self) -> None:
         """Zeroes the gradients no backward pass wrote since :meth:`cleargrads`."""
-        for p in self.params.values():
+        for p in self.trained:
             if p._stale:
                 p.zero_if_stale()
 
@@ -230,6 +244,12 @@ class ParamStore:
         """Copies ``other``'s persistent values into this store's (in place)."""
         for name, p in self.persistents.items():
             p.data[...] = asarray(other.persistents[name].data)
+
+    def copy_frozen_from(self, other: ParamStore, asarray) -> None:
+        """Copies ``other``'s frozen parameters into this store's (in place): they never
+        change while training, so a replica needs them once, after a load."""
+        for name, p in self.frozen.items():
+            p.data[...] = asarray(other.frozen[name].data)
 
 
 def copy_params(params: Mapping[str, Parameter], arrays: Mapping, asarray=None) -> None:

@@ -19,6 +19,12 @@ import pytest
 import yaml
 from helpers import load_npz
 
+from trainer_run.compose.options import shared_section
+
+RULES = shared_section("model")
+"""The keys every model section shares (configs/_model.yaml: freeze, lr_mult, wd_mult), read by
+the runner; a replaced model's section keeps them, as it keeps a dataset's."""
+
 MY_MODELS = '''
 from trainer_run import functions as F
 from trainer_run.models import Linear, Model
@@ -83,7 +89,7 @@ def test_a_model_target_gets_only_the_keys_the_user_gave(folder):
     run = folder / "run"
     # spirals: 2 features, 2 classes; hidden=16 reached the user's class
     assert _shapes(run) == {"l1/W": (16, 2), "l1/b": (16,), "l2/W": (2, 16), "l2/b": (2,)}
-    assert _config(run)["model"] == {"_target_": "my_models.TwoLayer", "hidden": 16}
+    assert _config(run)["model"] == {"_target_": "my_models.TwoLayer", "hidden": 16, **RULES}
 
 
 def test_a_dataset_target_with_no_arguments_is_split_by_the_shared_keys(folder):
@@ -106,7 +112,8 @@ def test_a_config_file_in_the_users_folder_is_an_option(folder):
     result = _user(folder, "--config-dir", "./conf", "model=mynet", "hydra.run.dir=run", *SHORT)
     assert result.returncode == 0, result.stderr
     assert _shapes(folder / "run")["l1/W"] == (8, 2)
-    assert _config(folder / "run")["model"] == {"_target_": "my_models.TwoLayer", "hidden": 8}
+    assert _config(folder / "run")["model"] == {"_target_": "my_models.TwoLayer", "hidden": 8,
+                                                **RULES}
     typo = _user(folder, "--config-dir", "./conf", "model=mynett", "hydra.run.dir=other", *SHORT)
     assert typo.returncode == 2
     assert typo.stderr.strip() == ("error: model=mynett is not available; choose one of "
@@ -125,7 +132,7 @@ def test_our_class_named_as_a_user_target_trains_the_same_run(folder):
         numpy.testing.assert_array_equal(ours[name], theirs[name])
     # the replaced option's activation is not carried over: MLP's own default (relu) applies
     assert _config(folder / "named")["model"] == {"_target_": "trainer_run.models.MLP",
-                                                  "hidden_sizes": [64, 64]}
+                                                  "hidden_sizes": [64, 64], **RULES}
 
 
 @pytest.mark.parametrize("arguments, message", [

@@ -73,8 +73,9 @@ def test_a_key_of_another_option_names_the_options_that_have_it():
 
 @pytest.mark.parametrize("argument, message", [
     ("trainer.zzz=1", "trainer.zzz is not a config key; trainer has max_iterations, max_epochs, "),
-    ("model.zzz=3", "model.zzz is not a config key; model has _target_, hidden_sizes, activation "
-                    "(an argument of a user _target_ is added with +model.zzz=...)"),
+    ("model.zzz=3", "model.zzz is not a config key; model has freeze, lr_mult, wd_mult, _target_, "
+                    "hidden_sizes, activation (an argument of a user _target_ is added with "
+                    "+model.zzz=...)"),
     ("model.depth=3", "model.depth is not a config key with model=mlp; these model options have it: "
                       "resnet"),
     ("zzz=1", "zzz is not a config key; the config has backend, model, dataset, "),

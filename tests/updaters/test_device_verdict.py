@@ -135,8 +135,10 @@ def _trajectory(deferred, steps, poison=(), scaler=None, **options):
     dict(nan_policy="skip", poison=(3, 4, 9)),
     dict(dtype="float16", scaler=dict(scale=2.0 ** 40, interval=5)),
     dict(dtype="float16", scaler=dict(scale=8.0, interval=3), poison=(6,)),
+    dict(dtype="float16", scaler=dict(scale=8.0, interval=2, growth="nnabla"), poison=(9,)),
     dict(accum_grad=2, nan_policy="skip", poison=(2,)),
-], ids=["adam", "sgd", "static-scale", "skip", "dynamic-overflows", "dynamic-nan", "accum-skip"])
+], ids=["adam", "sgd", "static-scale", "skip", "dynamic-overflows", "dynamic-nan", "dynamic-nnabla",
+        "accum-skip"])
 def test_the_device_verdict_gives_the_same_run_bit_for_bit(case):
     case = dict(case)
     poison = case.pop("poison", ())

@@ -1,5 +1,6 @@
 """Parallel replicas in one process (updaters/parallel.py): they equal the standard update on the whole
-batch, and their gradients are summed onto the main replica through the kvstore."""
+batch, and their gradients are summed onto the main replica through the kvstore; with
+grad_reduce=sum, Chainer's sum of the replicas' mean-loss gradients, computed by hand."""
 
 from __future__ import annotations
 
@@ -7,9 +8,12 @@ import numpy as np
 import pytest
 
 from tests.updaters.test_updaters import DATA, assert_params_close, make, run
-from trainer_run import devices
+from trainer_run import devices, optimizers
+from trainer_run import functions as F
 from trainer_run import kvstore as kvstores
 from trainer_run.errors import ConfigError
+from trainer_run.module import Module
+from trainer_run.params import Parameter
 from trainer_run.updaters import ParallelUpdater
 
 
@@ -81,3 +85,72 @@ def test_parallel_updater_refuses_more_gpus_than_visible(monkeypatch, visible, a
     with pytest.raises(ConfigError) as e:
         ParallelUpdater(None, None, None, devices=asked, backend=_OnGPU())
     assert str(e.value).startswith(words) and "\n" not in str(e.value)
+
+
+class _LinearRegression(Module):
+    """y = x w + b with the mean squared error over the batch."""
+
+    def __init__(self, w, b):
+        self.w = Parameter(np.array(w, dtype="float32"))
+        self.b = Parameter(np.array(b, dtype="float32"))
+
+    def __call__(self, x, t):
+        return {"loss": F.mean_squared_error(F.linear(x, self.w, self.b), t)}
+
+
+def _shard_gradient(x, t, w, b):
+    """The gradient of the mean squared error of ``x w + b`` on one shard, in closed form
+    (float64): with residuals r_j = x_j . w + b - t_j, dL/dw = 2/m sum_j r_j x_j and
+    dL/db = 2/m sum_j r_j."""
+    r = x @ w[0] + b[0] - t[:, 0]
+    return 2 / len(x) * (r @ x), 2 / len(x) * r.sum()
+
+
+@pytest.mark.parametrize("replicas, size", [(2, 8), (3, 7)])
+def test_grad_reduce_sum_adds_the_replicas_mean_loss_gradients_as_chainer_does(replicas, size):
+    """Chainer's ParallelUpdater: every replica's loss.backward() on its shard (example j to
+    replica j mod n), model_main.addgrads(model) for the others; so the gradient is the sum of
+    the shards' mean-loss gradients: n times the whole batch's for equal shards (8 over 2),
+    the plain sum for unequal ones (7 over 3: 3, 2, 2)."""
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=(size, 3)).astype("float32")
+    t = rng.normal(size=(size, 1)).astype("float32")
+    w, b = [[0.5, -1.0, 2.0]], [0.25]
+    examples = [(x[j], t[j]) for j in range(size)]
+    updater = ParallelUpdater(_Batches(examples), optimizers.create("sgd", learning_rate=0.1),
+                              _LinearRegression(w, b), devices=replicas,
+                              kvstore=kvstores.create("local"), grad_reduce="sum")
+    try:
+        metrics = updater.compute_gradients(0)
+        got = {k: p.grad.copy() for k, p in updater.get_model().params().items()}
+    finally:
+        updater.finalize()
+    x64, t64, w64, b64 = (np.asarray(a, dtype=np.float64) for a in (x, t, w, b))
+    shards = [_shard_gradient(x64[r::replicas], t64[r::replicas], w64, b64) for r in range(replicas)]
+    np.testing.assert_allclose(got["w"][0], sum(gw for gw, _ in shards), rtol=1e-5)
+    np.testing.assert_allclose(got["b"][0], sum(gb for _, gb in shards), rtol=1e-5)
+    whole_w, whole_b = _shard_gradient(x64, t64, w64, b64)
+    if size % replicas == 0:
+        np.testing.assert_allclose(got["w"][0], replicas * whole_w, rtol=1e-5)
+        np.testing.assert_allclose(got["b"][0], replicas * whole_b, rtol=1e-5)
+    # the metrics stay the whole batch's: its mean squared error
+    residual = x64 @ w64[0] + b64[0] - t64[:, 0]
+    assert float(metrics["loss"]) == pytest.approx(float(residual @ residual / size), rel=1e-5)
+
+
+def test_grad_reduce_is_mean_or_sum():
+    with pytest.raises(ConfigError, match=r"^grad_reduce='max' is unknown; choose one of mean, sum$"):
+        ParallelUpdater(None, None, None, grad_reduce="max")
+
+
+class _Batches:
+    """The whole list of examples as every batch."""
+
+    def __init__(self, examples):
+        self.dataset = examples
+
+    def next(self):
+        return list(self.dataset)
+
+    def finalize(self):
+        pass

@@ -26,7 +26,7 @@ from trainer_run.data.datasets import take
 from trainer_run.errors import ConfigError, check, check_number
 from trainer_run.kvstore.request import KVStoreRequest
 from trainer_run.loss_scaling import LossScaler
-from trainer_run.models import build_model, first_batch
+from trainer_run.models import build_model, first_batch, parameter_rules
 from trainer_run.targets import Kind, instances_callable
 from trainer_run.training import StopTrigger, Trainer, time_limit
 from trainer_run.training.parameter_server import ParameterServer
@@ -87,15 +87,18 @@ DEFAULT_ITERATIONS = 1000
 
 def build_run(config: dict) -> Run:
     """The parts every process builds: random streams split from ``seed`` (one for the data,
-    one for the model's initial parameters, one for shuffling), backend, data, model (tried
-    on the first batch: :mod:`trainer_run.models.first_batch`), kvstore, iterator, stop
-    trigger, time limit, optimizer and the training batches' transforms (a fourth stream)."""
+    one for the model's initial parameters, one for shuffling), backend, data, model (its
+    parameters frozen and multiplied as ``model.freeze``, ``lr_mult`` and ``wd_mult`` say:
+    :mod:`trainer_run.models.parameter_rules`; tried on the first batch:
+    :mod:`trainer_run.models.first_batch`), kvstore, iterator, stop trigger, time limit,
+    optimizer and the training batches' transforms (a fourth stream)."""
     seed = check_number("seed", config["seed"], low=0, integer=True)
     data_seed, model_seed, shuffle_seed, augment_seed = numpy.random.SeedSequence(seed).spawn(4)
     backend = build_backend(config["backend"], model_seed)
     data, batch_size = build_data(config["dataset"], numpy.random.default_rng(data_seed),
                                   dtype=backend.dtype)
     model = build_model(config["model"], data, backend)
+    parameter_rules.apply(model, config["model"])
     first_batch.check(model, data, backend, batch_size, config["model"]["_target_"])
     u, t = config["updater"], config["trainer"]
     kvstore, decision = build_kvstore(config["kvstore"], u, str(backend.dtype))

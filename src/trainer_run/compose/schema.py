@@ -67,6 +67,9 @@ TYPES = {
     "trainer.swa.interval": _type("int", "str", description="a number of iterations (200) or of "
                                   "epochs (1epoch, 0.5epoch)"),
     "trainer.lr_find.early_stop_threshold": _type("float", "none"),
+    "model.freeze": _type("list", "str", "none", description="a list of parameter name patterns"),
+    "model.lr_mult": _type("dict", "none", description="a mapping from name pattern to multiplier"),
+    "model.wd_mult": _type("dict", "none", description="a mapping from name pattern to multiplier"),
     "dataset.overfit_batches": _type("int", "none"),
     "dataset.on_device": _type("bool", "none"),
     "dataset.workers": _type("int"),

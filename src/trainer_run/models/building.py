@@ -4,6 +4,8 @@ The target receives the section's keys and, when it takes them, the standard arg
 data and the backend fix: ``in_size``, ``in_shape`` (one example's shape), ``out_size``,
 ``backend``, ``dtype`` (the backend's compute dtype) and ``task``. A class that is not a
 model (:data:`KIND`) is refused before it is called; what a factory returns is checked too.
+The section's ``freeze``, ``lr_mult`` and ``wd_mult`` are the runner's
+(:mod:`.parameter_rules`), never the target's.
 The run and :func:`trainer_run.load_model` build their models here.
 """
 
@@ -12,6 +14,7 @@ from __future__ import annotations
 from ..errors import check
 from ..own_gradients import has_own_gradients
 from ..targets import TARGET, Kind, arguments, call, instances_callable
+from . import parameter_rules
 
 
 def is_model(obj) -> bool:
@@ -35,7 +38,8 @@ def build_model(section: dict, data, backend, shared=None):
     dtype = str(backend.dtype)
     standard = {"in_size": data.in_size, "in_shape": data.in_shape, "out_size": data.out_size,
                 "backend": backend, "dtype": dtype, "task": data.task}
-    factory, kwargs, fixed = arguments("model", section, standard, shared=shared, kind=KIND)
+    factory, kwargs, fixed = arguments("model", section, standard, runner=parameter_rules.KEYS,
+                                       shared=shared, kind=KIND)
     check(dtype == "float32" or "dtype" in fixed,
           f"precision needs a model that takes a dtype argument; {section[TARGET]} does not")
     return call("model", factory, kwargs, kind=KIND, target=section[TARGET], **fixed)

@@ -6,7 +6,11 @@ read from its ``.hydra/config.yaml`` as :func:`trainer_run.load_model` reads it
 (:func:`trainer_run.trained.read_sections`: interpolations resolved and the trust check made,
 so a model of someone else's code needs ``trust=true``), and one line says so. So
 ``trainer-run init_from=<run> optimizer.learning_rate=1e-4`` fine-tunes a ``model=cnn`` run as
-a CNN, not as the default MLP. The source run is the run folder (our record,
+a CNN, not as the default MLP. How the new run trains that model is its own choice: the
+runner's keys ``model.freeze``, ``lr_mult`` and ``wd_mult``
+(:mod:`trainer_run.models.parameter_rules`) come from the command and do not count as naming
+a model (``init_from=<run> 'model.freeze=[conv1]'`` fine-tunes the source's CNN with its
+first convolution frozen). The source run is the run folder (our record,
 :func:`trainer_run.runs.directory.is_run`) the weights belong to: the one named, the run of a
 checkpoint ``<run>/checkpoints/iter_<N>`` (or ``checkpoints/best``), or the folder of an
 ``.npz`` file such as ``<run>/model.npz``. Weights outside any run leave the command's model.
@@ -25,6 +29,7 @@ from trainer_run import weights
 from trainer_run.compose import argv as args
 from trainer_run.console import say, warn
 from trainer_run.errors import ConfigError, check
+from trainer_run.models import parameter_rules
 from trainer_run.runs import directory as run_directory
 from trainer_run.trained import read_sections
 
@@ -37,7 +42,9 @@ def source_model(cfg: DictConfig, overrides: list[str]) -> tuple[DictConfig, str
         return cfg, None
     section = read_sections(run, ("model",), cfg.get("trust") is True)["model"]
     tree = OmegaConf.to_container(cfg, resolve=False)
-    tree["model"] = section
+    rules = {k: v for k, v in tree["model"].items() if k in parameter_rules.KEYS}
+    tree["model"] = {**{k: v for k, v in section.items() if k not in parameter_rules.KEYS},
+                     **rules}
     return OmegaConf.create(tree), (f"init_from: model section from {run} ({section.get('_target_')}); "
                                     "name model=... to choose another")
 
@@ -60,7 +67,8 @@ def _source_run(cfg: DictConfig, overrides: list[str]) -> Path | None:
 
 def _names_model(overrides: list[str]) -> bool:
     keys = [args.key(o).lstrip("+~") for o in overrides]
-    return any(k == "model" or k.startswith("model.") for k in keys)
+    return any(k == "model" or (k.startswith("model.") and
+                                k.split(".")[1] not in parameter_rules.KEYS) for k in keys)
 
 
 def load_weights(built, source, strict, speaks: bool) -> dict:

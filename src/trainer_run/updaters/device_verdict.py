@@ -100,10 +100,10 @@ class DeviceVerdict(Verdict):
             self._scale = xp.asarray(scaler.scale, dtype="float64")
             self._clean = xp.asarray(scaler.clean_steps, dtype="int64")
         clean = xp.where(finite, self._clean + 1, 0)
-        grow = clean == scaler.interval
+        grow = clean >= scaler.grows_at
         grown = xp.where(grow, self._scale * scaler.scaling_factor, self._scale)
         self._scale = xp.where(finite, grown, self._scale / scaler.scaling_factor)
-        self._clean = xp.where(grow, 0, clean)
+        self._clean = xp.where(grow, scaler.after_growth, clean)
 
     def settle(self) -> None:
         """Reads the pending verdicts (one read) and applies the host's side of each, in

@@ -7,12 +7,21 @@ the gradients are summed onto the main replica through a kvstore (``local``: in 
 memory; ``device``: on the device of the main replica, as MXNet's Trainer does), the main
 optimizer makes one update, and the parameters are copied back to the other replicas.
 
-Our rule: each replica's backward is weighted by its share of the batch, so the update
-equals :class:`~trainer_run.updaters.StandardUpdater`'s on the whole batch, to float32
-rounding. (Chainer adds the replicas' mean-loss gradients unweighted, which is ``n`` times
-the whole batch's mean gradient.) Accumulation, loss scaling and callbacks work as in the
-standard updater; the comm callbacks run around the kvstore reduction. The metrics are
-the whole batch's.
+How the replicas' gradients combine (``grad_reduce``, :data:`GRAD_REDUCE`):
+
+- ``"mean"`` (our rule, the default): each replica's backward is weighted by its share of the
+  batch, so the update equals :class:`~trainer_run.updaters.StandardUpdater`'s on the whole
+  batch, to float32 rounding.
+- ``"sum"`` (Chainer's ``ParallelUpdater``): each replica's backward is seeded with one, as
+  Chainer's ``loss.backward()`` is, and ``model_main.addgrads(model)`` adds the replicas'
+  mean-loss gradients unweighted: with equal shards, ``n`` times the whole batch's mean
+  gradient. Batches accumulated with ``accum_grad`` and worker processes keep their shares
+  of the update's examples (Chainer has neither): the replicas of one process share its
+  weight, each with all of it.
+
+Either way the kvstore sums what the replicas computed. Accumulation, loss scaling and
+callbacks work as in the standard updater; the comm callbacks run around the kvstore
+reduction. The metrics are the whole batch's (averaged by share under either rule).
 """
 
 from __future__ import annotations
@@ -24,10 +33,13 @@ from .. import devices as gpus
 from ..autograd import as_data
 from ..backend import Backend
 from ..converter import concat_examples
-from ..errors import ConfigError, check
+from ..errors import ConfigError, check, check_choice
 from ..module import persistents_of
 from ..params import ParamStore
 from .standard import StandardUpdater
+
+GRAD_REDUCE = ("mean", "sum")
+"""How the replicas' gradients combine: see the module docstring."""
 
 
 class ParallelUpdater(StandardUpdater):
@@ -35,7 +47,8 @@ class ParallelUpdater(StandardUpdater):
 
     Args:
         iterator, optimizer, model, converter, backend, accum_grad, loss_scaler, callbacks,
-        nan_policy, max_skipped_in_a_row, asynchronous, prefetch, profiler, clip_global_norm:
+        nan_policy, max_skipped_in_a_row, asynchronous, prefetch, profiler, clip_global_norm,
+        transforms, workers:
             as for :class:`StandardUpdater` (one model and one optimizer, or dicts whose
             ``'main'`` entries are replicated).
         devices: the number of replicas, or a list of device ids (CuPy: GPU ids, the first
@@ -43,6 +56,8 @@ class ParallelUpdater(StandardUpdater):
         kvstore: the store that sums the replicas' gradients (from
             :func:`trainer_run.kvstore.create`: ``local``, ``device``, or a dist store, which
             also sums across worker processes); None only for one replica.
+        grad_reduce: ``"mean"`` (the whole batch's mean gradient) or ``"sum"`` (Chainer's:
+            the replicas' mean-loss gradients added unweighted); see the module docstring.
     """
 
     def __init__(self, iterator, optimizer, model, devices=2, kvstore=None,
@@ -50,7 +65,8 @@ class ParallelUpdater(StandardUpdater):
                  loss_scaler=None, callbacks=None, nan_policy: str = "stop",
                  max_skipped_in_a_row: int | None = 100, asynchronous: bool = False,
                  prefetch: int = 0, profiler=None, clip_global_norm=None, transforms=None,
-                 workers: int = 0):
+                 workers: int = 0, grad_reduce: str = "mean"):
+        self.grad_reduce = check_choice("grad_reduce", grad_reduce, GRAD_REDUCE)
         host = backend if backend is not None else Backend("numpy")
         ids = _device_ids(devices, host)
         check(kvstore is not None or len(ids) == 1,
@@ -81,6 +97,13 @@ class ParallelUpdater(StandardUpdater):
         with self.backends[r].activate(), self.silent_overflow():
             return fn(r)
 
+    def gradient_weights(self, shares: list[float]) -> list[float]:
+        """The replicas' shares (``grad_reduce="mean"``), or for ``"sum"`` their process's
+        share of the update's examples for each replica (1 for one batch in one process)."""
+        if self.grad_reduce == "mean":
+            return shares
+        return [sum(shares)] * len(shares)
+
     def gathered(self, metrics: dict) -> dict:
         """A replica's metrics copied to the main replica's device (where they are added up)."""
         with self.backends[0].activate():
@@ -107,8 +130,14 @@ class ParallelUpdater(StandardUpdater):
             self._pool = None
 
     def load_state_dict(self, state: dict) -> None:
+        """The saved state, then the main replica's parameters copied to every other replica
+        (its frozen ones too: they are copied this once, never after an update)."""
         super().load_state_dict(state)
         self.copy_params()
+        main = self.stores["main"]
+        for store, backend in zip(self.replica_stores[1:], self.backends[1:]):
+            with backend.activate():
+                store.copy_frozen_from(main, backend.asarray)
 
 
 def _device_ids(devices, backend) -> list[int]:

@@ -260,13 +260,14 @@ class StandardUpdater(NamedParts):
         metrics: dict = {}
         for parts, _ in draws:
             weights = [examples_in(part) / total for part in parts]
+            seeds = self.gradient_weights(weights)
             with stage("forward"):
                 self.callbacks.fire("forward_on_start", iteration)
                 outs = self.on_replicas(lambda r: self.forward(parts[r], self.replicas[r]))
                 self.callbacks.fire("forward_on_finish", iteration)
             with stage("backward"):
                 self.callbacks.fire("backward_on_start", iteration)
-                self.on_replicas(lambda r: backward_seeded(outs[r]["loss"], scale * weights[r]))
+                self.on_replicas(lambda r: backward_seeded(outs[r]["loss"], scale * seeds[r]))
                 self.callbacks.fire("backward_on_finish", iteration)
             with stage("forward"):
                 for out, weight in zip(outs, weights):
@@ -297,6 +298,12 @@ class StandardUpdater(NamedParts):
     def on_replicas(self, fn: Callable) -> list:
         """``fn(r)`` for every replica ``r``: here the one, the main model."""
         return [fn(0)]
+
+    def gradient_weights(self, shares: list[float]) -> list[float]:
+        """The factors of the replicas' backward passes for one batch whose parts are
+        ``shares`` of the update's examples: here the shares themselves (the update's
+        gradient is that of the mean loss over all its examples)."""
+        return shares
 
     def gathered(self, metrics: dict) -> dict:
         """A replica's metrics where they can be added up (here, where they are)."""
