@@ -50,3 +50,15 @@ def test_ruff_is_in_the_test_extra_and_pinned():
             if line.startswith("ruff==")]
     assert len(pins) == 1 and re.fullmatch(r"ruff==\d+\.\d+\.\d+", pins[0])
     assert (ROOT / "ruff.toml").exists()
+
+
+def test_every_package_of_the_library_is_installed():
+    """A non-editable install (CI's) holds only the packages pyproject.toml lists: a new folder
+    of modules left out of the list imports here and fails there."""
+    tomllib = pytest.importorskip("tomllib")
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    listed = set(pyproject["tool"]["setuptools"]["packages"])
+    source = ROOT / "src" / "trainer_run"
+    folders = {".".join(("trainer_run", *p.parent.relative_to(source).parts))
+               for p in source.rglob("__init__.py")}
+    assert sorted(folders - listed) == []

@@ -239,8 +239,9 @@ def test_a_model_without_forward_is_told_what_predict_needs(cnn_run):
 
 
 def _readme_block(containing: str) -> str:
-    """The README's Python block that holds ``containing``."""
-    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
+    """The Python block of the README or the models guide that holds ``containing``."""
+    text = README.read_text() + (README.parent / "docs" / "models.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
     found = [b for b in blocks if containing in b]
     assert len(found) == 1, containing
     return found[0]
@@ -262,7 +263,7 @@ numpy.save("x.npy", x)
 
 @pytest.mark.parametrize("name", ["TwoLayer", "Softmax"])
 def test_the_readmes_models_train_and_predict_from_the_command_line(tmp_path, name):
-    """The README's ``my_models.py`` examples, as they are written there, trained on the
+    """The ``my_models.py`` examples of the README and the models guide, as written there, trained on the
     default spirals by the installed command in a fresh folder and predicting there."""
     (tmp_path / "my_models.py").write_text(_readme_block(f"class {name}"))
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
