@@ -4,6 +4,7 @@ test of :mod:`trainer_run.training.lr_find` as the command's job, instead of a r
 It builds what a new run of the same config builds (backend, data, model, iterator, optimizer
 and updater: :func:`~trainer_run.assembly.build.build_run` and
 :func:`~trainer_run.assembly.build.build_updater`; with ``init_from``, those weights), with
+the same training batches (``dataset.transforms`` and ``dataset.workers`` included) and
 three changes: no scheduler (the test sets the rate of each step itself), a non-finite loss
 ends the test instead of the command (``updater.nan_policy`` skip, no limit), and no
 extension but the test's: no log, no evaluation, no checkpoint, no record. Its folder
@@ -22,6 +23,7 @@ status 3), and nothing is written.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import shlex
 from pathlib import Path
@@ -62,22 +64,30 @@ def run(job, cfg: DictConfig) -> None:
     """Runs the test of ``job`` (a :class:`trainer_run.runs.lifecycle.Job`) with config
     ``cfg``; any failure is a :class:`~trainer_run.errors.JobFailed` (see the module
     docstring)."""
-    try:
+    with _failures("nothing was tested"):
         test = lr_find.settings(OmegaConf.to_container(cfg.trainer.lr_find, resolve=True))
         _check_job(job, cfg)
         trainer, range_test = _built(job, cfg, test)
-    except ConfigError as e:
-        raise JobFailed(e) from None
-    except UserCodeError as e:
-        show_cause(e)
-        raise JobFailed(f"{e}; nothing was tested", e.exit_code) from None
-    except RunStopped as e:
-        raise JobFailed(e, e.exit_code) from None
     _train(trainer)
     trace = range_test.trace
     _check_first_loss(trace)
     if job.rank_0:
         _report(job, trace)
+
+
+@contextlib.contextmanager
+def _failures(outcome: str):
+    """A mistake, an error of the user's code (its cause shown, ``outcome`` said after it) or a
+    stop signal in the block, as the job's failure."""
+    try:
+        yield
+    except ConfigError as e:
+        raise JobFailed(e) from None
+    except UserCodeError as e:
+        show_cause(e)
+        raise JobFailed(f"{e}; {outcome}", e.exit_code) from None
+    except RunStopped as e:
+        raise JobFailed(e, e.exit_code) from None
 
 
 def _check_job(job, cfg: DictConfig) -> None:
@@ -104,7 +114,8 @@ def _built(job, cfg: DictConfig, test: lr_find.Settings) -> tuple[Trainer, lr_fi
         fine_tune.load_weights(built, config["init_from"], config["init_from_strict"], job.rank_0)
     updater = build_updater(config["updater"], built.kvstore, built.asynchronous,
                             config["loss_scale"], built.iterator, built.optimizer, built.model,
-                            built.backend, built.batch_size)
+                            built.backend, built.batch_size, None, built.augmentation,
+                            config["dataset"].get("workers", 0))
     trainer = Trainer(updater, StopTrigger(test.num_training), out=str(job.out))
     range_test = lr_find.RangeTest(test, built.optimizer)
     trainer.extend(range_test)
@@ -118,15 +129,8 @@ def _built(job, cfg: DictConfig, test: lr_find.Settings) -> tuple[Trainer, lr_fi
 
 def _train(trainer: Trainer) -> None:
     """Trains the test; an error, or a stop signal, is the job's failure."""
-    try:
+    with _failures("the range test stopped and wrote nothing"):
         trainer.run()
-    except ConfigError as e:
-        raise JobFailed(e) from None
-    except UserCodeError as e:
-        show_cause(e)
-        raise JobFailed(f"{e}; the range test stopped and wrote nothing", e.exit_code) from None
-    except RunStopped as e:
-        raise JobFailed(e, e.exit_code) from None
     if trainer.status == "interrupted":
         raise JobFailed(f"the range test was interrupted after {trainer.updater.iteration} steps; "
                         "nothing was written", 128 + (trainer.stop_signal or 2))
