@@ -44,6 +44,9 @@ class ArrayDataset:
 class SubDataset:
     """The examples of ``dataset`` at positions ``order`` (a view, no copy of examples)."""
 
+    wraps = True
+    """Its ``take`` is ``dataset``'s (:func:`trainer_run.data.worker_processes.reads_rows`)."""
+
     def __init__(self, dataset, order):
         self.dataset = dataset
         self.order = numpy.asarray(order)

@@ -95,6 +95,9 @@ def transform(values: dict, x):
 class Normalized:
     """``dataset`` whose examples' first array is normalized with ``values``."""
 
+    wraps = True
+    """Its ``take`` is ``dataset``'s (:func:`trainer_run.data.worker_processes.reads_rows`)."""
+
     def __init__(self, dataset, values: dict):
         self.dataset = dataset
         self.values = values

@@ -10,6 +10,7 @@ from typing import Callable
 from ..converter import concat_examples, to_device
 from ..data.augmentation import batch_key
 from ..data.prefetch import Prefetcher
+from ..data.worker_processes import ReaderProcesses, reads_rows
 from ..errors import check, check_number
 
 
@@ -22,20 +23,26 @@ class Batches:
     ``augment`` (an :class:`~trainer_run.data.augmentation.Augmentation`, or None) transforms
     each part with the draws of its key (the batch's :func:`batch_key` and the part's
     index); ``workers`` (N > 0, ``dataset.workers``) gathers and transforms batches on N
-    threads, ``max(prefetch, 2 N)`` ahead, with the same needs as ``prefetch``."""
+    threads, ``max(prefetch, 2 N)`` ahead, each thread's rows read in a process of its own
+    when the dataset reads its examples one by one in Python
+    (:mod:`trainer_run.data.worker_processes`); it needs the default converter and an
+    iterator with ``next_indices``."""
 
     def __init__(self, shard: Callable, converter: Callable = concat_examples, prefetch: int = 0,
                  main=None, augment=None, workers: int = 0):
         self.shard, self.converter, self.augment = shard, converter, augment
         self.prefetch = check_number("prefetch", prefetch, low=0, integer=True)
         self.workers = check_number("dataset.workers", workers, low=0, integer=True)
-        for key, value in (("prefetch", self.prefetch), ("dataset.workers", self.workers)):
-            check(not value or (converter is concat_examples and hasattr(main, "next_indices")
-                                and hasattr(main.dataset, "take")),
-                  f"{key}={value} gathers batches with the dataset's take(indices) and the "
-                  "default converter; this run's iterator, dataset or converter has none, so set "
-                  "it to 0")
+        check(not self.prefetch or (converter is concat_examples and hasattr(main, "next_indices")
+                                    and hasattr(main.dataset, "take")),
+              f"prefetch={prefetch} gathers batches with the dataset's take(indices) and the "
+              "default converter; this run's iterator, dataset or converter has none, so set it "
+              "to 0")
+        check(not self.workers or (converter is concat_examples and hasattr(main, "next_indices")),
+              f"dataset.workers={workers} gathers batches with the default converter and the "
+              "iterator's next_indices; this run's iterator or converter has none, so set it to 0")
         self._prefetchers: dict = {}
+        self._readers: ReaderProcesses | None = None
 
     def next_parts(self, iterator, backends: list) -> tuple[list, int]:
         """This worker's shard of the next global batch split over ``backends`` Chainer's way
@@ -45,11 +52,11 @@ class Batches:
 
         With the default converter and a dataset that can ``take`` rows, each part is
         gathered with one fancy index instead of stacking examples one by one, and
-        transformed where ``take`` put it (ahead of time with ``prefetch``); the result is
-        the same.
+        transformed where ``take`` put it (ahead of time with ``prefetch`` or ``workers``, in
+        worker processes for a dataset without ``take``); the result is the same.
         """
         dataset, n = iterator.dataset, len(backends)
-        if self.converter is concat_examples and hasattr(dataset, "take"):
+        if self.converter is concat_examples and (hasattr(dataset, "take") or self.workers):
             parts, size = self._gathered(iterator, n)
             return [to_device(part, b) for part, b in zip(parts, backends)], size
         key = batch_key(iterator) if self.augment is not None else None
@@ -64,7 +71,7 @@ class Batches:
             return self.augment(part, (*key, j))
 
     def _gathered(self, iterator, n: int) -> tuple[list, int]:
-        dataset, shard_of, augment = iterator.dataset, self.shard, self.augment
+        shard_of, augment, rows = self.shard, self.augment, self._rows(iterator.dataset)
 
         def draw(it) -> tuple:
             """The key of ``it``'s next batch (None without transforms) and its indices."""
@@ -73,7 +80,7 @@ class Batches:
         def gather(drawn):
             key, indices = drawn
             shard, size = shard_of(indices)
-            parts = [dataset.take(shard[j::n]) for j in range(n)]
+            parts = [rows(shard[j::n]) for j in range(n)]
             if augment is not None:
                 parts = [augment(part, (*key, j)) for j, part in enumerate(parts)]
             return parts, size
@@ -86,13 +93,26 @@ class Batches:
                                                 draw=draw, threads=max(self.workers, 1))
         return self._prefetchers[key].next()
 
+    def _rows(self, dataset):
+        """The function that reads a part's rows: the dataset's ``take``, or with workers over
+        a dataset that reads its examples in Python, one of their processes (started here, on
+        the training thread, before any thread gathers)."""
+        if not self.workers or reads_rows(dataset):
+            return dataset.take
+        if self._readers is None:
+            self._readers = ReaderProcesses(dataset, self.workers)
+        return self._readers.rows
+
     def reset(self) -> None:
         """Drops what was gathered ahead (for the iterator's old position, after a resume)."""
         for prefetcher in self._prefetchers.values():
             prefetcher.reset()
 
     def close(self) -> None:
-        """Stops the prefetch threads."""
+        """Stops the prefetch threads and the worker processes."""
         for prefetcher in self._prefetchers.values():
             prefetcher.close()
+        if self._readers is not None:
+            self._readers.close()
+            self._readers = None
 
