@@ -1,10 +1,14 @@
 """Weight averaging from the command line: trainer.ema_decay and trainer.swa write model_ema.npz
 and model_swa.npz, log val/ema/ metrics at each evaluation, rank by them as the objective, and
-report the SWA weights' val/swa/ metrics in summary.json."""
+report the SWA weights' val/swa/ metrics in summary.json; the run's ``metrics`` are measured
+on the averaged weights too, as trainer-eval measures model_ema.npz."""
 
 import json
+import subprocess
+import sys
 
 import numpy as np
+import pytest
 from helpers import load_npz, read_jsonl, run_cli
 
 
@@ -14,7 +18,7 @@ def test_ema_and_swa_from_the_command_line(tmp_path):
                    "trainer.log_interval=10", "trainer.ema_decay=0.9", "trainer.swa.start=0.5",
                    "trainer.swa.interval=5", "objective.metric=val/ema/accuracy",
                    "objective.mode=max", "trainer.progress=false", f"hydra.run.dir={out}",
-                   cwd=tmp_path)
+                   "metrics=[f1_macro]", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     rows = read_jsonl(out / "metrics.jsonl")
     assert [row["iteration"] for row in rows if "val/ema/loss" in row] == [10, 20]
@@ -28,3 +32,13 @@ def test_ema_and_swa_from_the_command_line(tmp_path):
     assert summary["objective"]["best_iteration"] == 20  # the best weights are the last EMA's
     best = load_npz(out / "model_best.npz")
     assert all(np.array_equal(best[k], ema[k]) for k in ema)
+    # the run's metrics are measured on the averaged weights too: trainer-eval of model_ema.npz
+    # on the validation split (another path) gives the last row's val/ema/ values
+    assert {"val/ema/f1_macro", "val/swa/f1_macro"} <= set(summary)
+    done = subprocess.run([sys.executable, "-m", "trainer_run.cli.evaluate", str(out),
+                           f"checkpoint={out / 'model_ema.npz'}", "split=val"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    record = json.loads(sorted((out / "eval").glob("*.json"))[-1].read_text())
+    assert record["metrics"]["val/f1_macro"] == pytest.approx(rows[-1]["val/ema/f1_macro"], rel=1e-9)
+    assert record["metrics"]["val/loss"] == pytest.approx(rows[-1]["val/ema/loss"], rel=1e-6)

@@ -103,11 +103,13 @@ def swa_points(section: dict, total: int) -> SwaPoints | None:
 
 
 def register(trainer: Trainer, run, t: dict, evaluate_at, objective_metric: str,
-             rank: int) -> Averages:
+             rank: int, metrics=None) -> Averages:
     """Checks ``trainer.ema_decay`` and ``trainer.swa`` (``t``: the trainer section) and
     registers their extensions on ``trainer``: the EMA on every rank (its evaluation, at
-    ``evaluate_at``, may be the objective every rank follows), SWA on rank 0. Register it
-    after the evaluator: both are writers of the same iteration."""
+    ``evaluate_at``, may be the objective every rank follows), SWA on rank 0. Their
+    evaluations measure the run's ``metrics`` too (:func:`trainer_run.metrics.build`'s; None:
+    the model's own). Register it after the evaluator: both are writers of the same
+    iteration."""
     decay = ema_decay(t.get("ema_decay"))
     check_objective(objective_metric, decay)
     points = swa_points(t.get("swa") or {}, run.total)
@@ -115,14 +117,14 @@ def register(trainer: Trainer, run, t: dict, evaluate_at, objective_metric: str,
     found = Averages()
     if decay is not None:
         evaluator = Evaluator(run.data.val, run.model, run.batch_size, run.backend,
-                              prefix=averaging.prefix("val", averaging.EMA))
+                              prefix=averaging.prefix("val", averaging.EMA), metrics=metrics)
         found.ema = ExponentialAverage(trainer.updater.stores["main"], decay, evaluator,
                                        evaluate_at, run.backend, out,
                                        chosen=averaging.ranks_ema(objective_metric))
         trainer.extend(found.ema)
     if points is not None and rank == 0:
         evaluators = [Evaluator(split, run.model, run.batch_size, run.backend,
-                                prefix=averaging.prefix(name, averaging.SWA))
+                                prefix=averaging.prefix(name, averaging.SWA), metrics=metrics)
                       for name, split in (("val", run.data.val), ("test", run.data.test))
                       if split is not None]
         found.swa = StochasticAverage(trainer.updater.stores["main"], points, run.model,

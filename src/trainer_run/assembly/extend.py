@@ -48,7 +48,8 @@ def extend(trainer: Trainer, run, config: dict, extra: dict | None) -> None:
     trainer.extend(Evaluator(run.data.val, run.model, run.batch_size, run.backend,
                              metrics=measured), trigger=eval_trigger)
     goal = config["objective"]
-    averaged = averages.register(trainer, run, t, eval_trigger, goal["metric"], updater.rank)
+    averaged = averages.register(trainer, run, t, eval_trigger, goal["metric"], updater.rank,
+                                 measured)
     if isinstance(optimizer.lr_scheduler, schedulers.ReduceOnPlateauScheduler):
         trainer.extend(PlateauStep(optimizer.lr_scheduler), trigger=eval_trigger)
     objective = Objective(goal["metric"], goal["mode"], eval_trigger, t["keep_best"])
