@@ -103,7 +103,8 @@ def test_a_dataset_target_with_no_arguments_is_split_by_the_shared_keys(folder):
     assert summary["epoch"] == pytest.approx(24 * 50 / 240)
     assert _config(run)["dataset"] == {"batch_size": 50, "val_fraction": 0.2, "task": "auto",
                                        "normalize": "none", "overfit_batches": None,
-                                       "on_device": None, "_target_": "my_data.load"}
+                                       "on_device": None, "workers": 0, "transforms": [],
+                                       "_target_": "my_data.load"}
 
 
 def test_a_config_file_in_the_users_folder_is_an_option(folder):

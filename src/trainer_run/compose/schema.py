@@ -73,6 +73,9 @@ TYPES = {
     "dataset.overfit_batches": _type("int", "none"),
     "dataset.on_device": _type("bool", "none"),
     "dataset.workers": _type("int"),
+    "logger.mlflow.tracking_uri": _type("str", "none", description="a URI or null"),
+    "logger.mlflow.run_name": _type("str", "none"),
+    "logger.mlflow.tags": _type("dict", "none", description="a mapping of tag names to values"),
     "dataset.transforms": _type("list", "none", description="a list of transform names or "
                                 "mappings with _target_"),
     "optimizer.clip_gradient": _type("float", "none"),
