@@ -122,9 +122,12 @@ def test_entries_are_names_or_targets_and_bad_ones_are_named():
                   BUILTIN)
     assert [t.padding for t in built.transforms] == [4, 2]
     assert build([], SEED, {}, BUILTIN) is None
-    with pytest.raises(ConfigError, match=r"dataset.transforms\[1\]='crop' is not a built-in "
+    with pytest.raises(ConfigError, match=r"dataset.transforms\[1\]='flip' is not a built-in "
                        "transform; choose one of random_crop, or give a mapping with _target_"):
-        build(["random_crop", "crop"], SEED, {}, BUILTIN)
+        build(["random_crop", "flip"], SEED, {}, BUILTIN)
+    with pytest.raises(ConfigError, match=r"dataset.transforms\[0\]='random_crp' is not a built-in "
+                       r"transform; did you mean random_crop\? choose one of random_crop,"):
+        build(["random_crp"], SEED, {}, BUILTIN)
     with pytest.raises(ConfigError, match=r"dataset.transforms\[0\] must be a built-in"):
         build([{"padding": 2}], SEED, {}, BUILTIN)
     with pytest.raises(ConfigError, match="dataset.transforms must be a list"):

@@ -13,6 +13,8 @@ Evaluation, ``trainer-eval`` and ``predict`` never see the transforms.
 
 from __future__ import annotations
 
+import difflib
+
 import numpy
 
 from .. import targets
@@ -88,7 +90,9 @@ def _transform(index: int, entry, standard: dict, builtin: dict):
     key = f"dataset.transforms[{index}]"
     if isinstance(entry, str):
         if entry not in builtin:
-            raise ConfigError(f"{key}={entry!r} is not a built-in transform; choose one of "
+            close = difflib.get_close_matches(entry, list(builtin), n=1)
+            hint = f"did you mean {close[0]}? " if close else ""
+            raise ConfigError(f"{key}={entry!r} is not a built-in transform; {hint}choose one of "
                               f"{', '.join(builtin)}, or give a mapping with _target_")
         entry = builtin[entry]
     if not isinstance(entry, dict) or not entry.get(targets.TARGET):
