@@ -17,3 +17,8 @@ def test_every_evaluation_row_stays_in_the_final_table():
     training_only = len(kept) - len(evaluated) - 1   # the last row (100) is training-only
     assert note.startswith(f"every evaluation row; {training_only} of {100 - 14 - 1} training-only")
     assert kept_rows(rows[:20], 20) == (rows[:20], "")
+
+
+def test_rows_that_are_all_evaluations_are_all_shown_without_a_note():
+    rows = [{"iteration": i, "val/loss": 1.0 / i} for i in range(1, 31)]
+    assert kept_rows(rows, 20) == (rows, "")

@@ -176,13 +176,13 @@ class MetricsTable(Extension):
 
 def kept_rows(rows: list[dict], max_rows: int) -> tuple[list[dict], str]:
     """The rows of the final table and a note on those left out: all of them when there are
-    at most ``max_rows``; else every evaluation row, the last row, and evenly spaced
-    training-only rows to fill ``max_rows``."""
-    if len(rows) <= max_rows:
-        return list(rows), ""
+    at most ``max_rows`` or all are evaluation rows; else every evaluation row, the last row,
+    and evenly spaced training-only rows to fill ``max_rows``."""
     evaluated = {i for i, row in enumerate(rows) if any(k.startswith("val/") for k in row)}
     keep = evaluated | {len(rows) - 1}
     others = [i for i in range(len(rows)) if i not in keep]
+    if len(rows) <= max_rows or not others:
+        return list(rows), ""
     room = max(max_rows - len(keep), 0)
     if room:
         step = len(others) / room
