@@ -64,9 +64,13 @@ class RandomCrop:
         images = x.reshape(n, -1, h, w)
         if p:
             images = xp.pad(images, ((0, 0), (0, 0), (p, p), (p, p)), constant_values=self.fill)
-        rows = _on(xp, top[:, None] + numpy.arange(out_h))[:, None, :, None]
-        cols = _on(xp, left[:, None] + numpy.arange(out_w))[:, None, None, :]
-        crops = xp.take_along_axis(xp.take_along_axis(images, rows, axis=2), cols, axis=3)
+        images = xp.ascontiguousarray(images)
+        # every window of the padded images, as a view: (n, c, top, left, out_h, out_w)
+        s0, s1, s2, s3 = images.strides
+        windows = xp.lib.stride_tricks.as_strided(
+            images, (n, images.shape[1], h + 2 * p - out_h + 1, w + 2 * p - out_w + 1, out_h, out_w),
+            (s0, s1, s2, s3, s2, s3))
+        crops = windows[_on(xp, numpy.arange(n)), :, _on(xp, top), _on(xp, left)]
         return (crops.reshape(x.shape[:-2] + (out_h, out_w)), *rest)
 
 
