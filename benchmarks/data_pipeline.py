@@ -26,10 +26,15 @@ ops, as torchvision's ``RandomCrop(32, padding=4)`` and ``RandomHorizontalFlip()
 torchvision wheel does not load beside the peer's torch), with ``num_workers`` 0 and 2. The
 bound counts the padded copy and the crop as one more write of the example.
 
+With ``--python`` (and ``--augment``), trainer-run reads a dataset of the user's kind: a class
+whose ``dataset[i]`` converts one example in Python (the peer's ``__getitem__``, without the
+crop and flip, which trainer-run applies to the batch), so ``dataset.workers`` reads it in
+worker processes.
+
 Each is measured ``--rounds`` times, alternating (the machine may be shared); the best of
 each is reported.
 
-    python benchmarks/data_pipeline.py [--rounds 3] [--batches 600] [--augment]
+    python benchmarks/data_pipeline.py [--rounds 3] [--batches 600] [--augment [--python]]
 
 PyTorch runs from ``$TORCH_PYTHON``, else ``/work/torch-venv/bin/python`` or
 ``/work/torchvenv/bin/python``; without one it is skipped.
@@ -70,12 +75,28 @@ def write_files(directory: Path, shape: tuple) -> tuple[Path, Path]:
     return x_path, y_path
 
 
+class PerExample:
+    """A dataset of the user's kind: each example read and converted to float32 in [0, 1] in
+    Python, as the peer's ``__getitem__`` does."""
+
+    def __init__(self, x_path: Path, y_path: Path):
+        self.x, self.y = open_npy(x_path), numpy.load(y_path)
+
+    def __len__(self):
+        return len(self.y)
+
+    def __getitem__(self, i):
+        return self.x[i].astype(numpy.float32) / numpy.float32(255), self.y[i]
+
+
 def ours_samples_per_s(x_path: Path, y_path: Path, prefetch: int, batches: int, warmup: int,
-                       batch_size: int, workers: int = 0, augment: bool = False) -> float:
+                       batch_size: int, workers: int = 0, augment: bool = False,
+                       python: bool = False) -> float:
     """Batches through ``StandardUpdater.next_parts``, the path every training step takes;
-    ``augment``: crop and flip each batch, ``workers``: ``dataset.workers``."""
+    ``augment``: crop and flip each batch, ``workers``: ``dataset.workers``, ``python``: a
+    :class:`PerExample` dataset."""
     train = ArrayDataset(open_npy(x_path), numpy.load(y_path))
-    data = Normalized(train, fit("unit", train, str(x_path)))
+    data = PerExample(x_path, y_path) if python else Normalized(train, fit("unit", train, str(x_path)))
     iterator = SerialIterator(data, batch_size, rng=numpy.random.default_rng(1))
     backend = get_backend("numpy", seed=0)
     shape = train.arrays[0].shape[1:]
@@ -128,9 +149,12 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=100)
     parser.add_argument("--prefetch", type=int, default=2)
     parser.add_argument("--augment", action="store_true", help="CIFAR-shaped, crop and flip")
+    parser.add_argument("--python", action="store_true", help="our dataset read per example")
     args = parser.parse_args()
     python = torch_python()
-    settings = {"prefetch 0": (0, 0), f"prefetch {args.prefetch}": (args.prefetch, 0)}
+    settings = {"prefetch 0": (0, 0)}
+    if not args.python:
+        settings[f"prefetch {args.prefetch}"] = (args.prefetch, 0)
     if args.augment:
         settings.update({"workers 1": (0, 1), "workers 2": (0, 2)})
     ours = {name: [] for name in settings}
@@ -145,7 +169,7 @@ def main() -> None:
             for name, (prefetch, workers) in settings.items():
                 ours[name].append(ours_samples_per_s(x_path, y_path, prefetch, args.batches,
                                                      args.warmup, args.batch_size, workers,
-                                                     args.augment))
+                                                     args.augment, args.python))
             if python is not None:
                 for workers in peer:
                     peer[workers].append(torch_samples_per_s(python, x_path, y_path, workers,
@@ -154,7 +178,8 @@ def main() -> None:
             bandwidth.append(copy_bytes_per_s())
     bound = max(bandwidth) / (bytes_read + bytes_written)
     print(f"uint8 {shape} memory-mapped -> float32 [0, 1]"
-          f"{', random crop (pad 4) + flip' if args.augment else ''}, batch {args.batch_size}, "
+          f"{', random crop (pad 4) + flip' if args.augment else ''}"
+          f"{', ours read per example in Python' if args.python else ''}, batch {args.batch_size}, "
           f"shuffled; best of {args.rounds} rounds of {args.batches} batches")
     for name, values in ours.items():
         print(f"  trainer-run, {name}:{' ' * (13 - len(name))}{max(values):11,.0f} samples/s "
