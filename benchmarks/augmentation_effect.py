@@ -19,6 +19,8 @@ run; each run is trained from ``--seeds`` seeds and the mean test accuracy is pr
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import tempfile
 from pathlib import Path
 
@@ -71,12 +73,14 @@ def main() -> None:
         for name, transforms in settings.items():
             scores = []
             for seed in range(args.seeds):
-                run = trainer_run.train(
-                    ["dataset=npz", f"dataset.path={path}", "dataset.normalize=unit",
-                     "dataset.batch_size=64", "model=mlp", "model.hidden_sizes=[256]",
-                     "optimizer=adam", f"trainer.max_iterations={args.iterations}",
-                     "trainer.progress=false", f"seed={seed}", f"dataset.transforms={transforms}"],
-                    run_dir=Path(folder) / f"{name.replace(' ', '_')}_{seed}")
+                with contextlib.redirect_stdout(io.StringIO()):  # each run's table
+                    run = trainer_run.train(
+                        ["dataset=npz", f"dataset.path={path}", "dataset.normalize=unit",
+                         "dataset.batch_size=64", "model=mlp", "model.hidden_sizes=[256]",
+                         "optimizer=adam", f"trainer.max_iterations={args.iterations}",
+                         "trainer.progress=false", f"seed={seed}",
+                         f"dataset.transforms={transforms}"],
+                        run_dir=Path(folder) / f"{name.replace(' ', '_')}_{seed}")
                 scores.append([accuracy(run, images, y[test]) for images in tests.values()])
             results[name] = numpy.mean(scores, axis=0)
     print(f"digits 8x8: {train.stop} training images, {len(y) - train.stop} test images; MLP "
