@@ -115,3 +115,17 @@ def test_outputs_the_metrics_cannot_read_name_the_model():
     with pytest.raises(UserCodeError, match=r"returned outputs of shape \(6, 2\) for targets of "
                                             r"shape \(6,\)"):
         measured.compute(_gathered(numpy.zeros((6, 2)), numpy.zeros(6)), "val/")
+
+
+def test_per_class_keys_are_told_from_the_others():
+    measured = build(["f1_macro", "recall", {"_target_": f"{__name__}.spread", "name": "s"}],
+                     "classification", Identity(), 3, CLASSES)
+    found = measured.compute(_gathered(*_scores()), "val/ema/")
+    assert sorted(k for k in found if measured.per_class(k)) == [
+        "val/ema/recall/T-shirt_top", "val/ema/recall/cat", "val/ema/recall/dog"]
+    assert not any(measured.per_class(k) for k in ("val/recall", "val/loss", "val/ema/loss"))
+
+
+def _scores():
+    rng = numpy.random.default_rng(4)
+    return rng.normal(size=(20, 3)), rng.integers(0, 3, 20)

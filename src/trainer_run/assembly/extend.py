@@ -122,7 +122,8 @@ def _extend_rank_0(trainer: Trainer, run, t: dict, objective: Objective, extra: 
     trainer.extend(log_report)
     readout = Readout(run.total, run.samples, log_report, objective, run.optimizer)
     trainer.extend(Progress(readout, live=t["progress"]))
-    trainer.extend(MetricsTable(log_report, held_out=held_out))
+    trainer.extend(MetricsTable(log_report, held_out=held_out,
+                                leave_out=measured.per_class if measured is not None else None))
     every = triggers.interval("trainer.checkpoint_interval", t["checkpoint_interval"])
     trainer.extend(snapshot, trigger=AnyOf(every, objective.entered))
     trainer.extend(Summary(log_report, run.samples, store, run.backend.to_numpy,

@@ -61,6 +61,13 @@ class RunMetrics:
         self.classes = classes
         self.matrices = matrices
 
+    def per_class(self, key: str) -> bool:
+        """Whether the logged ``key`` is one class's value of a per-class metric
+        (``val/recall/<class>``)."""
+        parts = key.split("/")
+        return len(parts) >= 3 and any(m.kind == PER_CLASS and m.name == parts[-2]
+                                       for m in self.chosen)
+
     def gathering(self, model) -> Gathered:
         """A new gathering of ``model``'s outputs for one evaluation."""
         return Gathered(model)

@@ -139,16 +139,19 @@ class MetricsTable(Extension):
     (one with ``val/`` values) and the last, and when there are more than ``max_rows`` rows,
     the training-only rows thinned to evenly spaced ones (the caption says how many are shown);
     the test split's metrics below it, with the weights they were measured with, when
-    ``held_out`` (a :class:`~.held_out.HeldOutEvaluator`) has them. A reader registered after
-    the :class:`Progress` (the table comes after the bar stops)."""
+    ``held_out`` (a :class:`~.held_out.HeldOutEvaluator`) has them. The columns of keys
+    ``leave_out`` says (per-class values: one per class would crowd the table out) are left to
+    ``metrics.jsonl``, and the caption says so. A reader registered after the :class:`Progress`
+    (the table comes after the bar stops)."""
 
     priority = PRIORITY_READER
     name = "metrics_table"
 
     def __init__(self, log_report, max_rows: int = 20, console: Console | None = None,
-                 held_out=None):
+                 held_out=None, leave_out=None):
         self.log_report = log_report
         self.held_out = held_out
+        self.leave_out = leave_out or (lambda key: False)
         self.max_rows = max_rows
         self.console = console or Console(emoji=False)
 
@@ -156,14 +159,18 @@ class MetricsTable(Extension):
         rows, note = kept_rows(self.log_report.log, self.max_rows)
         if not rows:
             return
-        columns = [k for k in dict.fromkeys(k for row in rows for k in row)
-                   if k not in ("elapsed_s", "time")]
+        keys = [k for k in dict.fromkeys(k for row in rows for k in row)
+                if k not in ("elapsed_s", "time")]
+        columns = [k for k in keys if not self.leave_out(k)]
+        if len(columns) < len(keys):
+            note = "; ".join(n for n in (note, "per-class values: metrics.jsonl") if n)
         tested = self.held_out.metrics if self.held_out is not None else {}
         test = ""
         if tested:
             weights = self.held_out.weights
             test = (f"{weights['checkpoint']} weights (iteration {weights['iteration']}): "
-                    + "  ".join(f"{k} {_cell(v)}" for k, v in sorted(tested.items())))
+                    + "  ".join(f"{k} {_cell(v)}" for k, v in sorted(tested.items())
+                                if not self.leave_out(k)))
         captions = [note, test]
         table = Table(title=f"metrics ({trainer.status})",
                       caption=escape("\n".join(c for c in captions if c)) or None)
