@@ -163,3 +163,15 @@ def test_the_figure_marks_the_test_values_at_the_best_weights_iteration(tmp_path
     # accuracy: the second half's 0.96, 0.97 and the test's 0.955, margin 0.00075
     assert loss.get_ylim() == pytest.approx((0.29, 0.51))
     assert accuracy.get_ylim() == pytest.approx((0.95425, 0.97075))
+
+
+def test_averaged_weights_share_their_metrics_panel_and_a_family_of_values_shares_one():
+    rows = [{"iteration": i, "lr": 0.1, "train/loss": 1.0 / i, "val/loss": 1.1 / i,
+             "val/ema/loss": 1.05 / i, "val/swa/accuracy": 0.5, "val/accuracy": 0.4,
+             "val/recall/cat": 0.3, "val/recall/dog": 0.6, "val/ema/recall/cat": 0.2,
+             "loss_scale": 8.0} for i in range(1, 5)]
+    panels = {p.name: p.keys for p in layout.panels(rows)}
+    assert list(panels) == ["loss", "accuracy", "recall", "loss_scale"]
+    assert panels["loss"] == ["train/loss", "val/loss", "val/ema/loss"]
+    assert panels["accuracy"] == ["val/accuracy", "val/swa/accuracy"]
+    assert panels["recall"] == ["val/recall/cat", "val/recall/dog", "val/ema/recall/cat"]

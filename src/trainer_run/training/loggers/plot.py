@@ -10,6 +10,9 @@ from ...storage import files
 from . import plot_layout as layout
 from .base import Logger, RunInfo
 
+LEGEND_ROWS = 6
+"""A legend's entries per column."""
+
 try:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
@@ -105,4 +108,6 @@ def _draw_panel(ax, panel: layout.Panel, rows: list[dict], tested: tuple[int, st
     ax.set_title(TITLES.get(panel.name, panel.name), loc="left", fontsize="medium")
     ax.set_ylabel(panel.name)
     ax.grid(alpha=0.3)
-    ax.legend(loc="best", fontsize="small")
+    curves = len(ax.get_legend_handles_labels()[1])
+    ax.legend(loc="best", fontsize="small" if curves <= LEGEND_ROWS else "x-small",
+              ncol=-(-curves // LEGEND_ROWS))  # a family of curves (one per class) in columns

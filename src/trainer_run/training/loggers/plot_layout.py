@@ -2,8 +2,10 @@
 here; :mod:`.plot` draws it).
 
 - :func:`panels`: one panel per metric name (``loss`` first) with its ``train/`` and ``val/``
-  curves and the test split's value (``test/<name>``) when the run has one (marked where
-  :func:`test_point` says), one per other
+  curves, those of the averaged weights (``val/ema/<name>``, ``val/swa/<name>``) and the test
+  split's value (``test/<name>``) when the run has one (marked where :func:`test_point` says);
+  a family of values (a per-class metric's ``val/recall/<class>``, a user's metric's dict) in
+  one panel named for it; one per other
   logged value (``loss_scale``, ...), and the learning rate at the bottom only when it
   varies (:func:`varies`): a constant rate is in the title instead.
 - :func:`axis`: each panel's y scale and limits. A loss panel is on a log axis when its
@@ -26,12 +28,15 @@ import numbers
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ... import averaging
 from .base import NOT_METRICS
 
 NOT_DRAWN = (*NOT_METRICS, "epoch", "elapsed_s")
 LOG_SCALED = ("lr", "loss_scale")
 """Panels drawn on a log scale when their values span more than a decade."""
 SPLITS = ("train/", "val/", "test/")
+AVERAGED = tuple(f"{kind}/" for kind in (averaging.EMA, averaging.SWA))
+"""What follows a split in the keys of the averaged weights' metrics (``val/ema/loss``)."""
 EARLY_LOSS = 0.1
 """The part of training (of its iterations) whose loss values may be spikes left outside."""
 EARLY_METRIC = 0.5
@@ -74,14 +79,31 @@ def panels(rows: list[dict], tested: dict | None = None) -> list[Panel]:
     keys = [k for k in dict.fromkeys(k for row in rows for k in row) if k not in NOT_DRAWN]
     names: dict[str, list[str]] = {}
     for key in keys:
-        names.setdefault(key.partition("/")[2] if "/" in key else key, []).append(key)
+        names.setdefault(panel_name(key), []).append(key)
     if "lr" in names and not varies(points(rows, "lr")[1]):
         del names["lr"]
     order = sorted(names, key=lambda n: (n == "lr", n != "loss", "/" not in names[n][0], n))
-    return [Panel(name, sorted(names[name], key=lambda k: not k.startswith("train/")),
+    return [Panel(name, sorted(names[name], key=_curve_order),
                   metric=names[name][0].startswith(SPLITS),
                   tested={k: v for k, v in tested.items() if k == f"test/{name}" and _finite(v)})
             for name in order]
+
+
+def panel_name(key: str) -> str:
+    """The panel of a row's ``key``: the metric's name after its split and any averaged
+    weights' part, the first part of a family's (``val/ema/recall/cat`` -> ``recall``); a
+    value that is no split's (``lr``) is its own."""
+    if not key.startswith(SPLITS):
+        return key
+    name = key.partition("/")[2]
+    if name.startswith(AVERAGED):
+        name = name.partition("/")[2]
+    return name.partition("/")[0]
+
+
+def _curve_order(key: str) -> tuple:
+    """Training first, then the evaluations, those of averaged weights last."""
+    return not key.startswith("train/"), key.partition("/")[2].startswith(AVERAGED)
 
 
 def test_point(weights: dict, last: int) -> tuple[int, str]:
