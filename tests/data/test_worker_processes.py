@@ -18,6 +18,7 @@ from trainer_run.data.augmentation import Augmentation
 from trainer_run.data.input_scaling import Normalized, fit
 from trainer_run.data.transforms import HorizontalFlip, RandomCrop
 from trainer_run.data.worker_processes import reads_rows
+from trainer_run.errors import JobFailed
 from trainer_run.models import MLP
 from trainer_run.updaters import StandardUpdater
 
@@ -98,3 +99,9 @@ def test_a_run_of_a_users_dataset_with_workers_equals_one_without(tmp_path, monk
     with np.load(plain.dir / "model.npz") as a, np.load(workers.dir / "model.npz") as b:
         for key in a.files:
             np.testing.assert_array_equal(b[key], a[key], err_msg=key, strict=True)
+
+
+def test_a_negative_or_fractional_number_of_workers_is_one_line_naming_the_key(tmp_path):
+    for value, words in ((-1, "must be >= 0, got -1"), (1.5, "must be an integer, got 1.5")):
+        with pytest.raises(JobFailed, match=rf"^dataset.workers {words}$"):
+            trainer_run.train([f"dataset.workers={value}"], run_dir=tmp_path / f"run{value}")

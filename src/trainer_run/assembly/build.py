@@ -110,8 +110,10 @@ def build_run(config: dict) -> Run:
     if overfit is not None:
         data = overfit_data(data, overfit, batch_size * workers)
     devices = u.get("devices", 1)  # updater=parallel's replicas
+    threads = check_number("dataset.workers", config["dataset"].get("workers", 0), low=0,
+                           integer=True)
     data = on_device.placed(data, backend, config["dataset"].get("on_device"),
-                            u.get("prefetch", 0), config["dataset"].get("workers", 0),
+                            u.get("prefetch", 0), threads,
                             devices if isinstance(devices, int) else len(devices))
     iterator = datasets.SerialIterator(data.train, batch_size * workers, shuffle=overfit is None,
                                        rng=numpy.random.default_rng(shuffle_seed))
