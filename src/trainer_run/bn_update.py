@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy
 
 from .autograd import no_grad
-from .converter import concat_examples, to_device
+from .converter import batch_of
 from .layers import BatchNorm
 from .module import Module, set_mode
 from .own_gradients import outputs
@@ -68,7 +68,7 @@ def update_bn(model, dataset, batch_size: int, backend=None) -> int:
             for k, start in enumerate(starts, 1):
                 for bn in norms:
                     bn.decay = 1 - 1 / k
-                outputs(model, _batch(dataset, range(start, min(start + batch_size, n)), backend))
+                outputs(model, batch_of(dataset, range(start, min(start + batch_size, n)), backend))
     finally:
         for bn, decay in zip(norms, decays):
             bn.decay = decay
@@ -77,10 +77,3 @@ def update_bn(model, dataset, batch_size: int, backend=None) -> int:
             backend.rng.bit_generator.state = random
     return len(starts)
 
-
-def _batch(dataset, indices, backend):
-    """The examples ``indices`` of ``dataset`` as arrays on ``backend`` (as the evaluator
-    gathers them)."""
-    if hasattr(dataset, "take"):
-        return to_device(dataset.take(numpy.asarray(indices)), backend)
-    return concat_examples([dataset[i] for i in indices], backend)

@@ -12,6 +12,15 @@ from __future__ import annotations
 import numpy
 
 
+def batch_of(dataset, indices, backend=None):
+    """The examples ``indices`` of ``dataset`` as one batch on ``backend`` (None: host
+    arrays): the dataset's ``take`` (one indexed read per array) when it has one, else its
+    examples stacked by :func:`concat_examples`."""
+    if hasattr(dataset, "take"):
+        return to_device(dataset.take(numpy.asarray(indices)), backend)
+    return concat_examples([dataset[int(i)] for i in indices], backend)
+
+
 def concat_examples(batch, backend=None):
     """Stacks a list of examples along a new first axis and moves them to ``backend``."""
     if len(batch) == 0:

@@ -25,8 +25,7 @@ from concurrent.futures import ProcessPoolExecutor, wait
 
 import numpy
 
-from ..converter import concat_examples
-from .datasets import take
+from ..converter import batch_of
 
 _DATASET = None
 """The dataset a worker process reads (set when it starts)."""
@@ -69,6 +68,4 @@ def _ready() -> bool:
 
 
 def _rows(indices: numpy.ndarray):
-    if hasattr(_DATASET, "take"):
-        return take(_DATASET, indices)
-    return concat_examples([_DATASET[int(i)] for i in indices])
+    return batch_of(_DATASET, indices)

@@ -20,7 +20,7 @@ import numpy
 
 from .. import user_code
 from ..autograd import no_grad
-from ..converter import concat_examples, to_device
+from ..converter import batch_of
 from ..errors import ConfigError
 from ..module import evaluating
 from ..own_gradients import outputs
@@ -36,7 +36,7 @@ def check(model, data, backend, batch_size: int, target: str) -> None:
     ``backend``, as the updater converts them); a :data:`MISFITS` error is re-raised as a
     :class:`~trainer_run.errors.ConfigError` naming ``target`` (``model._target_``), the
     shapes and the error (see the module docstring)."""
-    batch = _batch(data.train, numpy.arange(min(batch_size, len(data.train))), backend)
+    batch = batch_of(data.train, numpy.arange(min(batch_size, len(data.train))), backend)
     if not isinstance(batch, tuple):  # examples of another form: the model's own business
         return
     try:
@@ -57,13 +57,6 @@ def check(model, data, backend, batch_size: int, target: str) -> None:
         if user_code.is_ours(model):
             raise
         raise user_code.raised("model", model, e) from e
-
-
-def _batch(dataset, indices, backend):
-    """The examples ``indices`` of ``dataset`` as one batch on ``backend``."""
-    if hasattr(dataset, "take"):
-        return to_device(dataset.take(indices), backend)
-    return concat_examples([dataset[int(i)] for i in indices], backend)
 
 
 def _shapes(batch: tuple) -> str:

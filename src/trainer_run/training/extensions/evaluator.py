@@ -7,7 +7,7 @@ import numpy
 from ... import host_reads
 from ...autograd import as_data, no_grad
 from ...backend import array_module
-from ...converter import concat_examples, to_device
+from ...converter import batch_of, concat_examples
 from ...module import evaluating
 from ...own_gradients import outputs
 from ...user_code import blame
@@ -74,6 +74,6 @@ class Evaluator(Extension):
         return found
 
     def _batch(self, indices):
-        if self.converter is concat_examples and hasattr(self.dataset, "take"):
-            return to_device(self.dataset.take(numpy.asarray(indices)), self.backend)
+        if self.converter is concat_examples:
+            return batch_of(self.dataset, indices, self.backend)
         return self.converter([self.dataset[i] for i in indices], self.backend)
