@@ -46,7 +46,7 @@ def write(data: Data, folder: Path) -> None:
         summary["files"] = data.files
     files.write_atomic(Path(folder) / FILES[0], strict_json.dumps(summary, indent=2), run=folder)
     if arrays:
-        files.write_atomic(Path(folder) / FILES[1], lambda f: numpy.savez(f, **arrays), run=folder)
+        npz.save(Path(folder) / FILES[1], arrays, run=folder)
 
 
 def read(folder: Path) -> dict:

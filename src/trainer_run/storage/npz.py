@@ -29,7 +29,7 @@ import numpy
 from numpy.lib import format as npy
 
 from ..memory import check_fits
-from . import reading
+from . import files, reading
 from .ziparchive import ZipArchive
 
 # Everything a crafted zip file can make the zipfile module raise while reading it.
@@ -53,6 +53,13 @@ def write(file: BinaryIO, arrays: Mapping[str, numpy.ndarray]) -> dict:
         archive.add(f"{key}.npy", [_npy_header(array), array.reshape(-1).view(numpy.uint8)])
     archive.close()
     return archive.checksum.value()
+
+
+def save(path: Path, arrays: Mapping[str, numpy.ndarray], run: Path | None = None) -> None:
+    """``arrays`` as the ``.npz`` archive ``numpy.savez`` writes, at ``path``, replaced
+    atomically and durably (:func:`~trainer_run.storage.files.write_atomic`; with ``run``, the
+    run folder ``path`` is in, never through a link)."""
+    files.write_atomic(path, lambda f: numpy.savez(f, **arrays), run=run)
 
 
 def _npy_header(array: numpy.ndarray) -> bytes:

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy
-
 from ...errors import Diverged
 from ...runs import files as run_files
-from ...storage import checkpoint, files
+from ...storage import checkpoint, npz
 from ...storage.background_write import BackgroundWrite, frozen
 from ..extension import PRIORITY_READER, Extension
 
@@ -83,8 +81,7 @@ class Snapshot(Extension):
         if best and best[0] == iteration:
             checkpoint.mark_best(directory, iteration, run=directory.parent)
             if arrays is not None:
-                files.write_atomic(directory.parent / run_files.BEST_MODEL,
-                                   lambda f: numpy.savez(f, **arrays), run=directory.parent)
+                npz.save(directory.parent / run_files.BEST_MODEL, arrays, run=directory.parent)
 
     def finalize(self, trainer) -> None:
         """Saves the last iteration (unless just saved) when training completed or was

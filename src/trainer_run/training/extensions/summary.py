@@ -9,7 +9,7 @@ import numpy
 from ... import devices
 from ...runs import files as run_files
 from ...runs import summary as run_summary
-from ...storage import files
+from ...storage import npz
 from ..extension import PRIORITY_READER, Extension
 
 
@@ -96,4 +96,4 @@ class Summary(Extension):
         summary.update({"model": self.model} if self.model is not None else {})
         run_summary.write(out, summary)
         arrays = self.store.state_dict(self.to_numpy)
-        files.write_atomic(out / run_files.MODEL, lambda f: numpy.savez(f, **arrays), run=out)
+        npz.save(out / run_files.MODEL, arrays, run=out)

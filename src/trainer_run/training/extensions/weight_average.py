@@ -12,17 +12,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy
-
 from ... import averaging
 from ...bn_update import update_bn
 from ...runs import files as run_files
-from ...storage import files
+from ...storage import npz
 from ..extension import PRIORITY_WRITER, Extension
-
-
-def _write_npz(path: Path, arrays: dict) -> None:
-    files.write_atomic(path, lambda f: numpy.savez(f, **arrays), run=path.parent)
 
 
 class ExponentialAverage(Extension):
@@ -74,7 +68,7 @@ class ExponentialAverage(Extension):
 
     def finalize(self, trainer) -> None:
         if self.out is not None and trainer.status in ("completed", "interrupted"):
-            _write_npz(Path(self.out) / run_files.EMA_MODEL, self.arrays())
+            npz.save(Path(self.out) / run_files.EMA_MODEL, self.arrays(), run=Path(self.out))
 
     def state_dict(self) -> dict:
         return {**self.average.state_dict(self.backend.to_numpy), "decay": self.decay,
@@ -143,7 +137,7 @@ class StochasticAverage(Extension):
                 self.metrics.update(evaluator.evaluate())
             arrays = self.average.store.state_dict(self.backend.to_numpy)
         self.record = {"averaged": self.average.count, "bn_batches": batches}
-        _write_npz(Path(self.out) / run_files.SWA_MODEL, arrays)
+        npz.save(Path(self.out) / run_files.SWA_MODEL, arrays, run=Path(self.out))
 
     def summary(self) -> dict:
         """What ``summary.json`` adds of it: the metrics, and the record under ``swa``
