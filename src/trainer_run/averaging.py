@@ -152,15 +152,14 @@ class Average:
 
     def load_state_dict(self, state: dict, asarray) -> None:
         """Takes back :meth:`state_dict`'s values (``asarray`` puts an array on the device)."""
-        self.count = int(state["count"])
         saved = state["params"]
         if saved is None:
             self.flats = None
-            return
-        self.start()
+        else:
+            self.start()
+            for path, view in self._by_path(self.flats).items():
+                view[...] = asarray(saved[path])
         self.count = int(state["count"])
-        for path, view in self._by_path(self.flats).items():
-            view[...] = asarray(saved[path])
 
 
 def chosen_params(state: dict) -> dict | None:

@@ -45,8 +45,12 @@ def recorded_dirs(run: Path) -> list[str]:
     its record cannot be read)."""
     try:
         hydra = yaml_files.read(run / run_directory.RECORD / run_files.HYDRA)
-        sources = hydra["hydra"]["runtime"]["config_sources"]
-        return [str(s["path"]) for s in sources
-                if s.get("provider") == "command-line" and s.get("schema") == "file"]
+        return given(hydra["hydra"]["runtime"]["config_sources"])
     except (OSError, ValueError, KeyError, TypeError, AttributeError, yaml.YAMLError):
         return []
+
+
+def given(sources: list) -> list[str]:
+    """The ``--config-dir`` folders among Hydra's ``hydra.runtime.config_sources``."""
+    return [str(s["path"]) for s in sources
+            if s.get("provider") == "command-line" and s.get("schema") == "file"]

@@ -32,7 +32,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from trainer_run.assembly.build import build_run, build_updater
 from trainer_run.compose import argv as args
-from trainer_run.compose import schema
+from trainer_run.compose import config_dirs, schema
 from trainer_run.console import inform, say, show_cause, warn
 from trainer_run.errors import ConfigError, Diverged, JobFailed, RunStopped, UserCodeError, check
 from trainer_run.runs import directory as run_directory
@@ -178,8 +178,7 @@ def command_line(job, rate: float) -> str:
     ``--config-dir`` folders and overrides, less ``debug=lr_find``, the test's settings and
     any ``optimizer.learning_rate``, plus ``optimizer.learning_rate=<rate>``."""
     sources = (job.hydra.get("runtime") or {}).get("config_sources") or []
-    folders = [f"--config-dir {shlex.quote(str(s['path']))}" for s in sources
-               if s.get("provider") == "command-line" and s.get("schema") == "file"]
+    folders = [f"--config-dir {shlex.quote(folder)}" for folder in config_dirs.given(sources)]
     kept = [shlex.quote(o) for o in job.overrides if not _tests(o)]
     return " ".join([job.command, *folders, *kept, f"optimizer.learning_rate={rate:.3g}"])
 
