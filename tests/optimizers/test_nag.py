@@ -16,17 +16,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hand_steps import ATOL, GRADS, KW, RTOL, W0, assert_scale_divided_out, multi_precision_steps
+from hand_steps import assert_matches as assert_steps
+from hand_steps import trajectory as steps
 
-from trainer_run.optimizers import NAG, create, get_updater
+from trainer_run.optimizers import NAG, get_updater
 
 JIT_AND_NUMPY = True  # each test runs with the compiled loops and with NumPy's (conftest.py)
-
-RTOL, ATOL = 1e-5, 1e-6
-W0 = np.array([0.5, -1.0, 2.0, 0.1, -0.3, 0.0], np.float32)
-GRADS = [np.array([3.0, -0.2, 0.6, -4.0, 0.05, 1.0], np.float32),
-         np.array([-0.7, 2.5, -0.1, 0.3, -1.9, 0.0], np.float32),
-         np.array([0.0, -0.9, 1.3, 0.8, 0.25, -2.2], np.float32)]
-KW = dict(learning_rate=0.1, wd=0.01, rescale_grad=0.5, clip_gradient=0.4)
 
 
 def ndarray_clip(x, a_min, a_max):
@@ -48,31 +44,13 @@ def mxnet_nag(w, g, mom, *, learning_rate, wd, rescale_grad, clip_gradient, mome
     return w + -learning_rate * g, mom
 
 
-def trajectory(momentum, lrs=(None, None, None), **kw):
-    """The library's weight and state, and the hand's, after each step of ``GRADS`` (the
-    learning rate set to ``lrs[k]`` before step ``k`` where not None)."""
-    kw = dict(KW, **kw)
-    opt = create("nag", momentum=momentum, **kw)
-    updater = get_updater(opt)
-    weight = W0.copy()
-    w, mom = W0.astype(np.float64), np.zeros(W0.shape)
-    for lr, g in zip(lrs, GRADS):
-        if lr is not None:
-            opt.set_learning_rate(lr)
-            kw["learning_rate"] = lr
-        updater(0, g.copy(), weight)
-        w, mom = mxnet_nag(w, g.astype(np.float64), mom, momentum=momentum, **kw)
-        yield weight, updater.states[0], w, mom
+def trajectory(momentum, **kw):
+    """The library's weight and state, and the hand's, after each step of ``GRADS``."""
+    return steps("nag", mxnet_nag, momentum, **kw)
 
 
 def assert_matches(momentum, **kw):
-    for weight, state, w, mom in trajectory(momentum, **kw):
-        assert weight.dtype == np.float32
-        np.testing.assert_allclose(weight, w, rtol=RTOL, atol=ATOL)
-        if momentum == 0:
-            assert state is None
-        else:
-            np.testing.assert_allclose(state, mom, rtol=RTOL, atol=ATOL)
+    assert_steps(trajectory(momentum, **kw), momentum)
 
 
 @pytest.mark.parametrize("momentum", [0.0, 0.9, 0.3])
@@ -125,23 +103,12 @@ def test_one_element_by_hand():
 
 
 def test_a_loss_scale_the_gradient_carries_is_divided_out_before_clipping():
-    plain, scaled = get_updater(NAG(momentum=0.9, **KW)), get_updater(NAG(momentum=0.9, **KW))
-    w_plain, w_scaled = W0.copy(), W0.copy()
-    for g in GRADS:
-        plain(0, g.copy(), w_plain)
-        scaled(0, g * np.float32(256), w_scaled, scale=256.0)
-        np.testing.assert_allclose(w_scaled, w_plain, rtol=RTOL, atol=ATOL)
+    assert_scale_divided_out(lambda: NAG(momentum=0.9, **KW), 256.0)
 
 
 def test_multi_precision_keeps_the_seeds_master_then_momentum():
-    updater = get_updater(NAG(momentum=0.9, multi_precision=True, **KW))
-    weight = W0.astype(np.float16)
-    w, mom = weight.astype(np.float64), np.zeros(W0.shape)
-    for g in GRADS:
-        g16 = g.astype(np.float16)
-        updater(0, g16, weight)
-        w, mom = mxnet_nag(w, g16.astype(np.float64), mom, momentum=0.9, **KW)
-    master, state = updater.states[0]
+    (master, state), weight, w, mom = multi_precision_steps(
+        NAG(momentum=0.9, multi_precision=True, **KW), mxnet_nag, 0.9)
     assert (master.dtype, state.dtype) == (np.float32, np.float32)
     np.testing.assert_allclose(master, w, rtol=RTOL, atol=ATOL)
     np.testing.assert_allclose(state, mom, rtol=RTOL, atol=ATOL)

@@ -14,17 +14,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hand_steps import ATOL, GRADS, KW, RTOL, assert_matches, assert_scale_divided_out, multi_precision_steps
+from hand_steps import trajectory as steps
 
-from trainer_run.optimizers import SGD, create, get_updater
+from trainer_run.optimizers import SGD, get_updater
 
 JIT_AND_NUMPY = True  # each test runs with the compiled loops and with NumPy's (conftest.py)
-
-RTOL, ATOL = 1e-5, 1e-6
-W0 = np.array([0.5, -1.0, 2.0, 0.1, -0.3, 0.0], np.float32)
-GRADS = [np.array([3.0, -0.2, 0.6, -4.0, 0.05, 1.0], np.float32),
-         np.array([-0.7, 2.5, -0.1, 0.3, -1.9, 0.0], np.float32),
-         np.array([0.0, -0.9, 1.3, 0.8, 0.25, -2.2], np.float32)]
-KW = dict(learning_rate=0.1, wd=0.01, rescale_grad=0.5, clip_gradient=0.4)
 
 
 def mxnet_sgd(w, g, mom, *, learning_rate, wd, rescale_grad, clip_gradient, momentum):
@@ -40,14 +35,7 @@ def mxnet_sgd(w, g, mom, *, learning_rate, wd, rescale_grad, clip_gradient, mome
 
 def trajectory(momentum, **kw):
     """The library's and the hand's weights (and momentum) after each step of ``GRADS``."""
-    kw = dict(KW, **kw)
-    updater = get_updater(create("sgd", momentum=momentum, **kw))
-    weight = W0.copy()
-    w, mom = W0.astype(np.float64), np.zeros(W0.shape)
-    for g in GRADS:
-        updater(0, g.copy(), weight)
-        w, mom = mxnet_sgd(w, g.astype(np.float64), mom, momentum=momentum, **kw)
-        yield weight, updater.states[0], w, mom
+    return steps("sgd", mxnet_sgd, momentum, **kw)
 
 
 def test_the_gradients_are_clipped_in_some_entries_and_not_others():
@@ -57,13 +45,7 @@ def test_the_gradients_are_clipped_in_some_entries_and_not_others():
 
 @pytest.mark.parametrize("momentum", [0.0, 0.9, 0.5])
 def test_three_steps_match_mxnet(momentum):
-    for weight, state, w, mom in trajectory(momentum):
-        assert weight.dtype == np.float32
-        np.testing.assert_allclose(weight, w, rtol=RTOL, atol=ATOL)
-        if momentum == 0:
-            assert state is None                    # plain SGD keeps no state
-        else:
-            np.testing.assert_allclose(state, mom, rtol=RTOL, atol=ATOL)
+    assert_matches(trajectory(momentum), momentum)  # plain SGD keeps no state
 
 
 @pytest.mark.parametrize("clip_gradient", [None, 0.0, -1.0, 100.0])
@@ -94,38 +76,19 @@ def test_one_element_by_hand():
 
 @pytest.mark.parametrize("momentum", [0.0, 0.9])
 def test_a_loss_scale_the_gradient_carries_is_divided_out_before_clipping(momentum):
-    plain, scaled = get_updater(SGD(momentum=momentum, **KW)), get_updater(SGD(momentum=momentum, **KW))
-    w_plain, w_scaled = W0.copy(), W0.copy()
-    for g in GRADS:
-        plain(0, g.copy(), w_plain)
-        scaled(0, g * np.float32(1024), w_scaled, scale=1024.0)
-        np.testing.assert_allclose(w_scaled, w_plain, rtol=RTOL, atol=ATOL)
+    assert_scale_divided_out(lambda: SGD(momentum=momentum, **KW), 1024.0)
 
 
 def test_a_new_learning_rate_applies_from_the_next_step():
-    opt = SGD(momentum=0.9, **KW)
-    updater = get_updater(opt)
-    weight = W0.copy()
-    w, mom = W0.astype(np.float64), np.zeros(W0.shape)
-    for lr, g in zip([0.1, 0.02, 0.3], GRADS):
-        opt.set_learning_rate(lr)
-        updater(0, g.copy(), weight)
-        w, mom = mxnet_sgd(w, g.astype(np.float64), mom, momentum=0.9,
-                           **dict(KW, learning_rate=lr))
+    for weight, _, w, _ in trajectory(0.9, lrs=(0.1, 0.02, 0.3)):
         np.testing.assert_allclose(weight, w, rtol=RTOL, atol=ATOL)
 
 
 def test_multi_precision_keeps_mxnets_state_then_float32_master():
     """MXNet's SGD's multi-precision state is ``(mom, weight32)``: the master follows the
     float64 hand within float32 rounding and the float16 weight is the master rounded."""
-    updater = get_updater(SGD(momentum=0.9, multi_precision=True, **KW))
-    weight = W0.astype(np.float16)
-    w, mom = W0.astype(np.float16).astype(np.float64), np.zeros(W0.shape)
-    for g in GRADS:
-        g16 = g.astype(np.float16)
-        updater(0, g16, weight)
-        w, mom = mxnet_sgd(w, g16.astype(np.float64), mom, momentum=0.9, **KW)
-    state, master = updater.states[0]
+    (state, master), weight, w, mom = multi_precision_steps(
+        SGD(momentum=0.9, multi_precision=True, **KW), mxnet_sgd, 0.9)
     assert (state.dtype, master.dtype) == (np.float32, np.float32)
     np.testing.assert_allclose(master, w, rtol=RTOL, atol=ATOL)
     np.testing.assert_allclose(state, mom, rtol=RTOL, atol=ATOL)
