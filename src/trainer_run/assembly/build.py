@@ -69,6 +69,7 @@ class Run:
     optimizer: object
     max_time: float | None = None  # seconds of training a session may take (None: no limit)
     augmentation: object = None    # dataset.transforms' (None: none)
+    threads: int = 0               # dataset.workers: threads gathering batches ahead (0: none)
 
     @property
     def limit_note(self) -> str | None:
@@ -132,7 +133,7 @@ def build_run(config: dict) -> Run:
     if transforms is not None:
         transforms.try_on(take(data.train, numpy.arange(min(2, len(data.train)))))
     return Run(backend, data, batch_size, model, kvstore, decision.asynchronous, iterator, stop,
-               total, samples, optimizer, max_time, transforms)
+               total, samples, optimizer, max_time, transforms, threads)
 
 
 def build_server(run: Run) -> ParameterServer:
@@ -154,7 +155,7 @@ def trainer_of(run: Run, config: dict, out: Path, extra: dict | None = None) -> 
     profiler = Profiler(synchronize=synchronizer(run.backend)) if config["trainer"]["profile"] else None
     updater = build_updater(config["updater"], run.kvstore, run.asynchronous, config["loss_scale"],
                             run.iterator, run.optimizer, run.model, run.backend, run.batch_size,
-                            profiler, run.augmentation, config["dataset"].get("workers", 0))
+                            profiler, run.augmentation, run.threads)
     trainer = Trainer(updater, run.stop, out=str(out), profiler=profiler, max_time=run.max_time)
     extend(trainer, run, config, extra)
     return trainer

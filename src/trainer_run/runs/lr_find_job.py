@@ -115,7 +115,7 @@ def _built(job, cfg: DictConfig, test: lr_find.Settings) -> tuple[Trainer, lr_fi
     updater = build_updater(config["updater"], built.kvstore, built.asynchronous,
                             config["loss_scale"], built.iterator, built.optimizer, built.model,
                             built.backend, built.batch_size, None, built.augmentation,
-                            config["dataset"].get("workers", 0))
+                            built.threads)
     trainer = Trainer(updater, StopTrigger(test.num_training), out=str(job.out))
     range_test = lr_find.RangeTest(test, built.optimizer)
     trainer.extend(range_test)
