@@ -151,7 +151,8 @@ def _report(job, trace: lr_find.Trace) -> None:
     rate = trace.rates[index] if index is not None else None
     line = command_line(job, rate) if rate is not None else None
     values = job.out / VALUES
-    files.write_atomic(values, strict_json.dumps(_record(trace, index, line), indent=2))
+    files.write_atomic(values, strict_json.dumps(_record(trace, index, line), indent=2),
+                       run=job.out)
     drawn = draw(job.out / PICTURE, trace, index)
     steps = len(trace.rates)
     if trace.stopped is not None:
@@ -225,5 +226,5 @@ def draw(path: Path, trace: lr_find.Trace, index: int | None) -> bool:
     ax.set_ylabel("smoothed loss")
     ax.set_title("learning-rate range test")
     ax.legend()
-    files.write_atomic(path, lambda f: figure.savefig(f, format="png"))
+    files.write_atomic(path, lambda f: figure.savefig(f, format="png"), run=path.parent)
     return True
