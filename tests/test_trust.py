@@ -107,6 +107,51 @@ def test_named_code_lists_every_foreign_target_and_hook_but_no_builtin():
         "logger.csv._target_=trainer_run.storage.files.write_atomic"]  # ours, but not an option's
 
 
+def test_a_target_that_is_a_list_or_a_mapping_is_named_as_not_a_dotted_name():
+    config = {"model": {"_target_": ["a", "b"], "freeze": [{"_target_": {"a": 1}}]},
+              "dataset": {"_target_": 5}}
+    assert trust.named_code(config) == [
+        "model._target_=['a', 'b'] (not a dotted name)",
+        "model.freeze[0]._target_={'a': 1} (not a dotted name)",
+        "dataset._target_=5 (not a dotted name)"]
+
+
+def test_an_unhashable_target_is_one_line_for_resume_eval_load_model_and_the_command_line(
+        folder, tmp_path, monkeypatch):
+    keys = tmp_path / "keys"
+    run = folder / "run"
+    command(folder, keys, *QUICK, f"hydra.run.dir={run}", check_code=0)
+    found = checkpoint.find(run)
+    state = checkpoint.load(found)
+    state["config"]["model"]["freeze"] = [{"_target_": {"a": 1}}]
+    checkpoint.save(state, found.parent, checkpoint.iteration_of(found))
+    path = run / ".hydra" / "config.yaml"
+    config = yaml.safe_load(path.read_text())
+    config["model"]["_target_"] = ["a", "b"]
+    path.write_text(yaml.safe_dump(config))
+    before = tree_bytes(run)
+    resumed = command(folder, keys, f"resume={run}", "trainer.max_iterations=9", check_code=2)
+    assert resumed.stderr.strip() == (
+        f"error: checkpoint {found} names code outside trainer-run (model.freeze[0]._target_="
+        "{'a': 1} (not a dotted name)) and is not signed with your key, so loading it would run "
+        "code you did not write; if you trust this run, add trust=true (in Python: "
+        "load_model(run, trust=True))")
+    env = {**os.environ, "XDG_CONFIG_HOME": str(keys)}
+    evaluated = subprocess.run([sys.executable, "-m", "trainer_run.cli.evaluate", str(run)],
+                               cwd=folder, env=env, capture_output=True, text=True, timeout=120)
+    lines = evaluated.stderr.strip().splitlines()
+    assert evaluated.returncode == 2 and len(lines) == 1, evaluated.stderr
+    assert "(model._target_=['a', 'b'] (not a dotted name))" in lines[0]
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(keys))
+    with pytest.raises(ConfigError, match=r"model._target_=\['a', 'b'\] \(not a dotted name\)"):
+        load_model(run)
+    assert tree_bytes(run) == before
+    own = command(folder, keys, "+model._target_=[a,b]", f"hydra.run.dir={folder / 'own'}",
+                  check_code=2)
+    assert own.stderr.strip() == "error: model._target_ must be a string, got ['a', 'b']"
+    assert not (folder / "own").exists()
+
+
 def test_builtins_are_the_targets_of_our_config_files():
     found = trust.builtin_targets()
     assert {"trainer_run.models.MLP", "trainer_run.optimizers.Adam", "trainer_run.data.spirals",

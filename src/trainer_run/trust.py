@@ -103,8 +103,9 @@ def _yaml_files(folder) -> list:
 
 def named_code(config) -> list[str]:
     """``key=value`` for each place ``config`` names code that is not built in: a
-    ``_target_`` outside :func:`builtin_targets` anywhere in the tree (null names nothing),
-    and every hook under ``updater.callbacks``."""
+    ``_target_`` outside :func:`builtin_targets` anywhere in the tree (null names nothing; a
+    value that is not a string, a list or a mapping, is shown as not a dotted name), and every
+    hook under ``updater.callbacks``."""
     found: list[str] = []
     _walk(config, "", found)
     return found
@@ -114,7 +115,9 @@ def _walk(node, key: str, found: list[str]) -> None:
     if isinstance(node, dict):
         for name, value in node.items():
             child = f"{key}.{name}" if key else str(name)
-            if name == TARGET and value is not None and value not in builtin_targets():
+            if name == TARGET and not isinstance(value, str) and value is not None:
+                found.append(f"{child}={_shown(value)} (not a dotted name)")
+            elif name == TARGET and isinstance(value, str) and value not in builtin_targets():
                 found.append(f"{child}={value}")
             elif child.startswith(f"{HOOKS}.") and isinstance(value, str):
                 found.append(f"{child}={value}")
@@ -126,6 +129,11 @@ def _walk(node, key: str, found: list[str]) -> None:
                 found.append(f"{key}[{index}]={value}")
             else:
                 _walk(value, f"{key}[{index}]", found)
+
+
+def _shown(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else f"{text[:57]}..."
 
 
 def flag(trusted) -> bool:
