@@ -204,3 +204,48 @@ def test_transforms_that_do_not_fit_the_data_stop_the_run_before_it_writes(tmp_p
         "error: dataset.transforms: random_crop works on images, inputs whose last two axes are "
         "height and width; these examples have shape (8,): leave random_crop out for these data")
     assert not (tmp_path / "run").exists()
+
+
+NOISE = '''
+def noise(batch, rng, sigma):
+    x, *rest = batch
+    return (x + sigma * rng.normal(size=x.shape).astype(x.dtype), *rest)
+'''
+
+
+@pytest.fixture
+def user_module(tmp_path, monkeypatch):
+    """``my_transforms.noise(batch, rng, sigma)``, importable as a user's module in its folder."""
+    (tmp_path / "my_transforms.py").write_text(NOISE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield tmp_path
+    import sys
+    sys.modules.pop("my_transforms", None)
+
+
+def test_a_plain_function_is_a_transform_its_extra_keys_bound_as_keyword_arguments(user_module):
+    built = build([{"_target_": "my_transforms.noise", "sigma": 0.1}], SEED,
+                  {"classes": 3, "task": "classification"}, BUILTIN)
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    t = np.array([0, 1, 2])
+    out_x, out_t = built((x, t), (2, 24, 0))
+    child = np.random.SeedSequence(SEED.entropy, spawn_key=(*SEED.spawn_key, 0, 2, 24, 0))
+    expected = x + 0.1 * np.random.Generator(np.random.PCG64(child)).normal(size=(3, 4)).astype(
+        np.float32)
+    np.testing.assert_array_equal(out_x, expected, strict=True)
+    np.testing.assert_array_equal(out_t, t)
+    with pytest.raises(ConfigError) as refused:
+        build([{"_target_": "my_transforms.noise"}], SEED, {}, BUILTIN)
+    assert str(refused.value) == (
+        "dataset.transforms[0]: noise(batch, rng, sigma) cannot be called with (batch, rng): "
+        "missing a required argument: 'sigma'; a transform takes the batch and the generator, "
+        "then the entry's other keys")
+
+
+def test_a_run_trains_with_a_plain_function_of_the_users_folder(tmp_path, user_module):
+    result = run_cli(f"hydra.run.dir={tmp_path / 'run'}", "dataset.size=120",
+                     "trainer.max_iterations=4", "trainer.progress=false",
+                     "dataset.transforms=[{_target_: my_transforms.noise, sigma: 0.1}]",
+                     cwd=user_module)
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "run" / "model.npz").is_file()

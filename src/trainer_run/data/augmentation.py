@@ -14,6 +14,8 @@ Evaluation, ``trainer-eval`` and ``predict`` never see the transforms.
 from __future__ import annotations
 
 import difflib
+import functools
+import inspect
 
 import numpy
 
@@ -74,7 +76,10 @@ def batch_key(iterator) -> tuple:
 def build(entries, seed: numpy.random.SeedSequence, standard: dict, builtin: dict) -> Augmentation | None:
     """The augmentation of ``dataset.transforms`` (``entries``; empty or null: None). An entry
     is a built-in's name (``random_crop``), or a mapping with a ``_target_`` (a built-in's
-    dotted path from ``builtin``, or a callable of the user's) and its arguments. ``builtin``
+    dotted path from ``builtin``, or a callable of the user's) and its arguments: a class is
+    built with them and its instances are the transform; a function is the transform itself,
+    called with ``(batch, rng)`` and them as keyword arguments (as ``metrics=`` calls a
+    user's function), unless ``_partial_`` says otherwise. ``builtin``
     gives each built-in name its section (``configs/_transforms.yaml``); ``standard`` the
     arguments the runner supplies when a transform takes them (``classes``, ``task``)."""
     if not entries:
@@ -98,4 +103,27 @@ def _transform(index: int, entry, standard: dict, builtin: dict):
     if not isinstance(entry, dict) or not entry.get(targets.TARGET):
         raise ConfigError(f"{key} must be a built-in transform's name ({', '.join(builtin)}) or "
                           f"a mapping with _target_, got {entry!r}")
-    return targets.instantiate(key, dict(entry), standard, kind=KIND)
+    entry = dict(entry)
+    if entry.get(targets.PARTIAL, False) is not False:
+        return targets.instantiate(key, entry, standard, kind=KIND)
+    factory, kwargs, fixed = targets.arguments(key, entry, standard, kind=KIND)
+    if isinstance(factory, type):
+        return targets.call(key, factory, kwargs, kind=KIND, target=entry[targets.TARGET], **fixed)
+    _check_call(key, factory, {**kwargs, **fixed})
+    return functools.partial(factory, **kwargs, **fixed)
+
+
+def _check_call(key: str, function, kwargs: dict) -> None:
+    """Refuses, in one line naming the entry, a function that cannot be called with
+    ``(batch, rng)`` and ``kwargs``."""
+    try:
+        signature = inspect.signature(function)
+    except (TypeError, ValueError):  # a builtin without one: its call will tell
+        return
+    try:
+        signature.bind(None, None, **kwargs)
+    except TypeError as e:
+        given = ", ".join(["batch", "rng", *(f"{k}=" for k in kwargs)])
+        raise ConfigError(f"{key}: {function.__qualname__}{signature} cannot be called with "
+                          f"({given}): {e}; a transform takes the batch and the generator, then "
+                          "the entry's other keys") from None
