@@ -18,9 +18,10 @@ import sys
 
 def main() -> None:
     try:
-        from trainer_run.training import stop_signals
+        from trainer_run.training import clock, stop_signals
 
         stop_signals.handle()
+        clock.from_process_start()  # the command's process is its run: start-up counts
     except KeyboardInterrupt:  # before the handlers were in place
         sys.stderr.write("error: stopped by SIGINT before training started; nothing was trained\n")
         sys.stderr.flush()  # stop_signals.before_training's line: it may not be importable yet

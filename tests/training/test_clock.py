@@ -1,17 +1,21 @@
-"""The job's clock (training/clock.py): the first job of a process started when the process did
-(its age from ``/proc/self/stat``, bounded by the module's import), a later job when it asks;
-``process_age`` read from a ``/proc/self/stat`` line the test writes, and from this process
-against ``ps``."""
+"""The run's clock (training/clock.py): a run counts from its own start (a run from Python when
+it is built, however long its process lived before); the command's process is its run, so its
+first job counts from the process's start (its age from ``/proc/self/stat``, bounded by the
+module's import), a later job when it asks; ``process_age`` read from a ``/proc/self/stat``
+line the test writes, and from this process against ``ps``."""
 
 from __future__ import annotations
 
 import io
+import json
 import os
 import shutil
 import subprocess
+import sys
 import time
 
 import pytest
+from run_folders import QUICK, environment
 
 from trainer_run.training import clock
 
@@ -20,10 +24,11 @@ IMPORTED = 100.0                # the perf_counter reading at the module's impor
 
 @pytest.fixture
 def first_job(monkeypatch):
-    """A process whose first job has not asked yet, its module imported at ``IMPORTED`` and
-    ``perf_counter`` reading ``now[0]``."""
+    """A command's process whose first job has not asked yet, its module imported at
+    ``IMPORTED`` and ``perf_counter`` reading ``now[0]``."""
     now = [150.0]
-    monkeypatch.setattr(clock, "_claimed", False)
+    monkeypatch.setattr(clock, "_process_is_the_job", False)
+    clock.from_process_start()
     monkeypatch.setattr(clock, "_IMPORTED", IMPORTED)
     monkeypatch.setattr(clock.time, "perf_counter", lambda: now[0])
     return now
@@ -35,8 +40,8 @@ def first_job(monkeypatch):
     (20.0, 100.0),      # a clock that says later than the import: the import bounds it
     (None, 100.0),      # no /proc: the import
 ])
-def test_the_first_job_starts_with_the_process_at_the_latest_at_the_import(first_job, monkeypatch,
-                                                                           age, origin):
+def test_the_commands_first_job_starts_with_the_process_at_the_latest_at_the_import(
+        first_job, monkeypatch, age, origin):
     monkeypatch.setattr(clock, "process_age", lambda: age)
     assert clock.job_origin() == origin
 
@@ -48,6 +53,28 @@ def test_a_later_job_of_the_process_starts_when_it_asks(first_job, monkeypatch):
     assert clock.job_origin() == 400.0
     first_job[0] = 900.25
     assert clock.job_origin() == 900.25
+
+
+def test_a_job_outside_the_command_starts_when_it_asks_however_old_its_process(monkeypatch):
+    monkeypatch.setattr(clock, "_process_is_the_job", False)
+    monkeypatch.setattr(clock, "process_age", lambda: 3600.0)   # a notebook's kernel, an hour old
+    monkeypatch.setattr(clock.time, "perf_counter", lambda: 5000.0)
+    assert clock.job_origin() == 5000.0
+
+
+def test_a_run_from_python_counts_from_its_start_not_from_its_process(tmp_path):
+    """A kernel that idled 2 s after the import: the run's first row and its summary count
+    from the run (a 6-iteration run takes well under 1.5 s), not the 2 s before it."""
+    run = tmp_path / "run"
+    code = ("import time, trainer_run; time.sleep(2); "
+            f"trainer_run.train({list(QUICK)!r}, run_dir={str(run)!r})")
+    done = subprocess.run([sys.executable, "-c", code], env=environment(tmp_path / "keys"),
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    summary = json.loads((run / "summary.json").read_text())
+    assert 0 < rows[0]["elapsed_s"] < 1.5
+    assert rows[0]["elapsed_s"] < summary["elapsed_s"] < 2
 
 
 def stat_line(starttime_ticks: int, comm: str = "python") -> str:

@@ -1,10 +1,14 @@
-"""The job's clock: seconds since the job started, start-up included (the logged ``elapsed_s``).
+"""The run's clock: seconds since the run started (the logged ``elapsed_s``).
 
-:func:`job_origin` is the :func:`time.perf_counter` reading at which the job started. The
-first job of a process started with the process: on Linux its creation time
-(``/proc/self/stat``'s start time against the boot clock), so the interpreter's start-up and
-the imports count; elsewhere the import of this module. A later job of the same process (a
-sweep runs its jobs one after another) starts when it asks.
+:func:`job_origin` is the :func:`time.perf_counter` reading at which the job asking for it
+started. A job counts from its own start, as Lightning's and Keras's clocks do: a run
+started from Python (``trainer_run.train``, a notebook cell) from the moment it is built, so
+the time a process (a notebook's kernel) spent before it, idle or on other work, never
+enters its logs. The ``trainer-run`` command's process is its job: the command's entry
+point calls :func:`from_process_start` first, and its first job counts from the process's
+creation (on Linux ``/proc/self/stat``'s start time against the boot clock; elsewhere the
+import of this module), so the interpreter's start-up, the imports and Hydra count. A later
+job of the same process (a sweep runs its jobs one after another) starts when it asks.
 """
 
 from __future__ import annotations
@@ -13,16 +17,23 @@ import os
 import time
 
 _IMPORTED = time.perf_counter()
-_claimed = False
+_process_is_the_job = False
+
+
+def from_process_start() -> None:
+    """Makes the process's first job count from the process's start (the command's entry
+    point calls it: the command's process is its job)."""
+    global _process_is_the_job
+    _process_is_the_job = True
 
 
 def job_origin() -> float:
     """The ``perf_counter`` reading at which this job started (see the module docstring)."""
-    global _claimed
+    global _process_is_the_job
     now = time.perf_counter()
-    if _claimed:
+    if not _process_is_the_job:
         return now
-    _claimed = True
+    _process_is_the_job = False
     age = process_age()
     return _IMPORTED if age is None else min(now - age, _IMPORTED)
 

@@ -27,7 +27,8 @@ class LogReport(Extension):
     as the evaluator reported them). Each of ``loggers`` (default:
     ``metrics.jsonl`` alone) receives the row.
 
-    ``elapsed_s`` counts from the job's start, start-up included (:mod:`..clock`), and, as
+    ``elapsed_s`` counts from the run's start (:mod:`..clock`: the command's from its
+    process's start, start-up included; a run from Python from when it is built), and, as
     the trainer's elapsed time, carries over a resume: the checkpoint keeps the value it had
     when it was written. The rows logged so far, that value and the running sums are part of
     the state, so a resumed run's loggers rewrite their files from the checkpoint's rows
@@ -61,7 +62,7 @@ class LogReport(Extension):
 
     @property
     def elapsed_s(self) -> float:
-        """Seconds since the job started, plus those of the run before a resume."""
+        """Seconds since the run started, plus those of the run before a resume."""
         return self._elapsed_before + time.perf_counter() - self.origin
 
     def initialize(self, trainer) -> None:
