@@ -397,3 +397,13 @@ def test_checked_overrides_still_run_the_training(tmp_path):
                      cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert (run / "metrics.jsonl").exists()
+
+
+def test_an_objective_the_metrics_do_not_measure_is_refused_before_anything_is_written(tmp_path):
+    out = tmp_path / "run"
+    result = run_cli(f"hydra.run.dir={out}", "objective.metric=val/f1_macro", "objective.mode=max",
+                     "dataset.size=200", "trainer.max_iterations=6", "trainer.eval_interval=3")
+    assert one_error_line(result) == ("error: objective.metric=val/f1_macro is not measured: the "
+                                      "run's metrics do not include f1_macro; add "
+                                      "metrics=[f1_macro]")
+    assert not out.exists()

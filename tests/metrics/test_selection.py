@@ -93,3 +93,28 @@ def test_a_users_metric_in_a_saved_config_is_code_the_trust_check_names():
     assert trust.named_code(saved) == ["metrics[1]._target_=my_metrics.balanced"]
     with pytest.raises(trust.UntrustedRun, match=r"metrics\[1\]._target_=my_metrics.balanced"):
         trust.refuse_code(saved, "run r")
+
+
+@pytest.mark.parametrize("metric, entries", [
+    ("val/loss", []), ("val/accuracy", []), ("train/f1_macro", []), ("val/my_score", []),
+    ("val/f1_macro", ["f1_macro"]), ("val/ema/f1_macro", [{"name": "f1_macro"}]),
+    ("val/top_3_accuracy", ["top_3"]), ("val/top_2_accuracy", [{"name": "top_k", "k": 2}]),
+    ("val/top_5_accuracy", ["top_k"]), ("val/recall/3", ["recall"]),
+    ("val/f1_macro", [{"_target_": "mine.f1_macro"}]), ("val/mae", [{"_target_": "m.x", "name": "mae"}]),
+])
+def test_an_objective_the_run_measures_or_does_not_know_is_accepted(metric, entries):
+    selection.check_objective(metric, entries)
+
+
+@pytest.mark.parametrize("metric, entries, fix", [
+    ("val/f1_macro", [], "f1_macro; add metrics=[f1_macro]"),
+    ("val/ema/f1_micro", ["accuracy"], "f1_micro; add metrics=[accuracy,f1_micro]"),
+    ("val/top_3_accuracy", ["top_5"], "top_3; add metrics=[top_5,top_3]"),
+    ("val/precision/2", [{"_target_": "m.p"}], "precision; add precision to metrics"),
+    ("val/rmse", None, "rmse; add metrics=[rmse]"),
+])
+def test_an_objective_naming_a_builtin_the_run_does_not_measure_is_one_line(metric, entries, fix):
+    with pytest.raises(ConfigError) as refused:
+        selection.check_objective(metric, entries)
+    assert str(refused.value) == (f"objective.metric={metric} is not measured: the run's metrics "
+                                  f"do not include {fix}")

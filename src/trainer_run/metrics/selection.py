@@ -164,3 +164,50 @@ def _check_call(key: str, factory, kwargs: dict) -> None:
                 "labels, then the entry's other keys")
         raise ConfigError(f"{key}: {factory.__qualname__}{signature} cannot be "
                           f"{'built' if built else 'called'} with ({given}): {e}; {what}") from None
+
+
+LOGGED_TOP_K = re.compile(r"top_(\d+)_accuracy")
+
+
+def _logged(entry) -> str | None:
+    """The name the ``metrics`` entry ``entry`` is logged under, as written (None for an entry
+    :func:`chosen` will refuse): a user's entry without ``name`` by its target's last name."""
+    if isinstance(entry, dict) and isinstance(entry.get(targets.TARGET), str):
+        return entry.get("name", entry[targets.TARGET].rpartition(".")[2])
+    name = entry.get("name") if isinstance(entry, dict) else entry
+    if not isinstance(name, str):
+        return None
+    short = SHORT_TOP_K.fullmatch(name)
+    if name == TOP_K or short:
+        k = entry.get("k", DEFAULT_K) if isinstance(entry, dict) else DEFAULT_K
+        return f"top_{short.group(1) if short else k}_accuracy"
+    return name
+
+
+def _measuring(name: str) -> str | None:
+    """The built-in ``metrics`` entry that logs ``name`` (``f1_macro``, ``top_5_accuracy``:
+    ``top_5``); None for a name no built-in metric logs, or for ``accuracy``, which every
+    built-in classifier reports itself."""
+    top_k = LOGGED_TOP_K.fullmatch(name)
+    if top_k:
+        return f"top_{top_k.group(1)}"
+    return name if name in BUILTINS and name != "accuracy" and BUILTINS[name][1] != MATRIX else None
+
+
+def check_objective(metric, entries) -> None:
+    """Refuses, before anything is built, an ``objective.metric`` (``val/f1_macro``,
+    ``val/ema/precision/3``) that names a built-in metric the ``metrics`` list ``entries``
+    does not measure, so that no run trains to its first evaluation to find it missing."""
+    parts = metric.split("/") if isinstance(metric, str) else []
+    if parts[:1] != ["val"]:
+        return
+    rest = parts[2:] if parts[1:2] == ["ema"] else parts[1:]
+    entries = entries if isinstance(entries, (list, tuple)) else []
+    needed = _measuring(rest[0]) if rest else None
+    if needed is None or rest[0] in {_logged(entry) for entry in entries}:
+        return
+    written = [e for e in entries if isinstance(e, str)]
+    fix = (f"metrics=[{','.join([*written, needed])}]" if len(written) == len(entries)
+           else f"{needed} to metrics")
+    raise ConfigError(f"objective.metric={metric} is not measured: the run's metrics do not "
+                      f"include {needed}; add {fix}")
