@@ -9,7 +9,10 @@ share reached (138 of 188 modules) is held as ``FLOOR``, which may only go up.
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCE = ROOT / "src" / "trainer_run"
@@ -51,3 +54,37 @@ def test_a_test_file_named_after_a_module_sits_in_its_modules_package():
         if folder not in homes and not (SOURCE / folder / f"{stem}.py").is_file():
             misplaced.append(f"{path.relative_to(TESTS)} (module in {sorted(map(str, homes))})")
     assert not misplaced, misplaced
+
+
+MACHINE_PATHS = ("/work/", "/root/", "/home/")
+"""Absolute paths of a developer's machine, which no file the repository ships may hold."""
+HELD_LEGITIMATELY = ("tests/", "docs/", "benchmarks/")
+"""Where such a path is an example or a test's input (docs, tests), or the documented default
+of a peer's interpreter that ``$TORCH_PYTHON`` replaces (benchmarks)."""
+
+
+def _tracked() -> list[str]:
+    listed = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True)
+    if listed.returncode != 0:
+        pytest.skip("not a git checkout")
+    return [name for name in listed.stdout.decode().split("\0") if name]
+
+
+def test_no_tracked_file_holds_an_absolute_path_of_a_developers_machine():
+    found = []
+    for name in _tracked():
+        path = ROOT / name
+        if name.startswith(HELD_LEGITIMATELY) or not path.is_file():
+            continue
+        text = path.read_bytes()
+        found += [f"{name}: {p}" for p in MACHINE_PATHS if p.encode() in text]
+    assert not found, found
+
+
+def test_what_a_command_writes_into_the_current_folder_by_default_is_ignored():
+    _tracked()
+    written = ["mlruns/0/meta.yaml", "lr_find/2026-01-01/10-00-00/lr_find.json", "comparison.png",
+               "runs/2026-01-01/10-00-00/model.npz", "outputs/x", "multirun/x"]
+    checked = subprocess.run(["git", "check-ignore", "--no-index", *written], cwd=ROOT,
+                             capture_output=True, text=True)
+    assert checked.stdout.split() == written
