@@ -89,13 +89,13 @@ def evaluate(run_dir: Path, overrides: list[str]) -> dict:
     ``examples`` and ``metrics``."""
     import warnings
 
-    from trainer_run import load_model, metrics
+    from trainer_run import load_model, metrics, places
     from trainer_run.console import warn
     from trainer_run.data import description as data_description
     from trainer_run.data import input_scaling
     from trainer_run.errors import check
     from trainer_run.metrics import confusion_files
-    from trainer_run.trained import read_sections
+    from trainer_run.trained import read_sections, signed_by_me
 
     given = _parsed(overrides)
     split = given.get("split", "test")
@@ -108,6 +108,8 @@ def evaluate(run_dir: Path, overrides: list[str]) -> dict:
         warn(str(warning.message))
     saved = read_sections(run_dir, ("model", "dataset", "seed", "metrics"), trusted)
     section = _dataset_section(saved["dataset"], given)
+    if given.get("dataset") is None and not signed_by_me(run_dir):  # a stranger's places
+        places.bounded({"dataset": section}, run_dir, f"run {run_dir}", list(given))
     record = data_description.read(run_dir)
     examples = _split(section, saved.get("seed", 0), record["task"], split)
     _check_fits(examples, record, split)

@@ -158,6 +158,13 @@ def resolved_record(run: Path, trusted: bool = False) -> tuple[dict, bool]:
     return stored_config.resolve(config, f"run {run}", resolvers=vouched), vouched
 
 
+def signed_by_me(run) -> bool:
+    """Whether this user signed the run's saved config (``.hydra/config.yaml``): only then are
+    the places it names (:mod:`trainer_run.places`) the user's."""
+    _, data, signed = trust.read_record(Path(run) / RECORD_CONFIG)
+    return trust.signed_by_me(data, signed)
+
+
 def _present(path: Path) -> bool:
     """Whether the run's file ``path`` is there, as a file or as anything else the read
     refuses naming it (a link, a FIFO; a folder is not a file)."""

@@ -21,7 +21,7 @@ from typing import Callable
 
 from omegaconf import DictConfig, OmegaConf
 
-from trainer_run import memory, module, trust
+from trainer_run import memory, module, places, trust
 from trainer_run.assembly.build import Run, build_run, build_server, trainer_of
 from trainer_run.compose import schema, user_targets
 from trainer_run.console import failed_file, inform, late_signal, say, show_cause, show_model, warn
@@ -314,6 +314,8 @@ def build(job: Job, cfg: DictConfig, model_taken: bool = False
     saved = OmegaConf.to_container(node, resolve=False)
     command = resumes.command_keys(job.overrides, choices)
     resolved = resumes.resolved(node, stored, vouched, command)  # each rank, with its environment
+    if not mine:  # trust=true admits a stranger's code, not its places
+        places.bounded(resolved, stored.folder, stored.source, command)
     schema.check_types(resolved)
     if state is not None and (resolved["kvstore"].get("compression") or {}).get("type"):
         warn("gradient compression residuals are not in checkpoints (nor in MXNet's): they restart "

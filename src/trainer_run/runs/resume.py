@@ -10,7 +10,8 @@ iteration, with these exceptions, refused in one line because the checkpoint's s
 would mean something else (it would be another run; start a new one):
 
 - a config group (``optimizer=sgd``),
-- :data:`FIXED`: ``seed``, ``model.*``, ``dataset.*`` other than ``dataset.batch_size``,
+- :data:`FIXED`: ``seed``, ``model.*``, ``dataset.*`` other than ``dataset.batch_size`` and
+  where the image sets come from (``root``, ``mirrors``, ``timeout``, ``time_limit``),
   ``optimizer.multi_precision``, ``backend.dtype`` (the ``precision`` group's).
 
 Where it writes: into the run that owns the checkpoint (``<run>`` for
@@ -46,8 +47,10 @@ from trainer_run.updaters import checkpoint_tree
 FIXED = ("seed", "model", "dataset", "optimizer.multi_precision", "backend.dtype", "init_from",
          "init_from_strict")
 """Keys (and the keys below them) a resume refuses to change."""
-ANY_TIME = ("dataset.batch_size",)
-"""Exceptions to :data:`FIXED`."""
+ANY_TIME = ("dataset.batch_size", "dataset.root", "dataset.mirrors", "dataset.timeout",
+            "dataset.time_limit")
+"""Exceptions to :data:`FIXED`: where the image sets come from (their md5 or content is
+checked, so the data is the same)."""
 RECORD_CONFIG = Path(run_files.RECORD) / run_files.CONFIG
 """Where a run records the config it was started with."""
 CHOICES = {"choices": dict}
@@ -205,12 +208,14 @@ def _not_in_a_run(found: Path) -> str:
 @dataclass
 class Stored:
     """A config read from a run (a checkpoint's or the run's record), the bytes its signature
-    covers, that signature (None: unsigned) and where it was read (named in errors)."""
+    covers, that signature (None: unsigned), where it was read (named in errors) and the folder
+    of the run it belongs to (the checkpoint's, for one kept outside a run)."""
 
     config: dict
     data: bytes
     signature: str | None
     source: str
+    folder: Path
 
     def mine(self) -> bool:
         """Whether this user signed it (:func:`trainer_run.trust.signed_by_me`)."""
@@ -228,14 +233,15 @@ def vet(stored: Stored, trusted_run: bool) -> None:
 
 def from_checkpoint(state: dict, path) -> Stored:
     """The config a run checkpoint's state holds."""
+    folder = run_directory.checkpoints_folder_of(Path(path)) or Path(path).resolve().parent
     return Stored(state.get("config") or {}, trust.checkpoint_data(state), state.get(trust.SIGNATURE),
-                  f"checkpoint {path}")
+                  f"checkpoint {path}", folder)
 
 
 def from_record(path: Path) -> Stored:
     """The config a run recorded in ``path`` (``.hydra/config.yaml``)."""
     config, data, signed = trust.read_record(path)
-    return Stored(config, data, signed, f"run {path.parent.parent}")
+    return Stored(config, data, signed, f"run {path.parent.parent}", path.parent.parent)
 
 
 def config(stored: Stored, cfg: DictConfig, overrides: list[str], choices: dict,

@@ -1,0 +1,88 @@
+"""A stranger's run never chooses where, nor from what, the user's commands download.
+
+A stranger trains on MNIST (tiny files served on 127.0.0.1) with a data root, mirrors and md5
+of their own; the user then evaluates and resumes that run. The user's commands look for MNIST
+in the user's own data folder (``TRAINER_RUN_DATA``), ask no mirror of the stranger's, check
+the published md5 and leave the stranger's folder byte-identical. The user's own run keeps its
+root: the rule follows the signature, not the option."""
+
+from __future__ import annotations
+
+import pytest
+from image_files import FileServer, closed_port_url, md5, mnist_files
+from run_folders import command, error_lines, snapshot
+
+from trainer_run.data import image_sets
+
+SHORT = ("model.hidden_sizes=[8]", "trainer.max_iterations=4", "trainer.checkpoint_interval=2",
+         "trainer.eval_interval=2", "trainer.progress=false", "dataset.batch_size=10")
+
+
+@pytest.fixture()
+def served(tmp_path):
+    contents, _ = mnist_files(tmp_path / "served")
+    with FileServer() as server:
+        server.routes = {f"/mnist/{name}": c for name, c in contents.items()}
+        yield server, contents
+
+
+def train(tmp_path, keys, served, root):
+    server, contents = served
+    digests = [f"dataset.md5.{role}='{md5(contents[name])}'"
+               for role, name in image_sets.MNIST_NAMES.items()]
+    run = tmp_path / f"run-{keys.name}"
+    done = command("trainer-run", "dataset=mnist", f"dataset.root={root}",
+                   f"dataset.mirrors=[{server.url('/mnist/')}]", *digests, *SHORT,
+                   f"hydra.run.dir={run}", keys=keys, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    server.requests.clear()
+    return run
+
+
+@pytest.mark.parametrize("how", ["trainer-eval", "resume"])
+def test_a_strangers_root_mirrors_and_md5_are_not_the_users(how, tmp_path, served, monkeypatch):
+    theirs = tmp_path / "theirs"
+    run = train(tmp_path, tmp_path / "stranger", served, theirs)
+    mine = tmp_path / "mine"
+    monkeypatch.setenv("TRAINER_RUN_DATA", str(mine))
+    before = snapshot(theirs)
+    mirror = closed_port_url()
+    arguments = ((run, f"dataset.mirrors=[{mirror}]") if how == "trainer-eval"
+                 else (f"resume={run}", "trainer.max_iterations=6", f"dataset.mirrors=[{mirror}]"))
+    done = command("trainer-run" if how == "resume" else how, *arguments,
+                   keys=tmp_path / "user", cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert error_lines(done) == [
+        f"error: dataset.root: train-images-idx3-ubyte.gz, train-labels-idx1-ubyte.gz, "
+        f"t10k-images-idx3-ubyte.gz, t10k-labels-idx1-ubyte.gz are not in {mine / 'mnist'} (nor "
+        f"in {mine}, {mine / 'MNIST' / 'raw'}) and no mirror answered ({mirror}); download "
+        "them there by hand or set dataset.root or TRAINER_RUN_DATA to a folder that has them"]
+    assert served[0].requests == []  # the stranger's mirror was never asked
+    assert snapshot(theirs) == before
+    assert not mine.exists()
+
+
+def test_a_strangers_published_md5_is_checked_in_the_users_folder(tmp_path, served, monkeypatch):
+    """The stranger's files, put into the user's data folder, are not the published MNIST:
+    their md5 differs and they hold 100 images, not 60000, so they are refused."""
+    run = train(tmp_path, tmp_path / "stranger", served, tmp_path / "theirs")
+    mine = tmp_path / "mine"
+    (mine / "mnist").mkdir(parents=True)
+    for name, content in served[1].items():
+        (mine / "mnist" / name).write_bytes(content)
+    monkeypatch.setenv("TRAINER_RUN_DATA", str(mine))
+    done = command("trainer-eval", run, f"dataset.mirrors=[{closed_port_url()}]",
+                   keys=tmp_path / "user", cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    [line] = error_lines(done)
+    assert "train-images-idx3-ubyte.gz" in line and "60000" in line, line
+
+
+def test_the_users_own_run_keeps_its_root(tmp_path, served, monkeypatch):
+    root = tmp_path / "my-root"
+    run = train(tmp_path, tmp_path / "user", served, root)
+    monkeypatch.setenv("TRAINER_RUN_DATA", str(tmp_path / "elsewhere"))
+    done = command("trainer-eval", run, keys=tmp_path / "user", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert served[0].requests == []  # the files were in its root already
+    assert not (tmp_path / "elsewhere").exists()
