@@ -121,6 +121,70 @@ def test_two_processes_never_share_a_run_directory(tmp_path):
     assert resumed.returncode == 0, resumed.stderr
 
 
+# -- a lock or a log that is a hard link ---------------------------------------------------------
+QUICK = ("trainer.max_iterations=6", "trainer.checkpoint_interval=3", "trainer.log_interval=3",
+         "dataset.size=200", QUIET)
+
+
+def _users_file(path: Path, content: bytes = b"the user's notes\n") -> tuple[bytes, int]:
+    """``path`` made a file of the user's with ``content`` and an old mtime; what must stay."""
+    if not path.exists():
+        path.write_bytes(content)
+    os.utime(path, ns=(1_000_000_000, 1_000_000_000))
+    return path.read_bytes(), os.stat(path).st_mtime_ns
+
+
+def _kept(path: Path) -> tuple[bytes, int]:
+    return path.read_bytes(), os.stat(path).st_mtime_ns
+
+
+def _hard_links_line(path: Path) -> str:
+    return (f"{path} has other hard links (it is one of 2 names of the same file), so writing "
+            "it would change another file too; trainer-run writes only files of their own: "
+            "remove it (or copy the run without hard links) and try again")
+
+
+def test_a_lock_that_is_a_hard_link_is_refused_before_it_is_truncated(tmp_path):
+    """The probe: a .lock that was a hard link to a file of the user's was truncated and got
+    the pid (O_NOFOLLOW stops symbolic links only). Now it is refused before it is written."""
+    run, other = tmp_path / "run", tmp_path / "notes.txt"
+    run.mkdir()
+    before = _users_file(other)
+    os.link(other, run / ".lock")
+    with pytest.raises(ConfigError) as refused:
+        run_directory.RunLock(run).acquire()
+    assert str(refused.value) == _hard_links_line(run / ".lock")
+    assert _kept(other) == before
+    run_directory.check_free(run)  # reading it (is the run in use?) changes nothing
+    assert _kept(other) == before
+
+
+def test_a_resume_refuses_a_hard_linked_lock_and_keeps_a_hard_linked_log(tmp_path):
+    """``trainer-run resume=<run>``: a .lock hard-linked to a file of the user's is one error
+    line, exit 2, the file byte-identical; a metrics.jsonl with another name outside the run is
+    replaced whole, never appended to in place, so that name keeps its bytes."""
+    run = tmp_path / "run"
+    assert run_cli(*QUICK, f"hydra.run.dir={run}").returncode == 0
+    other = tmp_path / "notes.txt"
+    before = _users_file(other)
+    (run / ".lock").unlink()
+    os.link(other, run / ".lock")
+    result = run_cli(f"resume={run}", "trainer.max_iterations=9", QUIET)
+    assert result.returncode == 2, result.stderr
+    assert _one_error(result) == f"error: {_hard_links_line(run / '.lock')}"
+    assert _kept(other) == before
+    assert (run / "checkpoints" / "latest").read_text() == "iter_00000006\n"  # nothing trained
+    (run / ".lock").unlink()
+    kept = tmp_path / "metrics-copy.jsonl"
+    os.link(run / "metrics.jsonl", kept)
+    before = _users_file(kept)
+    result = run_cli(f"resume={run}", "trainer.max_iterations=9", QUIET)
+    assert result.returncode == 0, result.stderr
+    assert _kept(kept) == before
+    assert [row["iteration"] for row in read_jsonl(run / "metrics.jsonl")] == [3, 6, 9]
+    assert os.stat(run / "metrics.jsonl").st_nlink == 1
+
+
 # -- new runs and sweeps only in new or empty directories ----------------------------------------
 def test_a_directory_holding_anything_but_a_run_is_refused_and_kept(tmp_path):
     out = tmp_path / "mine"

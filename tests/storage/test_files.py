@@ -12,7 +12,7 @@ from refused_writes import FULL
 from refused_writes import disk_full_for as _disk_full_for
 from refused_writes import temporaries as _temporaries
 
-from trainer_run.errors import StorageError
+from trainer_run.errors import ConfigError, StorageError
 from trainer_run.storage import checkpoint, files
 
 
@@ -106,3 +106,52 @@ def test_a_row_the_disk_refuses_part_way_is_not_left_torn(tmp_path, monkeypatch,
     monkeypatch.undo()
     made.write({"iteration": 3, "loss": 0.25})
     assert made.path.read_bytes().endswith(b"3,0.25\n" if logger == "csv" else b'"loss": 0.25}\n')
+
+
+# -- hard links: never written in place ----------------------------------------------------------
+def _hard_linked(tmp_path):
+    """A file of the user's outside the run and a run file that is a hard link to it."""
+    (tmp_path / "run").mkdir()
+    other = tmp_path / "notes.txt"
+    other.write_bytes(b"the user's notes\n")
+    os.utime(other, ns=(1_000_000_000, 1_000_000_000))
+    os.link(other, tmp_path / "run" / "metrics.jsonl")
+    return tmp_path / "run" / "metrics.jsonl", other
+
+
+def _refused_line(path) -> str:
+    return (f"{path} has other hard links (it is one of 2 names of the same file), so writing "
+            "it would change another file too; trainer-run writes only files of their own: "
+            "remove it (or copy the run without hard links) and try again")
+
+
+@pytest.mark.parametrize("write", [
+    lambda path: files.append(path, "row\n", run=path.parent),
+    lambda path: files.write_synced(path, b"new"),  # O_TRUNC: applied only once checked
+    lambda path: files.open_regular(path, os.O_RDWR | os.O_CREAT),
+    lambda path: files.open_regular(path, os.O_WRONLY | os.O_TRUNC),
+], ids=["append", "write_synced", "read_write", "truncate"])
+def test_a_file_with_other_hard_links_is_refused_before_it_is_written(tmp_path, write):
+    path, other = _hard_linked(tmp_path)
+    with pytest.raises(files.HardLinked) as caught:
+        write(path)
+    assert str(caught.value) == _refused_line(path)
+    assert isinstance(caught.value, ConfigError)  # exit status 2
+    assert other.read_bytes() == b"the user's notes\n"
+    assert os.stat(other).st_mtime_ns == 1_000_000_000
+    assert os.stat(other).st_nlink == 2  # nothing removed either
+
+
+def test_a_hard_linked_file_may_be_read_and_replaced_whole(tmp_path):
+    """Reading changes nothing, and a replacement renames a new file over the run's name: the
+    other name keeps its bytes."""
+    path, other = _hard_linked(tmp_path)
+    fd = files.open_regular(path, os.O_RDONLY)
+    try:
+        assert os.read(fd, 100) == b"the user's notes\n"
+    finally:
+        os.close(fd)
+    files.write_atomic(path, "replaced\n", run=path.parent)
+    assert path.read_text() == "replaced\n" and os.stat(path).st_nlink == 1
+    assert other.read_bytes() == b"the user's notes\n"
+    assert os.stat(other).st_mtime_ns == 1_000_000_000

@@ -18,8 +18,9 @@ A checkpoint ``<run>/checkpoints/iter_<N>`` belongs to ``<run>`` when ``<run>`` 
 run, and a resume from it must name a new run directory.
 
 :class:`RunLock` holds an exclusive lock on ``<run>/.lock`` (which also records the
-holder's process id; a ``.lock`` that is a link, or not a regular file, is refused and left as
-it is: :func:`trainer_run.storage.files.open_regular`) for as long as a process works in the
+holder's process id; a ``.lock`` that is a link, not a regular file or a file with other hard
+links is refused and left as it is, checked before it is truncated:
+:func:`trainer_run.storage.files.open_regular`) for as long as a process works in the
 run. The operating system releases it when the process ends, however it ends, so a killed
 run can be resumed at once, while a second process is refused with the holder's id instead of mixing its
 output into the first one's. The id named is a live holder's: the recorded one when that
@@ -195,7 +196,8 @@ class RunLock:
     def acquire(self) -> RunLock:
         self.directory.mkdir(parents=True, exist_ok=True)
         while self._fd is None:
-            fd = files.open_regular(self.path, os.O_RDWR | os.O_CREAT, 0o644)  # never a link
+            # never a link nor another file's hard link; truncated only once it is locked
+            fd = files.open_regular(self.path, os.O_RDWR | os.O_CREAT, 0o644)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:

@@ -16,6 +16,12 @@ itself, checked (:func:`check_no_links`), and the file opened with ``O_NOFOLLOW`
 found there (planted by whoever made the folder) is refused with :class:`LinkInRun` (a
 :class:`~trainer_run.errors.ConfigError`, exit 2) naming it, and its target is not touched.
 The run folder itself may be reached through links: the user named it.
+
+Nothing is written in place into a file that has other hard links (:func:`open_regular`
+opening it for writing): that file is another name of the same bytes, perhaps outside the
+run, and writing it would change it too. It is refused (:class:`HardLinked`, a ConfigError)
+before a byte of it changes; a replacement (:func:`write_atomic`) only renames a new file
+over the name, and the other names keep their content.
 """
 
 from __future__ import annotations
@@ -35,6 +41,10 @@ NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 class LinkInRun(ConfigError):
     """A file or folder of a run folder that trainer-run would write or read is a symbolic
     link."""
+
+
+class HardLinked(ConfigError):
+    """A file that trainer-run would write in place has other hard links."""
 
 
 def check_no_links(path: Path, run: Path) -> None:
@@ -134,19 +144,38 @@ def append(path: Path, text: str | bytes, run: Path | None = None) -> None:
 def open_regular(path: Path, flags: int, mode: int = 0o666) -> int:
     """``os.open(path, flags)`` of a regular file, never following a link at ``path``
     (``O_NOFOLLOW``) nor waiting on a FIFO; :class:`LinkInRun` for a link, ConfigError for
-    anything else that is not a regular file (the descriptor is closed), OSError as
-    ``os.open`` raises it."""
+    anything else that is not a regular file, and, when ``flags`` open it for writing,
+    :class:`HardLinked` for a file with other hard links (the descriptor is closed, the file
+    untouched: ``O_TRUNC`` is applied only once it is checked); OSError as ``os.open``
+    raises it."""
     try:
-        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, mode)
+        fd = os.open(path, flags & ~os.O_TRUNC | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+                     mode)
     except OSError:
         if Path(path).is_symlink():
             raise link_in_run(Path(path)) from None
         raise
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
+    try:
+        found = os.fstat(fd)
+        if not stat.S_ISREG(found.st_mode):
+            raise not_regular(path)
+        if flags & (os.O_WRONLY | os.O_RDWR) and found.st_nlink > 1:
+            raise hard_linked(path, found.st_nlink)
+        if flags & os.O_TRUNC:
+            os.ftruncate(fd, 0)
+        os.set_blocking(fd, True)
+    except BaseException:
         os.close(fd)
-        raise not_regular(path)
-    os.set_blocking(fd, True)
+        raise
     return fd
+
+
+def hard_linked(path: Path, links: int) -> HardLinked:
+    """The :class:`HardLinked` for ``path``, one of ``links`` names of one file."""
+    return HardLinked(f"{path} has other hard links (it is one of {links} names of the same "
+                      "file), so writing it would change another file too; trainer-run writes "
+                      "only files of their own: remove it (or copy the run without hard links) "
+                      "and try again")
 
 
 def not_regular(path: Path) -> ConfigError:
