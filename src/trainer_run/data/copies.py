@@ -19,7 +19,7 @@ written. CIFAR-10's places are :func:`cifar10_sources`: an extracted ``cifar-10-
 (``dataset.md5.<role>``, the published file's) is used as it is. Any other file, or any file
 when the expected md5 is None (not checked), is accepted only for its content, which the
 caller checks (a valid header, the published size); it is then recorded with its content's md5
-and, where an md5 was expected, named in a note (:func:`note`).
+and, where an md5 was expected, counted in a short note (:func:`note`).
 """
 
 from __future__ import annotations
@@ -90,26 +90,19 @@ def content(record: dict, digest: str) -> dict:
 
 
 def note(records: list[dict], checked: str) -> str | None:
-    """One line naming the files of ``records`` accepted for their content (``checked`` says
-    what was checked) although an md5 was expected, or None when there are none."""
+    """One short line saying which files of ``records`` were accepted for their content
+    (``checked`` says what was checked) although an md5 was expected, and why (uncompressed, or
+    another md5), or None when there are none; ``data.json`` holds each file's checksums."""
     named = [r for r in records if r["expected"] is not None and not r["published"]]
     if not named:
         return None
-    folders = sorted({str(Path(r["path"]).parent) for r in named})
-    items = ", ".join(_why(r, len(folders) > 1) for r in named)
-    where = "" if len(folders) > 1 else f"in {folders[0]}: "
-    verb, its = ("is", "its") if len(named) == 1 else ("are", "their")
-    return (f"{where}{items} {verb} used for {its} content ({checked}), not {its} md5; the "
-            "run's data.json records the content's md5")
-
-
-def _why(record: dict, whole: bool) -> str:
-    """A file's name (its path if ``whole``) and why it is not the published file."""
-    path = Path(record["path"])
-    name = str(path) if whole else path.name
-    if path.suffix != GZ:
-        return f"{name} (uncompressed)"
-    return f"{name} (md5 {record['md5'][:8]}..., not {record['expected'][:8]}...)"
+    folders = ", ".join(sorted({str(Path(r["path"]).parent) for r in named}))
+    why = sorted({"uncompressed" if Path(r["path"]).suffix != GZ else "another md5"
+                  for r in named})
+    what = (f"{Path(named[0]['path']).name} in {folders} is" if len(named) == 1
+            else f"{len(named)} files in {folders} are")
+    return (f"{what} used for content ({checked}), not md5 ({' or '.join(why)}); data.json "
+            "records the checksums")
 
 
 def public(record: dict) -> dict:
