@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 from helpers import run_cli, run_files
 
+from tests.test_trust import command
+
 MY_MODELS = '''
 from trainer_run import functions as F
 from trainer_run.models import Linear, Model
@@ -81,3 +83,28 @@ def test_a_run_stopped_before_its_first_checkpoint_says_it_too(started, tmp_path
     result = run_cli("resume=run", *QUIET, cwd=folder)
     assert _one_line(result).startswith(f"error: the run chose model=mine from its config folder "
                                         f"{started / 'conf'}, which this command does not give")
+
+
+@pytest.mark.parametrize("checkpoints", [True, False])
+def test_a_strangers_config_folder_is_never_printed(tmp_path, checkpoints):
+    """Hydra's record (``.hydra/hydra.yaml``) is not signed: the folder it names in a stranger's
+    run is not put into a command to paste (composing it would run its ``hydra.callbacks``)."""
+    planted = tmp_path / "strangers-conf"
+    (planted / "model").mkdir(parents=True)
+    (planted / "model" / "theirs.yaml").write_text(
+        "_target_: trainer_run.models.MLP\nhidden_sizes: [3]\n")
+    started = command(tmp_path, tmp_path / "stranger", "--config-dir", planted, "model=theirs",
+                      "trainer.max_iterations=4", "trainer.checkpoint_interval=4",
+                      "hydra.run.dir=run", *QUIET, check_code=0)
+    assert started.returncode == 0
+    if not checkpoints:
+        shutil.rmtree(tmp_path / "run" / "checkpoints")
+        (tmp_path / "run" / "summary.json").unlink()
+    before = run_files(tmp_path / "run")
+    result = command(tmp_path, tmp_path / "user", "resume=run", *QUIET)
+    line = _one_line(result)
+    assert line == ("error: the run chose model=theirs from a config folder of yours, which this "
+                    "command does not give; resume it with: trainer-run --config-dir DIR "
+                    "resume=run, DIR being your folder that holds model/theirs.yaml")
+    assert str(planted) not in result.stderr + result.stdout
+    assert run_files(tmp_path / "run") == before

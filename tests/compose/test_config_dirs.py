@@ -17,5 +17,5 @@ def test_without_a_record_of_the_folder_the_option_file_is_named(tmp_path):
             config_dirs.check_found({"optimizer": "adam", "model": "mine"}, ["resume=x y"], run)
         assert str(e.value) == ("the run chose model=mine from a config folder of yours, which this "
                                 "command does not give; resume it with: trainer-run --config-dir "
-                                "<the folder of model/mine.yaml> resume='x y'")
+                                "DIR resume='x y', DIR being your folder that holds model/mine.yaml")
     config_dirs.check_found({"optimizer": "adam", "model": "mlp"}, [], None)

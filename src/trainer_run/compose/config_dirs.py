@@ -23,9 +23,11 @@ from trainer_run.storage import yaml_files
 
 
 def check_found(choices: dict, argv: list[str], run: Path | None) -> None:
-    """Refuses a resume of ``run`` (None: a checkpoint outside a run) whose group ``choices``
-    name an option that is neither ours nor in a ``--config-dir`` of ``argv``, naming the
-    folder to pass."""
+    """Refuses a resume of ``run`` whose group ``choices`` name an option that is neither ours
+    nor in a ``--config-dir`` of ``argv``, naming the folder to pass: the one Hydra recorded
+    for ``run``, which must be None unless this user signed the run (Hydra's record is not
+    signed, and a pasted ``--config-dir`` composes the folder and runs its callbacks); for
+    None the line names the option's file instead."""
     folders = args.config_dirs(argv)
     for group, choice in choices.items():
         if choice in OPTIONS.get(group, ()) or any((f / group / f"{choice}.yaml").is_file()
@@ -33,11 +35,12 @@ def check_found(choices: dict, argv: list[str], run: Path | None) -> None:
             continue
         recorded = recorded_dirs(run) if run is not None else []
         source = f"its config folder {recorded[0]}" if recorded else "a config folder of yours"
-        folder = shlex.quote(recorded[0]) if recorded else f"<the folder of {group}/{choice}.yaml>"
+        folder = shlex.quote(recorded[0]) if recorded else "DIR"
+        which = "" if recorded else f", DIR being your folder that holds {group}/{choice}.yaml"
         resume = shlex.quote(str(args.value(argv, "resume")))
         raise ConfigError(f"the run chose {group}={choice} from {source}, which this command does "
                           f"not give; resume it with: trainer-run --config-dir {folder} "
-                          f"resume={resume}")
+                          f"resume={resume}{which}")
 
 
 def recorded_dirs(run: Path) -> list[str]:

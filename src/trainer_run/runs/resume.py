@@ -74,9 +74,10 @@ def prepare(argv: list[str], resume: str, report: Callable[[str], None]) -> list
             raise
         return _start_again(argv, path, report)
     tree = checkpoint.load_tree(found, checkpoint.RUN_STATE)
-    vet(from_checkpoint(tree, found), trusted(argv))
+    stored = from_checkpoint(tree, found)
+    vet(stored, trusted(argv))
     choices = _checked_choices(tree["choices"], found)
-    config_dirs.check_found(choices, argv, run_directory.owner(found))
+    config_dirs.check_found(choices, argv, run_directory.owner(found) if stored.mine() else None)
     run_dir = _run_dir(found, args.value(argv, "hydra.run.dir"))
     rest = args.without(argv, "resume", "hydra.run.dir")
     for group, choice in choices.items():
@@ -100,12 +101,13 @@ def _started_only(path: Path) -> bool:
 def _start_again(argv: list[str], run: Path, report: Callable[[str], None]) -> list[str]:
     """The arguments that start the run ``run``, killed before its first checkpoint, again
     from its first iteration: its saved config (``.hydra/config.yaml``, trusted as a
-    checkpoint's is) with this command's overrides on top (:func:`saved_record`), its group
+    checkpoint's is: :func:`vet`) with this command's overrides on top, its group
     choices pinned, writing into ``run``."""
-    saved_record(run / RECORD_CONFIG, trusted(argv))
+    stored = from_record(run / RECORD_CONFIG)
+    vet(stored, trusted(argv))
     run_directory.check_free(run)
     choices = _checked_choices(_recorded_choices(run), run / RECORD_CONFIG)
-    config_dirs.check_found(choices, argv, run)
+    config_dirs.check_found(choices, argv, run if stored.mine() else None)
     rest = args.without(argv, "resume", "hydra.run.dir")
     pinned = [f"{g}={c}" for g, c in choices.items() if args.value(rest, g) is None]
     report(f"{run} has no complete checkpoint (it stopped before its first): starting it again "
@@ -117,14 +119,6 @@ def _start_again(argv: list[str], run: Path, report: Callable[[str], None]) -> l
 def resumed(iteration: int, found: Path) -> str:
     """A resumed run's first line: the iteration it continues from and the checkpoint."""
     return f"resumed from iteration {iteration} (checkpoint {found})"
-
-
-def saved_record(path: Path, trusted_run: bool) -> dict:
-    """The config a run recorded in ``path`` (``.hydra/config.yaml``), once :func:`vet`
-    allows it."""
-    stored = from_record(path)
-    vet(stored, trusted_run)
-    return stored.config
 
 
 def recorded_overrides(path: Path) -> list[str]:
