@@ -76,6 +76,23 @@ def hook(iteration):                  # an updater.callbacks hook
 def loader():                         # a loader that downloads, offline
     raise ConnectionRefusedError(111, "Connection refused")
 
+class Late:                           # a Python dataset that fails once training reads it
+    def __init__(self, n, fails="raise"):
+        self.n, self.reads, self.fails = n, 0, fails
+    def __len__(self):
+        return self.n
+    def __getitem__(self, i):
+        self.reads += 1               # the run reads every label once before training
+        late = self.reads > self.n + 40
+        if late and self.fails == "raise":
+            raise KeyError(f"example {i} is gone")
+        rng = numpy.random.default_rng(int(i))
+        side = 5 if late else 6
+        return rng.normal(size=(1, side, 6)).astype(numpy.float32), numpy.int64(i % 4)
+
+def late_pair(fails="raise"):
+    return Late(200, fails), Late(40)
+
 class Net(Module):
     def __init__(self, in_size, out_size, backend, returns="variable"):
         self.fc = Linear(in_size, out_size, backend)
@@ -152,6 +169,28 @@ def test_a_loader_that_cannot_connect_names_the_loader(folder):
     line = error_line(done)
     assert line.startswith("error: dataset (mine.loader) raised ConnectionRefusedError"), line
     assert "cannot read" not in line and not run.exists()
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.parametrize("fails", ["raise", "shape"])
+def test_a_python_datasets_failure_names_it_with_or_without_worker_processes(folder, fails, workers):
+    run = folder / "run"
+    done = trainer_run(folder, "+dataset._target_=mine.late_pair", f"+dataset.fails={fails}",
+                       "dataset.batch_size=16", "model.hidden_sizes=[8]",
+                       f"dataset.workers={workers}", f"hydra.run.dir={run}")
+    assert done.returncode == 1, done.stderr
+    line = error_line(done)
+    assert line == done.stderr.strip().splitlines()[-1], done.stderr  # the last line
+    if fails == "raise":
+        assert line.startswith("error: dataset (mine.Late) raised KeyError: 'example "), line
+        assert "Traceback" in done.stderr and "mine.py" in done.stderr  # the user's code, to read
+        assert "in __getitem__" in done.stderr
+    else:
+        assert line.startswith("error: dataset (mine.Late).__getitem__() returned example "), line
+        assert ("of another shape than the first: parts of shapes (1, 5, 6), () where the first "
+                "has parts of shapes (1, 6, 6), ()") in line
+        assert "numpy" not in done.stderr and (workers or "Traceback" not in done.stderr)
+    assert f"resume={run}" in line and summary(run)["status"] == "failed"
 
 
 @pytest.mark.parametrize("code", [0, None, "done"])

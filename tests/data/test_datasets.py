@@ -6,7 +6,7 @@ from helpers import make_synthetic
 
 from tests.command.test_bad_inputs import EXPECTED
 from trainer_run.data import ArrayDataset, Splits, SubDataset, prepare, split_random
-from trainer_run.errors import ConfigError
+from trainer_run.errors import ConfigError, UserCodeError
 
 
 def _arrays(n=10):
@@ -160,3 +160,33 @@ def test_a_list_of_example_tuples_is_a_dataset():
     examples = [(np.array([i, 2.0 * i], np.float32), i % 2) for i in range(20)]
     data = prepare(examples, _rng(), 0.2, origin="my_data.load")
     assert (data.in_shape, len(data.train) + len(data.val)) == ((2,), 20)
+
+
+# ---------------------------------------------------------------- the user's datasets
+
+
+class Raising(ListDataset):
+    def __getitem__(self, i):
+        if i == 3:
+            raise LookupError("no example 3")
+        return super().__getitem__(i)
+
+
+def test_a_users_dataset_that_raises_or_changes_shape_is_named_in_one_line():
+    rng = np.random.default_rng(0)
+    good = [(np.zeros(2, np.float32), np.int64(i % 2)) for i in range(10)]
+    with pytest.raises(UserCodeError, match=r"^dataset \(tests.data.test_datasets.Raising\) "
+                                            r"raised LookupError: no example 3$") as raised:
+        prepare(Raising(good), rng)
+    assert isinstance(raised.value.__cause__, LookupError)  # its traceback is the user's
+    shaped = [*good[:7], (np.zeros(3, np.float32), np.int64(1)), *good[8:]]
+    expected = (r"^dataset \(tests.data.test_datasets.ListDataset\).__getitem__\(\) returned "
+                r"example 7 of another shape than the first: parts of shapes \(3,\), \(\) where "
+                r"the first has parts of shapes \(2,\), \(\); ")
+    with pytest.raises(UserCodeError, match=expected):
+        prepare(ListDataset(shaped), rng)  # one dataset, read whole at start
+    pair = prepare((ListDataset(good), ListDataset(shaped[5:])), rng)  # read as the run reads
+    with pytest.raises(UserCodeError, match=expected.replace("example 7", "example 2")):
+        pair.val[2]  # val is shaped as train
+    data = prepare((ListDataset(good), ListDataset(good[:4])), rng)
+    assert len(data.train) == 10 and data.train[4] is good[4]  # the user's examples, as they are

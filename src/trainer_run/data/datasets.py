@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import numpy
 
 from ..errors import check
+from ..user_code import blame, broke, is_ours
 
 
 class ArrayDataset:
@@ -60,6 +61,82 @@ class SubDataset:
     def take(self, indices):
         """Rows ``indices`` as a tuple of stacked arrays."""
         return take(self.dataset, self.order[indices])
+
+
+class UserDataset:
+    """A dataset of the user's code (``len(dataset)`` and ``dataset[i]``) as a run reads it:
+    what it raises is a UserCodeError naming it by ``key`` and its class, the user's traceback
+    kept (:func:`trainer_run.user_code.blame`), and an example that is not a tuple of the
+    first example's length and shapes is refused in one line naming the example. Datasets made
+    with one ``reference`` (a ``(train, val)`` pair) share their first example's shapes."""
+
+    def __init__(self, dataset, key: str = "dataset", reference: list | None = None):
+        self.dataset, self.key = dataset, key
+        self.reference = [] if reference is None else reference
+
+    def __len__(self):
+        with blame(self.key, self.dataset):
+            return len(self.dataset)
+
+    def __getitem__(self, index):
+        with blame(self.key, self.dataset):
+            example = self.dataset[index]
+        shapes = shapes_of(example)
+        if not self.reference:
+            self.reference.append(shapes)
+        elif shapes != self.reference[0]:
+            raise broke(self.key, self.dataset, "__getitem__", f"returned example {index} of "
+                        f"another shape than the first: {_shown(shapes)} where the first has "
+                        f"{_shown(self.reference[0])}; every example must be a tuple of arrays "
+                        "of the same shapes, the label last")
+        return example
+
+
+class UserRows(UserDataset):
+    """A :class:`UserDataset` whose dataset has its own ``take(indices)``, called the same way."""
+
+    def take(self, indices):
+        with blame(self.key, self.dataset, "take"):
+            return self.dataset.take(indices)
+
+
+def of_user(dataset, key: str = "dataset", reference: list | None = None):
+    """``dataset`` as a :class:`UserDataset` (a :class:`UserRows` when it has ``take``)."""
+    kind = UserRows if hasattr(dataset, "take") else UserDataset
+    return kind(dataset, key, reference)
+
+
+def of_loader(result, key: str = "dataset"):
+    """A loader's ``result`` with the datasets of the user's code in it (one, or a
+    ``(train, val)`` pair, whose first examples are tuples) as :class:`UserDataset`; anything
+    else as it is (the rules of :mod:`trainer_run.data.prepare` refuse what is not data)."""
+    pair = isinstance(result, tuple) and len(result) == 2 and all(map(_of_user, result))
+    if not pair and not _of_user(result):
+        return result
+    reference: list = []
+    wrapped = [of_user(d, key, reference) for d in (result if pair else (result,))]
+    if not all(len(w) > 0 and isinstance(w[0], tuple) for w in wrapped):
+        return result
+    return tuple(wrapped) if pair else wrapped[0]
+
+
+def _of_user(value) -> bool:
+    return (hasattr(value, "__len__") and hasattr(value, "__getitem__")
+            and not hasattr(value, "dtype") and not isinstance(value, (dict, str, bytes, tuple))
+            and not is_ours(value))
+
+
+def shapes_of(example):
+    """An example's parts' shapes (a tuple's), or its type's name when it is not a tuple."""
+    if not isinstance(example, tuple):
+        return type(example).__name__
+    return tuple(tuple(numpy.shape(part)) for part in example)
+
+
+def _shown(shapes) -> str:
+    if isinstance(shapes, str):
+        return f"a {shapes}"
+    return f"parts of shapes {', '.join(map(str, shapes))}"
 
 
 def take(dataset, indices) -> tuple:

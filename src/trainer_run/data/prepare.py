@@ -37,7 +37,7 @@ import numpy
 
 from ..errors import ConfigError, check, check_number
 from . import input_checks, input_scaling, raw_inputs
-from .datasets import ArrayDataset, Data, Splits, SubDataset, stratified_positions, take
+from .datasets import ArrayDataset, Data, Splits, SubDataset, of_loader, stratified_positions, take
 
 TASKS = ("auto", "classification", "regression")
 MAX_CLASSES = 1_000_000
@@ -58,6 +58,7 @@ def prepare(result, rng, val_fraction: float = 0.2, task: str = "auto", normaliz
     val_fraction = check_number("dataset.val_fraction", val_fraction, low=0, high=1, low_open=True)
     if isinstance(result, Data):
         return result
+    result = of_loader(result)  # the user's datasets: what they raise or return is theirs
     splits = as_splits(result, origin)
     if splits is None:
         return _pair(result, task, n_classes, origin)
