@@ -14,7 +14,7 @@ as a table and written to ``<run>/eval/<time>.json``, with the confusion matrix'
 one was asked for and its picture beside (``<time>_confusion.png``, with matplotlib);
 nothing else in the run is touched. A run from someone else whose config names code is
 refused unless ``trust=true`` (:mod:`trainer_run.trust`). The user's own modules import from
-the current folder, as for ``trainer-run`` (:func:`trainer_run.targets.import_from_here`).
+the current folder, as for ``trainer-run`` (:func:`trainer_run.targets.locate`).
 Bad input is one ``error:`` line, exit 2; a refused write exit 4; Ctrl-C exit 130.
 """
 
@@ -63,13 +63,12 @@ def main(argv: list[str] | None = None) -> None:
 
 def run(options: argparse.Namespace) -> int:
     """Evaluates, prints, writes; the exit status."""
-    from trainer_run import memory, targets
+    from trainer_run import memory
     from trainer_run.errors import ConfigError, StorageError
 
     from .failure import fail
 
     memory.reuse_freed_blocks()
-    targets.import_from_here()  # the user's model and data modules, as trainer-run found them
     try:
         result = evaluate(options.run, options.overrides)
     except ConfigError as e:

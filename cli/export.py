@@ -58,12 +58,10 @@ def main(argv: list[str] | None = None) -> None:
 
 def run(options: argparse.Namespace) -> int:
     """Exports, says where; the exit status."""
-    from trainer_run import targets
     from trainer_run.errors import ConfigError, StorageError
 
     from .failure import fail
 
-    targets.import_from_here()  # the user's model modules, as trainer-run found them
     try:
         path, weights = export(options.run, options.overrides)
     except StorageError as e:

@@ -35,7 +35,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 from yaml import YAMLError
 
-from trainer_run import config_upgrade, devices, targets
+from trainer_run import config_upgrade, devices
 from trainer_run.compose import argv as args
 from trainer_run.compose import override_keys, request, user_targets
 from trainer_run.console import cannot_write, describe, warn
@@ -83,7 +83,6 @@ def main(argv: list[str] | None = None) -> None:
     if any(a in COMPLETION_FLAGS for a in argv):  # Hydra's shell completion: nothing to check or write
         run_hydra()
         return
-    targets.import_from_here()  # the user's modules, as trainer-eval and load_model find them
     if host_file is not None:
         _on_hosts(Path(host_file).expanduser(), argv)
     comm = _world(argv)

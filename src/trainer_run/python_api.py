@@ -24,7 +24,6 @@ from pathlib import Path
 from hydra.errors import HydraException
 from omegaconf.errors import OmegaConfBaseException
 
-from trainer_run import targets
 from trainer_run.compose import argv as args
 from trainer_run.compose import composer, request, user_targets
 from trainer_run.errors import ConfigError, JobFailed
@@ -78,7 +77,6 @@ def resume(run_dir, overrides=(), config_dir=None) -> Run:
 
 
 def _run(argv: list[str]) -> Run:
-    targets.import_from_here()  # the user's modules, as the command finds them
     restore = stop_signals.handle()
     try:
         argv = _checked(argv)

@@ -1,8 +1,10 @@
 """From a config section to an object: the one way trainer-run calls what a config names.
 
 A section names the callable that builds its object with ``_target_`` (a dotted path, Hydra's
-``instantiate`` convention). A user's own modules import from the current folder
-(:func:`import_from_here`), the same way for every command and for ``load_model``. Every group that
+``instantiate`` convention). A user's own module imports from the current folder, the same way
+for every command and for ``load_model``: :func:`locate` looks there for the module a target
+names only when it is not importable otherwise, and only while it imports it
+(:func:`from_here`); nothing else is ever looked up in that folder. Every group that
 builds something goes through here: model, dataset, optimizer, scheduler, updater, loss
 scaling, backend, kvstore, each logger and each callback. :func:`instantiate` calls the
 target with
@@ -27,6 +29,7 @@ back is checked again. Whether a config read from a run directory may name a tar
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import functools
 import importlib
@@ -69,15 +72,24 @@ class Kind:
         return self.fits is None or self.fits(obj)
 
 
-def import_from_here() -> None:
-    """Makes the modules of the current folder importable, as ``python -m`` and an interactive
-    Python do: the folder goes first on ``sys.path`` unless it is there already (as itself or
-    as ``""``). ``trainer-run``, ``trainer-eval`` and :func:`trainer_run.load_model` call it
-    before they import what a config names, so a ``_target_`` of the user's own module
-    (``my_models.TwoLayer``) is found from the folder the run was trained in by each of them."""
+@contextlib.contextmanager
+def from_here():
+    """The current folder importable while the block runs: put last on ``sys.path`` (so an
+    installed or standard module of the same name still wins), and taken off again after. A
+    folder Python put there itself (``python -m``, ``python -c``: the folder, or ``""``) stays
+    as it is. Nothing but :func:`locate`'s import of a user's target module runs inside it, so
+    an ``onnx.py`` or a ``matplotlib/`` in a run folder is never what a later import finds."""
     here = os.getcwd()
-    if here not in sys.path and "" not in sys.path:
-        sys.path.insert(0, here)
+    if here in sys.path or "" in sys.path:
+        yield
+        return
+    sys.path.append(here)
+    importlib.invalidate_caches()
+    try:
+        yield
+    finally:
+        if here in sys.path:
+            del sys.path[len(sys.path) - 1 - sys.path[::-1].index(here)]
 
 
 def instances_callable(obj) -> bool:
@@ -102,11 +114,7 @@ def locate(path, key: str, kind: Kind | None = None):
         raise ConfigError(f"{key} must be a dotted path of Python names like "
                           f"'my_package.module.Name', got {path!r}")
     module_name, _, attribute = path.rpartition(".")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as e:
-        raise ConfigError(f"{key}={path}: cannot import it ({e}); a module of your own must be "
-                          "importable from the folder you run the command in") from None
+    module = _imported(module_name, f"{key}={path}")
     if not hasattr(module, attribute):
         close = difflib.get_close_matches(attribute, [n for n in dir(module) if n[:1] != "_"], n=1)
         hint = f"did you mean {module_name}.{close[0]}?" if close else "check the name"
@@ -118,6 +126,28 @@ def locate(path, key: str, kind: Kind | None = None):
     if kind is not None and not kind.admits(found):
         raise ConfigError(f"{key}={path} must build {kind.description}")
     return found
+
+
+def _imported(module_name: str, named: str):
+    """The module ``module_name``, imported as Python finds it, or else, when its top-level
+    package is found nowhere, from the current folder (:func:`from_here`)."""
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as e:
+        if e.name != module_name.partition(".")[0]:
+            _cannot_import(named, e)
+    except ImportError as e:
+        _cannot_import(named, e)
+    with from_here():
+        try:
+            return importlib.import_module(module_name)
+        except ImportError as e:
+            _cannot_import(named, e)
+
+
+def _cannot_import(named: str, e: ImportError):
+    raise ConfigError(f"{named}: cannot import it ({e}); a module of your own must be importable "
+                      "from the folder you run the command in") from None
 
 
 def instantiate(key: str, section: dict, standard: dict | None = None, *, runner=(), shared=None,

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy
 
-from . import prediction, stored_config, targets, trust
+from . import prediction, stored_config, trust
 from .autograd import no_grad
 from .backend import get_backend
 from .config_upgrade import upgrade
@@ -90,9 +90,10 @@ def load_model(run_dir, checkpoint=None, trust: bool = False) -> Trained:
     or an ``.npz`` file; by default best when the run has one, else last. A run that did not
     complete loads with a warning (:class:`UserWarning`) naming how it ended.
     A model of the user's own imports from the current folder, as ``trainer-run`` and
-    ``trainer-eval`` import it (:func:`trainer_run.targets.import_from_here` puts the folder on
-    ``sys.path`` when it is not there). A model outside trainer-run is built only from a run
-    this user signed, or with ``trust`` (:mod:`trainer_run.trust`; a bool). Raises
+    ``trainer-eval`` import it (:func:`trainer_run.targets.locate`: only the module its
+    ``_target_`` names, only when it is not importable otherwise). A model outside
+    trainer-run is built only from a run this user signed, or with ``trust``
+    (:mod:`trainer_run.trust`; a bool). Raises
     :class:`~trainer_run.errors.ConfigError` naming what is missing, untrusted or of another
     shape."""
     run = Path(run_dir)
@@ -105,7 +106,6 @@ def load_model(run_dir, checkpoint=None, trust: bool = False) -> Trained:
     dtype = upgrade(config).get("backend", {}).get("dtype", "float32")
     backend = get_backend("numpy", seed=0, dtype=dtype)
     data = Data(None, None, tuple(record["in_shape"]), record["out_size"], record["task"])
-    targets.import_from_here()
     model = build_model(config["model"], data, backend)
     weights = load(model, run, checkpoint, f"the model of run {run}")
     if weights.warning is not None:

@@ -1,5 +1,6 @@
 """Safety: corrupt and crafted checkpoints, pickle payloads, architecture mismatch, divergence,
-hostile disks. Nothing a run has written is lost and nothing untrusted is executed."""
+hostile disks, modules planted in a run folder. Nothing a run has written is lost and nothing
+untrusted is executed."""
 
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from helpers import load_npz, read_jsonl, run_cli, run_files
+from run_folders import QUICK as QUICK_RUN
+from run_folders import copy_run, environment, make_run
 
 from trainer_run import optimizers
 from trainer_run.errors import ConfigError
@@ -461,3 +464,95 @@ def test_a_full_disk_keeps_the_previous_checkpoint_and_a_later_resume_completes(
 def test_a_full_disk_at_the_final_checkpoint_is_not_reported_as_completed(disk_full):
     assert disk_full["result"].returncode == 4
     assert disk_full["summary"]["status"] == "failed"
+
+
+# -- modules planted in a run folder -------------------------------------------------------------
+# The console scripts (and ``python -P``) do not put the current folder on sys.path, as
+# ``python -m`` does: a command run from inside a stranger's run folder must not import an
+# ``onnx.py`` or a ``matplotlib/`` planted there when it imports its own dependencies later.
+PLANTED = ("onnx", "tensorboardX", "mlflow", "matplotlib")
+LOAD_AND_EXPORT = ("import sys, trainer_run\nmodel = trainer_run.load_model(sys.argv[1])\n"
+                   "from trainer_run import export\n"  # onnx imported now
+                   "export.save(model, 'onnx', __import__('pathlib').Path(sys.argv[2]))\n")
+IN_THE_RUN = {
+    "trainer-export": (["trainer-export", ".", "format=onnx"],
+                       "written: export/model_best_iter6.onnx (best weights, iteration 6)"),
+    "trainer-eval": (["trainer-eval", ".", "split=val", "metrics=[confusion_matrix]"], "written: eval/"),
+    "resume": (["trainer-run", "resume=.", "logger=[jsonl,csv,tensorboard,mlflow,plot]",
+                "trainer.max_iterations=9"], "run directory: "),
+    "trainer-report": (["trainer-report", ".", "--plot", "{out}/runs.png"], "objective val/loss"),
+    "load_model": (["python", "-P", "-c", LOAD_AND_EXPORT, ".", "{out}/model.onnx"], ""),
+}
+
+
+def _console(argv: list[str]) -> list[str]:
+    """``argv`` with its program the installed console script (or this Python)."""
+    return [sys.executable if argv[0] == "python" else str(Path(sys.executable).parent / argv[0]),
+            *argv[1:]]
+
+
+def _plant_modules(folder: Path, sentinels: Path) -> None:
+    """An ``onnx.py``, ``tensorboardX.py``, ``mlflow.py`` and ``matplotlib/__init__.py`` in
+    ``folder``, each of which makes ``sentinels/<name>`` when it is imported."""
+    for name in PLANTED:
+        module = folder / name / "__init__.py" if name == "matplotlib" else folder / f"{name}.py"
+        module.parent.mkdir(exist_ok=True)
+        module.write_text(f"open({str(sentinels / name)!r}, 'w').close()\n")
+
+
+def _as_user(keys: Path, argv: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(_console(argv), cwd=cwd, env=environment(keys), capture_output=True,
+                          text=True, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def users_run(tmp_path_factory) -> Path:
+    """A folder holding this user's key (``keys``) and a 6-iteration run of theirs (``run``)."""
+    root = tmp_path_factory.mktemp("planted").resolve()
+    make_run(root, root / "keys")
+    return root
+
+
+def test_the_planted_modules_are_live(users_run, tmp_path):
+    """The control: Python imports each planted module when the folder is on sys.path."""
+    run = copy_run(users_run / "run", tmp_path / "run")
+    _plant_modules(run, tmp_path)
+    for name in PLANTED:
+        _as_user(users_run / "keys", ["python", "-c", f"import {name}"], run)
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name in PLANTED) == sorted(PLANTED)
+
+
+@pytest.mark.parametrize("name", IN_THE_RUN)
+def test_a_command_run_inside_a_run_folder_imports_no_module_planted_there(users_run, tmp_path,
+                                                                           name):
+    run = copy_run(users_run / "run", tmp_path / "run")
+    _plant_modules(run, tmp_path)
+    argv, said = IN_THE_RUN[name]
+    done = _as_user(users_run / "keys", [a.format(out=tmp_path) for a in argv], run)
+    assert done.returncode == 0, done.stderr
+    assert said in done.stdout
+    assert [p.name for p in tmp_path.iterdir() if p.name in PLANTED] == []
+
+
+def test_the_users_own_model_in_their_folder_still_imports_and_nothing_else_there_does(tmp_path):
+    """``+model._target_=my_models.Tiny`` from the folder holding ``my_models.py`` (and an
+    ``onnx.py``): trained, exported, evaluated and loaded by the console scripts, with the
+    real onnx."""
+    from tests.test_trust import MY_MODEL
+
+    (tmp_path / "my_models.py").write_text(MY_MODEL)
+    sentinels = tmp_path / "sentinels"
+    sentinels.mkdir()
+    _plant_modules(tmp_path, sentinels)
+    keys = tmp_path / "keys"
+    steps = [(["trainer-run", *QUICK_RUN, "+model._target_=my_models.Tiny", "hydra.run.dir=run"],
+              "run directory: "),
+             (["trainer-export", "run", "format=onnx"], "written: run/export/model_best_iter6.onnx"),
+             (["trainer-eval", "run", "split=val"], "written: run/eval/"),
+             (["python", "-P", "-c", LOAD_AND_EXPORT, "run", "model.onnx"], "")]
+    for argv, said in steps:
+        done = _as_user(keys, argv, tmp_path)
+        assert done.returncode == 0 and said in done.stdout, done.stderr
+    assert list(sentinels.iterdir()) == []
+    assert (tmp_path / "model.onnx").read_bytes()[:2] == (tmp_path / "run" / "export" /
+                                                         "model_best_iter6.onnx").read_bytes()[:2]
