@@ -346,3 +346,38 @@ def test_dist_workers_train_bit_identically_with_prefetch(mpiexec, tmp_path):  #
         assert code == 0, log
         outs[prefetch] = out
     assert_same_training(outs[3], outs[0])
+
+
+def test_dataset_workers_are_bounded_by_the_cores_and_as_many_as_the_cores_get_a_note(monkeypatch):
+    from trainer_run.data import prefetch
+
+    monkeypatch.setattr(prefetch.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    assert prefetch.checked_workers(8) == 8
+    with pytest.raises(ConfigError) as refused:
+        prefetch.checked_workers(1_000_000)
+    assert str(refused.value) == ("dataset.workers=1000000 is more than 4 threads per core of the "
+                                  "2 this process may use; choose at most 8 (0: batches are "
+                                  "gathered in the training thread)")
+    assert prefetch.workers_note(0) is None and prefetch.workers_note(1) is None
+    assert prefetch.workers_note(2) == ("note: dataset.workers=2 on 2 cores: its threads compete "
+                                        "with training for them and may slow it; try fewer, or 0")
+
+
+def test_a_run_with_a_million_workers_is_refused_in_one_line_and_one_core_gets_the_note(tmp_path):
+    import os
+    import subprocess
+
+    from helpers import one_error_line
+
+    refused = run_cli(f"hydra.run.dir={tmp_path / 'many'}", "dataset.workers=1000000")
+    assert one_error_line(refused).startswith("error: dataset.workers=1000000 is more than 4 "
+                                              "threads per core of the ")
+    assert not (tmp_path / "many").exists()
+    one = min(os.sched_getaffinity(0))
+    done = subprocess.run([sys.executable, "-m", "trainer_run.cli", f"hydra.run.dir={tmp_path / 'one'}",
+                           "dataset.workers=1", "dataset.size=120", "trainer.max_iterations=2",
+                           "trainer.progress=false"], capture_output=True, text=True, timeout=300,
+                          preexec_fn=lambda: os.sched_setaffinity(0, {one}))
+    assert done.returncode == 0, done.stderr
+    assert ("note: dataset.workers=1 on 1 core: its threads compete with training for them and "
+            "may slow it; try fewer, or 0") in done.stderr.splitlines()

@@ -21,7 +21,7 @@ from trainer_run.assembly.extend import extend
 from trainer_run.backend import Backend
 from trainer_run.callbacks import HOOKS, Callbacks
 from trainer_run.compose.options import built_in_transforms
-from trainer_run.data import augmentation, on_device
+from trainer_run.data import augmentation, on_device, prefetch
 from trainer_run.data.datasets import take
 from trainer_run.errors import ConfigError, check, check_number
 from trainer_run.kvstore.request import KVStoreRequest
@@ -95,7 +95,10 @@ def build_run(config: dict) -> Run:
     optimizer and the training batches' transforms (a fourth stream)."""
     seed = check_number("seed", config["seed"], low=0, integer=True)
     data_seed, model_seed, shuffle_seed, augment_seed = numpy.random.SeedSequence(seed).spawn(4)
+    threads = prefetch.checked_workers(config["dataset"].get("workers", 0))
     backend = build_backend(config["backend"], model_seed)
+    if prefetch.workers_note(threads):  # printed with the backend's notes on the cores' use
+        backend.notes = [*getattr(backend, "notes", ()), prefetch.workers_note(threads)]
     data, batch_size = build_data(config["dataset"], numpy.random.default_rng(data_seed),
                                   dtype=backend.dtype)
     model = build_model(config["model"], data, backend)
@@ -111,8 +114,6 @@ def build_run(config: dict) -> Run:
     if overfit is not None:
         data = overfit_data(data, overfit, batch_size * workers)
     devices = u.get("devices", 1)  # updater=parallel's replicas
-    threads = check_number("dataset.workers", config["dataset"].get("workers", 0), low=0,
-                           integer=True)
     data = on_device.placed(data, backend, config["dataset"].get("on_device"),
                             u.get("prefetch", 0), threads,
                             devices if isinstance(devices, int) else len(devices))

@@ -31,13 +31,46 @@ than it hides; the default is 0 (no thread).
 from __future__ import annotations
 
 import copy
+import os
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
 import numpy
 
-from ..errors import check_number
+from ..errors import check, check_number
+
+WORKERS_PER_CORE = 4
+"""The most ``dataset.workers`` threads per core this process may run on."""
+
+
+def cores() -> int:
+    """The cores this process may run on (its affinity; else the machine's)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # no affinity on this system
+        return os.cpu_count() or 1
+
+
+def checked_workers(value) -> int:
+    """``dataset.workers``: an integer from 0 (no thread) to :data:`WORKERS_PER_CORE` times
+    :func:`cores`; above, one line says the most there may be."""
+    threads = check_number("dataset.workers", value, low=0, integer=True)
+    most = WORKERS_PER_CORE * cores()
+    check(threads <= most, f"dataset.workers={threads} is more than {WORKERS_PER_CORE} threads per "
+          f"core of the {cores()} this process may use; choose at most {most} (0: batches are "
+          "gathered in the training thread)")
+    return threads
+
+
+def workers_note(threads: int) -> str | None:
+    """A ``note:`` line when ``threads`` (``dataset.workers``) are as many as the cores or
+    more: they then compete with training for them, which often makes a run slower."""
+    if not threads or threads < cores():
+        return None
+    count = cores()
+    return (f"note: dataset.workers={threads} on {count} core{'s' * (count > 1)}: its threads "
+            "compete with training for them and may slow it; try fewer, or 0")
 
 
 class Prefetcher:
