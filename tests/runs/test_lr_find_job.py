@@ -10,6 +10,7 @@ from types import SimpleNamespace
 
 import numpy
 import pytest
+from refused_writes import FULL, disk_full_for, temporaries
 
 from trainer_run.compose import composer
 from trainer_run.errors import JobFailed
@@ -110,6 +111,20 @@ def test_a_loss_not_finite_from_the_start_suggests_nothing_and_writes_nothing(tm
     assert str(raised.value).startswith("the loss is inf at the first step of the range test, "
                                         "before any update (learning rate 1e-08)")
     assert list(kept.iterdir()) == []
+
+
+@pytest.mark.parametrize("refused", [lr_find_job.VALUES, lr_find_job.PICTURE])
+def test_a_refused_write_is_one_line_with_exit_status_4(tmp_path, monkeypatch, refused):
+    if refused == lr_find_job.PICTURE:
+        pytest.importorskip("matplotlib")
+    disk_full_for(monkeypatch, refused)
+    out = tmp_path / "find"
+    job, cfg = _job(out, [*TINY, "trainer.lr_find.num_training=20"])
+    with pytest.raises(JobFailed) as raised:
+        lifecycle.run(job, cfg)
+    assert (str(raised.value), raised.value.exit_code) == (
+        f"cannot write {out / refused}: {FULL}", 4)
+    assert temporaries(out) == []
 
 
 def test_the_command_line_drops_the_test_and_sets_the_rate():
