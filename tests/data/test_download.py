@@ -302,3 +302,53 @@ def test_a_mirror_that_does_not_finish_in_time_passes_the_turn(server, tmp_path)
     assert 1.0 <= took < 2.5
     assert [p for p, _ in server.requests] == ["/a.bin"]
     assert fast.requests[0][1] is not None  # it resumed what the slow one gave
+
+
+# -- links planted among the fetch's files ---------------------------------------------------------
+def _outside(tmp_path: Path) -> tuple[Path, tuple]:
+    """A file of the user's outside the data folder (a shell start-up file), with an old mtime;
+    and what must stay of it (bytes and mtime)."""
+    target = tmp_path / "home" / ".bashrc"
+    target.parent.mkdir()
+    target.write_bytes(b"export PATH=$HOME/bin:$PATH\n")
+    os.utime(target, ns=(1_000_000_000, 1_000_000_000))
+    return target, _kept(target)
+
+
+def _kept(path: Path) -> tuple:
+    return (path.read_bytes(), os.stat(path).st_mtime_ns) if path.exists() else None
+
+
+def _planted_line(path: Path, what: str) -> str:
+    return (f"{path} is {what}: a download writes and reads its files in {path.parent} only as "
+            "files of its own, and this one leads to another file; remove it and run again")
+
+
+@pytest.mark.parametrize("planted, kind", [
+    ("a.bin.part", "symbolic"), ("a.bin.part", "hard"), (LOCK, "symbolic"), (LOCK, "hard"),
+    ("a.bin", "dangling"),
+])
+def test_a_link_planted_among_the_fetchs_files_is_refused_and_its_target_kept(server, tmp_path,
+                                                                               planted, kind):
+    """The probe: ``train-images-idx3-ubyte.gz.part -> ~/.bashrc`` got the mirror's bytes
+    written into the shell's start-up file (and ``.fetch.lock`` was opened through a link).
+    Now a symbolic link, a hard link or a link under the final name (dangling: the download
+    would go where it points) is one line naming it, before any request; the target is kept."""
+    server.routes = {"/a.bin": A}
+    root = tmp_path / "root"
+    root.mkdir()
+    target, before = _outside(tmp_path)
+    if kind == "dangling":
+        target, before = tmp_path / "home" / "new-file", None
+        (root / planted).symlink_to(target)
+    elif kind == "symbolic":
+        (root / planted).symlink_to(target)
+    else:
+        os.link(target, root / planted)
+    with pytest.raises(ConfigError) as refused:
+        fetch(root, {"a.bin": md5(A)}, [server.url()], timeout=5)
+    what = "a file with other hard links" if kind == "hard" else "a symbolic link"
+    assert str(refused.value) == _planted_line(root / planted, what)
+    assert _kept(target) == before
+    assert server.requests == []
+    assert _names(root) == {planted}  # nothing else made, the lock file removed

@@ -26,6 +26,11 @@ md5, or None for a file whose md5 is not checked) in the folder ``root``:
   found no mirror leaves nothing behind.
 - While a file downloads, a progress bar on stderr shows its bytes and speed; nothing is
   printed when every file is present.
+- The files a fetch writes or checks in ``root`` (each ``.part``, the lock file, a file under
+  its final name) are opened only as regular files of its own, never through a symbolic link,
+  and one with other hard links is never written: a link planted there (``a.bin.part ->
+  ~/.bashrc``) is one ConfigError naming it, before any request, and its target is left as it
+  was. ``root`` itself may be reached through links: the user chose it.
 
 Files still missing after every mirror are one :class:`~trainer_run.errors.ConfigError`
 naming them, the folder to put them in and what each mirror answered.
@@ -121,22 +126,54 @@ def checked(files, mirrors, timeout, time_limit=TIME_LIMIT) -> tuple[dict, list,
 
 def md5(path) -> str:
     """The md5 hex digest of the file ``path``."""
-    digest = hashlib.md5(usedforsecurity=False)
     with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
+        return _digest(f)
+
+
+def _digest(f) -> str:
+    digest = hashlib.md5(usedforsecurity=False)
+    for block in iter(lambda: f.read(1 << 20), b""):
+        digest.update(block)
     return digest.hexdigest()
+
+
+def _own_md5(path: Path) -> str:
+    """The md5 of the file ``path`` of the fetch's folder, read only as a file of its own
+    (:func:`_open_own`)."""
+    with os.fdopen(_open_own(path, os.O_RDONLY), "rb") as f:
+        return _digest(f)
+
+
+def _open_own(path: Path, flags: int) -> int:
+    """``os.open`` of a file of the fetch's own in its folder (a ``.part``, the lock file, a
+    download): a regular file, never opened through a link, nor written while it has other
+    hard links (:func:`~trainer_run.storage.files.open_regular`); a refusal is one
+    ConfigError naming the file and the fix. OSError as ``os.open`` raises it."""
+    try:
+        return run_files.open_regular(path, flags)
+    except run_files.LinkInRun:
+        what = "a symbolic link"
+    except run_files.HardLinked:
+        what = "a file with other hard links"
+    except ConfigError:
+        what = "not a regular file"
+    raise ConfigError(f"{path} is {what}: a download writes and reads its files in {path.parent} "
+                      "only as files of its own, and this one leads to another file; remove it "
+                      "and run again") from None
 
 
 def _verified(path: Path, expected: str | None) -> bool:
     """Whether ``path`` is there (its md5 must then be ``expected``, unless None: refused
-    otherwise)."""
-    if not path.is_file():
+    otherwise); a link or anything but a regular file there is refused (:func:`_open_own`)."""
+    try:
+        fd = _open_own(path, os.O_RDONLY)
+    except FileNotFoundError:
         return False
-    if expected is None:
-        return True
-    found = md5(path)
-    if found != expected:
+    except OSError as e:
+        raise run_files.storage_error(path, e) from None
+    with os.fdopen(fd, "rb") as f:
+        found = None if expected is None else _digest(f)
+    if found is not None and found != expected:
         raise ConfigError(f"{path} has md5 {found}, not the expected {expected}: it is not the "
                           "published file; delete it to download it again, or replace it")
     return True
@@ -179,12 +216,12 @@ def _acquire(root: Path) -> tuple[int, list[Path]]:
     while True:
         made += _make_folders(root)
         try:
-            fd = os.open(root / LOCK, os.O_RDWR | os.O_CREAT, 0o666)
+            fd = _open_own(root / LOCK, os.O_RDWR | os.O_CREAT)
         except OSError as e:
             raise run_files.storage_error(root / LOCK, e) from None
         fcntl.flock(fd, fcntl.LOCK_EX)
         try:
-            if os.fstat(fd).st_ino == os.stat(root / LOCK).st_ino:
+            if os.fstat(fd).st_ino == os.lstat(root / LOCK).st_ino:
                 return fd, made
         except FileNotFoundError:
             pass
@@ -197,7 +234,7 @@ def _fetch_one(root: Path, name: str, digest: str, mirrors: list, limits: tuple,
     each failure is appended to ``failures`` (a :class:`Failed`), unreachable mirrors to
     ``dead``."""
     part = root / f"{name}.part"
-    if digest is not None and part.is_file() and md5(part) == digest:  # cut before its rename
+    if _part_size(part) and digest is not None and _own_md5(part) == digest:  # cut before its rename
         return _finish(part, root / name)
     for mirror in mirrors:
         if mirror in dead:
@@ -206,7 +243,7 @@ def _fetch_one(root: Path, name: str, digest: str, mirrors: list, limits: tuple,
         url += name
         try:
             _download(url, part, limits, bar, name)
-            if digest is None or (found := md5(part)) == digest:
+            if digest is None or (found := _own_md5(part)) == digest:
                 return _finish(part, root / name)
             part.unlink()
             raise Failed(f"gave md5 {found}, not {digest}")
@@ -215,6 +252,21 @@ def _fetch_one(root: Path, name: str, digest: str, mirrors: list, limits: tuple,
             failures.append(e)
             if e.unreachable:
                 dead.add(mirror)
+
+
+def _part_size(part: Path) -> int:
+    """The bytes the download ``part`` holds (0 when there is none); one that is not a file of
+    the fetch's own is refused before anything is asked for (:func:`_open_own`)."""
+    try:
+        fd = _open_own(part, os.O_RDWR)
+    except FileNotFoundError:
+        return 0
+    except OSError as e:
+        raise run_files.storage_error(part, e) from None
+    try:
+        return os.fstat(fd).st_size
+    finally:
+        os.close(fd)
 
 
 def _finish(part: Path, path: Path) -> None:
@@ -231,7 +283,7 @@ def _download(url: str, part: Path, limits: tuple, bar, name: str) -> None:
     of a read and the time limit of the whole file."""
     timeout, time_limit = limits
     deadline = time.monotonic() + time_limit
-    offset = part.stat().st_size if part.is_file() else 0
+    offset = _part_size(part)
     response = _open(url, offset, timeout)
     if offset and response.status == 416:  # the part is not a prefix of the file: start again
         response.close()
@@ -274,12 +326,20 @@ def _receive(response, part: Path, offset: int, advance, deadline: float) -> int
     thread of its own, which owns and closes ``response``, so that a stop signal or the
     ``deadline`` (``time.monotonic``) ends the wait however long the server takes between
     bytes; the reader then stops at its next block."""
+    try:
+        fd = _open_own(part, os.O_WRONLY | os.O_CREAT)
+    except OSError as e:
+        response.close()
+        raise run_files.storage_error(part, e) from None
+    except ConfigError:
+        response.close()
+        raise
     blocks: queue.Queue = queue.Queue(maxsize=8)
     abandoned = threading.Event()
     threading.Thread(target=_pump, args=(response, blocks, abandoned), daemon=True).start()
     received = offset
     try:
-        with open(part, "r+b" if offset else "wb") as f:
+        with os.fdopen(fd, "wb") as f:
             f.truncate(offset)
             f.seek(offset)
             while (block := _next_block(blocks, abandoned, part, deadline)):
