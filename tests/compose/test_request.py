@@ -107,3 +107,14 @@ def test_the_record_folder_and_the_nearest_existing_folder(tmp_path):
     assert request.record_folder(["hydra.output_subdir=null"]) is None
     assert request.nearest_existing(tmp_path / "a" / "b" / "c") == tmp_path.resolve()
     assert request.nearest_existing(Path(tmp_path)) == tmp_path.resolve()
+
+
+def test_an_unknown_option_names_the_closest_one_and_a_far_one_none():
+    with pytest.raises(ConfigError) as typo:
+        request.checked(["dataset=mnsit"])
+    assert str(typo.value) == ("dataset=mnsit is not available; did you mean mnist? choose one of "
+                               "blobs, cifar10, csv, fashion_mnist, idx, mnist, mnist_like, npy, "
+                               "npz, regression, spirals")
+    with pytest.raises(ConfigError) as far:
+        request.checked(["optimizer=zzzzzz"])
+    assert str(far.value).startswith("optimizer=zzzzzz is not available; choose one of adadelta, ")

@@ -6,6 +6,7 @@ when it is not new or not writable) and a resume (:func:`trainer_run.runs.resume
 
 from __future__ import annotations
 
+import difflib
 import errno
 import os
 import re
@@ -77,7 +78,8 @@ def record_folder(argv: list[str]) -> str | None:
 
 def check_choices(argv: list[str]) -> None:
     """Refuses an unknown option of a config group (``optimizer=nosuchopt``) with the list
-    of available ones (ours and those in a ``--config-dir``), before Hydra composes anything.
+    of available ones (ours and those in a ``--config-dir``) and the closest of them, before
+    Hydra composes anything.
     Sweeps (``a,b``) and lists (``logger=[jsonl,csv]``) are checked item by item."""
     folders = args.config_dirs(argv)
     for argument in argv:
@@ -89,7 +91,9 @@ def check_choices(argv: list[str]) -> None:
         items = override_keys.sweep_items(argument.split("=", 1)[1])
         for choice in (name for item in items for name in override_keys.listed(item)):
             if choice not in options:
-                raise ConfigError(f"{group}={choice} is not available; choose one of "
+                close = difflib.get_close_matches(choice, options, n=1)
+                hint = f"did you mean {close[0]}? " if close else ""
+                raise ConfigError(f"{group}={choice} is not available; {hint}choose one of "
                                   f"{', '.join(options)}{_file_hint(group, choice)}")
 
 
