@@ -100,7 +100,11 @@ def overview(console: Console, folders: list[Path]) -> None:
                 for option, path in options(group, folders).items()]
         console.print(_grid(rows, indent=2))
     console.print(Text.assemble("\n", ("Top-level keys", "bold")))
-    console.print(_fields(_flat(top_level()), [ROOT]))
+    keys = _flat(top_level())
+    for group in GROUPS:  # a group chosen as a list (logger) shows its choice, not {}
+        if group in keys and isinstance(default_choice(group), list):
+            keys[group] = default_choice(group)
+    console.print(_fields(keys, [ROOT]))
 
 
 def _choose(group: str) -> str:

@@ -183,3 +183,11 @@ def test_hydras_own_help_and_cfg_still_work():
     cfg = run_cli("--cfg", "job", "optimizer=sgd")
     assert cfg.returncode == 0, cfg.stderr
     assert OmegaConf.create(cfg.stdout).optimizer._target_ == "trainer_run.optimizers.SGD"
+
+
+def test_the_top_level_logger_shows_the_loggers_chosen_by_default():
+    result = run_cli("--help")
+    assert result.returncode == 0, result.stderr
+    line = next(line for line in result.stdout.splitlines() if line.startswith("  logger "))
+    assert line.split()[1:3] == ["[jsonl,", "csv]"], line
+    assert default_choice("logger") == ["jsonl", "csv"]
