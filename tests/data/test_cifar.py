@@ -5,6 +5,7 @@ paths, archives that are not the release and damaged folders refused naming what
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import tarfile
 
@@ -109,3 +110,63 @@ def test_a_damaged_extracted_folder_is_refused_naming_the_file(tmp_path):
     (batches / "data_batch_5.bin").unlink()
     with pytest.raises(ConfigError, match="cifar-10-batches-bin lacks data_batch_5.bin; delete"):
         cifar.read(batches)
+
+
+def _users_file(path, content: bytes) -> tuple:
+    """``path`` made a file of the user's with ``content`` and an old mtime; what must stay."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(content)
+    os.utime(path, ns=(1_000_000_000, 1_000_000_000))
+    return _kept(path)
+
+
+def _kept(path) -> tuple:
+    return path.read_bytes(), os.stat(path).st_mtime_ns
+
+
+def test_a_link_planted_among_the_extracted_batches_is_refused_and_not_read(tmp_path):
+    """A batch replaced by a link to a file of the user's (of a size CIFAR-10's records fit,
+    so that its bytes would have been read as images) is one line naming it; the file is kept."""
+    cifar_archive(tmp_path / "c.tar.gz", per_batch=2)
+    batches = cifar.extract(tmp_path / "c.tar.gz", tmp_path)
+    secret = tmp_path / "home" / "secret.bin"
+    before = _users_file(secret, bytes(range(10)) * (2 * 3073 // 10) + bytes(2 * 3073 % 10))
+    (batches / "data_batch_2.bin").unlink()
+    (batches / "data_batch_2.bin").symlink_to(secret)
+    with pytest.raises(ConfigError) as refused:
+        cifar.read(batches)
+    assert str(refused.value) == (
+        f"{batches / 'data_batch_2.bin'} is a symbolic link: CIFAR-10's batches are read only as "
+        "the files extracted from the archive, never through a link; delete the folder to extract "
+        "it again from cifar-10-binary.tar.gz, or put the file itself there")
+    assert _kept(secret) == before
+
+
+@pytest.mark.parametrize("planted", ["dangling", "file"])
+def test_an_extraction_never_writes_through_a_link_in_its_folder(tmp_path, planted):
+    """``cifar-10-batches-bin`` planted as a link (dangling, or to a file of the user's) is
+    refused before anything is extracted (it ended in a NotADirectoryError traceback); a
+    leftover temporary folder that is a link to a folder of the user's is removed as a link,
+    its target's files kept."""
+    folder, home = tmp_path / "data", tmp_path / "home"
+    folder.mkdir()
+    cifar_archive(folder / "c.tar.gz", per_batch=2)
+    target = home / "notes.txt"
+    before = _users_file(target, b"the user's notes\n") if planted == "file" else None
+    if planted == "dangling":
+        home.mkdir()
+    (folder / "cifar-10-batches-bin").symlink_to(target)
+    with pytest.raises(ConfigError) as refused:
+        cifar.extract(folder / "c.tar.gz", folder)
+    assert str(refused.value) == (f"{folder / 'cifar-10-batches-bin'} is a symbolic link: trainer-run "
+                                  "extracts c.tar.gz there only into a folder of its own; remove it "
+                                  "and run again")
+    assert sorted(p.name for p in folder.iterdir()) == ["c.tar.gz", "cifar-10-batches-bin"]
+    assert (_kept(target) if target.exists() else None) == before
+    assert sorted(p.name for p in home.iterdir()) == (["notes.txt"] if before else [])
+    (folder / "cifar-10-batches-bin").unlink()
+    kept = _users_file(home / "mine" / "a.txt", b"mine\n")
+    (folder / ".cifar-10-batches-bin.tmp-stale").symlink_to(home / "mine")
+    batches = cifar.extract(folder / "c.tar.gz", folder)
+    assert sorted(p.name for p in batches.iterdir()) == sorted(cifar.MEMBERS)
+    assert _kept(home / "mine" / "a.txt") == kept

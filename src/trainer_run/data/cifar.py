@@ -10,6 +10,9 @@ The archive holds ``cifar-10-batches-bin/`` with five training batches
 member is there with a valid size, so that folder is either complete or absent. Only the
 named members are read, each must be a regular file, and each is written under a name of our
 own (no path from the archive is used): a damaged or crafted archive cannot write elsewhere.
+Nor can a link planted beside the archive: ``cifar-10-batches-bin`` in the way as a link or a
+file is refused before anything is extracted, and a member is read (:func:`read`) only as a
+regular file, never through a link (the folder itself may be one: the user made it).
 Later runs read the batches straight into memory (:func:`read`: 184 MB, 0.1 to 1 s on a
 busy 2-core machine, against about 2 s to decompress the archive); the archive is not opened
 again and may be deleted. An archive that is a user's own copy, outside the cache, is read in
@@ -61,6 +64,11 @@ def extract(archive, folder) -> Path:
     (:func:`trainer_run.data.download.locked`): leftovers of an interrupted extraction are
     removed first."""
     archive, folder = Path(archive), Path(folder)
+    target = folder / FOLDER
+    if os.path.lexists(target):  # not a folder: extracted() takes a folder, or a link to one
+        what = "a symbolic link" if target.is_symlink() else "not a folder"
+        raise ConfigError(f"{target} is {what}: trainer-run extracts {archive.name} there only "
+                          "into a folder of its own; remove it and run again")
     for stale in folder.glob(f".{FOLDER}.tmp-*"):
         shutil.rmtree(stale, ignore_errors=True)
     try:
@@ -69,9 +77,11 @@ def extract(archive, folder) -> Path:
         raise files.storage_error(folder / FOLDER, e) from None
     try:
         _extract_members(archive, partial)
-        target = folder / FOLDER
-        os.rename(partial, target)
-        files.fsync_dir(folder)
+        try:
+            os.rename(partial, target)
+            files.fsync_dir(folder)
+        except OSError as e:
+            raise files.storage_error(target, e) from None
         return target
     finally:
         shutil.rmtree(partial, ignore_errors=True)
@@ -139,7 +149,7 @@ def _check_member(archive: Path, member: tarfile.TarInfo, name: str) -> None:
 
 def _copy(source, path: Path) -> None:
     try:
-        with open(path, "wb") as out:
+        with os.fdopen(files.open_regular(path, files.NEW), "wb") as out:  # a new file
             shutil.copyfileobj(source, out, CHUNK)
             files.sync(out)
     except OSError as e:
@@ -152,14 +162,16 @@ def read(batches, counts: dict | None = None, digest=None) -> tuple[tuple, tuple
     the class names of ``batches.meta.txt``. ``counts`` (``{"train": records per training
     batch, "test": ...}``) and ``digest``: see the module's docstring."""
     batches = Path(batches)
-    classes = _class_names(_existing(batches / META).read_text(errors="replace"), batches)
-    sources = {name: _existing(batches / name) for name in (*TRAIN, TEST)}
-    sizes = {name: path.stat().st_size for name, path in sources.items()}
-    records = _checked(sizes, counts, sources, batches)
-    flat, start = memoryview(records.reshape(-1)), 0
-    for name, path in sources.items():
-        _fill(path, flat[start:start + sizes[name]])
-        start += sizes[name]
+    with contextlib.ExitStack() as stack:
+        opened = {name: stack.enter_context(_member(batches / name)) for name in (META, *TRAIN, TEST)}
+        classes = _class_names(opened.pop(META).read().decode(errors="replace"), batches)
+        sources = {name: batches / name for name in opened}
+        sizes = {name: os.fstat(f.fileno()).st_size for name, f in opened.items()}
+        records = _checked(sizes, counts, sources, batches)
+        flat, start = memoryview(records.reshape(-1)), 0
+        for name, f in opened.items():
+            _fill(f, sources[name], flat[start:start + sizes[name]])
+            start += sizes[name]
     return _splits(records, sizes, sources, len(classes), digest) + (classes,)
 
 
@@ -233,22 +245,30 @@ def _class_names(text: str, where: Path) -> list[str]:
     return names
 
 
-def _existing(path: Path) -> Path:
-    if not path.is_file():
+def _member(path: Path):
+    """The extracted member ``path`` open for reading, as a regular file (never through a
+    link); one missing, a link or anything else is a ConfigError naming it."""
+    try:
+        return os.fdopen(files.open_regular(path, os.O_RDONLY), "rb")
+    except FileNotFoundError:
         raise ConfigError(f"{path.parent} lacks {path.name}; delete the folder to extract it again "
-                          f"from cifar-10-binary.tar.gz, or complete it")
-    return path
+                          f"from cifar-10-binary.tar.gz, or complete it") from None
+    except ConfigError:  # a link, a folder, a FIFO
+        what = "a symbolic link" if path.is_symlink() else "not a regular file"
+        raise ConfigError(f"{path} is {what}: CIFAR-10's batches are read only as the files "
+                          "extracted from the archive, never through a link; delete the folder to "
+                          "extract it again from cifar-10-binary.tar.gz, or put the file itself "
+                          "there") from None
 
 
-def _fill(path: Path, view: memoryview) -> None:
-    """Reads the file ``path`` into ``view`` (its size)."""
-    with open(path, "rb") as f:
-        done = 0
-        while done < len(view):
-            n = f.readinto(view[done:done + CHUNK])
-            if not n:
-                raise ConfigError(f"{path} became shorter while it was read; run again")
-            done += n
+def _fill(f, path: Path, view: memoryview) -> None:
+    """Reads the open file ``f`` (``path``) into ``view`` (its size)."""
+    done = 0
+    while done < len(view):
+        n = f.readinto(view[done:done + CHUNK])
+        if not n:
+            raise ConfigError(f"{path} became shorter while it was read; run again")
+        done += n
 
 
 def _check_labels(path: Path, labels, n_classes: int) -> None:
