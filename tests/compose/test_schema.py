@@ -103,11 +103,15 @@ def test_every_field_of_every_option_is_type_checked(group, option):
     ((), "optimizer.epsilon", math.nan, "optimizer.epsilon must be a finite number, got nan"),
     ((), "optimizer.clip_gradient", "1", "optimizer.clip_gradient must be a number, got '1'"),
     ((), "optimizer.lazy_update", "no", "optimizer.lazy_update must be true or false, got 'no'"),
-    ((), "trainer.log_interval", 2.5, "trainer.log_interval must be a number of iterations (200) "
-                                      "or of epochs (1epoch, 0.5epoch), got 2.5"),
+    ((), "trainer.log_interval", 2.5, "trainer.log_interval must be an integer number of "
+                                      "iterations (200) or a number of epochs (1epoch, 0.5epoch), "
+                                      "got 2.5"),
+    ((), "trainer.log_interval", 1e12, "trainer.log_interval must be an integer number of "
+                                       "iterations (200) or a number of epochs (1epoch, 0.5epoch), "
+                                       "got 1000000000000.0"),
     ((), "trainer.checkpoint_interval", True,
-     "trainer.checkpoint_interval must be a number of iterations (200) or of epochs (1epoch, "
-     "0.5epoch), got True"),
+     "trainer.checkpoint_interval must be an integer number of iterations (200) or a number of "
+     "epochs (1epoch, 0.5epoch), got True"),
     ((), "trainer.max_iterations", "abc", "trainer.max_iterations must be an integer, got 'abc'"),
     ((), "trainer.max_epochs", "two", "trainer.max_epochs must be a number, got 'two'"),
     ((), "trainer.keep_checkpoints", 1.5, "trainer.keep_checkpoints must be an integer, got 1.5"),

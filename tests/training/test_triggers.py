@@ -34,7 +34,8 @@ def test_interval_trigger_rules():
 @pytest.mark.parametrize("value, period, unit", [
     (200, 200, "iteration"), ("200", 200, "iteration"), ("200iterations", 200, "iteration"),
     ("1epoch", 1.0, "epoch"), ("0.5epoch", 0.5, "epoch"), ("2 epochs", 2.0, "epoch"),
-    (".25epoch", 0.25, "epoch"),
+    (".25epoch", 0.25, "epoch"), ("1e-9epoch", 1e-9, "epoch"), ("2.5E2 epochs", 250.0, "epoch"),
+    ("2e3", 2000, "iteration"), ("1e2iterations", 100, "iteration"),
 ])
 def test_an_interval_is_iterations_or_epochs(value, period, unit):
     trigger = triggers.interval("trainer.eval_interval", value)
@@ -42,12 +43,17 @@ def test_an_interval_is_iterations_or_epochs(value, period, unit):
 
 
 @pytest.mark.parametrize("value, message", [
-    ("abc", "trainer.eval_interval=abc is neither a number of iterations (200) nor of epochs"),
-    ("0epoch", "trainer.eval_interval=0epoch: a number of epochs must be > 0"),
+    ("abc", "trainer.eval_interval=abc is neither an integer number of iterations (200) nor a "
+     "number of epochs (1epoch, 0.5epoch, 1e-3epoch)"),
+    ("0epoch", "trainer.eval_interval=0epoch: a number of epochs must be > 0 and finite"),
+    ("1e400epoch", "trainer.eval_interval=1e400epoch: a number of epochs must be > 0 and finite"),
+    ("1e-1iterations", "a number of iterations is a whole number >= 1"),
     ("2.5iterations", "a number of iterations is a whole number >= 1"),
     (0, "trainer.eval_interval must be >= 1, got 0"),
-    (1.5, "trainer.eval_interval must be a number of iterations (200) or of epochs"),
-    (True, "trainer.eval_interval must be a number of iterations (200) or of epochs"),
+    (1.5, "trainer.eval_interval must be an integer number of iterations (200) or a number of "
+     "epochs"),
+    (True, "trainer.eval_interval must be an integer number of iterations (200) or a number of "
+     "epochs"),
 ])
 def test_an_interval_of_neither_is_refused_naming_the_key(value, message):
     with pytest.raises(ConfigError) as raised:

@@ -59,14 +59,14 @@ TYPES = {
     "trainer.max_epochs": _type("float", "none"),
     "trainer.max_time": _type("float", "str", "none", description="seconds or DD:HH:MM:SS"),
     "trainer.keep_checkpoints": _type("int", "none"),
-    "trainer.*_interval": _type("int", "str", description="a number of iterations (200) or of "
-                                "epochs (1epoch, 0.5epoch)"),
+    "trainer.*_interval": _type("int", "str", description="an integer number of iterations "
+                                "(200) or a number of epochs (1epoch, 0.5epoch)"),
     "trainer.early_stopping.patience": _type("int", "none"),
     "trainer.ema_decay": _type("float", "none"),
     "trainer.swa.start": _type("float", "str", "none", description="a fraction of the run (0.75), "
                                "iterations (1500) or epochs (3epoch)"),
-    "trainer.swa.interval": _type("int", "str", description="a number of iterations (200) or of "
-                                  "epochs (1epoch, 0.5epoch)"),
+    "trainer.swa.interval": _type("int", "str", description="an integer number of iterations "
+                                  "(200) or a number of epochs (1epoch, 0.5epoch)"),
     "trainer.lr_find.early_stop_threshold": _type("float", "none"),
     "model.freeze": _type("list", "str", "none", description="a list of parameter name patterns"),
     "model.lr_mult": _type("dict", "none", description="a mapping from name pattern to multiplier"),

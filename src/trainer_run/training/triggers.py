@@ -15,7 +15,8 @@ import re
 from ..errors import ConfigError, check_number
 
 UNITS = ("iteration", "epoch")
-WRITTEN = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*(epoch|epochs|iteration|iterations)?\s*")
+WRITTEN = re.compile(r"\s*((?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)\s*"
+                     r"(epoch|epochs|iteration|iterations)?\s*")
 
 
 class IntervalTrigger:
@@ -39,25 +40,26 @@ class IntervalTrigger:
 
 def interval(key: str, value) -> IntervalTrigger:
     """The trigger of the config's interval ``key`` = ``value``: a whole number of iterations
-    (``200``, ``200iterations``), or of epochs with a unit (``1epoch``, ``0.5epoch``), fired by
+    (``200``, ``200iterations``, ``2e3``), or of epochs with a unit (``1epoch``, ``0.5epoch``,
+    ``1e-3epoch``), fired by
     Chainer's rule for fractional epochs (:class:`IntervalTrigger`). Anything else is a
     ConfigError naming ``key``."""
     if isinstance(value, bool) or not isinstance(value, (int, str)):
-        raise ConfigError(f"{key} must be a number of iterations (200) or of epochs (1epoch, "
-                          f"0.5epoch), got {value!r}")
+        raise ConfigError(f"{key} must be an integer number of iterations (200) or a number of "
+                          f"epochs (1epoch, 0.5epoch, 1e-3epoch), got {value!r}")
     if isinstance(value, int):
         return IntervalTrigger(check_number(key, value, low=1, integer=True))
     written = WRITTEN.fullmatch(value)
     if written is None:
-        raise ConfigError(f"{key}={value} is neither a number of iterations (200) nor of epochs "
-                          "(1epoch, 0.5epoch)")
+        raise ConfigError(f"{key}={value} is neither an integer number of iterations (200) nor a "
+                          "number of epochs (1epoch, 0.5epoch, 1e-3epoch)")
     number, unit = float(written.group(1)), (written.group(2) or "iteration").rstrip("s")
     if unit == "iteration":
         if not number.is_integer() or number < 1:
             raise ConfigError(f"{key}={value}: a number of iterations is a whole number >= 1")
         return IntervalTrigger(int(number))
-    if number <= 0:
-        raise ConfigError(f"{key}={value}: a number of epochs must be > 0")
+    if not 0 < number < math.inf:
+        raise ConfigError(f"{key}={value}: a number of epochs must be > 0 and finite")
     return IntervalTrigger(number, "epoch")
 
 
