@@ -10,6 +10,7 @@ written with. A user's own copies in other layouts: ``test_cli_image_copies.py``
 from __future__ import annotations
 
 import json
+import os
 
 import numpy
 import pytest
@@ -119,3 +120,61 @@ def test_a_time_limit_that_is_not_positive_is_one_line(tmp_path):
                      f"hydra.run.dir={tmp_path / 'run'}", *SHORT)
     assert result.returncode == 2, result.stderr
     assert result.stderr.strip() == "error: dataset.time_limit must be > 0, got 0", result.stderr
+
+
+def _users_file(path, content: bytes = b"export PATH=$HOME/bin:$PATH\n") -> tuple:
+    """``path`` made a file of the user's (a shell start-up file) with an old mtime; what must
+    stay of it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(content)
+    os.utime(path, ns=(1_000_000_000, 1_000_000_000))
+    return path.read_bytes(), os.stat(path).st_mtime_ns
+
+
+def _planted_line(path, what: str) -> str:
+    return (f"error: dataset.root: {path} is {what}: a download writes and reads its files in "
+            f"{path.parent} only as files of its own, and this one leads to another file; remove "
+            "it and run again")
+
+
+def _served(tmp_path, dataset: str) -> tuple[dict, dict]:
+    """What a mirror serves for ``dataset`` (name: bytes) and the roles of its files."""
+    if dataset == "mnist":
+        return mnist_files(tmp_path / "served")[0], image_sets.MNIST_NAMES
+    archive = tmp_path / "served" / "cifar-10-binary.tar.gz"
+    archive.parent.mkdir()
+    cifar_archive(archive, per_batch=2)
+    return {archive.name: archive.read_bytes()}, image_sets.CIFAR10_NAMES
+
+
+@pytest.mark.parametrize("dataset, planted, kind", [
+    ("mnist", "mnist/train-images-idx3-ubyte.gz.part", "symbolic"),
+    ("cifar10", "cifar10/.fetch.lock", "hard"),
+])
+def test_a_link_planted_in_the_data_folder_is_one_line_and_its_target_is_kept(tmp_path, dataset,
+                                                                              planted, kind):
+    """The probe: a ``train-images-idx3-ubyte.gz.part`` linked to ``~/.bashrc`` got the mirror's
+    bytes. Now ``trainer-run dataset=mnist`` refuses the link in one line before any request;
+    the variant: CIFAR-10, whose ``.fetch.lock`` is a hard link to the file."""
+    bashrc = tmp_path / "home" / ".bashrc"
+    before = _users_file(bashrc)
+    contents, names = _served(tmp_path, dataset)
+    root = tmp_path / "data"
+    planted = root / planted
+    planted.parent.mkdir(parents=True)
+    if kind == "symbolic":
+        planted.symlink_to(bashrc)
+    else:
+        os.link(bashrc, planted)
+    with FileServer() as server:
+        server.routes = {f"/{name}": content for name, content in contents.items()}
+        result = run_cli(f"dataset={dataset}", f"dataset.root={root}",
+                         f"dataset.mirrors=[{server.url('/')}]", *_md5(contents, names),
+                         "dataset.timeout=5", f"hydra.run.dir={tmp_path / 'run'}", *SHORT)
+        assert server.requests == []
+    assert result.returncode == 2, result.stderr
+    what = "a symbolic link" if kind == "symbolic" else "a file with other hard links"
+    assert result.stderr.splitlines() == [_planted_line(planted, what)]
+    assert (bashrc.read_bytes(), os.stat(bashrc).st_mtime_ns) == before
+    assert sorted(p.name for p in planted.parent.iterdir()) == [planted.name]
+    assert not (tmp_path / "run").exists()
