@@ -293,3 +293,13 @@ def test_a_run_killed_before_its_first_checkpoint_starts_again_from_its_saved_co
     assert summary["overrides"] == list(args[:4]) + [QUIET]
     rows = [r["iteration"] for r in read_jsonl(killed / "metrics.jsonl")]
     assert rows == [r["iteration"] for r in read_jsonl(straight / "metrics.jsonl")]  # once each
+
+
+def test_workers_and_prefetch_may_change_on_resume_and_give_the_same_weights(tmp_path, base_run):
+    plain, threaded = _copy(base_run, tmp_path / "plain"), _copy(base_run, tmp_path / "threaded")
+    _resume(plain, "trainer.max_iterations=30")
+    _resume(threaded, "dataset.workers=2", "updater.prefetch=2", "trainer.max_iterations=30")
+    expected, got = load_npz(plain / "model.npz"), load_npz(threaded / "model.npz")
+    assert sorted(got) == sorted(expected)
+    for key in expected:
+        numpy.testing.assert_array_equal(got[key], expected[key], err_msg=key, strict=True)

@@ -48,9 +48,10 @@ FIXED = ("seed", "model", "dataset", "optimizer.multi_precision", "backend.dtype
          "init_from_strict")
 """Keys (and the keys below them) a resume refuses to change."""
 ANY_TIME = ("dataset.batch_size", "dataset.root", "dataset.mirrors", "dataset.timeout",
-            "dataset.time_limit")
+            "dataset.time_limit", "dataset.workers")
 """Exceptions to :data:`FIXED`: where the image sets come from (their md5 or content is
-checked, so the data is the same)."""
+checked, so the data is the same), and the threads that gather the batches (which give the
+batches of a run without them, as ``updater.prefetch`` does)."""
 RECORD_CONFIG = Path(run_files.RECORD) / run_files.CONFIG
 """Where a run records the config it was started with."""
 CHOICES = {"choices": dict}
