@@ -10,11 +10,12 @@ model on ``split`` with the run's own normalization (never one fitted on the new
 its task. The data is drawn with the run's seed, so ``split=val`` is the run's validation
 split. Beside the model's own metrics it computes the run's ``metrics`` (the config key,
 :mod:`trainer_run.metrics`), or those ``metrics=[...]`` names instead. The metrics are printed
-as a table and written to ``<run>/eval/<time>.json``, with the confusion matrix's data when
-one was asked for and its picture beside (``<time>_confusion.png``, with matplotlib);
-nothing else in the run is touched. A run from someone else whose config names code is
-refused unless ``trust=true`` (:mod:`trainer_run.trust`). The user's own modules import from
-the current folder, as for ``trainer-run`` (:func:`trainer_run.targets.locate`).
+as a table and written to ``<run>/eval/<time>.json`` (a name of its own: :func:`_write`),
+with the confusion matrix's data when one was asked for and its picture beside
+(``<time>_confusion.png``, with matplotlib); nothing else in the run is touched. A run from
+someone else whose config names code is refused unless ``trust=true``
+(:mod:`trainer_run.trust`). The user's own modules import from the current folder, as for
+``trainer-run`` (:func:`trainer_run.targets.locate`).
 Bad input is one ``error:`` line, exit 2; a refused write exit 4; Ctrl-C exit 130.
 """
 
@@ -265,27 +266,47 @@ def _show(result: dict) -> None:
 
 
 def _write(run_dir: Path, result: dict) -> Path:
-    """``<run>/eval/<time>.json`` (a new name each second; never an existing file, nor
-    through a link: :func:`trainer_run.storage.files.make_folder`)."""
+    """``<run>/eval/<time>.json``, the time to the microsecond (``_2``, ``_3``, ... after it
+    when that name is taken): the name is created exclusively (never an existing file, nor
+    through a link: :func:`trainer_run.storage.files.make_folder`), so evaluations at once
+    each keep their own record, then the record replaces it whole."""
     from trainer_run.metrics import confusion_files
     from trainer_run.runs import files as run_files
     from trainer_run.storage import files, strict_json
 
     folder = Path(run_dir) / run_files.EVAL
-    stamp = datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
-    path = folder / f"{stamp}.json"
-    n = 1
-    while path.exists() or path.is_symlink():
-        n += 1
-        path = folder / f"{stamp}_{n}.json"
     files.make_folder(folder, run_dir)  # never through a link: eval/ is refused if it is one
-    files.write_atomic(path, strict_json.dumps(result, indent=2), run=run_dir)
+    path = _new_name(folder, datetime.now().strftime("%Y-%m-%d_%H-%M-%S_%f"))
+    try:
+        files.write_atomic(path, strict_json.dumps(result, indent=2), run=run_dir)
+    except BaseException:
+        path.unlink(missing_ok=True)  # the name taken for this record, still empty
+        raise
     matrix = result.get("confusion_matrix")
     if matrix is not None:
         picture = path.with_name(f"{path.stem}_{run_files.CONFUSION}.png")
         confusion_files.draw(picture, matrix["matrix"], matrix["classes"],
                              f"{result['split']} confusion matrix ({Path(run_dir).name})", run_dir)
     return path
+
+
+def _new_name(folder: Path, stamp: str) -> Path:
+    """``folder/<stamp>.json`` (or ``<stamp>_<n>.json``, the first free one) created empty with
+    O_EXCL and O_NOFOLLOW: no other evaluation gets it, and no link there is followed."""
+    import os
+
+    from trainer_run.storage import files
+
+    n = 1
+    while True:
+        path = folder / (f"{stamp}.json" if n == 1 else f"{stamp}_{n}.json")
+        try:
+            os.close(files.open_regular(path, files.NEW, 0o644))
+            return path
+        except FileExistsError:
+            n += 1
+        except OSError as e:
+            raise files.storage_error(path, e) from None
 
 
 if __name__ == "__main__":

@@ -227,3 +227,59 @@ def test_trainer_eval_of_another_users_run_naming_code_needs_trust(tmp_path):
                              cwd=tmp_path, env=bob, capture_output=True, text=True, timeout=120)
     assert trusted.returncode == 0, trusted.stderr
     assert len(list((tmp_path / "run" / "eval").glob("*.json"))) == 1
+
+
+AT_ONCE = 8
+TOGETHER = """
+import datetime, os, sys
+import trainer_run, trainer_run.trained, trainer_run.metrics, rich.table  # imported once, forked
+from trainer_run.cli import evaluate
+count, run = int(sys.argv[1]), sys.argv[2]
+write, ready, go = evaluate._write, os.pipe(), os.pipe()
+
+def together(run_dir, result):  # every process writes its record at the same moment
+    os.write(ready[1], b"r")
+    os.read(go[0], 1)
+    return write(run_dir, result)
+
+class Now(datetime.datetime):  # and in the same microsecond
+    @classmethod
+    def now(cls, tz=None):
+        return cls(2026, 12, 7, 15, 0, 0, 123456)
+
+evaluate._write, evaluate.datetime = together, Now
+children = []
+for index in range(count):
+    pid = os.fork()
+    if pid == 0:
+        try:
+            evaluate.main([run, "split=" + ("val", "train")[index % 2]])
+        except SystemExit as e:
+            sys.stdout.flush()
+            os._exit(e.code or 0)
+        os._exit(1)
+    children.append(pid)
+for _ in range(count):
+    os.read(ready[0], 1)
+os.write(go[1], b"g" * count)
+sys.exit(max(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) for pid in children))
+"""
+
+
+def test_evaluations_at_once_each_keep_their_own_complete_record(tmp_path):
+    from run_folders import environment, make_run
+
+    run = make_run(tmp_path, tmp_path / "keys")
+    done = subprocess.run([sys.executable, "-c", TOGETHER, str(AT_ONCE), str(run)], cwd=tmp_path,
+                          env=environment(tmp_path / "keys"), capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    records = sorted((run / "eval").iterdir())
+    names = ["2026-12-07_15-00-00_123456.json",
+             *(f"2026-12-07_15-00-00_123456_{n}.json" for n in range(2, AT_ONCE + 1))]
+    assert sorted(p.name for p in records) == sorted(names)  # nothing else: no temporary
+    written = sorted(line.split("written: ")[1] for line in done.stdout.splitlines()
+                     if line.startswith("written: "))
+    assert written == sorted(str(p) for p in records)  # each process names its own
+    splits = sorted(json.loads(p.read_text())["split"] for p in records)  # each complete JSON
+    assert splits == ["train"] * (AT_ONCE // 2) + ["val"] * (AT_ONCE // 2)
