@@ -4,7 +4,8 @@ Unless the command names a model itself (``model=NAME`` or any ``model.KEY=...``
 with or without ``+``, ``++`` or ``~``), the new run's ``model`` section is the source run's,
 read from its ``.hydra/config.yaml`` as :func:`trainer_run.load_model` reads it
 (:func:`trainer_run.trained.read_sections`: interpolations resolved and the trust check made,
-so a model of someone else's code needs ``trust=true``), and one line says so. So
+so a model of someone else's code needs ``trust=true``) and put into the new config as data
+(:func:`literal`: a ``${...}`` that is text there stays text), and one line says so. So
 ``trainer-run init_from=<run> optimizer.learning_rate=1e-4`` fine-tunes a ``model=cnn`` run as
 a CNN, not as the default MLP. How the new run trains that model is its own choice: the
 runner's keys ``model.freeze``, ``lr_mult`` and ``wd_mult``
@@ -21,6 +22,7 @@ A resumed run keeps the model of its checkpoint, as any resume does.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
@@ -33,6 +35,8 @@ from trainer_run.models import parameter_rules
 from trainer_run.runs import directory as run_directory
 from trainer_run.trained import read_sections
 
+_INTERPOLATION = re.compile(r"(\\*)\$\{")
+
 
 def source_model(cfg: DictConfig, overrides: list[str]) -> tuple[DictConfig, str | None]:
     """``cfg`` with the source run's ``model`` section (see the module docstring), and the
@@ -43,10 +47,24 @@ def source_model(cfg: DictConfig, overrides: list[str]) -> tuple[DictConfig, str
     section = read_sections(run, ("model",), cfg.get("trust") is True)["model"]
     tree = OmegaConf.to_container(cfg, resolve=False)
     rules = {k: v for k, v in tree["model"].items() if k in parameter_rules.KEYS}
-    tree["model"] = {**{k: v for k, v in section.items() if k not in parameter_rules.KEYS},
+    tree["model"] = {**{k: literal(v) for k, v in section.items() if k not in parameter_rules.KEYS},
                      **rules}
     return OmegaConf.create(tree), (f"init_from: model section from {run} ({section.get('_target_')}); "
                                     "name model=... to choose another")
+
+
+def literal(value):
+    """``value`` (resolved data: a source run's section) as OmegaConf must hold it to give it back
+    as it is when the new config is resolved: in every string, each ``${`` escaped as OmegaConf
+    escapes it (``\\${``, the backslashes before it doubled), so a ``${oc.env:...}`` that was
+    text in the source run is text in the new run, never read from this user's environment."""
+    if isinstance(value, str):
+        return _INTERPOLATION.sub(lambda m: "\\" * (2 * len(m.group(1)) + 1) + "${", value)
+    if isinstance(value, dict):
+        return {k: literal(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [literal(v) for v in value]
+    return value
 
 
 def _source_run(cfg: DictConfig, overrides: list[str]) -> Path | None:
