@@ -18,7 +18,8 @@ import numpy
 import pytest
 from image_files import FileServer, closed_port_url, md5
 
-from trainer_run.data.download import LOCK, fetch, locked
+from trainer_run.data.download import fetch, locked
+from trainer_run.data.download_folder import LOCK
 from trainer_run.errors import ConfigError
 
 

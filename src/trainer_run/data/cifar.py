@@ -61,7 +61,7 @@ def extracted(folder) -> Path | None:
 def extract(archive, folder) -> Path:
     """Extracts the members of ``archive`` into ``folder/cifar-10-batches-bin`` (atomically, see
     the module's docstring) and returns that folder. The caller holds the folder's lock
-    (:func:`trainer_run.data.download.locked`): leftovers of an interrupted extraction are
+    (:func:`trainer_run.data.download_folder.locked`): leftovers of an interrupted extraction are
     removed first."""
     archive, folder = Path(archive), Path(folder)
     target = folder / FOLDER

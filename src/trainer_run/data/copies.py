@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from . import download
+from .download_folder import md5
 
 TORCHVISION = {"mnist": "MNIST", "fashion_mnist": "FashionMNIST"}
 """torchvision's folder of each MNIST-format set (its files are in ``<folder>/raw``)."""
@@ -78,7 +78,7 @@ def identify(path: Path, expected: str | None) -> dict:
     """The record of the file ``path``: ``path``, ``md5`` (its md5, when one is ``expected``)
     and ``published`` (whether it is the ``expected`` md5), and ``expected``. A file not
     ``published`` must pass its content checks; :func:`content` then completes its record."""
-    found = None if expected is None else download.md5(path)
+    found = None if expected is None else md5(path)
     return {"path": str(path), "md5": found, "published": found is not None and found == expected,
             "expected": expected}
 

@@ -28,9 +28,8 @@ md5, or None for a file whose md5 is not checked) in the folder ``root``:
   printed when every file is present.
 - The files a fetch writes or checks in ``root`` (each ``.part``, the lock file, a file under
   its final name) are opened only as regular files of its own, never through a symbolic link,
-  and one with other hard links is never written: a link planted there (``a.bin.part ->
-  ~/.bashrc``) is one ConfigError naming it, before any request, and its target is left as it
-  was. ``root`` itself may be reached through links: the user chose it.
+  and one with other hard links is never written (:mod:`trainer_run.data.download_folder`): a
+  link planted there is one ConfigError naming it, before any request.
 
 Files still missing after every mirror are one :class:`~trainer_run.errors.ConfigError`
 naming them, the folder to put them in and what each mirror answered.
@@ -39,8 +38,6 @@ naming them, the folder to put them in and what each mirror answered.
 from __future__ import annotations
 
 import contextlib
-import fcntl
-import hashlib
 import http.client
 import os
 import queue
@@ -58,8 +55,8 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, Trans
 from ..errors import ConfigError, Interrupted, check_number
 from ..storage import files as run_files
 from ..training import stop_signals
+from .download_folder import locked, open_own, own_md5, verified
 
-LOCK = ".fetch.lock"
 USER_AGENT = "trainer-run"  # some hosts refuse urllib's default one
 CHUNK = 1 << 16
 MD5 = re.compile(r"[0-9a-f]{32}")
@@ -87,10 +84,10 @@ def fetch(root, files: dict, mirrors, timeout: float = 30.0, time_limit: float =
     folders the caller looked in, named with ``root`` when files are still missing."""
     root = Path(root).expanduser()
     files, mirrors, limits = checked(files, mirrors, timeout, time_limit)
-    if all(_verified(root / name, digest) for name, digest in files.items()):
+    if all(verified(root / name, digest) for name, digest in files.items()):
         return {name: root / name for name in files}
     with locked(root), _Bar() as bar:
-        missing = [n for n, digest in files.items() if not _verified(root / n, digest)]
+        missing = [n for n, digest in files.items() if not verified(root / n, digest)]
         failures, dead = [], set()
         for name in missing:
             _fetch_one(root, name, files[name], mirrors, limits, bar, failures, dead)
@@ -124,117 +121,13 @@ def checked(files, mirrors, timeout, time_limit=TIME_LIMIT) -> tuple[dict, list,
     return digests, list(mirrors), limits
 
 
-def md5(path) -> str:
-    """The md5 hex digest of the file ``path``."""
-    with open(path, "rb") as f:
-        return _digest(f)
-
-
-def _digest(f) -> str:
-    digest = hashlib.md5(usedforsecurity=False)
-    for block in iter(lambda: f.read(1 << 20), b""):
-        digest.update(block)
-    return digest.hexdigest()
-
-
-def _own_md5(path: Path) -> str:
-    """The md5 of the file ``path`` of the fetch's folder, read only as a file of its own
-    (:func:`_open_own`)."""
-    with os.fdopen(_open_own(path, os.O_RDONLY), "rb") as f:
-        return _digest(f)
-
-
-def _open_own(path: Path, flags: int) -> int:
-    """``os.open`` of a file of the fetch's own in its folder (a ``.part``, the lock file, a
-    download): a regular file, never opened through a link, nor written while it has other
-    hard links (:func:`~trainer_run.storage.files.open_regular`); a refusal is one
-    ConfigError naming the file and the fix. OSError as ``os.open`` raises it."""
-    try:
-        return run_files.open_regular(path, flags)
-    except run_files.LinkInRun:
-        what = "a symbolic link"
-    except run_files.HardLinked:
-        what = "a file with other hard links"
-    except ConfigError:
-        what = "not a regular file"
-    raise ConfigError(f"{path} is {what}: a download writes and reads its files in {path.parent} "
-                      "only as files of its own, and this one leads to another file; remove it "
-                      "and run again") from None
-
-
-def _verified(path: Path, expected: str | None) -> bool:
-    """Whether ``path`` is there (its md5 must then be ``expected``, unless None: refused
-    otherwise); a link or anything but a regular file there is refused (:func:`_open_own`)."""
-    try:
-        fd = _open_own(path, os.O_RDONLY)
-    except FileNotFoundError:
-        return False
-    except OSError as e:
-        raise run_files.storage_error(path, e) from None
-    with os.fdopen(fd, "rb") as f:
-        found = None if expected is None else _digest(f)
-    if found is not None and found != expected:
-        raise ConfigError(f"{path} has md5 {found}, not the expected {expected}: it is not the "
-                          "published file; delete it to download it again, or replace it")
-    return True
-
-
-@contextlib.contextmanager
-def locked(root: Path):
-    """Holds the exclusive lock of the folder ``root`` (created if missing) while inside. On
-    leaving, the lock file is removed while still held, then ``root`` and the folders above it
-    that this call created, as far as they are empty. A process that was waiting on the
-    removed file finds it gone once it holds it, and locks a new one (:func:`_acquire`)."""
-    fd, made = _acquire(root)
-    try:
-        yield
-    finally:
-        with contextlib.suppress(OSError):
-            os.unlink(root / LOCK)
-        os.close(fd)
-        for folder in reversed(made):
-            try:
-                folder.rmdir()
-            except OSError:
-                break
-
-
-def _make_folders(root: Path) -> list[Path]:
-    """Creates ``root`` and the missing folders above it; those it created, outermost first."""
-    missing = [f for f in (root, *root.parents) if not f.exists()][::-1]
-    try:
-        root.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise run_files.storage_error(root / LOCK, e) from None
-    return missing
-
-
-def _acquire(root: Path) -> tuple[int, list[Path]]:
-    """The descriptor of ``root/.fetch.lock``, locked, and the folders made meanwhile: a lock
-    file removed by its previous holder while this process waited is left for a new one."""
-    made: list[Path] = []
-    while True:
-        made += _make_folders(root)
-        try:
-            fd = _open_own(root / LOCK, os.O_RDWR | os.O_CREAT)
-        except OSError as e:
-            raise run_files.storage_error(root / LOCK, e) from None
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        try:
-            if os.fstat(fd).st_ino == os.lstat(root / LOCK).st_ino:
-                return fd, made
-        except FileNotFoundError:
-            pass
-        os.close(fd)
-
-
 def _fetch_one(root: Path, name: str, digest: str, mirrors: list, limits: tuple, bar,
                failures: list, dead: set) -> None:
     """Downloads ``name`` into ``root`` from the first mirror that gives it with the right md5;
     each failure is appended to ``failures`` (a :class:`Failed`), unreachable mirrors to
     ``dead``."""
     part = root / f"{name}.part"
-    if _part_size(part) and digest is not None and _own_md5(part) == digest:  # cut before its rename
+    if _part_size(part) and digest is not None and own_md5(part) == digest:  # cut before its rename
         return _finish(part, root / name)
     for mirror in mirrors:
         if mirror in dead:
@@ -243,7 +136,7 @@ def _fetch_one(root: Path, name: str, digest: str, mirrors: list, limits: tuple,
         url += name
         try:
             _download(url, part, limits, bar, name)
-            if digest is None or (found := _own_md5(part)) == digest:
+            if digest is None or (found := own_md5(part)) == digest:
                 return _finish(part, root / name)
             part.unlink()
             raise Failed(f"gave md5 {found}, not {digest}")
@@ -256,9 +149,9 @@ def _fetch_one(root: Path, name: str, digest: str, mirrors: list, limits: tuple,
 
 def _part_size(part: Path) -> int:
     """The bytes the download ``part`` holds (0 when there is none); one that is not a file of
-    the fetch's own is refused before anything is asked for (:func:`_open_own`)."""
+    the fetch's own is refused before anything is asked for (:func:`open_own`)."""
     try:
-        fd = _open_own(part, os.O_RDWR)
+        fd = open_own(part, os.O_RDWR)
     except FileNotFoundError:
         return 0
     except OSError as e:
@@ -327,7 +220,7 @@ def _receive(response, part: Path, offset: int, advance, deadline: float) -> int
     ``deadline`` (``time.monotonic``) ends the wait however long the server takes between
     bytes; the reader then stops at its next block."""
     try:
-        fd = _open_own(part, os.O_WRONLY | os.O_CREAT)
+        fd = open_own(part, os.O_WRONLY | os.O_CREAT)
     except OSError as e:
         response.close()
         raise run_files.storage_error(part, e) from None
