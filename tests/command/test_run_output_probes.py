@@ -14,7 +14,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from helpers import run_cli
+from helpers import read_jsonl, run_cli
 
 QUIET = ("trainer.progress=false",)
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -174,3 +174,70 @@ def test_run_from_inside_a_run_without_plot_the_table_comes_with_a_warning(colle
             "reads and never writes into; choose where it goes with --plot FILE"]
     result = _report(".", "--plot", tmp_path / "mine.png", cwd=run)  # asked for elsewhere: drawn
     assert result.returncode == 0 and (tmp_path / "mine.png").read_bytes()[:8] == PNG
+
+
+EVERY_2 = ("trainer.max_iterations=12", "trainer.eval_interval=2", "trainer.log_interval=6",
+           "dataset.size=200", *QUIET)
+
+
+def _best_shown(stdout: str) -> tuple[str, int]:
+    """The last progress line's ``best val/loss V @N``."""
+    line = [line for line in stdout.splitlines() if "best val/loss" in line][-1]
+    value, at = line.split("best val/loss ")[1].split()[:2]
+    return value, int(at.lstrip("@"))
+
+
+def test_every_evaluation_is_its_own_record_at_its_iteration(tmp_path):
+    """Evaluations every 2 iterations, log points every 6: one val/loss record per evaluation
+    (never a mean of several), each what trainer-eval measures on that iteration's checkpoint;
+    the training rows stay at the log points; the progress line's best is their minimum."""
+    from trainer_run.cli.evaluate import evaluate
+
+    out = tmp_path / "run"
+    done = run_cli(*EVERY_2, "trainer.checkpoint_interval=2", "trainer.keep_checkpoints=null",
+                   f"hydra.run.dir={out}")
+    assert done.returncode == 0, done.stderr
+    rows = read_jsonl(out / "metrics.jsonl")
+    assert [row["iteration"] for row in rows if "val/loss" in row] == [2, 4, 6, 8, 10, 12]
+    assert [row["iteration"] for row in rows if "train/loss" in row] == [6, 12]
+    records = {row["iteration"]: row["val/loss"] for row in rows if "val/loss" in row}
+    for iteration, value in records.items():
+        measured = evaluate(out, [f"checkpoint={out / 'checkpoints' / f'iter_{iteration:08d}'}",
+                                  "split=val"])
+        assert measured["checkpoint"]["iteration"] == iteration
+        assert measured["metrics"]["val/loss"] == pytest.approx(value, rel=1e-6), iteration
+    best = min(records, key=records.get)
+    assert _best_shown(done.stdout) == (f"{records[best]:.4g}", best)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["objective"]["best"] == records[best] and summary["val/loss"] == records[12]
+    header = (out / "metrics.csv").read_text().splitlines()[0].split(",")
+    csv_rows = [dict(zip(header, line.split(","))) for line in
+                (out / "metrics.csv").read_text().splitlines()[1:]]
+    assert {int(r["iteration"]): float(r["val/loss"]) for r in csv_rows if r["val/loss"]} == records
+
+
+def test_the_swa_evaluation_is_a_record_and_the_terminal_names_it(tmp_path):
+    """trainer.swa.start=0.5: the SWA weights' val/swa/ metrics are a row of metrics.jsonl at
+    the last iteration, equal to summary.json's, and the final table shows them."""
+    out = tmp_path / "run"
+    pytest.importorskip("matplotlib")
+    from trainer_run.training.loggers.plot import Plot
+
+    done = run_cli(*EVERY_2, "trainer.swa.start=0.5", "trainer.swa.interval=2",
+                   "logger=[jsonl,plot]", f"hydra.run.dir={out}")
+    assert done.returncode == 0, done.stderr
+    rows = read_jsonl(out / "metrics.jsonl")
+    summary = json.loads((out / "summary.json").read_text())
+    swa = [row for row in rows if "val/swa/loss" in row]
+    assert len(swa) == 1 and swa[0]["iteration"] == 12 and swa[0] is rows[-1]
+    assert swa[0]["val/swa/loss"] == summary["val/swa/loss"]
+    assert swa[0]["val/swa/accuracy"] == summary["val/swa/accuracy"]
+    assert not any(key.startswith("test/") for key in swa[0])
+    shown = done.stdout.replace("┃", " ").split()
+    assert "val/swa/" in shown and f"{summary['val/swa/loss']:.4g}" in done.stdout
+    assert summary["val/loss"] == [row for row in rows if "val/loss" in row][-1]["val/loss"]
+    plot = Plot()                       # plot.png's loss panel, drawn from the same rows
+    plot.start(out, rows)
+    loss = plot.figure().axes[0]
+    drawn = {line.get_label(): line.get_data() for line in loss.get_lines()}
+    assert [list(xy) for xy in drawn["val/swa/loss"]] == [[12], [summary["val/swa/loss"]]]

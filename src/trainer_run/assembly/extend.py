@@ -57,7 +57,7 @@ def extend(trainer: Trainer, run, config: dict, extra: dict | None) -> None:
     stopping = t["early_stopping"]
     if stopping["patience"] is not None:
         trainer.extend(EarlyStopping(objective, stopping["patience"], stopping["min_delta"]))
-    info = loggers.RunInfo(config, objective)
+    info = loggers.RunInfo(config, objective, written=(extra or {}).get("config"))
     sinks = loggers.build(config.get("logger", loggers.BEFORE_THE_GROUP), info)
     if updater.rank == 0:
         _extend_rank_0(trainer, run, t, objective, extra or {}, sinks, info, averaged, measured)
@@ -118,7 +118,8 @@ def _extend_rank_0(trainer: Trainer, run, t: dict, objective: Objective, extra: 
                                     best, store, run.backend)
         trainer.extend(held_out)
         info.held_out = held_out  # the loggers mark its metrics when they close
-    log_report = LogReport(_every(t, "log_interval", run.stop), run.optimizer, sinks, report=warn)
+    log_report = LogReport(_every(t, "log_interval", run.stop), run.optimizer, sinks, report=warn,
+                           late=[averaged.swa.logged] if averaged.swa is not None else [])
     trainer.extend(log_report)
     readout = Readout(run.total, run.samples, log_report, objective, run.optimizer)
     trainer.extend(Progress(readout, live=t["progress"]))

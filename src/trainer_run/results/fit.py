@@ -128,13 +128,14 @@ def merge_overrides(columns: list[Column]) -> list[Column]:
     return rest[:first] + [merged] + rest[first:]
 
 
-def fit(columns: list[Column], width: int) -> list[list[Column]]:
+def fit(columns: list[Column], width: int, last_first: bool = False) -> list[list[Column]]:
     """The tables to print, each a list of columns with their ``width`` set, the first holding
     every column that is not moved. Side by side with whole headers when that fits in
     ``width``, else with wrapped headers (:func:`natural`). Else the text columns narrow
     towards their :func:`floor`, the override columns merged into one where that is narrower
     (:func:`merge_overrides`), and while even that does not fit, the ``movable`` columns move,
-    leftmost first, into continuation tables that repeat the ``key`` columns (the row's
+    leftmost first (``last_first``: rightmost first, so the first table keeps the leftmost),
+    into continuation tables, in their order, that repeat the ``key`` columns (the row's
     number and name)."""
     for wrapped in (False, True):
         if table_width([natural(c, wrapped) for c in columns]) <= width:
@@ -142,9 +143,11 @@ def fit(columns: list[Column], width: int) -> list[list[Column]]:
     first = min(merge_overrides(columns), list(columns), key=_narrowest)
     moved = []
     while _narrowest(first) > width and any(c.movable for c in first):
-        out = next(c for c in first if c.movable)
+        out = next(c for c in (reversed(first) if last_first else first) if c.movable)
         first.remove(out)
         moved.append(out)
+    if last_first:
+        moved.reverse()
     tables = [first]
     for column in moved:
         if len(tables) == 1 or _narrowest(tables[-1] + [column]) > width:

@@ -99,3 +99,60 @@ def test_log_finish_tells_each_logger_how_the_run_ended_and_a_failing_one_is_a_w
     assert len(reported) == 1 and reported[0].startswith("logger.broken (")
     assert "finish()" in reported[0] and "server gone" in reported[0]
     assert reported[0].endswith("; the run is interrupted as it was, its own files complete")
+
+
+class _Rows:
+    """A logger that keeps what it is given."""
+
+    def __init__(self):
+        self.rows, self.closed = [], False
+
+    def start(self, out, rows): pass
+    def write(self, row): self.rows.append(row)
+    def close(self): self.closed = True
+
+
+def test_an_evaluation_between_log_points_is_its_own_row_and_training_stays_averaged(tmp_path):
+    """Log points every 3 iterations, evaluations at 2 and 3: the evaluation at 2 is a row of
+    its own (never averaged into the next), the one at 3 joins the log point's row, whose
+    training values are the means of iterations 1 to 3."""
+    from trainer_run import host_reads
+
+    sink = _Rows()
+    log = LogReport(lambda trainer: trainer.updater.iteration % 3 == 0, loggers=[sink])
+    trainer = _log_trainer(tmp_path, {})
+    log.initialize(trainer)
+    observed = {1: {"loss": 1.0}, 2: {"loss": 2.0, "val/loss": 0.5, "val/ema/loss": 0.25},
+                3: {"loss": 6.0, "val/loss": 0.125}}
+    for iteration, observation in observed.items():
+        trainer.updater.iteration, trainer.observation = iteration, observation
+        before = host_reads.count()
+        log(trainer)
+        assert host_reads.count() - before == (iteration != 1)    # one read per row
+    rows = [{k: v for k, v in row.items() if k not in ("time", "elapsed_s")} for row in sink.rows]
+    assert rows == [{"iteration": 2, "epoch": 0.25, "val/ema/loss": 0.25, "val/loss": 0.5},
+                    {"iteration": 3, "epoch": 0.25, "train/loss": 3.0, "val/loss": 0.125}]
+    assert log.log == sink.rows and log.point == 3
+    assert log.latest_of("val/ema/loss") == 0.25 and log.latest_of("val/accuracy") is None
+
+
+def test_a_late_evaluation_is_a_row_at_the_last_iteration_of_a_completed_run(tmp_path):
+    """``late`` (SWA's evaluation) is asked once the run completed, its row logged before the
+    loggers close; an interrupted run asks nothing; a refused row still closes the loggers."""
+    for status, rows in (("completed", [{"iteration": 3, "epoch": 0.25, "val/swa/loss": 0.5}]),
+                         ("interrupted", [])):
+        sink = _Rows()
+        log = LogReport(lambda trainer: False, loggers=[sink], late=[lambda: {"val/swa/loss": 0.5}])
+        trainer = _log_trainer(tmp_path, {})
+        trainer.status = status
+        log.initialize(trainer)
+        log.finalize(trainer)
+        assert [{k: v for k, v in r.items() if k not in ("time", "elapsed_s")} for r in sink.rows] == rows
+        assert sink.closed
+    sink = _Rows()
+    sink.write = lambda row: (_ for _ in ()).throw(OSError("refused"))
+    log = LogReport(lambda trainer: False, loggers=[sink], late=[lambda: {"val/swa/loss": 0.5}])
+    trainer.status = "completed"
+    with pytest.raises(OSError, match="refused"):
+        log.finalize(trainer)
+    assert sink.closed

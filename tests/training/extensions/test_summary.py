@@ -15,7 +15,7 @@ from refused_writes import strict_loads as _strict
 from refused_writes import temporaries as _temporaries
 
 from trainer_run.errors import StorageError
-from trainer_run.training.extensions import Summary
+from trainer_run.training.extensions import LogReport, Summary
 
 
 def _trainer(out: Path, status="completed"):
@@ -25,9 +25,15 @@ def _trainer(out: Path, status="completed"):
                            status=status, stop_reason=status)
 
 
-def _summary(last: dict) -> Summary:
+class _Log(LogReport):
+    elapsed_s = 1.5                         # the clock's reading, as the test sets it
+
+
+def _summary(*rows: dict) -> Summary:
     store = SimpleNamespace(state_dict=lambda to_numpy: {"l1/W": np.arange(3.0)})
-    return Summary(SimpleNamespace(last=last, elapsed_s=1.5), 10, store)
+    log = _Log(lambda trainer: False, loggers=[])
+    log.log = list(rows)
+    return Summary(log, 10, store)
 
 
 @pytest.mark.parametrize("failing", ["summary.json", "model.npz"])
@@ -54,3 +60,18 @@ def test_the_summary_holds_null_for_nan_and_inf(tmp_path):
     assert _strict((tmp_path / "summary.json").read_text()) == {
         "iteration": 5, "epoch": 0.5, "elapsed_s": None, "samples_per_s": 0.0, "status": "diverged",
         "stop_reason": "diverged", "train/loss": None, "val/loss": None, "val/accuracy": 0.75}
+
+
+def test_the_summary_holds_each_metrics_latest_record(tmp_path):
+    """A log point, then an evaluation of its own, then the SWA weights' row: each metric's
+    latest value, whichever row holds it."""
+    trainer = _trainer(tmp_path)
+    summary = _summary({"iteration": 3, "lr": 0.1, "train/loss": 0.5, "val/loss": 0.75},
+                       {"iteration": 4, "val/loss": 0.625, "val/ema/loss": 0.7},
+                       {"iteration": 5, "train/loss": 0.25},
+                       {"iteration": 5, "val/swa/loss": 0.5})
+    summary.initialize(trainer)
+    summary.finalize(trainer)
+    written = _strict((tmp_path / "summary.json").read_text())
+    assert {k: v for k, v in written.items() if "/" in k} == {
+        "train/loss": 0.25, "val/loss": 0.625, "val/ema/loss": 0.7, "val/swa/loss": 0.5}

@@ -1,8 +1,9 @@
 """logger=mlflow (training/loggers/mlflow.py), read back with MLflow's own client from a local
-store (a ``file:`` URI in the test's folder, no network): the params are the config's values,
-each metric's history is metrics.jsonl's rows (values and steps), the artifacts are the run
-folder's files, a sweep gives one MLflow run per job, and a resumed run continues its MLflow
-run with every row once."""
+store (a ``file:`` URI in the test's folder, no network): the params are the config's values
+(internal keys left out, a ``${oc.env:...}`` as written, never its value), each metric's
+history is metrics.jsonl's rows (values and steps), the artifacts are the run folder's files
+(its weights and confusion matrices included), a sweep gives one MLflow run per job, and a
+resumed run continues its MLflow run with every row once."""
 
 from __future__ import annotations
 
@@ -23,6 +24,8 @@ from trainer_run.errors import ConfigError
 SMALL = ("trainer.log_interval=5", "trainer.eval_interval=10", "trainer.checkpoint_interval=20",
          "trainer.keep_checkpoints=null", "trainer.progress=false")
 NOT_METRICS = ("iteration", "time")
+SECRET = "s3cret-folder"
+"""The value of the environment variable the sweep's ``dataset.path`` names: no logger holds it."""
 
 
 @pytest.fixture(scope="module")
@@ -44,18 +47,22 @@ def sweep(tmp_path_factory, store_env):
     rng = numpy.random.default_rng(0)
     x = rng.normal(size=(500, 4)).astype(numpy.float32)
     y = (x[:, 0] + 0.3 * rng.normal(size=500) > 0).astype(numpy.int64)
-    numpy.savez(root / "train.npz", x=x[:400], y=y[:400])
+    (root / SECRET).mkdir()
+    numpy.savez(root / SECRET / "train.npz", x=x[:400], y=y[:400])
     numpy.savez(root / "test.npz", x=x[400:], y=y[400:])
     uri = (root / "store").as_uri()
-    result = run_cli("-m", "seed=0,1", "logger=[jsonl,mlflow]", f"logger.mlflow.tracking_uri={uri}",
-                     "logger.mlflow.tags={team: vision}", "dataset=npz", f"dataset.path={root}/train.npz",
-                     f"dataset.test_path={root}/test.npz", *SMALL, "trainer.max_iterations=30",
-                     f"hydra.sweep.dir={root}/sweep")
-    assert result.returncode == 0, result.stderr
-    job = root / "sweep" / "0"
-    first = read_jsonl(job / "metrics.jsonl")
-    first_run = _run_id(job)
-    trainer_run.resume(job / "checkpoints" / "iter_00000020", ["trainer.max_iterations=40"])
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("MLFLOW_TEST_DATA", str(root / SECRET))
+        result = run_cli("-m", "seed=0,1", "logger=[jsonl,mlflow]",
+                         f"logger.mlflow.tracking_uri={uri}", "logger.mlflow.tags={team: vision}",
+                         "dataset=npz", "dataset.path=${oc.env:MLFLOW_TEST_DATA}/train.npz",
+                         f"dataset.test_path={root}/test.npz", "metrics=[confusion_matrix]", *SMALL,
+                         "trainer.max_iterations=30", f"hydra.sweep.dir={root}/sweep")
+        assert result.returncode == 0, result.stderr
+        job = root / "sweep" / "0"
+        first = read_jsonl(job / "metrics.jsonl")
+        first_run = _run_id(job)
+        trainer_run.resume(job / "checkpoints" / "iter_00000020", ["trainer.max_iterations=40"])
     from mlflow.tracking import MlflowClient
 
     return {"root": root, "uri": uri, "first": first, "first_run": first_run,
@@ -102,13 +109,19 @@ def test_a_sweep_gives_one_mlflow_run_per_job_in_one_experiment(sweep):
     assert [r.data.params["seed"] for r in runs] == ["0", "1"]
 
 
-def test_params_are_the_config_s_values(sweep):
+def test_params_are_the_config_s_values_but_internals_and_a_resolver_s_value(sweep, monkeypatch):
     job = sweep["root"] / "sweep" / "1"
-    config = OmegaConf.to_container(OmegaConf.load(job / ".hydra" / "config.yaml"), resolve=True)
-    expected = {k: _text(v) for k, v in _flat(config).items() if k.split(".")[0] not in ("hydra", "resume")}
+    written = OmegaConf.load(job / ".hydra" / "config.yaml")
+    monkeypatch.setenv("MLFLOW_TEST_DATA", str(sweep["root"] / SECRET))
+    config = OmegaConf.to_container(written, resolve=True)
+    expected = {k: _text(v) for k, v in _flat(config).items()
+                if k.split(".")[0] not in ("hydra", "resume") and not k.startswith("updater.callbacks.")}
+    expected["dataset.path"] = "${oc.env:MLFLOW_TEST_DATA}/train.npz"  # as the command line gave it
     params = sweep["client"].get_run(_run_id(job)).data.params
     assert params == expected
     assert params["logger.mlflow.tracking_uri"] == sweep["uri"]
+    assert config["dataset"]["path"] == f"{sweep['root']}/{SECRET}/train.npz"  # what it trained on
+    assert not [v for v in params.values() if SECRET in v]
 
 
 def test_each_metric_s_history_is_metrics_jsonl_s_rows_and_the_test_metrics_are_the_summary_s(sweep):
@@ -126,12 +139,14 @@ def test_each_metric_s_history_is_metrics_jsonl_s_rows_and_the_test_metrics_are_
     assert _history(client, run_id, "best/val/loss") == [(objective["best_iteration"], objective["best"])]
 
 
-def test_the_artifacts_are_the_run_folder_s_files(sweep, tmp_path):
+def test_the_artifacts_are_the_run_folder_s_files_its_weights_and_confusion_matrices(sweep, tmp_path):
     job = sweep["root"] / "sweep" / "1"
     folder = Path(sweep["client"].download_artifacts(_run_id(job), "", str(tmp_path)))
-    assert sorted(p.name for p in folder.iterdir()) == ["config.yaml", "summary.json"]  # no plot
-    for name, path in (("summary.json", job / "summary.json"),
-                       ("config.yaml", job / ".hydra" / "config.yaml")):
+    sent = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
+    assert sent == ["config.yaml", "confusion/test.json", "confusion/test.png", "confusion/val.json",
+                    "confusion/val.png", "model.npz", "model_best.npz", "summary.json"]  # no plot
+    for name in sent:
+        path = job / ".hydra" / name if name == "config.yaml" else job / name
         assert (folder / name).read_bytes() == path.read_bytes(), name
 
 

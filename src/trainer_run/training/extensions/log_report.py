@@ -3,6 +3,7 @@ LogFinish: tells the loggers how the run ended once its summary is written."""
 
 from __future__ import annotations
 
+import functools
 import time
 import warnings
 from datetime import datetime
@@ -16,6 +17,11 @@ from ..loggers import Logger
 from ..loggers.jsonl import JsonLines
 from ..trainer import metric_name
 
+TRAINING = "train/"
+"""The prefix of the training step's metrics in a row (averaged over the log interval)."""
+EVALUATED = "val/"
+"""The prefix of an evaluation's metrics (logged at the iteration it ran, never averaged)."""
+
 
 class LogReport(Extension):
     """Every iteration accumulates the trainer's observation; when ``log_trigger`` fires it
@@ -26,6 +32,15 @@ class LogReport(Extension):
     :func:`~..trainer.metric_name`: ``train/<name>`` for the training step's, validation keys
     as the evaluator reported them). Each of ``loggers`` (default:
     ``metrics.jsonl`` alone) receives the row.
+
+    An evaluation is never averaged: its metrics (the keys under ``val/``: the evaluator's,
+    the EMA's ``val/ema/``) are logged at the iteration it ran, as Lightning logs each
+    validation. At a log point they join its row; at any other iteration they make a row of
+    their own (``iteration``, ``epoch``, ``time``, ``elapsed_s`` and the evaluation's
+    values), so every evaluation is one record in every logger. An evaluation made as the
+    run ends, after its last iteration (SWA's, ``late``: functions returning metrics, asked
+    when the run completed; their extensions are writers, which finalize first), is a row of
+    its own at the last iteration, logged before the loggers close.
 
     ``elapsed_s`` counts from the run's start (:mod:`..clock`: the command's from its
     process's start, start-up included; a run from Python from when it is built), and, as
@@ -48,8 +63,9 @@ class LogReport(Extension):
     name = "log_report"
 
     def __init__(self, log_trigger, optimizer=None, loggers: list[Logger] | None = None,
-                 report: Callable[[str], None] | None = None):
+                 report: Callable[[str], None] | None = None, late=()):
         self.log_trigger = log_trigger
+        self.late = list(late)
         self.report = report or warnings.warn
         self.optimizer = optimizer
         self.loggers = [JsonLines()] if loggers is None else list(loggers)
@@ -59,6 +75,8 @@ class LogReport(Extension):
         self.origin = clock.job_origin()
         """The ``time.perf_counter`` reading at which this job started (:mod:`..clock`)."""
         self._elapsed_before = 0.0
+        self.point: int | None = None
+        """The iteration of this session's latest log point (a row of training means)."""
 
     @property
     def elapsed_s(self) -> float:
@@ -70,18 +88,26 @@ class LogReport(Extension):
             logger.start(trainer.out, self.log)
 
     def __call__(self, trainer) -> None:
+        evaluated = {}
         for key, value in trainer.observation.items():
             name = metric_name(key)
+            if name.startswith(EVALUATED):
+                evaluated[name] = value
+                continue
             self._sums[name] = self._sums.get(name, 0.0) + value
             self._counts[name] = self._counts.get(name, 0) + 1
         if self.log_trigger(trainer):
-            self._write(trainer)
+            self._write(trainer, evaluated)
+            self.point = trainer.updater.iteration
+        elif evaluated:
+            self._append(self._stamp(trainer), evaluated)
 
     def finalize(self, trainer) -> None:
         first = None
-        for logger in self.loggers:
+        late = functools.partial(self._log_late, trainer)
+        for end in (late, *(logger.close for logger in self.loggers)):
             try:
-                logger.close()
+                end()
             except UserCodeError as e:
                 self.report(f"{e}; the run is {trainer.status} as it was, its own files complete")
             except Exception as e:
@@ -89,18 +115,37 @@ class LogReport(Extension):
         if first is not None:
             raise first
 
-    def _write(self, trainer) -> None:
+    def _log_late(self, trainer) -> None:
+        """The row of the evaluations made as a completed run ends (``late``)."""
+        late = {k: v for found in self.late for k, v in found().items()} \
+            if trainer.status == "completed" else {}
+        if late:
+            self._append(self._stamp(trainer), late)
+
+    def _stamp(self, trainer) -> dict:
+        """A row's first keys: where and when."""
         updater = trainer.updater
         updater.settle()
-        row = {"iteration": updater.iteration, "epoch": updater.epoch_detail,
-               "time": datetime.now().astimezone().isoformat(timespec="milliseconds"),
-               "elapsed_s": self.elapsed_s}
+        return {"iteration": updater.iteration, "epoch": updater.epoch_detail,
+                "time": datetime.now().astimezone().isoformat(timespec="milliseconds"),
+                "elapsed_s": self.elapsed_s}
+
+    def _write(self, trainer, evaluated: dict) -> None:
+        row = self._stamp(trainer)
         if self.optimizer is not None:
             row["lr"] = self.optimizer.learning_rate
-        row.update(updater.readings())
-        for name, total in sorted(self._read_sums().items()):
-            row[name] = total / self._counts[name]
+        row.update(trainer.updater.readings())
+        sums, counts = self._sums, self._counts
         self._sums, self._counts = {}, {}
+        self._append(row, {**sums, **evaluated}, counts)
+
+    def _append(self, row: dict, values: dict, counts: dict | None = None) -> None:
+        """Logs ``row`` with ``values`` (read to the host in one read, sorted by name; a sum
+        divided by its count in ``counts``) and gives it to the loggers."""
+        names = sorted(values)
+        read = host_reads.scalars([values[name] for name in names])
+        counts = counts or {}
+        row.update((name, value / counts.get(name, 1)) for name, value in zip(names, read))
         self.log.append(row)
         for logger in self.loggers:
             logger.write(row)
@@ -112,7 +157,19 @@ class LogReport(Extension):
 
     @property
     def last(self) -> dict:
+        """The latest row (an evaluation's, or a log point's)."""
         return self.log[-1] if self.log else {}
+
+    def latest_of(self, key: str):
+        """The latest logged value of ``key`` (None when no row has one)."""
+        return next((row[key] for row in reversed(self.log) if key in row), None)
+
+    def latest(self) -> dict:
+        """Each logged metric's (``train/``, ``val/``) latest value, in order of first logging."""
+        found: dict = {}
+        for row in self.log:
+            found.update((k, v) for k, v in row.items() if k.startswith((TRAINING, EVALUATED)))
+        return {k: found[k] for k in dict.fromkeys(k for row in self.log for k in row) if k in found}
 
     def state_dict(self) -> dict:
         return {"log": self.log, "sums": self._read_sums(),

@@ -9,16 +9,22 @@ sessions included) and the time left."""
 
 from __future__ import annotations
 
+import functools
 import time
 
 from rich.console import Console, Group
 from rich.live import Live
-from rich.markup import escape
 from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
+from ... import averaging
+from ...results import fit
+from ...results import table as render
 from ..extension import PRIORITY_READER, Extension
+
+AVERAGED = tuple(averaging.prefix("", kind)[1:] for kind in (averaging.EMA, averaging.SWA))
+"""How the name of an averaged weights' metric begins after its split: ``ema/``, ``swa/``."""
 
 
 class Readout:
@@ -56,7 +62,7 @@ class Readout:
         values (as the objective read them at evaluations), the learning rate and the
         updater's status (loss scale, skips)."""
         fields = []
-        loss = self.log_report.last.get("train/loss")
+        loss = self.log_report.latest_of("train/loss")
         if loss is not None:
             fields.append(("train/loss", _number(loss)))
         fields += self._objective()
@@ -84,7 +90,7 @@ class Readout:
 class Progress(Extension):
     """Shows the :class:`Readout` as a live bar when ``live`` and the console is a terminal
     (refreshed every ``update_interval`` iterations and, for the clock, 4 times a second), and
-    otherwise as one plain line each time the log writes a row (no control characters,
+    otherwise as one plain line at each log point (no control characters,
     flushed at once). A reader registered after the :class:`~.log_report.LogReport` (it shows
     the row logged in the same iteration) and before the :class:`MetricsTable` (its bar stops
     before the table is printed)."""
@@ -114,7 +120,7 @@ class Progress(Extension):
         if self._live is not None:
             if iteration % self.update_interval == 0 or iteration == self.readout.total:
                 self._ratio = iteration / max(self.readout.total, 1)
-        elif self.readout.log_report.last.get("iteration") == iteration:
+        elif self.readout.log_report.point == iteration:
             print(self.readout.line(), file=self.console.file, flush=True)
 
     def _render(self) -> Group:
@@ -135,14 +141,20 @@ class Progress(Extension):
 
 
 class MetricsTable(Extension):
-    """At the end of training prints the logged rows as a rich table: every evaluation row
-    (one with ``val/`` values) and the last, and when there are more than ``max_rows`` rows,
-    the training-only rows thinned to evenly spaced ones (the caption says how many are shown);
-    the test split's metrics below it, with the weights they were measured with, when
-    ``held_out`` (a :class:`~.held_out.HeldOutEvaluator`) has them. The columns of keys
-    ``leave_out`` says (per-class values: one per class would crowd the table out) are left to
-    ``metrics.jsonl``, and the caption says so. A reader registered after the :class:`Progress`
-    (the table comes after the bar stops)."""
+    """At the end of training prints the logged rows as a table within the console's width:
+    every evaluation row (one with ``val/`` values) and the last, and when there are more than
+    ``max_rows`` rows, the training-only rows thinned to evenly spaced ones (a note says how
+    many are shown); the test split's metrics below it, with the weights they were measured
+    with (``best EMA weights`` when the objective ranked the EMA's), when ``held_out`` (a
+    :class:`~.held_out.HeldOutEvaluator`) has them. The columns of keys ``leave_out`` says
+    (per-class values: one per class would crowd the table out) are left to
+    ``metrics.jsonl``, and a note says so.
+
+    The table is fitted as ``trainer-report``'s is (:func:`trainer_run.results.fit.fit`): a
+    column holding one value in every row is said once above it, headers wrap after ``/``,
+    ``_`` and ``.``, and the metric columns that do not fit move, whole, into continuation
+    tables that repeat the iteration; no number or header is ever cut. A reader registered
+    after the :class:`Progress` (the table comes after the bar stops)."""
 
     priority = PRIORITY_READER
     name = "metrics_table"
@@ -159,26 +171,49 @@ class MetricsTable(Extension):
         rows, note = kept_rows(self.log_report.log, self.max_rows)
         if not rows:
             return
-        keys = [k for k in dict.fromkeys(k for row in rows for k in row)
-                if k not in ("elapsed_s", "time")]
-        columns = [k for k in keys if not self.leave_out(k)]
-        if len(columns) < len(keys):
+        keys = sorted((k for k in dict.fromkeys(k for row in rows for k in row)
+                       if k not in ("elapsed_s", "time")), key=_column_order)
+        names = [k for k in keys if not self.leave_out(k)]
+        if len(names) < len(keys):
             note = "; ".join(n for n in (note, "per-class values: metrics.jsonl") if n)
+        columns = [fit.Column(name, [_cell(row.get(name)) for row in rows], right=True,
+                              key=name == "iteration", movable=name != "iteration")
+                   for name in names]
+        shown, same = fit.constant(columns)
+        say = functools.partial(self.console.print, highlight=False, markup=False)
+        say(f"metrics ({trainer.status})")
+        if same:
+            say("all rows: " + "  ".join(f"{name} {value}" for name, value in same))
+        for i, table in enumerate(fit.fit(shown, self.console.width, last_first=True)):
+            self.console.print(render.rich_table(table, "(continued)" if i else None))
+        for line in (note, self._tested()):
+            if line:
+                say(line)
+
+    def _tested(self) -> str:
+        """The line of the test split's metrics and the weights they measured ('' without)."""
         tested = self.held_out.metrics if self.held_out is not None else {}
-        test = ""
-        if tested:
-            weights = self.held_out.weights
-            test = (f"{weights['checkpoint']} weights (iteration {weights['iteration']}): "
-                    + "  ".join(f"{k} {_cell(v)}" for k, v in sorted(tested.items())
-                                if not self.leave_out(k)))
-        captions = [note, test]
-        table = Table(title=f"metrics ({trainer.status})",
-                      caption=escape("\n".join(c for c in captions if c)) or None)
-        for column in columns:  # a metric's name is the user's model's: shown as it is
-            table.add_column(escape(column.replace("/", "\n")), justify="right")
-        for row in rows:
-            table.add_row(*(_cell(row.get(c)) for c in columns))
-        self.console.print(table)
+        if not tested:
+            return ""
+        weights = self.held_out.weights
+        averaged = f"{weights['averaged'].upper()} " if weights.get("averaged") else ""
+        return (f"{weights['checkpoint']} {averaged}weights (iteration {weights['iteration']}): "
+                + "  ".join(f"{k} {_cell(v)}" for k, v in sorted(tested.items())
+                            if not self.leave_out(k)))
+
+
+def _column_order(key: str) -> tuple:
+    """The table's columns in the order a reader looks for them (the last move out first
+    when the table is too wide): iteration, epoch, the losses, the other training and
+    validation metrics, those of averaged weights, then the rest (the learning rate)."""
+    if key in ("iteration", "epoch"):
+        return (0, key != "iteration")
+    name = key.partition("/")[2]
+    averaged = name.startswith(AVERAGED)
+    loss = name.rpartition("/")[2] == "loss"
+    if key.startswith("train/") or key.startswith("val/") and not averaged:
+        return (1, not loss, not key.startswith("train/"))
+    return (2, name.partition("/")[0], not loss) if averaged else (3,)
 
 
 def kept_rows(rows: list[dict], max_rows: int) -> tuple[list[dict], str]:

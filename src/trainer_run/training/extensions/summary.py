@@ -18,9 +18,10 @@ class Summary(Extension):
     ``status``, ``stop_reason`` (the trainer's), ``overrides`` (the run's command-line
     overrides, when given), ``init_from`` (the weights a fine-tuned run started from: their
     file, which checkpoint, iteration, how many arrays loaded and which not), ``objective``
-    (:meth:`~.objective.Objective.summary`, with an objective) and the last logged ``train/*``
-    and ``val/*`` metrics) and ``model.npz`` (parameters by path, loadable with
-    ``numpy.load``) when training ends, however it ends.
+    (:meth:`~.objective.Objective.summary`, with an objective) and each ``train/*`` and
+    ``val/*`` metric's latest logged value: :meth:`~.log_report.LogReport.latest`) and
+    ``model.npz`` (parameters by path, loadable with ``numpy.load``) when training ends,
+    however it ends.
 
     With ``held_out`` (a :class:`~.held_out.HeldOutEvaluator`), its ``test/*`` metrics are
     written too, and ``test_weights``: which weights they measured (``{"checkpoint": "best" |
@@ -86,8 +87,7 @@ class Summary(Extension):
         if self.objective is not None:
             summary["objective"] = self.objective.summary()
         summary.update(updater.readings())
-        summary.update({k: v for k, v in self.log_report.last.items()
-                        if k.startswith(("train/", "val/"))})
+        summary.update(self.log_report.latest())
         if self.held_out is not None and self.held_out.metrics:
             summary.update(self.held_out.metrics)
             summary["test_weights"] = self.held_out.weights

@@ -90,8 +90,9 @@ class StochasticAverage(Extension):
     ``evaluators`` (prefixes ``val/swa/``, ``test/swa/``) into :attr:`metrics`, and written
     with those statistics to ``model_swa.npz`` in ``out``; then the model is given back its
     own weights and statistics, so the last checkpoint and ``model.npz`` hold the trained
-    model. ``report`` is told, in one line, when no averaging point was reached (nothing is
-    then written).
+    model. The validation metrics are logged (:meth:`logged`, the log's row at the last
+    iteration) and written to ``summary.json`` (:meth:`summary`). ``report`` is told, in one
+    line, when no averaging point was reached (nothing is then written).
 
     Registered on rank 0 alone: nothing of the run's course depends on it.
     """
@@ -138,6 +139,12 @@ class StochasticAverage(Extension):
             arrays = self.average.store.state_dict(self.backend.to_numpy)
         self.record = {"averaged": self.average.count, "bn_batches": batches}
         npz.save(Path(self.out) / run_files.SWA_MODEL, arrays, run=Path(self.out))
+
+    def logged(self) -> dict:
+        """The metrics of the log's row of the SWA weights (``val/swa/...``, after the run
+        completed; else nothing): the evaluation is a record like the EMA's."""
+        return {k: v for k, v in self.metrics.items()
+                if k.startswith(averaging.prefix("val", averaging.SWA))}
 
     def summary(self) -> dict:
         """What ``summary.json`` adds of it: the metrics, and the record under ``swa``

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numbers
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -10,6 +11,14 @@ NOT_METRICS = ("iteration", "time")
 """Row keys that are no metric: the step and the wall-clock time."""
 HIDDEN = ("hydra", "resume")
 """Config sections that are no hyper-parameter of the run."""
+INTERNAL = ("dataset.md5.", "updater.callbacks.")
+"""Keys that check or hook the run rather than set it: the built-in sets' checksums (always
+checked, never chosen), and the per-stage hooks, left out where null (a stage without a hook)."""
+RESOLVER = re.compile(r"\$\{\s*[\w.]+\s*:")
+"""A resolver call in a value as written (``${oc.env:TOKEN}``, any ``${name:...}``)."""
+REFERENCE = re.compile(r"\$\{\s*(\.*)([\w.\[\]]+)\s*\}")
+"""A reference to another key (``${optimizer.learning_rate}``, ``${.b}``): its leading dots
+and its path."""
 
 
 @dataclass
@@ -24,11 +33,28 @@ class RunInfo:
     config: dict = field(default_factory=dict)
     objective: object = None
     held_out: object = None
+    written: dict | None = None
+    """The config as written, its interpolations unresolved (None: as ``config``)."""
 
     def hyperparameters(self) -> dict:
         """The run's hyper-parameters: every scalar of ``config`` under its dotted key (see
-        :func:`flat`), the sections that are none (:data:`HIDDEN`) left out."""
-        return {k: v for k, v in flat(self.config).items() if k.split(".")[0] not in HIDDEN}
+        :func:`flat`), the sections that are none (:data:`HIDDEN`) and the internal keys
+        (:data:`INTERNAL`: every ``dataset.md5`` key, a null ``updater.callbacks`` one) left
+        out. A value that is written with a resolver (``${oc.env:TOKEN}``), or refers to a key
+        that is, is the text as written: its resolved value (a secret from the environment)
+        is never logged."""
+        values = {k: v for k, v in flat(self.config).items()
+                  if k.split(".")[0] not in HIDDEN and not internal(k, v)}
+        if self.written is None:
+            return values
+        written, logged = flat(self.written), {}
+        for key, value in values.items():
+            source = next((w for w in _owners(key) if w in written), None)
+            if source is None or not _calls_resolver(source, written, set()):
+                logged[key] = value
+            elif not internal(source, written[source]):
+                logged[source] = written[source]
+        return logged
 
 
 class Logger:
@@ -69,6 +95,37 @@ def flat(config: dict, prefix: str = "") -> dict:
         else:
             out[name] = "null" if value is None else str(value)
     return out
+
+
+def internal(key: str, value) -> bool:
+    """Whether ``key`` is one of the :data:`INTERNAL` keys that are no hyper-parameter."""
+    return key.startswith(INTERNAL[0]) or key.startswith(INTERNAL[1]) and value in (None, "null")
+
+
+def _owners(key: str) -> list[str]:
+    """``key`` and the sections above it (``a.b.c``: ``a.b.c``, ``a.b``, ``a``), where a value
+    written as an interpolation may have made it."""
+    parts = key.split(".")
+    return [".".join(parts[:n]) for n in range(len(parts), 0, -1)]
+
+
+def _calls_resolver(key: str, written: dict, seen: set) -> bool:
+    """Whether ``written[key]`` calls a resolver, itself or through the keys it refers to."""
+    if key in seen:
+        return False
+    seen.add(key)
+    text = str(written.get(key, ""))
+    if RESOLVER.search(text):
+        return True
+    for dots, path in REFERENCE.findall(text):
+        if dots:  # relative: from the section holding key, one level up per extra dot
+            parent = key.split(".")[:-len(dots)]
+            path = ".".join([*parent, path])
+        path = path.replace("[", ".").replace("]", "")
+        if any(_calls_resolver(k, written, seen) for k in written
+               if k == path or k.startswith(f"{path}.") or path.startswith(f"{k}.")):
+            return True
+    return False
 
 
 def is_number(value) -> bool:

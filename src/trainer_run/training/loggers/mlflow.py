@@ -11,46 +11,46 @@ file store, which MLflow 3 refuses unless ``MLFLOW_ALLOW_FILE_STORE`` is true: c
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 import os
 import re
+import shutil
 import tempfile
 import time
 from datetime import datetime
 from pathlib import Path
-from urllib.parse import urlparse
-from urllib.request import url2pathname
 
-from ...console import warn
+from ...console import inform, warn
 from ...errors import ConfigError, RunStopped
 from ...runs import files as run_files
-from ...storage import files, reading
+from ...storage import reading
 from .base import NOT_METRICS, Logger, RunInfo, is_number
 
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")  # read when MLflow is imported
 try:
     from mlflow.entities import Metric, Param, RunTag
     from mlflow.exceptions import MlflowException
-    from mlflow.tracking import MlflowClient
 except ImportError:
     raise ConfigError('logger=mlflow needs mlflow-skinny: pip install "trainer-run[mlflow]"'
                       ) from None
+from . import mlflow_record, mlflow_server  # noqa: E402  (they import MLflow: after the check)
+from .mlflow_server import said  # noqa: E402
 
 FILE = run_files.MLFLOW
-ARTIFACTS = {run_files.SUMMARY: reading.RECORD_BYTES, run_files.PLOT: reading.RECORD_BYTES}
-"""The run's files sent as artifacts when it ends, each when it is there, with its size limit;
-the config record (``.hydra/config.yaml``) goes too, as ``config.yaml``."""
+ARTIFACTS = {run_files.SUMMARY: reading.RECORD_BYTES, run_files.PLOT: reading.RECORD_BYTES,
+             **{f"{run_files.CONFUSION}/{split}.{kind}": reading.RECORD_BYTES
+                for split in ("val", "test") for kind in ("json", "png")},
+             **dict.fromkeys((run_files.MODEL, run_files.BEST_MODEL, run_files.EMA_MODEL,
+                              run_files.SWA_MODEL))}
+"""The run's files sent as artifacts when it ends, each when it is there, with its size limit
+(None: an archive of weights, copied as it is); the config record (``.hydra/config.yaml``)
+goes too, as ``config.yaml``."""
 STATUS = {"completed": "FINISHED", "interrupted": "KILLED"}
 """The MLflow status of a run that ended so; any other (diverged, failed) is ``FAILED``."""
 CLOCK = ("elapsed_s",)
 """Row metrics a repeated row may differ in (see :class:`MLflow`)."""
 RUN_DIR = "trainer-run.run_dir"
 """The tag holding the run folder's absolute path."""
-DEFAULT_STORE = "mlruns"
-"""The local store of a run without a tracking URI, in the current folder (MLflow's own
-``./mlruns``; MLflow 3's default, ``sqlite:///mlflow.db``, needs SQLAlchemy, which
-mlflow-skinny does not install)."""
 KEY_LENGTH, PARAM_LENGTH, TAG_LENGTH = 250, 6000, 8000
 """MLflow's limits on a key's, a param value's and a tag value's length."""
 PARAMS_PER_CALL, METRICS_PER_CALL = 100, 1000
@@ -72,21 +72,27 @@ class MLflow(Logger):
     ``trainer-run.run_dir``, the run folder.
 
     - **params**: the run's hyper-parameters (:meth:`~.base.RunInfo.hyperparameters`, the
-      config's scalars by dotted key; a boolean as ``true``/``false``, a list as its text), a
-      value longer than MLflow's 6000 characters cut there, ending in ``...`` (the whole
-      config is the ``config.yaml`` artifact);
+      config's scalars by dotted key, internal keys left out, a value written with a resolver
+      as written; a boolean as ``true``/``false``, a list as its text), a value longer than
+      MLflow's 6000 characters cut there, ending in ``...`` (the whole config is the
+      ``config.yaml`` artifact);
     - **metrics**: every numeric value of every row (``epoch``, ``elapsed_s``, ``lr``, the
       ``train/`` and ``val/`` metrics, ...) at step ``iteration``, stamped with the row's
       ``time``; when training ends, the ``test/<metric>`` values at the iteration of the
       weights they measured and ``best/<metric>``, the objective's best, at its iteration;
     - **artifacts**, once the summary is written (:meth:`finish`): ``summary.json``,
-      ``plot.png`` (when the run folder has it, ``logger=plot``) and ``config.yaml``;
+      ``config.yaml``, the weights (``model.npz``, and ``model_best.npz``, ``model_ema.npz``,
+      ``model_swa.npz`` when the run has them), ``plot.png`` (``logger=plot``) and the
+      confusion matrices (``confusion/``, ``metrics=[confusion_matrix]``) when it has them;
     - **status**: ``FINISHED`` (completed, a time limit included), ``KILLED`` (Ctrl-C,
       SIGTERM: interrupted) or ``FAILED``.
 
     A name MLflow refuses has each refused character replaced by ``_``. The MLflow run's id is
-    kept in the run folder's ``mlflow.json``; a resumed run whose tracking URI is the one
-    recorded continues that MLflow run (status ``RUNNING`` again). MLflow keeps every value
+    kept in the run folder's ``mlflow.json``, signed for this folder (:mod:`.mlflow_record`); a
+    resumed run whose record is this user's for this folder and whose tracking URI is the one
+    recorded continues that MLflow run (status ``RUNNING`` again); any other record (a copied
+    or moved folder, someone else's run) gives a new MLflow run, with a ``note:`` line, and
+    the recorded MLflow run is not touched. MLflow keeps every value
     logged at a step and cannot drop one, so a row (or an end value) MLflow already holds, the
     same value of each metric at the same step, ``elapsed_s`` aside, is not sent again: the
     rows before the checkpoint the resume starts from, and the rows the stopped run logged
@@ -99,10 +105,11 @@ class MLflow(Logger):
     whole history, and a warning.
 
     The client is made, and the server asked for the experiment, when the logger is built,
-    before anything is written or trained: a URI MLflow cannot use, a server it cannot reach
-    (after MLflow's own retries, ``MLFLOW_HTTP_REQUEST_MAX_RETRIES``) or a deleted experiment
-    is a :class:`~trainer_run.errors.ConfigError`. Once the run started, a failed call is a
-    :class:`TrackingError` that stops it; at the end (:meth:`finish`) it is a warning."""
+    before anything is written or trained (:func:`.mlflow_server.client`: at most 10 s, stop
+    signals live): a URI MLflow cannot use, a server it cannot reach or that does not answer
+    in time, or a deleted experiment is a :class:`~trainer_run.errors.ConfigError`. Once the
+    run started, a failed call is a :class:`TrackingError` that stops it; at the end
+    (:meth:`finish`) it is a warning."""
 
     run_id: str | None = None
     out: Path
@@ -117,7 +124,7 @@ class MLflow(Logger):
             raise ConfigError(f"logger.mlflow.run_name must be text or null, got {run_name!r}")
         if not isinstance(tags, (dict, type(None))):
             raise ConfigError(f"logger.mlflow.tags must be a mapping (tags={{team: vision}}), got {tags!r}")
-        self.uri, source = resolved(tracking_uri)
+        self.uri, source = mlflow_server.resolved(tracking_uri)
         self.experiment_name = experiment_name
         self.run_name = run_name
         self.tags = {name(str(k)): clipped(text(v), TAG_LENGTH) for k, v in (tags or {}).items()}
@@ -125,7 +132,7 @@ class MLflow(Logger):
         """The values the MLflow run held when this session started, by metric and step."""
         self.last_step: int | None = None
         self.broken = False
-        self.client = _client(self.uri, source, experiment_name)
+        self.client = mlflow_server.client(self.uri, source, experiment_name)
 
     def start(self, out: Path, rows: list[dict]) -> None:
         self.out = Path(out)
@@ -175,19 +182,20 @@ class MLflow(Logger):
             raise refused
 
     def _recorded(self) -> str | None:
-        """The MLflow run id ``mlflow.json`` records for this tracking URI (a run recorded at
-        another URI is said, and None returned); None without the file."""
-        try:
-            record = json.loads(reading.read_text(self.out / FILE, reading.MARKER_BYTES, self.out))
-        except FileNotFoundError:
+        """The MLflow run id ``mlflow.json`` records for this tracking URI, when the record is
+        this user's for this run folder (:func:`.mlflow_record.mine`); None without the file,
+        and None with a ``note:`` line for a record that is not (a copied or moved folder,
+        someone else's run) or a ``warning:`` line for one at another URI."""
+        record = mlflow_record.read(self.out)
+        if record is None:
             return None
-        except (OSError, ValueError) as e:
-            raise ConfigError(f"{self.out / FILE} cannot be read ({e}); remove it to log this "
-                              "run to a new MLflow run") from None
-        if not isinstance(record, dict) or not isinstance(record.get("run_id"), str):
-            raise ConfigError(f"{self.out / FILE} is not a record of an MLflow run; remove it to "
-                              "log this run to a new MLflow run")
-        if record.get("tracking_uri") != self.uri:
+        if not mlflow_record.mine(self.out, record):
+            inform(f"note: logger.mlflow: {FILE} was not recorded by you for this run folder (it "
+                   "was copied or moved, or is someone else's), so its MLflow run is left "
+                   f"untouched; this run logs to a new MLflow run at {self.uri}, which gets its "
+                   "whole history")
+            return None
+        if record["tracking_uri"] != self.uri:
             warn(f"logger.mlflow: this run was logged to MLflow run {record['run_id']} at "
                  f"{record.get('tracking_uri')}; it now logs to {self.uri}, in a new MLflow run "
                  "that gets its whole history")
@@ -215,7 +223,7 @@ class MLflow(Logger):
         return dict(found.data.params)
 
     def _create(self) -> None:
-        """A new MLflow run, recorded in ``mlflow.json``."""
+        """A new MLflow run, recorded in ``mlflow.json`` (:func:`.mlflow_record.write`)."""
         experiment = self.client.get_experiment_by_name(self.experiment_name)
         if experiment is not None:
             experiment_id = experiment.experiment_id
@@ -230,8 +238,7 @@ class MLflow(Logger):
         created = self.client.create_run(experiment_id, tags=tags, run_name=self.run_name or
                                          "/".join(self.out.resolve().parts[-2:]))
         self.run_id = created.info.run_id
-        record = {"tracking_uri": self.uri, "experiment_id": experiment_id, "run_id": self.run_id}
-        files.write_atomic(self.out / FILE, json.dumps(record, indent=2) + "\n", run=self.out)
+        mlflow_record.write(self.out, self.uri, experiment_id, self.run_id)
 
     def _log_params(self, logged: dict) -> None:
         """The hyper-parameters MLflow does not hold yet as params; a changed one as a tag."""
@@ -269,7 +276,10 @@ class MLflow(Logger):
         refused = None
         for artifact, (path, limit) in sources.items():
             try:
-                (folder / artifact).write_bytes(reading.read_bytes(path, limit, self.out))
+                with reading.open_file(path, limit, self.out) as source:
+                    (folder / artifact).parent.mkdir(exist_ok=True)
+                    with open(folder / artifact, "wb") as copy:
+                        shutil.copyfileobj(source, copy)
             except FileNotFoundError:
                 continue
             except ConfigError as e:
@@ -286,45 +296,6 @@ class MLflow(Logger):
             raise TrackingError(f"logger.mlflow: MLflow at {self.uri} failed: {said(e)}; resume the "
                                 "run once it answers, and the rows MLflow lacks are sent then"
                                 ) from None
-
-
-def resolved(setting: str | None) -> tuple[str, str]:
-    """The tracking URI (a local store's made an absolute ``file:`` URI) and where it comes
-    from: ``setting``, else ``$MLFLOW_TRACKING_URI``, else :data:`DEFAULT_STORE` here. A local
-    store allows MLflow's file store (``MLFLOW_ALLOW_FILE_STORE``) unless the environment says."""
-    if setting is not None and (not isinstance(setting, str) or not setting.strip()):
-        raise ConfigError(f"logger.mlflow.tracking_uri must be a URI (http://host:5000, "
-                          f"file:/path) or null, got {setting!r}")
-    source = "logger.mlflow.tracking_uri"
-    uri = setting
-    if uri is None:
-        uri, source = os.environ.get("MLFLOW_TRACKING_URI"), "MLFLOW_TRACKING_URI"
-    if not uri:
-        uri, source = DEFAULT_STORE, "the default logger.mlflow.tracking_uri"
-    parts = urlparse(uri)
-    if parts.scheme in ("", "file") and not parts.netloc:
-        os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
-        uri = Path(url2pathname(parts.path)).resolve().as_uri()
-    return uri, source
-
-
-def _client(uri: str, source: str, experiment: str) -> MlflowClient:
-    """MLflow's client at ``uri``, once its server answered for ``experiment`` (not deleted)."""
-    try:
-        client = MlflowClient(tracking_uri=uri)
-    except (MlflowException, OSError) as e:
-        raise ConfigError(f"{source}={uri} is not a tracking URI MLflow can use ({said(e)}); "
-                          "give http(s)://host:port for a tracking server or file:/path for a "
-                          "local store") from None
-    try:
-        found = client.get_experiment_by_name(experiment)
-    except (MlflowException, OSError) as e:
-        raise ConfigError(f"logger.mlflow: cannot reach MLflow at {uri} ({source}): {said(e)}; "
-                          f"start the server or correct {source}") from None
-    if found is not None and found.lifecycle_stage != "active":
-        raise ConfigError(f"logger.mlflow.experiment_name={experiment} is deleted at {uri}; "
-                          "restore it (mlflow experiments restore) or choose another name")
-    return client
 
 
 def metrics(row: dict) -> list:
@@ -355,8 +326,3 @@ def clipped(value: str, length: int) -> str:
 def same(a: float, b: float) -> bool:
     """Equal, a NaN equal to a NaN."""
     return a == b or (math.isnan(a) and math.isnan(b))
-
-
-def said(error: BaseException) -> str:
-    """What an error says, on one line."""
-    return " ".join(str(error).split()) or type(error).__name__

@@ -29,10 +29,12 @@ FOLDER = run_files.TENSORBOARD
 class TensorBoard(Logger):
     """Writes every numeric value of every row as a scalar (tag: the row's key, step: its
     ``iteration``, wall time: its ``time``), and the run's hyper-parameters for TensorBoard's
-    HParams view: every scalar of the resolved config under its dotted key (a list as its
-    text), compared on the objective's metric and ``best/<metric>``, the objective's best
-    value, written when training ends. :meth:`start` writes a new event file from the rows
-    so far (atomically), then removes the older ones, so a resumed run holds each row once.
+    HParams view (:meth:`~.base.RunInfo.hyperparameters`: the config's scalars under their
+    dotted keys, a list as its text, internal keys left out, a value written with a resolver
+    such as ``${oc.env:TOKEN}`` as written, never its value), compared on the objective's
+    metric and ``best/<metric>``, the objective's best value, written when training ends.
+    :meth:`start` writes a new event file from the rows so far (atomically), then removes the
+    older ones, so a resumed run holds each row once.
 
     tensorboardX makes the events; the records are written here, without its background
     thread: each row's events are one :func:`trainer_run.storage.files.append`, whole or not at all,
