@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 
 import numpy
 import pytest
@@ -178,3 +180,32 @@ def test_a_link_planted_in_the_data_folder_is_one_line_and_its_target_is_kept(tm
     assert (bashrc.read_bytes(), os.stat(bashrc).st_mtime_ns) == before
     assert sorted(p.name for p in planted.parent.iterdir()) == [planted.name]
     assert not (tmp_path / "run").exists()
+
+
+def test_a_link_planted_in_a_runs_data_folder_is_refused_by_resume_and_trainer_eval(tmp_path):
+    """The probe's commands: a run of the user's whose data root is a shared folder the
+    stranger could write; the stranger removed a file and planted its ``.part`` as a link to
+    ``~/.bashrc``. ``trainer-run resume=`` and ``trainer-eval`` (which fetch the file again)
+    refuse the link in one line each and ask the mirror for nothing; the file is kept."""
+    contents, _ = mnist_files(tmp_path / "served")
+    root, run = tmp_path / "shared", tmp_path / "run"
+    with FileServer() as server:
+        server.routes = {f"/{name}": content for name, content in contents.items()}
+        made = run_cli("dataset=mnist", f"dataset.root={root}", f"dataset.mirrors=[{server.url('/')}]",
+                       *_md5(contents, image_sets.MNIST_NAMES), "dataset.timeout=5",
+                       f"hydra.run.dir={run}", *SHORT)
+        assert made.returncode == 0, made.stderr
+        asked = len(server.requests)
+        bashrc = tmp_path / "home" / ".bashrc"
+        before = _users_file(bashrc)
+        (root / "mnist" / "train-images-idx3-ubyte.gz").unlink()
+        planted = root / "mnist" / "train-images-idx3-ubyte.gz.part"
+        planted.symlink_to(bashrc)
+        for command in ([sys.executable, "-m", "trainer_run.cli", f"resume={run}",
+                         "trainer.max_iterations=8"],
+                        [sys.executable, "-m", "trainer_run.cli.evaluate", str(run)]):
+            result = subprocess.run(command, capture_output=True, text=True, timeout=300)
+            assert result.returncode == 2, result.stderr
+            assert result.stderr.splitlines() == [_planted_line(planted, "a symbolic link")]
+            assert (bashrc.read_bytes(), os.stat(bashrc).st_mtime_ns) == before
+        assert len(server.requests) == asked
