@@ -282,3 +282,43 @@ def test_a_signal_during_start_up_exits_with_one_line_and_is_never_lost(tmp_path
             assert not out.exists(), sorted(p.name for p in out.iterdir())
             assert stderr.strip() == (f"error: stopped by {signal.Signals(signum).name} before "
                                       "training started; nothing was trained")
+
+
+@pytest.mark.parametrize("mark, known", [
+    ({"tool": "trainer-run", "format": 1}, True), ({"tool": "trainer-run"}, True),
+    ({"tool": "trainer-run", "format": 2}, False), ({"tool": "trainer-run", "format": "2"}, False),
+    ({"tool": "trainer-run", "format": True}, False), ({"tool": "trainer-run", "format": 0}, False),
+])
+def test_a_run_of_a_format_this_version_does_not_know_is_refused(tmp_path, mark, known):
+    import json
+
+    (tmp_path / ".hydra").mkdir()
+    (tmp_path / ".hydra" / "trainer-run.json").write_text(json.dumps(mark))
+    if known:
+        assert run_directory.is_run(tmp_path)
+        return
+    with pytest.raises(ConfigError) as refused:
+        run_directory.is_run(tmp_path)
+    if mark["format"] == 2:
+        assert str(refused.value) == (f"{tmp_path} is a run of a newer trainer-run (run format 2; "
+                                      "this version reads up to 1): upgrade trainer-run (pip "
+                                      "install -U trainer-run) to use it")
+    else:
+        assert str(refused.value) == (f"{tmp_path}/.hydra/trainer-run.json records the run format "
+                                      f"{mark['format']!r}, which no trainer-run writes (this "
+                                      "version writes 1); it is not a run to use")
+
+
+def test_resuming_a_run_of_a_newer_format_is_one_line_and_changes_nothing(tmp_path):
+    run = tmp_path / "run"
+    done = run_cli(f"hydra.run.dir={run}", "dataset.size=120", "trainer.max_iterations=3",
+                   "trainer.progress=false")
+    assert done.returncode == 0, done.stderr
+    (run / ".hydra" / "trainer-run.json").write_text('{"tool": "trainer-run", "format": 2}\n')
+    before = run_files(run)
+    result = run_cli(f"resume={run}", "trainer.max_iterations=6")
+    assert result.returncode == 2
+    assert _one_error(result) == (f"error: {run} is a run of a newer trainer-run (run format 2; "
+                                  "this version reads up to 1): upgrade trainer-run (pip install "
+                                  "-U trainer-run) to use it")
+    assert run_files(run) == before

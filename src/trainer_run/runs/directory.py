@@ -58,15 +58,17 @@ def holds_run(directory: Path) -> bool:
 def is_run(directory: Path) -> bool:
     """Whether ``directory`` is a run of trainer-run's: its record holds :data:`MARK` naming
     the tool, or this user's signature of its config (a run from before the mark). A record
-    that is a symbolic link is refused (:class:`~trainer_run.storage.files.LinkInRun`)."""
+    that is a symbolic link is refused (:class:`~trainer_run.storage.files.LinkInRun`), and so
+    is a mark of a run format this version does not know (a newer one: upgrade trainer-run)."""
     record = Path(directory) / RECORD
     files.check_no_links(record, directory)
     try:
         mark = json.loads(reading.read_bytes(record / MARK, reading.MARKER_BYTES, directory))
-        if isinstance(mark, dict) and mark.get("tool") == "trainer-run":
-            return True
     except (OSError, ValueError, ConfigError):
-        pass
+        mark = None
+    if isinstance(mark, dict) and mark.get("tool") == "trainer-run":
+        _check_format(mark.get("format"), Path(directory))
+        return True
     try:
         signature = reading.read_text(record / trust.RECORD_SIGNATURE, reading.MARKER_BYTES,
                                       directory)
@@ -74,6 +76,21 @@ def is_run(directory: Path) -> bool:
         return trust.signed_by_me(config, signature.strip())
     except (OSError, ConfigError):
         return False
+
+
+def _check_format(version, directory: Path) -> None:
+    """Refuses (ConfigError) a run whose mark records a run format this version does not know:
+    one newer than :data:`FORMAT` (a later trainer-run wrote it), or anything but a number
+    from 1 on. A mark without one is format 1."""
+    if version is None or isinstance(version, int) and not isinstance(version, bool) \
+            and 1 <= version <= FORMAT:
+        return
+    if isinstance(version, int) and not isinstance(version, bool) and version > FORMAT:
+        raise ConfigError(f"{directory} is a run of a newer trainer-run (run format {version}; "
+                          f"this version reads up to {FORMAT}): upgrade trainer-run "
+                          "(pip install -U trainer-run) to use it")
+    raise ConfigError(f"{directory}/{RECORD}/{MARK} records the run format {version!r}, which no "
+                      f"trainer-run writes (this version writes {FORMAT}); it is not a run to use")
 
 
 def mark(record: Path) -> None:
