@@ -1,18 +1,24 @@
 """``trainer-export`` on a run trained for a few iterations, as a user runs it: the ONNX file
 it writes gives in onnxruntime what ``load_model(run).predict`` gives on the same raw uint8
 images; the default npz is the run's best weights bit for bit with its normalization; a run of
-someone else naming code needs ``trust=true``; bad input is one line."""
+someone else naming code needs ``trust=true``; bad input is one line, and so is a damaged
+``summary.json`` whose iteration would name the default file."""
 
 from __future__ import annotations
 
+import json
 import os
+import reprlib
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy
 import onnxruntime
 import pytest
 from helpers import load_npz
+from run_folders import copy_run, environment, make_run, snapshot
 
 import trainer_run
 from trainer_run.cli import export as command
@@ -99,3 +105,85 @@ def test_bad_input_is_one_line(folder, args, message):
     folder, _ = folder
     with pytest.raises(ConfigError, match=message):
         command.export(folder / "run", args)
+
+
+# -- the default file name from a damaged summary.json --------------------------------------------
+DAMAGED = ["x/../../model", "/../..", -1, 1.5, True, "y" * 10_000]
+
+
+@pytest.fixture(scope="module")
+def plain_run(tmp_path_factory):
+    """A 6-iteration run of the default model and the key of the user who trained it."""
+    root = tmp_path_factory.mktemp("damaged").resolve()
+    return make_run(root, root / "keys"), root / "keys"
+
+
+def _damaged(plain_run, tmp_path, change) -> Path:
+    run = copy_run(plain_run[0], tmp_path / "run")
+    summary = json.loads((run / "summary.json").read_text())
+    change(summary)
+    (run / "summary.json").write_text(json.dumps(summary))
+    return run
+
+
+def _export(keys, cwd, *arguments) -> subprocess.CompletedProcess:
+    return subprocess.run([str(Path(sys.executable).parent / "trainer-export"), *arguments],
+                          cwd=cwd, env=environment(keys), capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("value", DAMAGED, ids=["up-and-over", "root", "negative", "fraction",
+                                                "bool", "10kB"])
+@pytest.mark.parametrize("form", ["npz", "onnx"])
+def test_a_damaged_iteration_in_the_summary_is_one_line_and_nothing_is_written(plain_run, tmp_path,
+                                                                               value, form):
+    run = _damaged(plain_run, tmp_path, lambda s: s.__setitem__("iteration", value))
+    before = snapshot(run)
+    done = _export(plain_run[1], tmp_path, "run", "checkpoint=last", f"format={form}")
+    assert done.returncode == 2 and done.stdout == "", done.stderr
+    assert done.stderr.splitlines() == [
+        f"error: run/summary.json is damaged: it records {reprlib.repr(value)} as the iteration "
+        "of the run's last weights, not a whole number of iterations; restore the file from a "
+        "copy of the run, or name the file to write with out=FILE"]
+    assert snapshot(run) == before
+    assert (run / "model.npz").read_bytes() == (plain_run[0] / "model.npz").read_bytes()
+
+
+def test_a_damaged_best_iteration_is_refused_too_and_out_still_exports(plain_run, tmp_path):
+    """The best weights from ``model_best.npz`` (its checkpoint gone) take their iteration
+    from the summary's objective; ``out=`` names the file without it."""
+    run = _damaged(plain_run, tmp_path,
+                   lambda s: s["objective"].__setitem__("best_iteration", "../../model"))
+    shutil.rmtree(run / "checkpoints")
+    before = snapshot(run)
+    done = _export(plain_run[1], tmp_path, "run")
+    assert done.returncode == 2 and done.stderr.splitlines() == [
+        "error: run/summary.json is damaged: it records '../../model' as the iteration of the "
+        "run's best weights, not a whole number of iterations; restore the file from a copy of "
+        "the run, or name the file to write with out=FILE"], done.stderr
+    assert snapshot(run) == before
+    done = _export(plain_run[1], tmp_path, "run", "out=best.npz")
+    assert done.returncode == 0, done.stderr
+    assert snapshot(run) == before and set(load_npz(tmp_path / "best.npz")) >= set(
+        load_npz(run / "model_best.npz"))
+
+
+def test_a_sound_iteration_names_the_default_file(plain_run, tmp_path):
+    run = copy_run(plain_run[0], tmp_path / "run")
+    done = _export(plain_run[1], tmp_path, "run", "checkpoint=last")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "written: run/export/model_last_iter6.npz (last weights, iteration 6)\n"
+    last = load_npz(run / "model.npz")
+    exported = load_npz(run / "export" / "model_last_iter6.npz")
+    assert all(numpy.array_equal(exported[k], last[k]) for k in last)
+
+
+def test_a_file_where_the_export_folder_goes_is_one_line_exit_2(plain_run, tmp_path):
+    run = copy_run(plain_run[0], tmp_path / "run")
+    (run / "export").write_text("mine")
+    before = snapshot(run)
+    done = _export(plain_run[1], tmp_path, "run")
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.splitlines() == [
+        "error: cannot make the folder run/export: run/export is a file, not a folder; move or "
+        "remove it and try again"]
+    assert snapshot(run) == before

@@ -23,6 +23,25 @@ def test_the_default_file_is_in_the_runs_export_folder_named_by_the_weights(tmp_
         tmp_path / "export" / "model_file.npz"
 
 
+
+@pytest.mark.parametrize("iteration", [2**63, -1, 3.0, False, "6", [6], None])
+def test_an_iteration_is_a_whole_number_of_a_counters_range(tmp_path, iteration):
+    weights = Weights(tmp_path / "model.npz", "last", iteration)
+    if iteration is None:
+        assert default_path(tmp_path, weights, "npz") == tmp_path / "export" / "model_last.npz"
+        return
+    with pytest.raises(ConfigError, match=r"summary\.json is damaged: it records .* as the "
+                                          r"iteration of the run's last weights"):
+        default_path(tmp_path, weights, "npz")
+    assert default_path(tmp_path, Weights(tmp_path / "m", "last", 2**63 - 1), "npz").name == \
+        f"model_last_iter{2**63 - 1}.npz"
+
+
+def test_an_unknown_kind_of_weights_names_no_file(tmp_path):
+    with pytest.raises(ConfigError, match=r"unknown kind \('\.\./x'\); name the file to write "
+                                          "with out=FILE"):
+        default_path(tmp_path, Weights(tmp_path / "model.npz", "../x", 6), "npz")
+
 def test_both_formats_are_written_and_read_back(tmp_path):
     loaded = trained(randomized(built("cnn", backend())), "unit")
     run = tmp_path / "run"

@@ -1,8 +1,10 @@
 """An export written to a file (:func:`save`) and where it goes when no file is named
-(:func:`default_path`): ``<run>/export/model_<best|last|file>[_iter<N>].<format>``."""
+(:func:`default_path`): ``<run>/export/model_<best|last|file>[_iter<N>].<format>``, its name
+made of checked values only (:func:`file_name`)."""
 
 from __future__ import annotations
 
+import reprlib
 from pathlib import Path
 
 from ..errors import ConfigError, check
@@ -16,11 +18,35 @@ FORMATS = ("npz", "onnx")
 (:mod:`.onnx_graph`)."""
 
 
+KINDS = ("best", "last", "file")
+"""The weights a default file name may name (:attr:`trainer_run.weights.Weights.which`)."""
+LAST_ITERATION = 2**63 - 1
+"""The largest iteration a file name may hold (a counter's range)."""
+
+
 def default_path(run: Path, weights, form: str) -> Path:
     """Where the export of ``run``'s ``weights`` (:class:`trainer_run.weights.Weights`) in the
-    format ``form`` goes when no file is named: the run's ``export/`` folder."""
-    iteration = f"_iter{weights.iteration}" if weights.iteration is not None else ""
-    return Path(run) / run_files.EXPORT / f"model_{weights.which}{iteration}.{form}"
+    format ``form`` goes when no file is named: the run's ``export/`` folder, under the name
+    :func:`file_name` gives."""
+    return Path(run) / run_files.EXPORT / file_name(run, weights, form)
+
+
+def file_name(run: Path, weights, form: str) -> str:
+    """``model_<which>[_iter<N>].<form>``, the one place an export's default name is made.
+    Its parts are read from the run's records (the iteration from ``summary.json`` or a
+    checkpoint's name), so they are checked first: a kind other than :data:`KINDS`, or an
+    iteration that is not an integer from 0 to :data:`LAST_ITERATION` (a path, a negative
+    number, a fraction, a bool), is a ConfigError saying the summary is damaged, raised
+    before anything is written."""
+    which, iteration = weights.which, weights.iteration
+    check(which in KINDS, f"the weights of run {run} are of an unknown kind "
+                          f"({reprlib.repr(which)}); name the file to write with out=FILE")
+    if iteration is not None and not (type(iteration) is int and 0 <= iteration <= LAST_ITERATION):
+        raise ConfigError(f"{Path(run) / run_files.SUMMARY} is damaged: it records "
+                          f"{reprlib.repr(iteration)} as the iteration of the run's {which} "
+                          "weights, not a whole number of iterations; restore the file from a "
+                          "copy of the run, or name the file to write with out=FILE")
+    return f"model_{which}{'' if iteration is None else f'_iter{iteration}'}.{form}"
 
 
 def save(trained, form: str, path: Path, run: Path | None = None) -> Path:
