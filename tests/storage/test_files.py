@@ -155,3 +155,19 @@ def test_a_hard_linked_file_may_be_read_and_replaced_whole(tmp_path):
     assert path.read_text() == "replaced\n" and os.stat(path).st_nlink == 1
     assert other.read_bytes() == b"the user's notes\n"
     assert os.stat(other).st_mtime_ns == 1_000_000_000
+
+
+def test_a_file_in_the_way_of_a_folder_is_named_and_is_no_full_disk(tmp_path):
+    (tmp_path / "export").write_text("mine")
+    with pytest.raises(files.InTheWay) as refused:
+        files.make_folder(tmp_path / "export", tmp_path)
+    assert str(refused.value) == (f"cannot make the folder {tmp_path / 'export'}: "
+                                  f"{tmp_path / 'export'} is a file, not a folder; move or remove "
+                                  "it and try again")
+    with pytest.raises(ConfigError) as below:
+        files.make_folder(tmp_path / "export" / "a" / "b", tmp_path)
+    assert str(below.value) == (f"cannot make the folder {tmp_path / 'export' / 'a' / 'b'}: "
+                                f"{tmp_path / 'export'} is a file, not a folder; move or remove it "
+                                "and try again")
+    assert not isinstance(below.value, StorageError)
+    assert (tmp_path / "export").read_text() == "mine"

@@ -47,6 +47,10 @@ class HardLinked(ConfigError):
     """A file that trainer-run would write in place has other hard links."""
 
 
+class InTheWay(ConfigError):
+    """A file stands where trainer-run would make a folder: nothing the disk refused."""
+
+
 def check_no_links(path: Path, run: Path) -> None:
     """Refuses (:class:`LinkInRun`) ``path`` inside the folder ``run`` when it, or any folder
     between ``run`` and it, is a symbolic link; what does not exist yet passes."""
@@ -70,14 +74,24 @@ def link_in_run(path: Path, run: Path | None = None) -> LinkInRun:
 
 def make_folder(path: Path, run: Path) -> None:
     """Creates the folder ``path`` inside the run folder ``run`` (and the folders between)
-    unless it exists, refusing a link on the way (:func:`check_no_links`); raises StorageError
-    naming it if the disk refuses."""
+    unless it exists, refusing a link on the way (:func:`check_no_links`) and a file in its
+    place (:class:`InTheWay`, exit 2); raises StorageError naming it if the disk refuses."""
     check_no_links(path, run)
     try:
         Path(path).mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise in_the_way(Path(path)) from None
     except OSError as e:
         raise storage_error(path, e) from None
     check_no_links(path, run)
+
+
+def in_the_way(path: Path) -> InTheWay:
+    """The :class:`InTheWay` for the folder ``path``: names the nearest of it and the folders
+    above it that exists and is not a folder."""
+    blocking = next((p for p in [path, *path.parents] if p.exists() and not p.is_dir()), path)
+    return InTheWay(f"cannot make the folder {path}: {blocking} is a file, not a folder; move "
+                    "or remove it and try again")
 
 
 def write_atomic(path: Path, content: Content, run: Path | None = None) -> None:
