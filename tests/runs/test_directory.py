@@ -160,9 +160,10 @@ def test_a_lock_that_is_a_hard_link_is_refused_before_it_is_truncated(tmp_path):
 
 
 def test_a_resume_refuses_a_hard_linked_lock_and_keeps_a_hard_linked_log(tmp_path):
-    """``trainer-run resume=<run>``: a .lock hard-linked to a file of the user's is one error
-    line, exit 2, the file byte-identical; a metrics.jsonl with another name outside the run is
-    replaced whole, never appended to in place, so that name keeps its bytes."""
+    """``trainer-run resume=<run>`` (and ``trainer_run.resume``): a .lock hard-linked to a file
+    of the user's is one error line, exit 2, the file byte-identical; a metrics.jsonl with
+    another name outside the run is replaced whole, never appended to in place, so that name
+    keeps its bytes."""
     run = tmp_path / "run"
     assert run_cli(*QUICK, f"hydra.run.dir={run}").returncode == 0
     other = tmp_path / "notes.txt"
@@ -174,6 +175,13 @@ def test_a_resume_refuses_a_hard_linked_lock_and_keeps_a_hard_linked_log(tmp_pat
     assert _one_error(result) == f"error: {_hard_links_line(run / '.lock')}"
     assert _kept(other) == before
     assert (run / "checkpoints" / "latest").read_text() == "iter_00000006\n"  # nothing trained
+    from_python = subprocess.run([sys.executable, "-c", (
+        "import sys, trainer_run\nfrom trainer_run.errors import JobFailed\n"
+        "try:\n    trainer_run.resume(sys.argv[1], ['trainer.max_iterations=9'])\n"
+        "except JobFailed as e:\n    print(e); sys.exit(e.exit_code)\n"), str(run)],
+        capture_output=True, text=True, timeout=300)
+    assert (from_python.returncode, from_python.stdout) == (2, _hard_links_line(run / ".lock") + "\n")
+    assert _kept(other) == before
     (run / ".lock").unlink()
     kept = tmp_path / "metrics-copy.jsonl"
     os.link(run / "metrics.jsonl", kept)
