@@ -254,8 +254,9 @@ def _show(result: dict) -> None:
 
     weights = result["checkpoint"]
     shown = console()
+    at = "" if weights["iteration"] is None else f", iteration {weights['iteration']}"  # a file's: unknown
     shown.print(f"{result['split']} split: {result['examples']} examples; {weights['checkpoint']} "
-                f"weights, iteration {weights['iteration']} ({weights['path']})",
+                f"weights{at} ({weights['path']})",
                 highlight=False, soft_wrap=True, markup=False)
     table = Table()
     table.add_column("metric")

@@ -68,7 +68,9 @@ def run(options: argparse.Namespace) -> int:
         fail(e, e.exit_code)
     except ConfigError as e:
         fail(e)
-    print(f"written: {path} ({weights['checkpoint']} weights, iteration {weights['iteration']})")
+    at = (f"iteration {weights['iteration']}" if weights["iteration"] is not None
+          else Path(weights["path"]).name)  # a file's weights: which file, their iteration unknown
+    print(f"written: {path} ({weights['checkpoint']} weights, {at})")
     return 0
 
 

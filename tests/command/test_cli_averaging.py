@@ -43,3 +43,48 @@ def test_ema_and_swa_from_the_command_line(tmp_path):
     last = [row for row in rows if "val/ema/loss" in row][-1]   # the SWA row comes after it
     assert record["metrics"]["val/f1_macro"] == pytest.approx(last["val/ema/f1_macro"], rel=1e-9)
     assert record["metrics"]["val/loss"] == pytest.approx(last["val/ema/loss"], rel=1e-6)
+
+
+def _command(module: str, *arguments, cwd) -> subprocess.CompletedProcess:
+    done = subprocess.run([sys.executable, "-m", module, *map(str, arguments)], cwd=cwd,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return done
+
+
+def test_the_averaged_weights_say_what_they_are_and_their_exports_keep_apart(tmp_path):
+    """An EMA objective with a test split: the test line and summary.json say the best weights
+    are the EMA's; trainer-eval and trainer-export of model_ema.npz print no ``iteration
+    None``; the default exports of model_ema.npz and model_swa.npz are two files."""
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(300, 4)).astype(np.float32)
+    y = (x[:, 0] > 0).astype(np.int64)
+    np.savez(tmp_path / "train.npz", x=x[:240], y=y[:240])
+    np.savez(tmp_path / "test.npz", x=x[240:], y=y[240:])
+    out = tmp_path / "run"
+    done = run_cli("dataset=npz", f"dataset.path={tmp_path / 'train.npz'}",
+                   f"dataset.test_path={tmp_path / 'test.npz'}", "trainer.max_iterations=12",
+                   "trainer.eval_interval=4", "trainer.log_interval=4", "trainer.ema_decay=0.9",
+                   "objective.metric=val/ema/loss", "trainer.swa.start=0.5",
+                   "trainer.swa.interval=2", "trainer.progress=false", f"hydra.run.dir={out}",
+                   cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    best = summary["objective"]["best_iteration"]
+    assert summary["test_weights"] == {"checkpoint": "best", "iteration": best, "averaged": "ema"}
+    line = [line for line in done.stdout.splitlines() if "test/loss" in line][0]
+    assert line.startswith(f"best EMA weights (iteration {best}): test/accuracy ")
+    said = _command("trainer_run.cli.evaluate", out, "checkpoint=model_ema.npz", "split=val",
+                    cwd=out).stdout.splitlines()[0]
+    assert said == f"val split: 48 examples; file weights ({(out / 'model_ema.npz').resolve()})"
+    written = {}
+    for kind in ("ema", "swa"):
+        said = _command("trainer_run.cli.export", out, f"checkpoint=model_{kind}.npz", cwd=out).stdout
+        assert "None" not in said
+        written[kind] = (out / said.split()[1]).resolve()
+        assert said == f"written: {said.split()[1]} (file weights, model_{kind}.npz)\n"
+    assert written["ema"] != written["swa"] and written["ema"].parent == out.resolve() / "export"
+    for kind, path in written.items():
+        with np.load(path) as exported:
+            averaged = load_npz(out / f"model_{kind}.npz")
+            assert np.array_equal(exported["l1/W"], averaged["l1/W"]), kind

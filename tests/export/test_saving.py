@@ -20,7 +20,13 @@ def test_the_default_file_is_in_the_runs_export_folder_named_by_the_weights(tmp_
     assert default_path(tmp_path, Weights(tmp_path / "model.npz", "last", 60), "onnx") == \
         tmp_path / "export" / "model_last_iter60.onnx"
     assert default_path(tmp_path, Weights(Path("x.npz"), "file"), "npz") == \
-        tmp_path / "export" / "model_file.npz"
+        tmp_path / "export" / "model_x.npz"
+    # a file's weights are named for the file: the EMA's and SWA's exports keep apart
+    named = {default_path(tmp_path, Weights(tmp_path / f"model_{kind}.npz", "file"), "onnx")
+             for kind in ("ema", "swa")}
+    assert named == {tmp_path / "export" / "model_ema.onnx", tmp_path / "export" / "model_swa.onnx"}
+    assert default_path(tmp_path, Weights(Path("../a b/../c d.v2.npz"), "file"), "npz") == \
+        tmp_path / "export" / "model_c_d_v2.npz"
 
 
 

@@ -115,7 +115,9 @@ def _extend_rank_0(trainer: Trainer, run, t: dict, objective: Objective, extra: 
     if run.data.test is not None:
         held_out = HeldOutEvaluator(Evaluator(run.data.test, run.model, run.batch_size, run.backend,
                                               prefix="test/", metrics=measured),
-                                    best, store, run.backend)
+                                    best, store, run.backend,
+                                    averaged=averaged.ema.name if averaged.ema is not None
+                                    and averaged.ema.chosen else None)
         trainer.extend(held_out)
         info.held_out = held_out  # the loggers mark its metrics when they close
     log_report = LogReport(_every(t, "log_interval", run.stop), run.optimizer, sinks, report=warn,

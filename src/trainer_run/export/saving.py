@@ -1,9 +1,10 @@
 """An export written to a file (:func:`save`) and where it goes when no file is named
-(:func:`default_path`): ``<run>/export/model_<best|last|file>[_iter<N>].<format>``, its name
+(:func:`default_path`): ``<run>/export/model_<best|last|file name>[_iter<N>].<format>``, its name
 made of checked values only (:func:`file_name`)."""
 
 from __future__ import annotations
 
+import re
 import reprlib
 from pathlib import Path
 
@@ -32,7 +33,8 @@ def default_path(run: Path, weights, form: str) -> Path:
 
 
 def file_name(run: Path, weights, form: str) -> str:
-    """``model_<which>[_iter<N>].<form>``, the one place an export's default name is made.
+    """``model_<which>[_iter<N>].<form>`` (a file's weights: :func:`_named`), the one place an
+    export's default name is made.
     Its parts are read from the run's records (the iteration from ``summary.json`` or a
     checkpoint's name), so they are checked first: a kind other than :data:`KINDS`, or an
     iteration that is not an integer from 0 to :data:`LAST_ITERATION` (a path, a negative
@@ -46,7 +48,17 @@ def file_name(run: Path, weights, form: str) -> str:
                           f"{reprlib.repr(iteration)} as the iteration of the run's {which} "
                           "weights, not a whole number of iterations; restore the file from a "
                           "copy of the run, or name the file to write with out=FILE")
-    return f"model_{which}{'' if iteration is None else f'_iter{iteration}'}.{form}"
+    return f"{_named(weights)}{'' if iteration is None else f'_iter{iteration}'}.{form}"
+
+
+def _named(weights) -> str:
+    """``model_<which>``; for weights of a file, its name without the suffix (letters, digits,
+    ``_`` and ``-`` only; ``model_`` in front unless it starts with ``model``), so that
+    ``model_ema.npz`` and ``model_swa.npz`` export to ``model_ema`` and ``model_swa``."""
+    if weights.which != "file":
+        return f"model_{weights.which}"
+    stem = re.sub(r"[^A-Za-z0-9_-]+", "_", Path(weights.path).stem)[:100].strip("_") or "file"
+    return stem if stem.startswith("model") else f"model_{stem}"
 
 
 def save(trained, form: str, path: Path, run: Path | None = None) -> Path:

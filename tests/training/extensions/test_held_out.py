@@ -29,3 +29,17 @@ def test_best_weights_of_the_last_iteration_are_the_ones_tested():
     assert held_out.metrics == expected
     for k, value in params(updater).items():
         np.testing.assert_array_equal(value, live[k])
+
+
+def test_best_weights_that_are_the_emas_say_so_and_last_weights_never_do():
+    updater = make(50)
+    updater.update()
+    evaluator = Evaluator(DATA.val, updater.get_model(), 100, updater.backend, prefix="test/")
+    best = updater.stores["main"].state_dict(np.asarray)
+    for chosen, weights in (((lambda: (1, best)), {"checkpoint": "best", "iteration": 1,
+                                                   "averaged": "ema"}),
+                            ((lambda: None), {"checkpoint": "last", "iteration": 1})):
+        held_out = HeldOutEvaluator(evaluator, chosen, updater.stores["main"], updater.backend,
+                                    averaged="ema")
+        held_out.finalize(SimpleNamespace(status="completed", updater=updater))
+        assert held_out.weights == weights

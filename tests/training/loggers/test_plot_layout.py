@@ -138,6 +138,8 @@ def test_the_test_values_go_where_the_weights_they_measured_were():
     assert layout.test_point({"checkpoint": "best", "iteration": 30}, 40) == (30, " (best weights)")
     assert layout.test_point({"checkpoint": "last", "iteration": 40}, 40) == (40, "")
     assert layout.test_point({}, 40) == (40, "")
+    ema = {"checkpoint": "best", "iteration": 30, "averaged": "ema"}  # the objective ranks the EMA's
+    assert layout.test_point(ema, 40) == (30, " (best EMA weights)")
 
 
 class _HeldOut:

@@ -17,8 +17,9 @@ class HeldOutEvaluator(Extension):
     model's :class:`~trainer_run.params.ParamStore`; ``asarray`` puts them on its device)
     for the evaluation and the final ones put back after it, so the checkpoint and
     ``model.npz`` written after keep the final weights (the best weights of the last
-    iteration too: they are the EMA's when the objective ranks the EMA weights). Without a
-    best, the final weights are tested.
+    iteration too: they are the EMA's when the objective ranks the EMA weights, and then
+    ``averaged``, ``"ema"``, is in :attr:`weights` too: ``{"checkpoint": "best", "iteration":
+    N, "averaged": "ema"}``). Without a best, the final weights are tested.
 
     It never runs during training, so validation and every training decision stay blind to
     the test split; a run that is interrupted, diverges or fails is not tested (its resumed
@@ -31,8 +32,9 @@ class HeldOutEvaluator(Extension):
     priority = PRIORITY_WRITER
     name = "held_out"
 
-    def __init__(self, evaluator, best=None, store=None, backend=None):
+    def __init__(self, evaluator, best=None, store=None, backend=None, averaged: str | None = None):
         self.evaluator = evaluator
+        self.averaged = averaged
         self.best = best
         self.store = store
         self.backend = backend
@@ -57,4 +59,5 @@ class HeldOutEvaluator(Extension):
             self.metrics = self.evaluator.evaluate()
         finally:
             self.store.load_state_dict(final, self.backend.asarray)
-        self.weights = {"checkpoint": "best", "iteration": chosen[0]}
+        self.weights = {"checkpoint": "best", "iteration": chosen[0],
+                        **({"averaged": self.averaged} if self.averaged else {})}

@@ -109,11 +109,15 @@ def _curve_order(key: str) -> tuple:
 def test_point(weights: dict, last: int) -> tuple[int, str]:
     """Where the test values are marked and what their legend adds: at the iteration of the
     weights the test measured (``weights``, the held-out evaluator's ``{"checkpoint": "best"
-    | "last", "iteration": N}``), ``(best weights)`` when they are the best evaluation's;
+    | "last", "iteration": N}``), ``(best weights)`` when they are the best evaluation's
+    (``(best EMA weights)`` when they are the EMA's: ``"averaged": "ema"``);
     without a record, at the ``last`` iteration with nothing added."""
     iteration = weights.get("iteration")
     where = iteration if isinstance(iteration, int) else last
-    return where, " (best weights)" if weights.get("checkpoint") == "best" else ""
+    if weights.get("checkpoint") != "best":
+        return where, ""
+    averaged = weights.get("averaged")
+    return where, f" (best {averaged.upper()} weights)" if averaged else " (best weights)"
 
 
 def points(rows: list[dict], key: str) -> tuple[list, list]:
