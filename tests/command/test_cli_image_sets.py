@@ -135,8 +135,8 @@ def _users_file(path, content: bytes = b"export PATH=$HOME/bin:$PATH\n") -> tupl
 
 def _planted_line(path, what: str) -> str:
     return (f"error: dataset.root: {path} is {what}: a download writes and reads its files in "
-            f"{path.parent} only as files of its own, and this one leads to another file; remove "
-            "it and run again")
+            f"{path.parent} only as regular files of its own, so that what it writes changes no "
+            "other file; remove it and run again")
 
 
 def _served(tmp_path, dataset: str) -> tuple[dict, dict]:

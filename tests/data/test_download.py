@@ -322,7 +322,8 @@ def _kept(path: Path) -> tuple:
 
 def _planted_line(path: Path, what: str) -> str:
     return (f"{path} is {what}: a download writes and reads its files in {path.parent} only as "
-            "files of its own, and this one leads to another file; remove it and run again")
+            "regular files of its own, so that what it writes changes no other file; remove it "
+            "and run again")
 
 
 @pytest.mark.parametrize("planted, kind", [
@@ -353,3 +354,16 @@ def test_a_link_planted_among_the_fetchs_files_is_refused_and_its_target_kept(se
     assert _kept(target) == before
     assert server.requests == []
     assert _names(root) == {planted}  # nothing else made, the lock file removed
+
+
+def test_a_folder_under_a_files_name_is_refused_in_one_line(server, tmp_path):
+    """A folder where the download would go (or a FIFO: never waited on) is named, before any
+    request; it was downloaded, then its rename failed as a full disk would (exit 4)."""
+    server.routes = {"/a.bin": A}
+    (tmp_path / "a.bin").mkdir()
+    os.mkfifo(tmp_path / "b.bin.part")
+    for name, files in (("a.bin", {"a.bin": md5(A)}), ("b.bin.part", {"b.bin": md5(B)})):
+        with pytest.raises(ConfigError) as refused:
+            fetch(tmp_path, files, [server.url()], timeout=5)
+        assert str(refused.value) == _planted_line(tmp_path / name, "a folder, FIFO or device")
+    assert server.requests == []

@@ -60,10 +60,10 @@ def open_own(path: Path, flags: int) -> int:
     except run_files.HardLinked:
         what = "a file with other hard links"
     except ConfigError:
-        what = "not a regular file"
+        what = "a folder, FIFO or device"
     raise ConfigError(f"{path} is {what}: a download writes and reads its files in {path.parent} "
-                      "only as files of its own, and this one leads to another file; remove it "
-                      "and run again") from None
+                      "only as regular files of its own, so that what it writes changes no other "
+                      "file; remove it and run again") from None
 
 
 def verified(path: Path, expected: str | None) -> bool:
