@@ -30,10 +30,13 @@ weights is named ``val/<kind>/<name>`` (:func:`prefix`): ``val/ema/accuracy``,
 from __future__ import annotations
 
 import contextlib
+from pathlib import Path
 
 import numpy
 
 from .backend import array_module
+from .errors import ConfigError
+from .storage import checkpoint
 from .storage.background_write import host_copy
 
 EMA = "ema"
@@ -174,3 +177,75 @@ def chosen_params(state: dict) -> dict | None:
     models = state["trainer"]["updater"]["models"]["main"]
     return {**models, **{path: numpy.asarray(a).astype(models[path].dtype, copy=False)
                          for path, a in ema["params"].items()}}
+
+
+def check_saved(state: dict, source) -> None:
+    """Refuses (ConfigError, one line naming the checkpoint ``source``, the damaged entry and
+    the earlier checkpoint to resume from) a run checkpoint's ``state`` whose averages cannot
+    be the run's: an EMA or SWA state missing where the checkpoint's config has it on
+    (``trainer.ema_decay``, ``trainer.swa.start``), a count that is not an integer from 0 to
+    the iteration, an EMA decay outside [0, 1), averages that are not the model's parameters
+    (by path and shape) or that hold a value that is not finite where the parameter holds
+    none."""
+    problem = _saved_problem(state)
+    if problem is None:
+        return
+    source = Path(source)
+    earlier = [c for c in checkpoint.list_checkpoints(source.parent)
+               if (checkpoint.iteration_of(c) or 0) < (checkpoint.iteration_of(source) or 0)]
+    then = (f"resume from an earlier one with resume={earlier[-1]}" if earlier else
+            "no earlier checkpoint is kept: start the run again")
+    raise ConfigError(f"checkpoint {source} is damaged: its {problem}; {then}")
+
+
+def _saved_problem(state: dict) -> str | None:
+    trainer = state.get("trainer") or {}
+    extensions = trainer.get("extensions") or {}
+    config = (state.get("config") or {}).get("trainer") or {}
+    iteration = trainer.get("updater", {}).get("iteration", 0)
+    model = trainer.get("updater", {}).get("models", {}).get("main", {})
+    on = {EMA: config.get("ema_decay") is not None,
+          SWA: (config.get("swa") or {}).get("start") is not None}
+    for kind in (EMA, SWA):
+        where = f"trainer/extensions/{kind}"
+        if kind not in extensions:
+            if on[kind]:
+                return (f"{where} is missing, though its config has "
+                        f"{'trainer.ema_decay' if kind == EMA else 'trainer.swa.start'} on")
+            continue
+        saved = extensions[kind]
+        if not isinstance(saved, dict):
+            return f"{where} is {type(saved).__name__}, not an object"
+        problem = _average_problem(saved, kind, iteration, model)
+        if problem is not None:
+            return f"{where}/{problem}"
+    return None
+
+
+def _average_problem(saved: dict, kind: str, iteration: int, model: dict) -> str | None:
+    count, params = saved.get("count"), saved.get("params")
+    if isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= iteration + 1:
+        return (f"count is {count!r}, not a number of averaged values (an integer from 0 to "
+                f"{iteration + 1})")
+    if kind == EMA:
+        decay = saved.get("decay")
+        if isinstance(decay, bool) or not isinstance(decay, (int, float)) or not 0 <= decay < 1:
+            return f"decay is {decay!r}, not a number in [0, 1)"
+        if params is None:
+            return "params is null: an EMA holds its average from the run's start"
+    elif (params is None) != (count == 0):
+        return f"params is {'null' if params is None else 'an average'} with count {count}"
+    if params is None:
+        return None
+    if not isinstance(params, dict) or not params:
+        return "params is not an object of arrays by parameter path"
+    for path, average in params.items():
+        live = model.get(path)
+        if not isinstance(average, numpy.ndarray) or average.dtype.kind != "f" or \
+                not isinstance(live, numpy.ndarray) or average.shape != live.shape:
+            return (f"params/{path} is not an average of the model's parameter {path} "
+                    f"(of shape {getattr(live, 'shape', None)})")
+        if not numpy.isfinite(average).all() and numpy.isfinite(live).all():
+            return (f"params/{path} holds values that are not finite (NaN or infinite), "
+                    "though the parameter holds none")
+    return None

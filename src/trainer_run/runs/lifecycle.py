@@ -21,7 +21,7 @@ from typing import Callable
 
 from omegaconf import DictConfig, OmegaConf
 
-from trainer_run import memory, module, places, trust
+from trainer_run import averaging, memory, module, places, trust
 from trainer_run.assembly.build import Run, build_run, build_server, trainer_of
 from trainer_run.compose import schema, user_targets
 from trainer_run.console import failed_file, inform, late_signal, say, show_cause, show_model, warn
@@ -340,6 +340,7 @@ def build(job: Job, cfg: DictConfig, model_taken: bool = False
         resume = _fitting(job, Path(cfg.resume), built.model)
         if resume != Path(cfg.resume):
             state = checkpoint.load(resume, checkpoint.RUN_STATE)
+        averaging.check_saved(state, resume)
         _restore(trainer, state["trainer"], resume)
     return trainer, built
 
