@@ -8,7 +8,9 @@ compose over our configs and the user's ``config_dir``), the same lifecycle
 same console output and the same files, bit for bit. It returns a :class:`Run`. Stop signals
 are handled as the command handles them for the call's duration (in the main thread): Ctrl-C
 finishes the iteration, writes a checkpoint and returns a run whose status is
-``interrupted``, which :func:`resume` continues.
+``interrupted``, which :func:`resume` continues (the last line says
+``resume with: trainer_run.resume('<run>')``). A flag of the command (``-m``) or ``run_dir``
+beside ``hydra.run.dir`` is refused in one line.
 
 What would end the command with an error raises :class:`~trainer_run.errors.JobFailed`
 instead (its message is the command's ``error:`` line, its ``exit_code`` the command's
@@ -27,7 +29,7 @@ from omegaconf.errors import OmegaConfBaseException
 from trainer_run.compose import argv as args
 from trainer_run.compose import composer, request, user_targets
 from trainer_run.errors import ConfigError, JobFailed
-from trainer_run.runs import lifecycle
+from trainer_run.runs import closing, lifecycle
 from trainer_run.runs import summary as run_summary
 from trainer_run.runs.lifecycle import Job
 from trainer_run.training import stop_signals
@@ -63,6 +65,7 @@ def train(overrides=(), run_dir=None, config_dir=None) -> Run:
     ``hydra.run.dir``, by default ``runs/<date>/<time>``; ``config_dir``: a folder of config
     options of the user's, the command's ``--config-dir``); returns it."""
     argv = [str(o) for o in overrides]
+    _check_one_run(argv, run_dir)
     if run_dir is not None:
         argv.append(f"hydra.run.dir={args.quote(Path(run_dir))}")
     if config_dir is not None:
@@ -76,6 +79,25 @@ def resume(run_dir, overrides=(), config_dir=None) -> Run:
     return train([*overrides, f"resume={args.quote(Path(run_dir))}"], config_dir=config_dir)
 
 
+def _check_one_run(argv: list[str], run_dir) -> None:
+    """Refuses (JobFailed, one line) what the call cannot do as asked: a flag of the command
+    (``-m``: a sweep is the command's; ``--config-dir`` is ``config_dir=``), or ``run_dir``
+    beside a ``hydra.run.dir`` override, two folders for one run."""
+    flag = next((a for a in argv if a.startswith("-")), None)
+    if flag in args.MULTIRUN_FLAGS:
+        raise JobFailed(ConfigError(f"trainer_run.train runs one run and takes no {flag}: run a "
+                                    "sweep with the command (trainer-run -m ...), or call "
+                                    "train once for each setting"))
+    if flag is not None:
+        raise JobFailed(ConfigError(f"trainer_run.train takes overrides (key=value), not the "
+                                    f"command's flag {flag}; give a config folder as "
+                                    "config_dir=, the run's folder as run_dir="))
+    given = args.value(argv, "hydra.run.dir")
+    if run_dir is not None and given is not None:
+        raise JobFailed(ConfigError(f"run_dir={str(run_dir)!r} and hydra.run.dir={given} both name "
+                                    "the run's folder; give one of them"))
+
+
 def _run(argv: list[str]) -> Run:
     restore = stop_signals.handle()
     try:
@@ -84,7 +106,7 @@ def _run(argv: list[str]) -> Run:
         kept = request.nearest_existing(out)
         cfg = _composed(argv, out)
         job = Job.composed(cfg.hydra, record=request.record_folder(argv), kept=kept,
-                           resume=_given_resume(argv))
+                           resume=_given_resume(argv), command=closing.PYTHON)
         out.mkdir(parents=True, exist_ok=True)
         lifecycle.run(job, user_targets.apply(composer.task(cfg), job.overrides))
         return Run(job.out)

@@ -12,6 +12,7 @@ only; a resolver such as ``${oc.env:X}`` is refused in one line unless ``trust``
 
 from __future__ import annotations
 
+import sys
 import warnings
 from pathlib import Path
 
@@ -109,9 +110,20 @@ def load_model(run_dir, checkpoint=None, trust: bool = False) -> Trained:
     model = build_model(config["model"], data, backend)
     weights = load(model, run, checkpoint, f"the model of run {run}")
     if weights.warning is not None:
-        warnings.warn(weights.warning, stacklevel=2)
+        warnings.warn(weights.warning, stacklevel=_callers_level())
     set_mode(model, False)
     return Trained(model, record, weights, _batch_size(saved[0]), backend.dtype)
+
+
+def _callers_level() -> int:
+    """The ``stacklevel`` of the first frame outside trainer-run's package from the function
+    that calls this one, so that a warning points at the user's line that loaded the model
+    (through ``trainer_run.load_model`` or ``Run.load_model`` alike)."""
+    package = Path(__file__).parent
+    frame, level = sys._getframe(1), 1
+    while frame.f_back is not None and Path(frame.f_code.co_filename).is_relative_to(package):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def _batch_size(config: dict) -> int:

@@ -185,3 +185,11 @@ def test_last_lines_of_a_sweep_or_without_a_checkpoint_are_the_directory(tmp_pat
     with_checkpoint(tmp_path, 9)
     closing.last_lines(trainer(status, reason, max_time=60.0), tmp_path, sweeping=True)
     assert capsys.readouterr().out == f"run directory: {tmp_path}\n"
+
+
+def test_a_run_from_python_says_how_to_resume_it_from_python(tmp_path, capsys):
+    last = with_checkpoint(tmp_path, 4)
+    closing.last_lines(trainer("interrupted", iteration=4), tmp_path, command=closing.PYTHON)
+    assert capsys.readouterr().out.splitlines()[1:] == [
+        f"interrupted at iteration 4; checkpoint {last}",
+        f"resume with: trainer_run.resume({str(tmp_path)!r})"]

@@ -14,7 +14,7 @@ from refused_writes import FULL, disk_full_for, temporaries
 
 from trainer_run.compose import composer
 from trainer_run.errors import JobFailed
-from trainer_run.runs import directory, lifecycle, lr_find_job
+from trainer_run.runs import closing, directory, lifecycle, lr_find_job
 from trainer_run.runs.lifecycle import Job
 from trainer_run.updaters import StandardUpdater
 
@@ -136,6 +136,10 @@ def test_the_command_line_drops_the_test_and_sets_the_rate():
     assert lr_find_job.command_line(job, 0.0012345) == (
         "trainer-run --config-dir '/my conf' model=cnn 'dataset.path=my data.csv' "
         "optimizer.learning_rate=0.00123")
+    job.command = closing.PYTHON  # a test started from Python: the call that trains
+    assert lr_find_job.command_line(job, 0.0012345) == (
+        "trainer_run.train(['model=cnn', 'dataset.path=my data.csv', "
+        "'optimizer.learning_rate=0.00123'], config_dir='/my conf')")
 
 
 def test_a_test_that_diverges_at_once_draws_its_curve_and_suggests_nothing(tmp_path, capsys):

@@ -14,12 +14,24 @@ from trainer_run.errors import ConfigError
 from trainer_run.storage import checkpoint
 from trainer_run.training import time_limit
 
+PYTHON = "trainer_run"
+"""The ``command`` of a run started from Python (``trainer_run.train`` or ``resume``): its
+resume line is the call that continues it."""
+
+
+def resume_line(command: str, out: Path) -> str:
+    """The line that tells how to resume the run in ``out``: ``command resume=<out>``, or for a
+    run started from Python (:data:`PYTHON`) ``trainer_run.resume('<out>')``."""
+    if command == PYTHON:
+        return f"resume with: trainer_run.resume({str(out)!r})"
+    return f"resume with: {command} {args.pasteable('resume', out)}"
+
 
 def last_lines(role, out: Path, command: str = "trainer-run", sweeping: bool = False) -> None:
     """The run directory, then after an interruption or a time limit the checkpoint it left
-    and the command that resumes it (``command``: the one that starts the processes,
-    ``mpiexec -n N trainer-run`` or ``trainer-run --hosts FILE``; a sweep prints the command
-    that continues it instead)."""
+    and how to resume it (:func:`resume_line`; ``command``: the one that starts the processes,
+    ``mpiexec -n N trainer-run`` or ``trainer-run --hosts FILE``, or :data:`PYTHON`; a sweep
+    prints the command that continues it instead)."""
     early = stopped_early(role)
     if early is not None:
         say(early)
@@ -37,13 +49,13 @@ def last_lines(role, out: Path, command: str = "trainer-run", sweeping: bool = F
         say(f"time limit reached: trainer.max_time={limit} of training in this session, stopped "
             f"after iteration {updater.iteration} (epoch {updater.epoch_detail:.2f}); "
             f"checkpoint {found}")
-        say(f"resume with: {command} {args.pasteable('resume', out)}")
+        say(resume_line(command, out))
         say("(the resumed session may train for trainer.max_time again, counted from its start; "
             "add trainer.max_time=<seconds or DD:HH:MM:SS> to change that, or trainer.max_time=null "
             "to train to the run's iteration or epoch limit)")
         return
     say(f"interrupted at iteration {updater.iteration}; checkpoint {found}")
-    say(f"resume with: {command} {args.pasteable('resume', out)}")
+    say(resume_line(command, out))
 
 
 LIMITS = ("max_iterations", "max_epochs", "stop_trigger", time_limit.REASON)

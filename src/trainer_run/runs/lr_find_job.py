@@ -35,8 +35,8 @@ from trainer_run.compose import argv as args
 from trainer_run.compose import config_dirs, schema
 from trainer_run.console import inform, say, show_cause, warn
 from trainer_run.errors import ConfigError, Diverged, JobFailed, RunStopped, UserCodeError, check
+from trainer_run.runs import closing, fine_tune
 from trainer_run.runs import directory as run_directory
-from trainer_run.runs import fine_tune
 from trainer_run.runs import resume as resumes
 from trainer_run.storage import files, strict_json
 from trainer_run.training import StopTrigger, Trainer, lr_find
@@ -178,11 +178,15 @@ def _report(job, trace: lr_find.Trace) -> None:
 def command_line(job, rate: float) -> str:
     """The command that trains ``job``'s config at ``rate``: its command, its
     ``--config-dir`` folders and overrides, less ``debug=lr_find``, the test's settings and
-    any ``optimizer.learning_rate``, plus ``optimizer.learning_rate=<rate>``."""
+    any ``optimizer.learning_rate``, plus ``optimizer.learning_rate=<rate>``; for a test
+    started from Python, the ``trainer_run.train`` call with them."""
     sources = (job.hydra.get("runtime") or {}).get("config_sources") or []
-    folders = [f"--config-dir {shlex.quote(folder)}" for folder in config_dirs.given(sources)]
-    kept = [shlex.quote(o) for o in job.overrides if not _tests(o)]
-    return " ".join([job.command, *folders, *kept, f"optimizer.learning_rate={rate:.3g}"])
+    given = config_dirs.given(sources)
+    kept = [o for o in job.overrides if not _tests(o)] + [f"optimizer.learning_rate={rate:.3g}"]
+    if job.command == closing.PYTHON:
+        return f"trainer_run.train({kept!r}{f', config_dir={given[0]!r}' if given else ''})"
+    folders = [f"--config-dir {shlex.quote(folder)}" for folder in given]
+    return " ".join([job.command, *folders, *map(shlex.quote, kept)])
 
 
 def _tests(override: str) -> bool:
