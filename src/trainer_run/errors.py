@@ -48,9 +48,6 @@ class UserCodeError(RunStopped):
         self.key = key
         self.name = name
 
-    def __reduce__(self):  # raised in a worker process, raised again in the run's
-        return type(self), (str(self), self.key, self.name)
-
 
 class Interrupted(RunStopped):
     """A stop signal (SIGINT, SIGTERM) ended work before training, e.g. a download; the exit

@@ -184,12 +184,12 @@ def test_a_python_datasets_failure_names_it_with_or_without_worker_processes(fol
     if fails == "raise":
         assert line.startswith("error: dataset (mine.Late) raised KeyError: 'example "), line
         assert "Traceback" in done.stderr and "mine.py" in done.stderr  # the user's code, to read
-        assert "in __getitem__" in done.stderr
+        assert "in __getitem__" in done.stderr and "/trainer_run/" not in done.stderr  # only it
     else:
         assert line.startswith("error: dataset (mine.Late).__getitem__() returned example "), line
         assert ("of another shape than the first: parts of shapes (1, 5, 6), () where the first "
                 "has parts of shapes (1, 6, 6), ()") in line
-        assert "numpy" not in done.stderr and (workers or "Traceback" not in done.stderr)
+        assert "Traceback" not in done.stderr
     assert f"resume={run}" in line and summary(run)["status"] == "failed"
 
 
