@@ -12,7 +12,7 @@ only; a resolver such as ``${oc.env:X}`` is refused in one line unless ``trust``
 
 from __future__ import annotations
 
-import sys
+import inspect
 import warnings
 from pathlib import Path
 
@@ -120,7 +120,7 @@ def _callers_level() -> int:
     that calls this one, so that a warning points at the user's line that loaded the model
     (through ``trainer_run.load_model`` or ``Run.load_model`` alike)."""
     package = Path(__file__).parent
-    frame, level = sys._getframe(1), 1
+    frame, level = inspect.currentframe().f_back, 1  # the function that warns
     while frame.f_back is not None and Path(frame.f_code.co_filename).is_relative_to(package):
         frame, level = frame.f_back, level + 1
     return level
