@@ -15,6 +15,7 @@ from helpers import load_npz, run_cli
 
 import trainer_run
 from trainer_run.errors import JobFailed
+from trainer_run.python_api import Run
 
 SMALL = ["trainer.max_iterations=30", "trainer.eval_interval=10", "trainer.checkpoint_interval=10",
          "optimizer=sgd", "optimizer.learning_rate=0.1", "dataset.size=400"]
@@ -142,7 +143,7 @@ def test_an_interrupted_run_from_python_says_how_to_resume_it_from_python(tmp_pa
     lines = done.stdout.splitlines()
     assert lines[-3:] == [f"interrupted at iteration 2; checkpoint {run / 'checkpoints' / 'iter_00000002'}",
                           f"resume with: trainer_run.resume({str(run)!r})", "interrupted"]
-    for load in (trainer_run.load_model, trainer_run.python_api.Run(run).load_model):
+    for load in (trainer_run.load_model, Run(run).load_model):
         with pytest.warns(UserWarning) as told:
             load(run, "last") if load is trainer_run.load_model else load("last")
         assert [w.filename for w in told] == [__file__]  # the caller's line, not ours
