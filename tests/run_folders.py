@@ -23,7 +23,7 @@ MEASURED = ("import resource, subprocess, sys; done = subprocess.run(sys.argv[1:
             "sys.exit(done.returncode)")
 """Runs a command and adds its peak resident size (KiB) to its stderr, as the last line."""
 COMMANDS = {"trainer-run": "trainer_run.cli", "trainer-eval": "trainer_run.cli.evaluate",
-            "trainer-report": "trainer_run.cli.report_command"}
+            "trainer-report": "trainer_run.cli.report_command", "trainer-export": "trainer_run.cli.export"}
 
 
 def environment(keys: Path) -> dict:

@@ -51,17 +51,22 @@ def bounded(config: dict, run: Path, source: str, given=()) -> dict:
     """``config`` (resolved, plain containers; changed in place and returned) read from
     ``source`` (the run ``run``'s, named in errors) with each place-naming key bounded as the
     module's docstring says, but for the dotted keys ``given`` by the user's command."""
+    outside = []
     for key, section, option in _sections(config):
         for name in OURS.get(option, ()):
             if not _given(f"{key}.{name}", given):
                 section[name] = copy.deepcopy(_section(*option)[name])
-        for name in FILES.get(option, ()):
-            value = section.get(name)
-            if value is not None and not _given(f"{key}.{name}", given) and not _inside(value, run):
-                raise ConfigError(
-                    f"{source} is not signed by you and its {key}.{name}={value} names a file "
-                    f"outside the run, so trainer-run does not read it on the run's word; give "
-                    f"it yourself ({key}.{name}=<file> on the command line) to use it")
+        outside += [(f"{key}.{name}", section[name]) for name in FILES.get(option, ())
+                    if section.get(name) is not None and not _given(f"{key}.{name}", given)
+                    and not _inside(section[name], run)]
+    if outside:
+        named = " and ".join(f"{key}={value}" for key, value in outside)
+        them = ("it", "a file") if len(outside) == 1 else ("them", "files")
+        raise ConfigError(
+            f"{source} is not signed by you and its {named} {'names' if len(outside) == 1 else 'name'} "
+            f"{them[1]} outside the run, so trainer-run does not read {them[0]} on the run's word; "
+            f"give {them[0]} yourself ({' '.join(f'{key}=<file>' for key, _ in outside)} on the "
+            f"command line) to use {them[0]}")
     return config
 
 

@@ -225,6 +225,15 @@ def test_trainer_eval_of_another_users_run_naming_code_needs_trust(tmp_path):
     assert not (tmp_path / "run" / "eval").exists()
     trusted = subprocess.run([sys.executable, "-m", "trainer_run.cli.evaluate", "run", "trust=true"],
                              cwd=tmp_path, env=bob, capture_output=True, text=True, timeout=120)
+    assert trusted.returncode == 2  # trust admits alice's code, not her choice of a file of bob's
+    assert trusted.stderr == ("error: run run is not signed by you and its dataset.path=train.npz "
+                              "and dataset.test_path=test.npz name files outside the run, so "
+                              "trainer-run does not read them on the run's word; give them "
+                              "yourself (dataset.path=<file> dataset.test_path=<file> on the "
+                              "command line) to use them\n")
+    trusted = subprocess.run([sys.executable, "-m", "trainer_run.cli.evaluate", "run", "trust=true",
+                              "dataset.path=train.npz", "dataset.test_path=test.npz"], cwd=tmp_path, env=bob,
+                             capture_output=True, text=True, timeout=120)
     assert trusted.returncode == 0, trusted.stderr
     assert len(list((tmp_path / "run" / "eval").glob("*.json"))) == 1
 
@@ -280,6 +289,6 @@ def test_evaluations_at_once_each_keep_their_own_complete_record(tmp_path):
     assert sorted(p.name for p in records) == sorted(names)  # nothing else: no temporary
     written = sorted(line.split("written: ")[1] for line in done.stdout.splitlines()
                      if line.startswith("written: "))
-    assert written == sorted(str(p) for p in records)  # each process names its own
+    assert written == sorted(str(p) for p in records), done.stdout  # each process names its own
     splits = sorted(json.loads(p.read_text())["split"] for p in records)  # each complete JSON
     assert splits == ["train"] * (AT_ONCE // 2) + ["val"] * (AT_ONCE // 2)

@@ -86,3 +86,70 @@ def test_the_users_own_run_keeps_its_root(tmp_path, served, monkeypatch):
     assert done.returncode == 0, done.stderr
     assert served[0].requests == []  # the files were in its root already
     assert not (tmp_path / "elsewhere").exists()
+
+
+LOAD_MODEL = ("import sys, trainer_run\n"
+              "trainer_run.load_model(sys.argv[1])\n")
+RESUME = ("import sys, trainer_run\n"
+          "from trainer_run.errors import JobFailed\n"
+          "try:\n    trainer_run.resume(sys.argv[1], ['trainer.max_iterations=6', sys.argv[2]])\n"
+          "except JobFailed as e:\n    print('error:', e, file=sys.stderr)\n    sys.exit(2)\n")
+
+
+@pytest.mark.parametrize("how", ["init_from", "lr_find", "trainer-export", "trainer-report",
+                                 "load_model", "trainer_run.resume"])
+def test_no_command_on_a_strangers_run_reaches_its_places(how, tmp_path, served, monkeypatch):
+    """Every other command that loads the stranger's run: the stranger's mirror gets no
+    request and its data folder keeps every byte and mtime; none downloads into the user's."""
+    theirs = tmp_path / "theirs"
+    run = train(tmp_path, tmp_path / "stranger", served, theirs)
+    mine = tmp_path / "mine"
+    monkeypatch.setenv("TRAINER_RUN_DATA", str(mine))
+    before = snapshot(theirs)
+    closed = f"dataset.mirrors=[{closed_port_url()}]"
+    new_run = ("dataset=mnist_like", "dataset.size=120", "init_from_strict=false",
+               "trainer.max_iterations=2", "trainer.progress=false", f"init_from={run}",
+               f"hydra.run.dir={tmp_path / 'new'}")
+    name, arguments, code = {
+        "init_from": ("trainer-run", new_run, 0),
+        "lr_find": ("trainer-run", (*new_run, "debug=lr_find",
+                                    "trainer.lr_find.num_training=5", "trainer.lr_find.skip_begin=1"), 0),
+        "trainer-export": ("trainer-export", (run, "format=npz"), 0),
+        "trainer-report": ("trainer-report", (run,), 0),
+        "load_model": ("python", (LOAD_MODEL, run), 0),
+        "trainer_run.resume": ("python", (RESUME, run, closed), 2),
+    }[how]
+    done = command(name, *arguments, keys=tmp_path / "user", cwd=tmp_path)
+    assert done.returncode == code, done.stderr
+    assert served[0].requests == []
+    assert snapshot(theirs) == before
+    assert not mine.exists()
+
+
+def test_a_strangers_mlflow_server_is_not_the_users(tmp_path, served, monkeypatch):
+    """A stranger's run whose saved config logs to an MLflow server of theirs: the user's resume
+    logs to the user's store ($MLFLOW_TRACKING_URI) and asks the stranger's server nothing."""
+    pytest.importorskip("mlflow")
+    from run_folders import make_run
+
+    from tests.test_trust import tamper_checkpoint
+
+    run = make_run(tmp_path, tmp_path / "stranger")
+    server = served[0]
+    logger = {"_target_": "trainer_run.training.loggers.mlflow.MLflow",
+              "tracking_uri": server.url("/"), "experiment_name": "theirs"}
+    tamper_checkpoint(run, "logger.theirs", logger)
+    store = tmp_path / "my-mlruns"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"file:{store}")
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")  # MLflow 3 refuses a file store without
+    done = command("trainer-run", f"resume={run}", "trainer.max_iterations=9",
+                   keys=tmp_path / "user", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert server.requests == []
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(f"file:{store}")
+    [experiment] = [e for e in client.search_experiments() if e.name == "theirs"]
+    [logged] = client.search_runs([experiment.experiment_id])
+    steps = [m.step for m in client.get_metric_history(logged.info.run_id, "train/loss")]
+    assert steps and max(steps) == 9
