@@ -33,6 +33,9 @@ from trainer_run.console import last_said
 from trainer_run.errors import ConfigError
 
 FLAG = "--hosts"
+RANK = [sys.executable, *(["-P"] if sys.version_info >= (3, 11) else []), "-m", "trainer_run.cli"]
+"""How each rank starts: ``-P`` keeps the folder the command runs in off ``sys.path`` (``-m``
+puts it first), so a module planted there is not what a rank imports."""
 ENV = "TRAINER_RUN_HOSTS"
 """Set for the ranks ``--hosts`` starts: the host file, for the command that resumes the run."""
 PROBE_TIMEOUT_S = 30
@@ -160,5 +163,4 @@ def launch(path: Path, hosts: list[tuple[str, int]], argv: list[str]) -> None:
     total = sum(count for _, count in hosts)
     sys.stdout.flush()
     os.environ[ENV] = str(path.absolute())
-    os.execv(program, [program, "-f", str(path), "-n", str(total), sys.executable, "-m",
-                       "trainer_run.cli", *argv])
+    os.execv(program, [program, "-f", str(path), "-n", str(total), *RANK, *argv])

@@ -74,3 +74,25 @@ def test_the_resume_line_of_a_run_on_hosts_names_the_host_file_and_works(tmp_pat
                     f"trainer.max_iterations={stopped + 10}")
     assert again.returncode == 0, again.stderr
     assert json.loads((run / "summary.json").read_text())["iteration"] == stopped + 10
+
+
+@pytest.mark.mpi
+def test_the_ranks_import_no_module_planted_in_the_folder_the_command_runs_in(tmp_path):
+    """``--hosts`` starts each rank with ``python -P -m``: a ``tensorboardX.py`` in the current
+    folder is not what the ranks' TensorBoard logger imports, while the job trains."""
+    pytest.importorskip("mpi4py")
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    pytest.importorskip("tensorboardX")
+    sentinel = tmp_path / "PLANTED"
+    (tmp_path / "tensorboardX.py").write_text(f"open({str(sentinel)!r}, 'w').close()\n")
+    (tmp_path / "hosts").write_text("localhost:2\n")
+    done = subprocess.run([Path(sys.executable).parent / "trainer-run", "--hosts", "hosts", *COMMON,
+                           "kvstore=dist_sync", "trainer.max_iterations=4", "logger=[jsonl,tensorboard]",
+                           "hydra.run.dir=run"], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert not sentinel.exists()
+    assert list((tmp_path / "run" / "tensorboard").iterdir())
