@@ -51,8 +51,8 @@ def test_swa_start_as_a_fraction_iterations_or_epochs():
                                            "the run (0.75), a number of iterations (1500) nor "
                                            "of epochs (3epoch, 0.5epoch)"),
     ({"start": -2, "interval": 1}, "trainer.swa.start=-2 is neither a fraction"),
-    ({"start": 3, "interval": "often"}, "trainer.swa.interval=often is neither a number of "
-                                        "iterations"),
+    ({"start": 3, "interval": "often"}, "trainer.swa.interval=often is neither an integer "
+                                        "number of iterations"),
 ])
 def test_a_bad_swa_section_is_refused(section, line):
     with pytest.raises(ConfigError) as raised:
