@@ -84,3 +84,18 @@ def test_the_final_table_cuts_no_number_and_no_header_at_any_width(width):
             assert shown in cells or f"{key} {shown}" in said, (key, shown)
             assert key.rpartition("/")[2] in words or f"{key} {shown}" in said, key
     assert "0.7" not in cells and "recall" not in text
+
+
+def test_a_value_the_same_wherever_it_is_logged_is_said_once_and_a_single_one_stays():
+    """lr, logged at the log points alone, is one value: said above the table; the SWA row's
+    single value stays in its column."""
+    rows = [{"iteration": 2, "val/loss": 0.5}, {"iteration": 3, "lr": 0.001, "train/loss": 0.75},
+            {"iteration": 6, "lr": 0.001, "train/loss": 0.625, "val/loss": 0.375},
+            {"iteration": 6, "val/swa/loss": 0.25}]
+    console = Console(record=True, width=80)
+    MetricsTable(_Log(rows), console=console).finalize(_Trainer())
+    lines = console.export_text().splitlines()
+    assert lines[:2] == ["metrics (completed)", "all rows: lr 0.001"]
+    cells = [[cell.strip() for cell in line.split("│")[1:-1]] for line in lines if "│" in line]
+    assert cells == [["2", "", "0.5", ""], ["3", "0.75", "", ""], ["6", "0.625", "0.375", ""],
+                     ["6", "", "", "0.25"]]

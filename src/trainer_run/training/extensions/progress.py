@@ -9,6 +9,7 @@ sessions included) and the time left."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import time
 
@@ -151,7 +152,8 @@ class MetricsTable(Extension):
     ``metrics.jsonl``, and a note says so.
 
     The table is fitted as ``trainer-report``'s is (:func:`trainer_run.results.fit.fit`): a
-    column holding one value in every row is said once above it, headers wrap after ``/``,
+    column holding one value in every row that logs it (at least two) is said once above it
+    (:func:`_constant`), headers wrap after ``/``,
     ``_`` and ``.``, and the metric columns that do not fit move, whole, into continuation
     tables that repeat the iteration; no number or header is ever cut. A reader registered
     after the :class:`Progress` (the table comes after the bar stops)."""
@@ -179,7 +181,7 @@ class MetricsTable(Extension):
         columns = [fit.Column(name, [_cell(row.get(name)) for row in rows], right=True,
                               key=name == "iteration", movable=name != "iteration")
                    for name in names]
-        shown, same = fit.constant(columns)
+        shown, same = _constant(columns)
         say = functools.partial(self.console.print, highlight=False, markup=False)
         say(f"metrics ({trainer.status})")
         if same:
@@ -200,6 +202,21 @@ class MetricsTable(Extension):
         return (f"{weights['checkpoint']} {averaged}weights (iteration {weights['iteration']}): "
                 + "  ".join(f"{k} {_cell(v)}" for k, v in sorted(tested.items())
                             if not self.leave_out(k)))
+
+
+def _constant(columns: list) -> tuple[list, list[tuple[str, str]]]:
+    """:func:`trainer_run.results.fit.constant` over the columns, a column's empty cells (a
+    row that does not log its key: the learning rate in an evaluation's row) taken as its
+    value when it logs one value at least twice; the columns shown keep their empty cells."""
+    def filled(column):
+        logged = [cell for cell in column.cells if cell]
+        if len(logged) < 2 or len(set(logged)) > 1:
+            return column
+        return dataclasses.replace(column, cells=[logged[0]] * len(column.cells))
+
+    kept, same = fit.constant([filled(c) for c in columns])
+    by_name = {c.name: c for c in columns}
+    return [by_name[c.name] for c in kept], same
 
 
 def _column_order(key: str) -> tuple:
