@@ -16,7 +16,9 @@ with the confusion matrix's data when one was asked for and its picture beside
 someone else whose config names code is refused unless ``trust=true``
 (:mod:`trainer_run.trust`). The user's own modules import from the current folder, as for
 ``trainer-run`` (:func:`trainer_run.targets.locate`).
-Bad input is one ``error:`` line, exit 2; a refused write exit 4; Ctrl-C exit 130.
+Bad input is one ``error:`` line, exit 2; the user's code that raises (the loader, the
+dataset, the model) its traceback and one line, exit 1; a refused write exit 4; Ctrl-C exit
+130.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ examples:
   trainer-eval RUN 'metrics=[f1_macro,top_5,confusion_matrix]'  metrics besides the run's own
 
 exit status: 0 once the metrics are printed and written, 2 for bad input (one error: line),
+1 when your code (loader, dataset, model) raises (its traceback, then one error: line),
 4 when the disk refuses the write, 130 on Ctrl-C."""
 
 
@@ -65,7 +68,8 @@ def main(argv: list[str] | None = None) -> None:
 def run(options: argparse.Namespace) -> int:
     """Evaluates, prints, writes; the exit status."""
     from trainer_run import memory
-    from trainer_run.errors import ConfigError, StorageError
+    from trainer_run.console import show_cause
+    from trainer_run.errors import ConfigError, StorageError, UserCodeError
 
     from .failure import fail
 
@@ -74,6 +78,9 @@ def run(options: argparse.Namespace) -> int:
         result = evaluate(options.run, options.overrides)
     except ConfigError as e:
         fail(e)
+    except UserCodeError as e:  # the user's loader, dataset or model: its traceback, then why
+        show_cause(e)
+        fail(f"{e}; nothing was evaluated", e.exit_code)
     _show(result)
     try:
         path = _write(options.run, result)

@@ -9,6 +9,9 @@ told what to return; a run stopped early says why."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy
@@ -21,6 +24,7 @@ QUICK = ("trainer.progress=false", "trainer.max_iterations=12", "trainer.log_int
          "trainer.eval_interval=3", "trainer.checkpoint_interval=3")
 
 MINE = '''
+import os
 import sys
 import numpy
 from trainer_run import functions as F
@@ -87,11 +91,20 @@ class Late:                           # a Python dataset that fails once trainin
         if late and self.fails == "raise":
             raise KeyError(f"example {i} is gone")
         rng = numpy.random.default_rng(int(i))
-        side = 5 if late else 6
+        side = 5 if late and self.fails == "shape" else 6
         return rng.normal(size=(1, side, 6)).astype(numpy.float32), numpy.int64(i % 4)
 
 def late_pair(fails="raise"):
     return Late(200, fails), Late(40)
+
+class Flaky(Late):                    # fine in training, raises when evaluated with BREAK set
+    def __getitem__(self, i):
+        if os.environ.get("BREAK") and i == 7:
+            raise KeyError(f"example {i} is gone")
+        return super().__getitem__(i)
+
+def flaky_pair():
+    return Flaky(200, None), Flaky(40, None)
 
 class Net(Module):
     def __init__(self, in_size, out_size, backend, returns="variable"):
@@ -191,6 +204,21 @@ def test_a_python_datasets_failure_names_it_with_or_without_worker_processes(fol
                 "has parts of shapes (1, 6, 6), ()") in line
         assert "Traceback" not in done.stderr
     assert f"resume={run}" in line and summary(run)["status"] == "failed"
+
+
+def test_trainer_eval_of_a_dataset_that_raises_names_it(folder):
+    run = folder / "run"
+    trained = trainer_run(folder, "+dataset._target_=mine.flaky_pair", "model.hidden_sizes=[8]",
+                          f"hydra.run.dir={run}")
+    assert trained.returncode == 0, trained.stderr
+    done = subprocess.run([sys.executable, "-m", "trainer_run.cli.evaluate", str(run), "split=val"],
+                          cwd=folder, env={**os.environ, "BREAK": "1"}, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.strip().splitlines()[-1] == ("error: dataset (mine.Flaky) raised KeyError: "
+                                                    "'example 7 is gone'; nothing was evaluated")
+    assert "mine.py" in done.stderr and "/trainer_run/" not in done.stderr  # the user's traceback
+    assert not (run / "eval").exists()
 
 
 @pytest.mark.parametrize("code", [0, None, "done"])
