@@ -6,6 +6,7 @@ only into a new directory, and a run already at its limit is left as it was."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy
 import pytest
@@ -246,7 +247,7 @@ def test_a_checkpoint_from_before_a_new_key_resumes_with_its_default():
                             "dataset": {"batch_size": 50, "overfit_batches": None, "size": 2000}})
     saved = {"seed": 3, "trainer": {"max_iterations": 20},
              "dataset": {"_target_": "my_data.load", "batch_size": 10}}
-    stored = resumes.Stored(saved, b"", None, "checkpoint x")
+    stored = resumes.Stored(saved, b"", None, "checkpoint x", Path("x"))
     node = OmegaConf.to_container(resumes.config(stored, cfg, [], {}, vouched=True))
     assert node == {"seed": 3, "logger": {"jsonl": {"_target_": JSONL}},
                     "trainer": {"max_iterations": 20, "profile": False},
