@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 from image_files import FileServer, closed_port_url, md5, mnist_files
-from run_folders import command, error_lines, snapshot
+from run_folders import command, copy_run, error_lines, snapshot
 
 from trainer_run.data import image_sets
 
@@ -18,17 +18,37 @@ SHORT = ("model.hidden_sizes=[8]", "trainer.max_iterations=4", "trainer.checkpoi
          "trainer.eval_interval=2", "trainer.progress=false", "dataset.batch_size=10")
 
 
-@pytest.fixture()
-def served(tmp_path):
-    contents, _ = mnist_files(tmp_path / "served")
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """The stranger's mirror, serving tiny MNIST files; ``contents``: their bytes by name."""
+    contents, _ = mnist_files(tmp_path_factory.mktemp("served"))
     with FileServer() as server:
         server.routes = {f"/mnist/{name}": c for name, c in contents.items()}
-        yield server, contents
+        server.contents = contents
+        yield server
 
 
-def train(tmp_path, keys, served, root):
-    server, contents = served
-    digests = [f"dataset.md5.{role}='{md5(contents[name])}'"
+@pytest.fixture(scope="module")
+def strangers(tmp_path_factory, server):
+    """The stranger's run, trained on the served files with the data root ``theirs``."""
+    folder = tmp_path_factory.mktemp("stranger")
+    return train(folder, folder / "stranger", server, folder / "theirs"), folder / "theirs"
+
+
+@pytest.fixture()
+def served(server):
+    server.requests.clear()
+    yield server, server.contents
+
+
+@pytest.fixture()
+def run(strangers, tmp_path):
+    """A copy of the stranger's run to work on (its saved data root stays the stranger's)."""
+    return copy_run(strangers[0], tmp_path / "run")
+
+
+def train(tmp_path, keys, server, root):
+    digests = [f"dataset.md5.{role}='{md5(server.contents[name])}'"
                for role, name in image_sets.MNIST_NAMES.items()]
     run = tmp_path / f"run-{keys.name}"
     done = command("trainer-run", "dataset=mnist", f"dataset.root={root}",
@@ -40,9 +60,9 @@ def train(tmp_path, keys, served, root):
 
 
 @pytest.mark.parametrize("how", ["trainer-eval", "resume"])
-def test_a_strangers_root_mirrors_and_md5_are_not_the_users(how, tmp_path, served, monkeypatch):
-    theirs = tmp_path / "theirs"
-    run = train(tmp_path, tmp_path / "stranger", served, theirs)
+def test_a_strangers_root_mirrors_and_md5_are_not_the_users(how, tmp_path, served, strangers, run,
+                                                            monkeypatch):
+    theirs = strangers[1]
     mine = tmp_path / "mine"
     monkeypatch.setenv("TRAINER_RUN_DATA", str(mine))
     before = snapshot(theirs)
@@ -62,10 +82,10 @@ def test_a_strangers_root_mirrors_and_md5_are_not_the_users(how, tmp_path, serve
     assert not mine.exists()
 
 
-def test_a_strangers_published_md5_is_checked_in_the_users_folder(tmp_path, served, monkeypatch):
+def test_a_strangers_published_md5_is_checked_in_the_users_folder(tmp_path, served, run,
+                                                                  monkeypatch):
     """The stranger's files, put into the user's data folder, are not the published MNIST:
     their md5 differs and they hold 100 images, not 60000, so they are refused."""
-    run = train(tmp_path, tmp_path / "stranger", served, tmp_path / "theirs")
     mine = tmp_path / "mine"
     (mine / "mnist").mkdir(parents=True)
     for name, content in served[1].items():
@@ -80,7 +100,7 @@ def test_a_strangers_published_md5_is_checked_in_the_users_folder(tmp_path, serv
 
 def test_the_users_own_run_keeps_its_root(tmp_path, served, monkeypatch):
     root = tmp_path / "my-root"
-    run = train(tmp_path, tmp_path / "user", served, root)
+    run = train(tmp_path, tmp_path / "user", served[0], root)
     monkeypatch.setenv("TRAINER_RUN_DATA", str(tmp_path / "elsewhere"))
     done = command("trainer-eval", run, keys=tmp_path / "user", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
@@ -98,11 +118,11 @@ RESUME = ("import sys, trainer_run\n"
 
 @pytest.mark.parametrize("how", ["init_from", "lr_find", "trainer-export", "trainer-report",
                                  "load_model", "trainer_run.resume"])
-def test_no_command_on_a_strangers_run_reaches_its_places(how, tmp_path, served, monkeypatch):
+def test_no_command_on_a_strangers_run_reaches_its_places(how, tmp_path, served, strangers, run,
+                                                          monkeypatch):
     """Every other command that loads the stranger's run: the stranger's mirror gets no
     request and its data folder keeps every byte and mtime; none downloads into the user's."""
-    theirs = tmp_path / "theirs"
-    run = train(tmp_path, tmp_path / "stranger", served, theirs)
+    theirs = strangers[1]
     mine = tmp_path / "mine"
     monkeypatch.setenv("TRAINER_RUN_DATA", str(mine))
     before = snapshot(theirs)
