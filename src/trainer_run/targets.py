@@ -228,6 +228,23 @@ def check_arguments(key: str, klass, kwargs: dict, exclude=()) -> None:
                           f"+{key}.{missing[0]}=<value>")
 
 
+def check_call(key: str, factory, kwargs: dict, leading=(), what: str = "") -> None:
+    """Refuses, in one line naming ``key``, a ``factory`` of the user's that cannot be called
+    with the positional arguments named ``leading`` and ``kwargs`` (a class is built with them:
+    its ``leading`` is empty); ``what`` says how the entry's callable is used."""
+    try:
+        signature = inspect.signature(factory)
+    except (TypeError, ValueError):  # a builtin without one: its call will tell
+        return
+    try:
+        signature.bind(*(None for _ in leading), **kwargs)
+    except TypeError as e:
+        given = ", ".join([*leading, *(f"{k}=" for k in kwargs)])
+        verb = "built" if isinstance(factory, type) else "called"
+        raise ConfigError(f"{key}: {factory.__qualname__}{signature} cannot be {verb} with "
+                          f"({given}): {e}; {what}") from None
+
+
 def call(key: str, klass, kwargs: dict, kind: Kind | None = None, target=None, **fixed):
     """``klass(**kwargs, **fixed)`` after checking the keys (:func:`check_arguments`); a
     ConfigError the callable raises is re-raised under the section (:func:`prefixed`), any

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import difflib
 import functools
-import inspect
 
 import numpy
 
@@ -109,21 +108,6 @@ def _transform(index: int, entry, standard: dict, builtin: dict):
     factory, kwargs, fixed = targets.arguments(key, entry, standard, kind=KIND)
     if isinstance(factory, type):
         return targets.call(key, factory, kwargs, kind=KIND, target=entry[targets.TARGET], **fixed)
-    _check_call(key, factory, {**kwargs, **fixed})
+    targets.check_call(key, factory, {**kwargs, **fixed}, ("batch", "rng"), "a transform takes "
+                       "the batch and the generator, then the entry's other keys")
     return functools.partial(factory, **kwargs, **fixed)
-
-
-def _check_call(key: str, function, kwargs: dict) -> None:
-    """Refuses, in one line naming the entry, a function that cannot be called with
-    ``(batch, rng)`` and ``kwargs``."""
-    try:
-        signature = inspect.signature(function)
-    except (TypeError, ValueError):  # a builtin without one: its call will tell
-        return
-    try:
-        signature.bind(None, None, **kwargs)
-    except TypeError as e:
-        given = ", ".join(["batch", "rng", *(f"{k}=" for k in kwargs)])
-        raise ConfigError(f"{key}: {function.__qualname__}{signature} cannot be called with "
-                          f"({given}): {e}; a transform takes the batch and the generator, then "
-                          "the entry's other keys") from None

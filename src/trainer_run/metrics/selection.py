@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import difflib
 import functools
-import inspect
 import re
 from dataclasses import dataclass
 from typing import Callable
@@ -150,20 +149,12 @@ def _users(key: str, entry: dict) -> Metric:
 def _check_call(key: str, factory, kwargs: dict) -> None:
     """Refuses a class that cannot be built with ``kwargs``, or a function that cannot be
     called with ``(y_pred, y_true)`` and ``kwargs``, in one line naming the entry."""
-    try:
-        signature = inspect.signature(factory)
-    except (TypeError, ValueError):  # a builtin without one: its call will tell
-        return
-    built = isinstance(factory, type)
-    try:
-        signature.bind(**kwargs) if built else signature.bind(None, None, **kwargs)
-    except TypeError as e:
-        given = ", ".join([*([] if built else ["y_pred", "y_true"]), *(f"{k}=" for k in kwargs)])
-        what = ("its instance is called with (y_pred, y_true), and the class is built with the "
-                "entry's other keys" if built else "a metric takes the predictions and the "
-                "labels, then the entry's other keys")
-        raise ConfigError(f"{key}: {factory.__qualname__}{signature} cannot be "
-                          f"{'built' if built else 'called'} with ({given}): {e}; {what}") from None
+    if isinstance(factory, type):
+        targets.check_call(key, factory, kwargs, what="its instance is called with (y_pred, "
+                           "y_true), and the class is built with the entry's other keys")
+    else:
+        targets.check_call(key, factory, kwargs, ("y_pred", "y_true"), "a metric takes the "
+                           "predictions and the labels, then the entry's other keys")
 
 
 LOGGED_TOP_K = re.compile(r"top_(\d+)_accuracy")
