@@ -97,8 +97,9 @@ def build_run(config: dict) -> Run:
     data_seed, model_seed, shuffle_seed, augment_seed = numpy.random.SeedSequence(seed).spawn(4)
     threads = prefetch.checked_workers(config["dataset"].get("workers", 0))
     backend = build_backend(config["backend"], model_seed)
-    if prefetch.workers_note(threads):  # printed with the backend's notes on the cores' use
-        backend.notes = [*getattr(backend, "notes", ()), prefetch.workers_note(threads)]
+    note = prefetch.workers_note(threads)
+    if note is not None:  # printed with the backend's notes on the cores' use
+        backend.notes = [*getattr(backend, "notes", ()), note]
     data, batch_size = build_data(config["dataset"], numpy.random.default_rng(data_seed),
                                   dtype=backend.dtype)
     model = build_model(config["model"], data, backend)

@@ -82,10 +82,10 @@ def _check_format(version, directory: Path) -> None:
     """Refuses (ConfigError) a run whose mark records a run format this version does not know:
     one newer than :data:`FORMAT` (a later trainer-run wrote it), or anything but a number
     from 1 on. A mark without one is format 1."""
-    if version is None or isinstance(version, int) and not isinstance(version, bool) \
-            and 1 <= version <= FORMAT:
+    counted = isinstance(version, int) and not isinstance(version, bool)
+    if version is None or counted and 1 <= version <= FORMAT:
         return
-    if isinstance(version, int) and not isinstance(version, bool) and version > FORMAT:
+    if counted and version > FORMAT:
         raise ConfigError(f"{directory} is a run of a newer trainer-run (run format {version}; "
                           f"this version reads up to {FORMAT}): upgrade trainer-run "
                           "(pip install -U trainer-run) to use it")
