@@ -26,6 +26,7 @@ from trainer_run.data.datasets import take
 from trainer_run.errors import ConfigError, check, check_number
 from trainer_run.kvstore.request import KVStoreRequest
 from trainer_run.loss_scaling import LossScaler
+from trainer_run.metrics import selection
 from trainer_run.models import build_model, first_batch, parameter_rules
 from trainer_run.targets import Kind, instances_callable
 from trainer_run.training import StopTrigger, Trainer, time_limit
@@ -94,6 +95,7 @@ def build_run(config: dict) -> Run:
     :mod:`trainer_run.models.first_batch`), kvstore, iterator, stop trigger, time limit,
     optimizer and the training batches' transforms (a fourth stream)."""
     seed = check_number("seed", config["seed"], low=0, integer=True)
+    selection.check_objective((config.get("objective") or {}).get("metric"), config.get("metrics"))
     data_seed, model_seed, shuffle_seed, augment_seed = numpy.random.SeedSequence(seed).spawn(4)
     threads = prefetch.checked_workers(config["dataset"].get("workers", 0))
     backend = build_backend(config["backend"], model_seed)

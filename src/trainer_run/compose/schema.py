@@ -30,7 +30,6 @@ from trainer_run.compose.options import (
 from trainer_run.compose.override_keys import check_overrides  # noqa: F401  (the key check is part of the schema)
 from trainer_run.config_upgrade import MOVED
 from trainer_run.errors import ConfigError, check
-from trainer_run.metrics import selection
 
 
 @dataclass(frozen=True)
@@ -125,8 +124,7 @@ def _candidates(group: str, section: dict) -> list[dict]:
 # -- types and ranges ---------------------------------------------------------------------------
 def check_types(config: dict) -> None:
     """Refuses a field of the resolved ``config`` whose value has the wrong type or lies out
-    breaks the rule between sections, and an objective that names a built-in metric the run
-    does not measure; see the module docstring."""
+    breaks the rule between sections; see the module docstring."""
     top = top_level()
     for key, value in config.items():
         if key in GROUPS and isinstance(value, dict):
@@ -135,7 +133,6 @@ def check_types(config: dict) -> None:
             _check_field(key, value, [top[key]])
     _check_moved(config)
     _check_kvstore(config)
-    selection.check_objective(_get(config, "objective.metric"), config.get("metrics"))
 
 
 def _check_section(prefix: str, section: dict, candidates: list[dict]) -> None:
