@@ -22,7 +22,6 @@ from typing import Callable
 from ..errors import ConfigError
 from ..runs import files as run_files
 from ..storage import reading, yaml_files
-from ..training.loggers import jsonl
 from . import runs as results
 
 
@@ -71,7 +70,7 @@ def curves(rows: list[results.Row], name: str, mode: str,
     made = []
     for row, label in zip(rows, results.labels(rows)):
         curve = Curve(label)
-        for line in read_log(row.path / jsonl.FILE, report):
+        for line in read_log(row.path / run_files.METRICS, report):
             if name in line:
                 value = line[name]
                 curve.iterations.append(line.get("iteration"))
