@@ -5,10 +5,10 @@ profiling off and on, and what the instrumentation left in the loop costs when i
   alternating ``--rounds`` times (the machine may be shared); each run's training time is its
   ``summary.json`` ``elapsed_s`` (the loop, from its first iteration to the summary). The
   best and the median of each are printed.
-- Off: every marked stage calls :class:`~trainer_run.training.profile.NullProfiler`'s ``stage``
+- Off: every marked stage calls :class:`~trainer_run.profiling.NullProfiler`'s ``stage``
   and enters the context it returns. Its cost per stage is timed here, and multiplied by the
   stages one iteration of the profiled run entered (counted by a
-  :class:`~trainer_run.training.profile.Profiler` subclass over the same default run, built
+  :class:`~trainer_run.profiling.Profiler` subclass over the same default run, built
   in this process), gives the off-cost per iteration.
 
     python benchmarks/profile_overhead.py [--rounds 5]
@@ -25,7 +25,7 @@ import tempfile
 import timeit
 from pathlib import Path
 
-from trainer_run.training.profile import NullProfiler
+from trainer_run.profiling import NullProfiler
 
 
 def run_once(folder: Path, profile: bool) -> float:
@@ -57,7 +57,7 @@ def stages_per_iteration(folder: Path) -> float:
         "        Counting.entered += 1\n"
         "        super().enter(name)\n"
         "profile.Profiler = Counting\n"
-        "import trainer_run.assembly.build as build\n"
+        "import trainer_run.runner.build as build\n"
         "build.Profiler = Counting\n"
         "from trainer_run.cli.entry import main\n"
         f"sys.argv = ['trainer-run', 'trainer.progress=false', 'trainer.profile=true', "

@@ -1,7 +1,7 @@
 """The console script's entry point: stop signals are handled from its first line.
 
 SIGINT and SIGTERM are recorded before the command imports anything heavy (see
-:mod:`trainer_run.training.stop_signals`), so a Ctrl-C while the command starts exits with
+:mod:`trainer_run.stop_signals`), so a Ctrl-C while the command starts exits with
 one line and status 130 instead of a KeyboardInterrupt traceback, and is never lost.
 
 Standard output and error outlive their reader, and the run its terminal (:mod:`.outlived`): a
@@ -18,7 +18,8 @@ import sys
 
 def main() -> None:
     try:
-        from trainer_run.training import clock, stop_signals
+        from trainer_run import stop_signals
+        from trainer_run.training import clock
 
         stop_signals.handle()
         clock.from_process_start()  # the command's process is its run: start-up counts

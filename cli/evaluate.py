@@ -14,7 +14,7 @@ as a table and written to ``<run>/eval/<time>.json`` (a name of its own: :func:`
 with the confusion matrix's data when one was asked for and its picture beside
 (``<time>_confusion.png``, with matplotlib); nothing else in the run is touched. A run from
 someone else whose config names code is refused unless ``trust=true``
-(:mod:`trainer_run.trust`). The user's own modules import from the current folder, as for
+(:mod:`trainer_run.runs.trust`). The user's own modules import from the current folder, as for
 ``trainer-run`` (:func:`trainer_run.targets.locate`).
 Bad input is one ``error:`` line, exit 2; the user's code that raises (the loader, the
 dataset, the model) its traceback and one line, exit 1; a refused write exit 4; Ctrl-C exit
@@ -96,13 +96,14 @@ def evaluate(run_dir: Path, overrides: list[str]) -> dict:
     ``examples`` and ``metrics``."""
     import warnings
 
-    from trainer_run import load_model, metrics, places
+    from trainer_run import metrics
+    from trainer_run.compose import places
     from trainer_run.console import warn
     from trainer_run.data import description as data_description
     from trainer_run.data import input_scaling
     from trainer_run.errors import check
     from trainer_run.metrics import confusion_files
-    from trainer_run.trained import read_sections, signed_by_me
+    from trainer_run.runs.trained import load_model, read_sections, signed_by_me
 
     given = _parsed(overrides)
     split = given.get("split", "test")
@@ -199,8 +200,8 @@ def _split(section: dict, seed: int, task: str, split: str):
     data stream, so ``val`` is the run's validation split)."""
     import numpy
 
-    from trainer_run.assembly.build import build_data
     from trainer_run.errors import ConfigError
+    from trainer_run.runner.build import build_data
 
     raw = {**section, "normalize": "none", "task": task}
     data_seed = numpy.random.SeedSequence(seed).spawn(3)[0]
@@ -279,8 +280,7 @@ def _write(run_dir: Path, result: dict) -> Path:
     through a link: :func:`trainer_run.storage.files.make_folder`), so evaluations at once
     each keep their own record, then the record replaces it whole."""
     from trainer_run.metrics import confusion_files
-    from trainer_run.runs import files as run_files
-    from trainer_run.storage import files, strict_json
+    from trainer_run.storage import files, run_files, strict_json
 
     folder = Path(run_dir) / run_files.EVAL
     files.make_folder(folder, run_dir)  # never through a link: eval/ is refused if it is one

@@ -6,7 +6,7 @@ best by default when the run has one) and writes it (:mod:`trainer_run.export`):
 default, its arrays by name with the input normalization; ``onnx``, its inference graph with
 the normalization at its head (the ``export`` extra). The file is ``out``, or
 ``RUN/export/model_<best|last|file>[_iter<N>].<format>``. A run from someone else whose config
-names code is refused unless ``trust=true`` (:mod:`trainer_run.trust`); the user's own modules
+names code is refused unless ``trust=true`` (:mod:`trainer_run.runs.trust`); the user's own modules
 import from the current folder, as for ``trainer-run``. Bad input is one ``error:`` line,
 exit 2; a refused write exit 4; Ctrl-C exit 130.
 """
@@ -76,13 +76,13 @@ def run(options: argparse.Namespace) -> int:
 
 def export(run_dir: Path, overrides: list[str]) -> tuple[Path, dict]:
     """Writes the export ``overrides`` ask of the run in ``run_dir``; the file and the weights
-    exported (:meth:`trainer_run.weights.Weights.as_json`)."""
+    exported (:meth:`trainer_run.runs.weights.Weights.as_json`)."""
     import warnings
 
     from trainer_run import export as exporting
-    from trainer_run import load_model
     from trainer_run.console import warn
     from trainer_run.errors import check
+    from trainer_run.runs.trained import load_model
 
     given = _parsed(overrides)
     form = given.get("format", "npz")

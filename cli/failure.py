@@ -7,8 +7,8 @@ import sys
 
 from rich.markup import escape
 
+from trainer_run import stop_signals
 from trainer_run.console import console
-from trainer_run.training import stop_signals
 
 from . import rank_errors
 

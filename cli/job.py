@@ -1,5 +1,5 @@
 """One job of the command: what Hydra composed, handed to the run's lifecycle
-(:mod:`trainer_run.runs.lifecycle`), and how the command ends.
+(:mod:`trainer_run.runner.lifecycle`), and how the command ends.
 
 A single run that fails prints one ``error:`` line and exits with the status that says why;
 an interrupted one exits with 128 + the signal's number. A job of a sweep is different
@@ -22,9 +22,9 @@ from omegaconf import DictConfig
 
 from trainer_run.compose import user_targets
 from trainer_run.errors import JobFailed
+from trainer_run.runner import lifecycle
+from trainer_run.runner.lifecycle import Finished, Job
 from trainer_run.runs import directory as run_directory
-from trainer_run.runs import lifecycle
-from trainer_run.runs.lifecycle import Finished, Job
 from trainer_run.training import Trainer
 
 from . import hosts, sweep_job, sweep_record

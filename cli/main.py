@@ -10,7 +10,7 @@ own prints one line too: a diverged loss exits with 3, a disk that refuses a wri
 SIGINT (Ctrl-C) or SIGTERM, from the first line of the command on, stop it cleanly: before
 training nothing is written and the exit status is 130 or 143 (128 + the signal number);
 during training the current iteration finishes and a checkpoint is saved (see
-:mod:`trainer_run.training.stop_signals`).
+:mod:`trainer_run.stop_signals`).
 
 A sweep (``-m``) runs in a folder the command names before Hydra starts (``hydra.sweep.dir``,
 by default ``runs/multirun/<date>/<time>``) and ends, however it ends, with the jobs ranked
@@ -37,14 +37,14 @@ from yaml import YAMLError
 
 from trainer_run import config_upgrade, devices
 from trainer_run.compose import argv as args
-from trainer_run.compose import override_keys, request, user_targets
+from trainer_run.compose import override_keys, saved_choices, user_targets
 from trainer_run.console import cannot_write, describe, warn
 from trainer_run.errors import ConfigError
 from trainer_run.kvstore import mpi_job
 from trainer_run.kvstore.mpi import import_mpi
+from trainer_run.runner import request
+from trainer_run.runner.lifecycle import on_rank_0
 from trainer_run.runs import directory as run_directory
-from trainer_run.runs import resume as resumes
-from trainer_run.runs.lifecycle import on_rank_0
 
 from . import hosts, job, slurm_check, sweep_record, sweeps
 from .failure import fail, stop_if_signalled
@@ -201,7 +201,7 @@ def _world(argv: list[str]):
 def _store(argv: list[str]) -> str:
     """The kvstore the command chooses: the one it names, else the resumed run's, else ``""``
     (the config's default, ``local``)."""
-    saved = resumes.saved_choices(args.value(argv, "resume")) or {}
+    saved = saved_choices.read(args.value(argv, "resume")) or {}
     return args.value(argv, "kvstore") or saved.get("kvstore") or ""
 
 
@@ -211,7 +211,7 @@ def prepare_on_rank_0(comm, argv: list[str]) -> list[str]:
 
 
 def prepare(argv: list[str]) -> list[str]:
-    """Checks the arguments and rewrites those of a resume (:mod:`trainer_run.compose.request`);
+    """Checks the arguments and rewrites those of a resume (:mod:`trainer_run.runner.request`);
     refuses to start a new run or sweep in a directory that is not new."""
     args.check_grammar(argv)
     multirun = args.is_multirun(argv)

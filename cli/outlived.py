@@ -11,7 +11,7 @@ training, with no run directory left, or in its middle, with no summary.)
 Closing the terminal sends SIGHUP, whose default action ends the process at once, with no
 final checkpoint nor summary. It is ignored from the command's first line (as ``nohup`` does):
 the run trains on to its end, its later console output dropped. To stop a run, SIGINT or
-SIGTERM (:mod:`trainer_run.training.stop_signals`).
+SIGTERM (:mod:`trainer_run.stop_signals`).
 """
 
 from __future__ import annotations

@@ -34,9 +34,8 @@ from trainer_run.console import inform, warn
 from trainer_run.data import description as data_description
 from trainer_run.errors import ConfigError, Diverged, JobFailed
 from trainer_run.runs import directory as run_directory
-from trainer_run.runs import files as run_files
 from trainer_run.runs import summary as run_summary
-from trainer_run.storage import checkpoint, yaml_files
+from trainer_run.storage import checkpoint, run_files, yaml_files
 from trainer_run.training import Trainer
 
 from .failure import fail_line

@@ -2,7 +2,7 @@
 
 Hydra writes ``multirun.yaml`` (the sweep's config and its command-line overrides) when a
 grid sweep starts. Each job of a sweep marks it as trainer-run's (:func:`mark`):
-``multirun.sig`` holds the signature, with this user's key (:mod:`trainer_run.trust`), of
+``multirun.sig`` holds the signature, with this user's key (:mod:`trainer_run.runs.trust`), of
 the overrides ``multirun.yaml`` records. A folder continues as a sweep (:func:`is_ours`) only
 when both are there and the signature is this user's: a folder of notes, of another tool's
 or Hydra app's output, or holding one run, is not a sweep to continue, and the command treats
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from trainer_run import trust
+from trainer_run.runs import trust
 from trainer_run.storage import files, reading, yaml_files
 
 RECORD = "multirun.yaml"

@@ -11,9 +11,9 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from trainer_run import optimizers
-from trainer_run.assembly.arguments import accepted, locate
-from trainer_run.assembly.build import build_trainer
 from trainer_run.compose.schema import option_section
+from trainer_run.runner.arguments import accepted, locate
+from trainer_run.runner.build import build_trainer
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 NOT_IN_YAML = {"param_idx2name", "param_dict", "lr_scheduler"}

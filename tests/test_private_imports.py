@@ -91,7 +91,7 @@ from ..errors import _hidden
 from .plot_layout import _name as name
 import numpy._core
 from . import storage
-import trainer_run.weights as weights
+import trainer_run.runs.weights as weights
 storage._write()
 weights._cache
 """
@@ -101,7 +101,7 @@ weights._cache
         "4: from trainer_run.training.loggers.plot_layout import _name",
         "5: import numpy._core",
         "8: trainer_run.training.loggers.storage._write",
-        "9: trainer_run.weights._cache",
+        "9: trainer_run.runs.weights._cache",
     ]
 
 

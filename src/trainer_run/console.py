@@ -18,9 +18,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-import trainer_run
+from trainer_run import stop_signals
 from trainer_run.errors import StorageError
-from trainer_run.training import stop_signals
 
 LABELS = {"hint": "cyan", "note": "blue", "warning": "yellow"}
 """Lines of what a run is about to do that go to stderr, by label, with their colour."""
@@ -40,7 +39,7 @@ def show_cause(error: BaseException) -> None:
     cause = error.__cause__
     if cause is None:
         return
-    tb, ours = cause.__traceback__, Path(trainer_run.__file__).parent
+    tb, ours = cause.__traceback__, Path(__file__).parent
     while tb is not None and tb.tb_next is not None and \
             Path(tb.tb_frame.f_code.co_filename).is_relative_to(ours):
         tb = tb.tb_next  # from the first frame of the user's code on

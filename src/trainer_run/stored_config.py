@@ -5,7 +5,7 @@ so that a resume's overrides flow through them. Resolving one with OmegaConf run
 resolvers, and a resolver is code: ``${oc.env:TOKEN}`` reads the environment,
 ``${oc.decode:...}`` and ``${oc.create:...}`` make nodes (a ``_target_``) out of strings. So a
 config this user did not write is resolved here, with references between its own keys only,
-and what it names is checked after it is resolved (:mod:`trainer_run.trust`): what is checked
+and what it names is checked after it is resolved (:mod:`trainer_run.runs.trust`): what is checked
 is what is built.
 
 :func:`resolve` is the one way such a config is resolved, as OmegaConf resolves references:

@@ -24,7 +24,7 @@ Where the caller knows the kind of object (a :class:`Kind`), the target is check
 is called: something that is not callable, or a class that is not of that kind, is a
 :class:`~trainer_run.errors.ConfigError` naming the key, and nothing is called. What comes
 back is checked again. Whether a config read from a run directory may name a target at all is
-:mod:`trainer_run.trust`'s decision, made before anything here imports it.
+:mod:`trainer_run.runs.trust`'s decision, made before anything here imports it.
 """
 
 from __future__ import annotations

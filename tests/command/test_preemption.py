@@ -19,8 +19,8 @@ import pytest
 from helpers import load_npz, read_jsonl
 
 from trainer_run.errors import ConfigError
+from trainer_run.runs.checkpoint_tree import main_params
 from trainer_run.storage import checkpoint
-from trainer_run.updaters import main_params
 
 QUIET = "trainer.progress=false"
 

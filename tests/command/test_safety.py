@@ -24,8 +24,8 @@ from run_folders import copy_run, environment, make_run
 
 from trainer_run import optimizers
 from trainer_run.errors import ConfigError
+from trainer_run.runs.checkpoint_tree import main_params
 from trainer_run.storage import checkpoint
-from trainer_run.updaters import main_params
 
 QUIET = "trainer.progress=false"
 

@@ -15,10 +15,10 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from trainer_run import optimizers
-from trainer_run.assembly.build import build_optimizer, build_trainer
 from trainer_run.compose import schema
 from trainer_run.compose.options import PRESETS
 from trainer_run.errors import ConfigError
+from trainer_run.runner.build import build_optimizer, build_trainer
 
 ALL_OPTIONS = [(group, option) for group in schema.GROUPS if group not in PRESETS
                for option in schema.OPTIONS[group] if schema.option_section(group, option)]
@@ -196,7 +196,7 @@ def test_other_values_of_a_fields_type_pass(overrides, key, value):
 def test_dataset_options_are_range_checked_by_their_generator(option, field, value, message):
     import numpy
 
-    from trainer_run.assembly.build import build_data
+    from trainer_run.runner.build import build_data
 
     section = _config([f"dataset={option}"], {f"dataset.{field}": value})["dataset"]
     assert _refused(build_data, section, numpy.random.default_rng(0)) == message

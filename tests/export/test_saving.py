@@ -13,7 +13,7 @@ from helpers import load_npz
 
 from trainer_run.errors import ConfigError
 from trainer_run.export import default_path, save
-from trainer_run.weights import Weights
+from trainer_run.runs.weights import Weights
 
 
 def test_the_default_file_is_in_the_runs_export_folder_named_by_the_weights(tmp_path):

@@ -87,7 +87,7 @@ def test_a_bad_entry_is_one_line_naming_it(entries, task, line):
 def test_a_users_metric_in_a_saved_config_is_code_the_trust_check_names():
     """A run's ``metrics`` naming a user's function is refused to anyone who did not sign or
     trust the run, as a model of theirs is (docs/trust.md)."""
-    from trainer_run import trust
+    from trainer_run.runs import trust
 
     saved = {"metrics": ["f1_macro", {"_target_": "my_metrics.balanced", "name": "b"}]}
     assert trust.named_code(saved) == ["metrics[1]._target_=my_metrics.balanced"]

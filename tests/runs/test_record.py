@@ -8,8 +8,7 @@ import json
 
 from omegaconf import OmegaConf
 
-from trainer_run import trust
-from trainer_run.runs import directory, record
+from trainer_run.runs import directory, record, trust
 from trainer_run.storage import yaml_files
 
 CONFIG = OmegaConf.create({"optimizer": {"_target_": "trainer_run.optimizers.SGD",

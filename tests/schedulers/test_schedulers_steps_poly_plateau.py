@@ -112,7 +112,7 @@ def test_registry_and_create():
 def test_config_files_build(file, klass):
     """Every key is an argument; the values are the constructor's defaults apart from the
     ones without one (step, max_update) and base_lr; the command line builds it."""
-    from trainer_run.assembly.build import build_scheduler
+    from trainer_run.runner.build import build_scheduler
 
     text = (CONFIGS / file).read_text()
     assert text.startswith("# ")
@@ -135,7 +135,7 @@ def test_config_files_build(file, klass):
 
 
 def test_config_error_is_prefixed_by_the_section():
-    from trainer_run.assembly.build import build_scheduler
+    from trainer_run.runner.build import build_scheduler
 
     with pytest.raises(ConfigError, match=r"^scheduler\.step must be >= 1"):
         build_scheduler({"_target_": "trainer_run.schedulers.FactorScheduler", "step": 0}, 100)

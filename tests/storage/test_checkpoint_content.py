@@ -1,7 +1,7 @@
 """A checkpoint whose checksums match but whose content is wrong (issue 25 item 15): the
 newest is passed over with one warning naming it and what is wrong, and the run resumes
 bit-identically from the previous one; named directly, it is refused in one line
-(checkpoint.find's ``check``, trainer_run.updaters.checkpoint_tree, runs/lifecycle._fitting)."""
+(checkpoint.find's ``check``, trainer_run.runs.checkpoint_tree, runs/lifecycle._fitting)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import numpy
 import pytest
 from helpers import load_npz, run_cli
 
+from trainer_run.runs import checkpoint_tree as saved
 from trainer_run.storage import checkpoint
-from trainer_run.updaters import checkpoint_tree as saved
 
 QUIET = "trainer.progress=false"
 SGD = ("optimizer=sgd", "optimizer.learning_rate=0.05", "trainer.log_interval=10",

@@ -11,8 +11,8 @@ import numpy as np
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from trainer_run.assembly.build import build_trainer
 from trainer_run.compose.options import CONFIGS
+from trainer_run.runner.build import build_trainer
 from trainer_run.storage import checkpoint
 from trainer_run.training import PRIORITY_EDITOR, PRIORITY_READER, PRIORITY_WRITER
 from trainer_run.training.extensions import (

@@ -17,9 +17,7 @@ import yaml
 from trainer_run.compose import argv as args
 from trainer_run.compose.options import OPTIONS
 from trainer_run.errors import ConfigError
-from trainer_run.runs import directory as run_directory
-from trainer_run.runs import files as run_files
-from trainer_run.storage import yaml_files
+from trainer_run.storage import run_files, yaml_files
 
 
 def check_found(choices: dict, argv: list[str], run: Path | None) -> None:
@@ -47,7 +45,7 @@ def recorded_dirs(run: Path) -> list[str]:
     """The ``--config-dir`` folders Hydra recorded for ``run`` (none when it recorded none, or
     its record cannot be read)."""
     try:
-        hydra = yaml_files.read(run / run_directory.RECORD / run_files.HYDRA)
+        hydra = yaml_files.read(run / run_files.RECORD / run_files.HYDRA)
         return given(hydra["hydra"]["runtime"]["config_sources"])
     except (OSError, ValueError, KeyError, TypeError, AttributeError, yaml.YAMLError):
         return []

@@ -14,11 +14,10 @@ import functools
 from omegaconf import OmegaConf
 
 from trainer_run.compose import argv as args
-from trainer_run.compose import user_targets
+from trainer_run.compose import saved_choices, user_targets
 from trainer_run.compose.options import CONFIGS, GROUPS, OPTIONS, default_choice, option_section, top_level
 from trainer_run.config_upgrade import MOVED
 from trainer_run.errors import ConfigError
-from trainer_run.runs import resume as resumes
 
 NOT_CHECKED = ("seed", "resume")
 """Top-level keys of the command line that are always valid (their values are checked later)."""
@@ -96,7 +95,7 @@ def _selections(argv: list[str]) -> list[list[str]] | None:
         chosen[key] += [o for o in options if o not in chosen[key]]
     resume = args.value(argv, "resume")
     if not args.is_null(resume):
-        saved = resumes.saved_choices(resume)
+        saved = saved_choices.read(resume)
         if saved is None:
             return None
         for group, choice in saved.items():

@@ -22,8 +22,9 @@ from pathlib import Path
 
 import numpy
 
+from trainer_run.storage import run_files
+
 from ..errors import ConfigError
-from ..runs import files as run_files
 from ..storage import files, npz, reading, strict_json
 from .datasets import Data
 

@@ -52,9 +52,10 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 
+from trainer_run import stop_signals
+
 from ..errors import ConfigError, Interrupted, check_number
 from ..storage import files as run_files
-from ..training import stop_signals
 from .download_folder import locked, open_own, own_md5, verified
 
 USER_AGENT = "trainer-run"  # some hosts refuse urllib's default one

@@ -8,8 +8,9 @@ import re
 import reprlib
 from pathlib import Path
 
+from trainer_run.storage import run_files
+
 from ..errors import ConfigError, check
-from ..runs import files as run_files
 from ..storage import files, npz
 from . import npz as flat
 from . import onnx_graph
@@ -20,13 +21,13 @@ FORMATS = ("npz", "onnx")
 
 
 KINDS = ("best", "last", "file")
-"""The weights a default file name may name (:attr:`trainer_run.weights.Weights.which`)."""
+"""The weights a default file name may name (:attr:`trainer_run.runs.weights.Weights.which`)."""
 LAST_ITERATION = 2**63 - 1
 """The largest iteration a file name may hold (a counter's range)."""
 
 
 def default_path(run: Path, weights, form: str) -> Path:
-    """Where the export of ``run``'s ``weights`` (:class:`trainer_run.weights.Weights`) in the
+    """Where the export of ``run``'s ``weights`` (:class:`trainer_run.runs.weights.Weights`) in the
     format ``form`` goes when no file is named: the run's ``export/`` folder, under the name
     :func:`file_name` gives."""
     return Path(run) / run_files.EXPORT / file_name(run, weights, form)
@@ -62,7 +63,7 @@ def _named(weights) -> str:
 
 
 def save(trained, form: str, path: Path, run: Path | None = None) -> Path:
-    """Writes ``trained`` (:class:`trainer_run.trained.Trained`) in the format ``form`` to
+    """Writes ``trained`` (:class:`trainer_run.runs.trained.Trained`) in the format ``form`` to
     ``path`` atomically (replacing a file there) and returns it; with ``run``, ``path`` lies
     in that run folder, made without following a link. Everything is built before anything is
     written, so a refused export writes nothing. ConfigError for an unknown format, a model

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import numpy
 
-from ..runs import files as run_files
+from trainer_run.storage import run_files
+
 from ..storage import files, strict_json
 
 ROWS = "true class"

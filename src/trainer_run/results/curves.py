@@ -19,8 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from trainer_run.storage import run_files
+
 from ..errors import ConfigError
-from ..runs import files as run_files
 from ..storage import reading, yaml_files
 from . import runs as results
 

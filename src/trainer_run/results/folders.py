@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Callable
 
 from trainer_run.runs import directory as run_directory
-from trainer_run.runs import files as run_files
 from trainer_run.runs import summary as run_summary
+from trainer_run.storage import run_files
 
 from ..errors import ConfigError
 from ..storage import yaml_files

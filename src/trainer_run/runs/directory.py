@@ -27,7 +27,7 @@ output into the first one's. The id named is a live holder's: the recorded one w
 process is alive and has the lock open, else a live process that has it open (a child that
 inherited the lock), else none.
 
-The names of a run's files are :mod:`trainer_run.runs.files`'s.
+The names of a run's files are :mod:`trainer_run.storage.run_files`'s.
 """
 
 from __future__ import annotations
@@ -37,11 +37,10 @@ import json
 import os
 from pathlib import Path
 
-from trainer_run import trust
 from trainer_run.errors import ConfigError
-from trainer_run.runs import files as run_files
-from trainer_run.runs.files import CHECKPOINTS, LOCK, MARK, RECORD  # also run_directory.<NAME>
-from trainer_run.storage import files, reading
+from trainer_run.runs import trust
+from trainer_run.storage import files, reading, run_files
+from trainer_run.storage.run_files import CHECKPOINTS, LOCK, MARK, RECORD
 
 FORMAT = 1
 """The run format :data:`MARK` records."""

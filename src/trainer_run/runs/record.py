@@ -4,8 +4,8 @@ is built (so a mistake leaves no record) and only by rank 0.
 Hydra's three files as Hydra writes them itself (``config.yaml``, the composed config;
 ``hydra.yaml``; ``overrides.yaml``), the mark that makes the folder a run of trainer-run's
 (:func:`trainer_run.runs.directory.mark`), ``config.sig`` (the config's signature with this
-user's key, :mod:`trainer_run.trust`; none when no key can be made) and, in a SLURM job, the
-job's id (:func:`.slurm_requeue.record`). Every file is written without following a link.
+user's key, :mod:`trainer_run.runs.trust`; none when no key can be made) and, in a SLURM job, the
+job's id (:func:`.slurm_record.record`). Every file is written without following a link.
 """
 
 from __future__ import annotations
@@ -14,11 +14,9 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from trainer_run import trust
 from trainer_run.runs import directory as run_directory
-from trainer_run.runs import files as run_files
-from trainer_run.runs import slurm_requeue
-from trainer_run.storage import files
+from trainer_run.runs import slurm_record, trust
+from trainer_run.storage import files, run_files
 
 
 def write(out: Path, cfg: DictConfig, record: str | None, hydra: dict, overrides: list[str]) -> None:
@@ -37,4 +35,4 @@ def write(out: Path, cfg: DictConfig, record: str | None, hydra: dict, overrides
     signature = trust.sign((folder / run_files.CONFIG).read_bytes())
     if signature is not None:
         files.write_atomic(folder / trust.RECORD_SIGNATURE, signature + "\n", run=out)
-    slurm_requeue.record(folder, out)
+    slurm_record.record(folder, out)

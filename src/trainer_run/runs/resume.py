@@ -24,7 +24,6 @@ untouched.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -33,16 +32,15 @@ import yaml
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from trainer_run import stored_config, trust
+from trainer_run import stored_config
 from trainer_run.compose import argv as args
-from trainer_run.compose import config_dirs, options
+from trainer_run.compose import config_dirs, options, saved_choices
 from trainer_run.config_upgrade import renamed, upgrade
 from trainer_run.console import describe
 from trainer_run.errors import ConfigError
+from trainer_run.runs import checkpoint_tree, trust
 from trainer_run.runs import directory as run_directory
-from trainer_run.runs import files as run_files
-from trainer_run.storage import checkpoint, yaml_files
-from trainer_run.updaters import checkpoint_tree
+from trainer_run.storage import checkpoint, run_files, yaml_files
 
 FIXED = ("seed", "model", "dataset", "optimizer.multi_precision", "backend.dtype", "init_from",
          "init_from_strict")
@@ -54,15 +52,13 @@ checked, so the data is the same), and the threads that gather the batches (whic
 batches of a run without them, as ``updater.prefetch`` does)."""
 RECORD_CONFIG = Path(run_files.RECORD) / run_files.CONFIG
 """Where a run records the config it was started with."""
-CHOICES = {"choices": dict}
-"""What :func:`saved_choices` needs of a checkpoint."""
 
 
 def prepare(argv: list[str], resume: str, report: Callable[[str], None]) -> list[str]:
     """The arguments of the resumed run: the run's group choices pinned (another choice is
     refused), ``resume`` naming the checkpoint and ``hydra.run.dir`` the run to write into.
     The checkpoint's content is checked as far as it can be without the model
-    (:func:`trainer_run.updaters.checkpoint_tree.check`); the shapes of its parameters are checked once
+    (:func:`trainer_run.runs.checkpoint_tree.check`); the shapes of its parameters are checked once
     the run is built (:func:`.lifecycle.build`), which falls back the same way."""
     path = Path(resume).expanduser()
     try:
@@ -77,7 +73,7 @@ def prepare(argv: list[str], resume: str, report: Callable[[str], None]) -> list
     tree = checkpoint.load_tree(found, checkpoint.RUN_STATE)
     stored = from_checkpoint(tree, found)
     vet(stored, trusted(argv))
-    choices = _checked_choices(tree["choices"], found)
+    choices = saved_choices.checked(tree["choices"], found)
     config_dirs.check_found(choices, argv, run_directory.owner(found) if stored.mine() else None)
     run_dir = _run_dir(found, args.value(argv, "hydra.run.dir"))
     rest = args.without(argv, "resume", "hydra.run.dir")
@@ -107,7 +103,7 @@ def _start_again(argv: list[str], run: Path, report: Callable[[str], None]) -> l
     stored = from_record(run / RECORD_CONFIG)
     vet(stored, trusted(argv))
     run_directory.check_free(run)
-    choices = _checked_choices(_recorded_choices(run), run / RECORD_CONFIG)
+    choices = saved_choices.checked(_recorded_choices(run), run / RECORD_CONFIG)
     config_dirs.check_found(choices, argv, run if stored.mine() else None)
     rest = args.without(argv, "resume", "hydra.run.dir")
     pinned = [f"{g}={c}" for g, c in choices.items() if args.value(rest, g) is None]
@@ -144,37 +140,10 @@ def _recorded_choices(run: Path) -> dict:
 
 def trusted(argv: list[str]) -> bool:
     """Whether the command says ``trust=true``: run the code the resumed run's config names
-    though this user did not sign it (:mod:`trainer_run.trust`). A value that is not a
+    though this user did not sign it (:mod:`trainer_run.runs.trust`). A value that is not a
     boolean (``trust=yes``) is refused, as the config's type check refuses it in a new run."""
     given = [a for a in argv if "=" in a and args.key(a).lstrip("+~") == "trust"]
     return args.boolean(given[-1]) if given else False
-
-
-CHOICE = re.compile(r"[A-Za-z0-9_.\-]+")
-GROUP = re.compile(r"[A-Za-z_]\w*(/\w+)*")
-
-
-def _checked_choices(choices: dict, found: Path) -> dict:
-    """The checkpoint's group choices, each a group name and an option name: they become
-    arguments of the command, so anything else (an override in disguise) is refused."""
-    for group, choice in choices.items():
-        if not (isinstance(group, str) and GROUP.fullmatch(group) and not group.startswith("hydra")
-                and (choice is None or isinstance(choice, str) and CHOICE.fullmatch(choice))):
-            raise ConfigError(f"checkpoint {found} is damaged: its choices hold {group!r}: "
-                              f"{choice!r}, which is not a config group and option")
-    return {g: c for g, c in choices.items() if c is not None}
-
-
-def saved_choices(resume: str | None) -> dict | None:
-    """The group choices saved with the checkpoint ``resume`` names (as :func:`prepare` would
-    find it), or None when there is none to read (:func:`prepare` then says why)."""
-    if args.is_null(resume):
-        return None
-    try:
-        found = checkpoint.find(Path(resume).expanduser(), require=CHOICES)
-        return _checked_choices(checkpoint.load_tree(found, CHOICES)["choices"], found)
-    except (ConfigError, OSError, ValueError):
-        return None
 
 
 def _run_dir(found: Path, given: str | None) -> Path:
@@ -213,7 +182,7 @@ class Stored:
     folder: Path
 
     def mine(self) -> bool:
-        """Whether this user signed it (:func:`trainer_run.trust.signed_by_me`)."""
+        """Whether this user signed it (:func:`trainer_run.runs.trust.signed_by_me`)."""
         return trust.signed_by_me(self.data, self.signature)
 
 
@@ -270,7 +239,7 @@ def resolved(node: DictConfig, stored: Stored | None, vouched: bool, command: li
     """The config to build: ``node`` resolved. A config read from a run the user did not vouch
     for (neither signed by them nor ``trust=true``) is resolved with references between its
     keys only (:func:`trainer_run.stored_config.resolve`), and then refused
-    (:class:`trainer_run.trust.UntrustedRun`) if it names code, but for the keys the command
+    (:class:`trainer_run.runs.trust.UntrustedRun`) if it names code, but for the keys the command
     set (``command``: :func:`command_keys`): what is checked is what is built."""
     if stored is None or vouched:
         try:

@@ -13,8 +13,8 @@ import json
 from pathlib import Path
 
 from trainer_run.errors import ConfigError
-from trainer_run.runs.files import SUMMARY
 from trainer_run.storage import files, reading, strict_json
+from trainer_run.storage.run_files import SUMMARY
 
 
 class Unreadable(ConfigError):

@@ -46,8 +46,9 @@ import shutil
 from pathlib import Path
 from typing import Callable, Collection, Mapping
 
+from trainer_run.storage import run_files
+
 from ..errors import ConfigError, StorageError
-from ..runs import files as run_files
 from . import checkpoint_schema as schema
 from . import checksums, files, npz, reading
 from .checkpoint_schema import FORMAT, CheckpointError, NewerFormatError
@@ -260,7 +261,7 @@ def find(path: Path, report: Callable[[str], None] = lambda message: None,
     (shape, dtype), :func:`trainer_run.storage.npz.members`: no array data is read) and raises
     :class:`CheckpointError` saying what is wrong; such a candidate is refused or passed over
     as a damaged one is, ``checkpoint <path> is malformed: <what>``. The caller that knows the
-    layout passes it (a run's: :func:`trainer_run.updaters.checkpoint_tree.check`).
+    layout passes it (a run's: :func:`trainer_run.runs.checkpoint_tree.check`).
     """
     path = Path(path)
     if not path.exists():

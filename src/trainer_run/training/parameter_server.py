@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import numpy
 
+from trainer_run import stop_signals
+
 from ..optimizers import GroupApplier
 from ..params import ParamStore
-from . import stop_signals
 
 __all__ = ["ParameterServer"]
 

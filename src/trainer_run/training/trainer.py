@@ -15,7 +15,7 @@ and :func:`metric_name` is how logs and the config name it (``train/loss``, ``va
 
 Extensions are :class:`~trainer_run.training.extension.Extension` objects (a plain callable
 is wrapped as one). ``elapsed_time`` carries over a resume. With a
-:class:`~trainer_run.training.profile.Profiler` as ``profiler`` (the updater's too), each
+:class:`~trainer_run.profiling.Profiler` as ``profiler`` (the updater's too), each
 extension's call and finalize is charged to ``extensions/<name>``, the triggers to
 ``extensions``, from the moment ``elapsed_time`` starts counting. An extension ends the run after
 the current iteration with ``request_stop(reason)`` (early stopping); ``stop_reason`` says
@@ -35,7 +35,7 @@ later, as with a stop signal).
 
 Preemption: while ``run()`` runs in the main thread, SIGINT (Ctrl-C) and SIGTERM ask the
 loop to stop after the current iteration and its extensions (see
-:mod:`~trainer_run.training.stop_signals`; a request made before ``run()``, while the
+:mod:`~trainer_run.stop_signals`; a request made before ``run()``, while the
 command was starting, counts too); the run then ends with status ``interrupted``
 (extensions' ``finalize`` saves a checkpoint and the summary) and ``stop_signal`` holds
 the signal number. A second signal aborts the process at once (exit status 128 +
@@ -57,10 +57,12 @@ import sys
 import time
 from dataclasses import dataclass
 
+from trainer_run import stop_signals
+from trainer_run.profiling import EXTENSION, NullProfiler
+from trainer_run.training import time_limit
+
 from ..errors import Diverged, UserCodeError
-from . import stop_signals, time_limit
 from .extension import PRIORITY_EDITOR, PRIORITY_READER, PRIORITY_WRITER, Extension, as_extension
-from .profile import EXTENSION, NullProfiler
 from .triggers import IntervalTrigger
 
 __all__ = ["PRIORITY_EDITOR", "PRIORITY_READER", "PRIORITY_WRITER", "Trainer", "from_update",
@@ -99,7 +101,7 @@ class Trainer:
         updater: e.g. :class:`~trainer_run.updaters.StandardUpdater`.
         stop_trigger: a callable ``trigger(trainer) -> bool``.
         out: the run directory extensions write into.
-        profiler: a :class:`~trainer_run.training.profile.Profiler` (None: no profiling).
+        profiler: a :class:`~trainer_run.profiling.Profiler` (None: no profiling).
         max_time: the training time of a session after which the run ends (seconds, or
             ``DD:HH:MM:SS``; None: no limit; see the module docstring).
     """

@@ -13,7 +13,7 @@ state (a log row, an evaluation, a checkpoint), and read ``iteration``, ``epoch_
 ``readings()`` (values to show beside the metrics: the loss scale, skipped steps) and
 ``params_finite()``
 (whether every trained parameter is finite, checked before a checkpoint). ``state_dict``
-keeps the main model's parameters where :func:`~trainer_run.updaters.main_params` finds
+keeps the main model's parameters where :func:`~trainer_run.runs.checkpoint_tree.main_params` finds
 them in a run's checkpoint (:mod:`.saved`).
 :class:`~trainer_run.updaters.StandardUpdater` and its subclasses implement it.
 """

@@ -30,7 +30,7 @@ Our rules, where the seeds differ:
   ``deferred`` backend :mod:`.device_verdict`'s, on the device; readers :meth:`settle` it.
 - **Callbacks**: :mod:`trainer_run.callbacks`. **Profiling**: the stages ``data``,
   ``forward``, ``backward``, ``communication`` and ``update``
-  (:mod:`trainer_run.training.profile`).
+  (:mod:`trainer_run.profiling`).
 - **Prefetch** (``prefetch=N``): the next ``N`` batches' parts are gathered on a background
   thread (:mod:`trainer_run.data.prefetch`), the same batches and states as without; they
   are moved to the device here.
@@ -43,6 +43,8 @@ from typing import Callable
 
 import numpy
 
+from trainer_run.profiling import NullProfiler
+
 from ..callbacks import Callbacks
 from ..converter import concat_examples
 from ..errors import check
@@ -50,7 +52,6 @@ from ..module import persistents_of, set_mode
 from ..optimizers import get_updater
 from ..own_gradients import outputs
 from ..params import ParamStore
-from ..training.profile import NullProfiler
 from ..user_code import blame, check_loss
 from .batches import Batches
 from .clipping import global_norm_clip
@@ -94,7 +95,7 @@ class StandardUpdater(NamedParts):
             see :class:`~trainer_run.data.prefetch.Prefetcher`). It needs the default
             converter and a main iterator with ``next_indices`` over a dataset with
             ``take``; the batches are the same with any value.
-        profiler: a :class:`~trainer_run.training.profile.Profiler` whose stages the
+        profiler: a :class:`~trainer_run.profiling.Profiler` whose stages the
             updates mark (None: none).
         clip_global_norm: the largest global L2 norm of the main model's gradients (None:
             no clipping; see :mod:`.clipping`); not with ``asynchronous``.

@@ -4,8 +4,8 @@ and its file."""
 import json
 
 from tests.training.test_profile import FakeClock
+from trainer_run.profiling import Profiler
 from trainer_run.training.extensions import ProfileReport
-from trainer_run.training.profile import Profiler
 
 
 class _Trainer:

@@ -13,16 +13,18 @@ from helpers import load_npz
 import trainer_run
 from tests.test_bn_update import Net
 from tests.updaters.test_updaters import DATA, make, params
-from trainer_run import optimizers, weights
-from trainer_run.assembly.averages import SwaPoints
+from trainer_run import optimizers
 from trainer_run.backend import get_backend
 from trainer_run.data import SerialIterator
 from trainer_run.module import load_arrays
+from trainer_run.runner.averages import SwaPoints
+from trainer_run.runs import weights
+from trainer_run.runs.checkpoint_tree import main_params
 from trainer_run.storage import checkpoint
 from trainer_run.training import PRIORITY_READER, IntervalTrigger, StopTrigger, Trainer
 from trainer_run.training.extensions import Evaluator
 from trainer_run.training.extensions.weight_average import ExponentialAverage, StochasticAverage
-from trainer_run.updaters import StandardUpdater, main_params
+from trainer_run.updaters import StandardUpdater
 
 
 class Recorder:

@@ -207,8 +207,8 @@ def test_the_config_s_logger_section_chooses_the_files(tmp_path, sections, files
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
-    from trainer_run.assembly.build import build_trainer
     from trainer_run.compose.options import CONFIGS
+    from trainer_run.runner.build import build_trainer
 
     with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
         cfg = compose("config", overrides=["trainer.max_iterations=4", "trainer.log_interval=2",

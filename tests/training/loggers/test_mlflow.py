@@ -251,8 +251,8 @@ def test_a_tracking_uri_mlflow_cannot_use_is_one_line_before_anything_is_written
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
-    from trainer_run.assembly.build import build_trainer
     from trainer_run.compose.options import CONFIGS
+    from trainer_run.runner.build import build_trainer
 
     monkeypatch.delenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", raising=False)  # the first call tries once
     with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):

@@ -8,10 +8,11 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from ...runs import files as run_files
+from trainer_run.profiling import OTHER, STARTUP
+from trainer_run.storage import run_files
+
 from ...storage import files, strict_json
 from ..extension import PRIORITY_READER, Extension
-from ..profile import OTHER, STARTUP
 
 
 class ProfileReport(Extension):

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from trainer_run.storage import run_files
+
 from ...errors import Diverged
-from ...runs import files as run_files
 from ...storage import checkpoint, npz
 from ...storage.background_write import BackgroundWrite, frozen
 from ..extension import PRIORITY_READER, Extension

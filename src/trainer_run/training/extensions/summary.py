@@ -6,8 +6,9 @@ from pathlib import Path
 
 import numpy
 
+from trainer_run.storage import run_files
+
 from ... import devices
-from ...runs import files as run_files
 from ...runs import summary as run_summary
 from ...storage import npz
 from ..extension import PRIORITY_READER, Extension

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from trainer_run.storage import run_files
+
 from ... import averaging
 from ...bn_update import update_bn
-from ...runs import files as run_files
 from ...storage import npz
 from ..extension import PRIORITY_WRITER, Extension
 

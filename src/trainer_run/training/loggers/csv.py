@@ -8,7 +8,8 @@ import math
 import numbers
 from pathlib import Path
 
-from ...runs import files as run_files
+from trainer_run.storage import run_files
+
 from ...storage import files
 from .base import Logger, RunInfo
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ...runs import files as run_files
+from trainer_run.storage import run_files
+
 from ...storage import files, strict_json
 from .base import Logger
 

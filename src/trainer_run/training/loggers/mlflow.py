@@ -20,9 +20,10 @@ import time
 from datetime import datetime
 from pathlib import Path
 
+from trainer_run.storage import run_files
+
 from ...console import inform, warn
 from ...errors import ConfigError, RunStopped
-from ...runs import files as run_files
 from ...storage import reading
 from .base import NOT_METRICS, Logger, RunInfo, is_number
 

@@ -1,5 +1,5 @@
 """A run folder's record of its MLflow run, ``mlflow.json``: the tracking URI, the experiment
-and the MLflow run's id, signed with this user's key (:func:`trainer_run.trust.sign`) together
+and the MLflow run's id, signed with this user's key (:func:`trainer_run.runs.trust.sign`) together
 with the run folder's absolute path.
 
 A resumed run continues the MLflow run its record names only when the record is :func:`mine`:
@@ -16,9 +16,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ... import trust
+from trainer_run.runs import trust
+from trainer_run.storage import run_files
+
 from ...errors import ConfigError
-from ...runs import files as run_files
 from ...storage import files, reading
 
 FILE = run_files.MLFLOW

@@ -4,7 +4,7 @@ The tracking URI comes from the logger's own argument (``logger.mlflow.tracking_
 ``$MLFLOW_TRACKING_URI``, else the local store ``./mlruns`` (:func:`resolved`); nothing else
 chooses it. :func:`client` asks the server for the experiment before anything is written or
 trained, and waits for its answer at most :data:`FIRST_ANSWER` seconds: the call runs on a
-thread while this one polls the stop signals (:mod:`trainer_run.training.stop_signals`), so
+thread while this one polls the stop signals (:mod:`trainer_run.stop_signals`), so
 Ctrl-C or SIGTERM during the wait ends the command at once. For that first call only, MLflow
 tries once (:data:`FIRST_CALL`, where the environment does not set those variables): a server
 that refuses the connection is said at once, one that accepts and never answers after
@@ -25,8 +25,9 @@ from urllib.request import url2pathname
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
+from trainer_run import stop_signals
+
 from ...errors import ConfigError, Interrupted
-from .. import stop_signals
 
 DEFAULT_STORE = "mlruns"
 """The local store of a run without a tracking URI, in the current folder (MLflow's own

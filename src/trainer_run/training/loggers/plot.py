@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from trainer_run.storage import run_files
+
 from ...errors import ConfigError
-from ...runs import files as run_files
 from ...storage import files
 from . import plot_layout as layout
 from .base import Logger, RunInfo

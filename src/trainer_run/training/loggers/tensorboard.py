@@ -10,8 +10,9 @@ import time
 from datetime import datetime
 from pathlib import Path
 
+from trainer_run.storage import run_files
+
 from ...errors import ConfigError
-from ...runs import files as run_files
 from ...storage import files
 from .base import NOT_METRICS, Logger, is_number
 
