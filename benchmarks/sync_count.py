@@ -1,7 +1,8 @@
 """Device-to-host reads of a real ``trainer-run``, iteration by iteration.
 
 Every read the library makes goes through :mod:`trainer_run.host_reads`, which counts it. This
-runs the command in this process (``trainer-run <overrides>`` into a temporary folder) and
+trains a run in this process as the command does (``trainer_run.train(<overrides>)`` into a
+temporary folder) and
 prints how many iterations read the device, apart from those that log a row, evaluate or save
 a checkpoint, where the loop reads on purpose. On a GPU (``backend=cupy`` or ``auto``) every
 read waits for the device; the number to look for is 0 reads between log rows.
@@ -18,8 +19,8 @@ from __future__ import annotations
 import sys
 import tempfile
 
+import trainer_run
 from trainer_run import host_reads
-from trainer_run.cli import entry
 from trainer_run.training.extensions import LogReport
 from trainer_run.updaters import StandardUpdater
 
@@ -44,12 +45,7 @@ def main(overrides: list[str]) -> None:
 
     StandardUpdater.update, LogReport.__call__ = counted_update, noted_log
     with tempfile.TemporaryDirectory() as out:
-        sys.argv = ["trainer-run", *DEFAULTS, *overrides, f"hydra.run.dir={out}"]
-        try:
-            entry.main()
-        except SystemExit as e:
-            if e.code not in (0, None):
-                raise
+        trainer_run.train([*DEFAULTS, *overrides], run_dir=out)
     starts.append(host_reads.count())
     reads = {i + 1: starts[i + 1] - starts[i] for i in range(len(starts) - 1)}
     quiet = {i: n for i, n in reads.items() if i not in rows}

@@ -103,7 +103,7 @@ def evaluate(run_dir: Path, overrides: list[str]) -> dict:
     from trainer_run.data import input_scaling
     from trainer_run.errors import check
     from trainer_run.metrics import confusion_files
-    from trainer_run.runs.trained import load_model, read_sections, signed_by_me
+    from trainer_run.runner.trained import load_model, read_sections, signed_by_me
 
     given = _parsed(overrides)
     split = given.get("split", "test")

@@ -82,7 +82,7 @@ def export(run_dir: Path, overrides: list[str]) -> tuple[Path, dict]:
     from trainer_run import export as exporting
     from trainer_run.console import warn
     from trainer_run.errors import check
-    from trainer_run.runs.trained import load_model
+    from trainer_run.runner.trained import load_model
 
     given = _parsed(overrides)
     form = given.get("format", "npz")

@@ -1,5 +1,5 @@
 """Tiny models with random parameters, wrapped as a loaded run's model
-(:class:`trainer_run.runs.trained.Trained`), for the tests of ``tests/export/``: each built-in
+(:class:`trainer_run.runner.trained.Trained`), for the tests of ``tests/export/``: each built-in
 architecture, a user's model made of the built-in layers and functions, and one of ids through
 an embedding."""
 
@@ -12,7 +12,7 @@ from trainer_run.backend import get_backend
 from trainer_run.layers import BatchNorm, Conv2D, Dropout, Embedding, LayerNorm, Linear
 from trainer_run.models import CNN, MLP, LogisticRegression, Model, ResNet
 from trainer_run.params import Parameter
-from trainer_run.runs.trained import Trained
+from trainer_run.runner.trained import Trained
 
 IMAGES = (3, 8, 8)
 RAW = {"unit": {"dtype": "uint8", "min": 0, "max": 255, "whole": True},

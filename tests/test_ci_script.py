@@ -1,6 +1,7 @@
 """CI (.ci/run) runs the README's test command as it is written, with the lint in between:
-``ruff check`` over every Python folder, by the repo's ruff.toml, after the install and
-before the tests; ruff is in the ``test`` extra and pinned in constraints.txt."""
+``ruff check`` over every Python folder, by the repo's ruff.toml, and ``lint-imports``, the
+layers of pyproject.toml's ``[tool.importlinter]``, after the install and before the tests;
+ruff and import-linter are in the ``test`` extra and pinned in constraints.txt."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-LINT = "ruff check cli src tests benchmarks"
+LINT = ("ruff check cli src tests benchmarks", "lint-imports")
 
 
 def _ci_commands() -> list[str]:
@@ -35,21 +36,22 @@ def _readme_test_command() -> list[str]:
 
 def test_ci_runs_the_readme_s_test_command_with_the_lint_before_the_tests():
     commands = _ci_commands()
-    assert LINT in commands
     readme = _readme_test_command()
-    assert [c for c in commands if c != LINT] == readme
-    assert commands.index(LINT) == len(readme) - 1  # after the install, before pytest
+    assert [c for c in commands if c not in LINT] == readme
+    # after the install, before pytest
+    assert commands[len(readme) - 1:len(readme) + 1] == list(LINT)
     assert readme[-1] == "python -m pytest"
 
 
-def test_ruff_is_in_the_test_extra_and_pinned():
+@pytest.mark.parametrize("tool", ["ruff", "import-linter"])
+def test_the_lint_is_in_the_test_extra_and_pinned(tool):
     tomllib = pytest.importorskip("tomllib")
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    assert any(re.match(r"ruff\b", r) for r in pyproject["project"]["optional-dependencies"]["test"])
+    assert any(re.match(rf"{tool}\b", r) for r in pyproject["project"]["optional-dependencies"]["test"])
     pins = [line for line in (ROOT / "constraints.txt").read_text().splitlines()
-            if line.startswith("ruff==")]
-    assert len(pins) == 1 and re.fullmatch(r"ruff==\d+\.\d+\.\d+", pins[0])
-    assert (ROOT / "ruff.toml").exists()
+            if line.startswith(f"{tool}==")]
+    assert len(pins) == 1 and re.fullmatch(rf"{tool}==\d+\.\d+(\.\d+)?", pins[0])
+    assert (ROOT / "ruff.toml").exists() and "importlinter" in pyproject["tool"]
 
 
 def test_every_package_of_the_library_is_installed():

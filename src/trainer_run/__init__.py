@@ -25,11 +25,11 @@ def resume(run_dir, overrides=(), config_dir=None):
 
 
 def load_model(run_dir, checkpoint_dir=None, trust: bool = False):
-    """The trained model of the run in ``run_dir`` (see :func:`trainer_run.runs.trained.load_model`):
+    """The trained model of the run in ``run_dir`` (see :func:`trainer_run.runner.trained.load_model`):
     rebuilt from its saved config, its parameters loaded, in evaluation mode, with
     ``predict(x)`` applying the run's normalization. A model outside trainer-run loads only
     from a run you wrote (signed with your key) or with ``trust=True``."""
-    from trainer_run.runs.trained import load_model as load
+    from trainer_run.runner.trained import load_model as load
 
     return load(run_dir, checkpoint_dir, trust)
 

@@ -1,5 +1,5 @@
 """A trained model's outputs for raw inputs (:func:`predict`, behind
-:meth:`trainer_run.runs.trained.Trained.predict`), batch by batch.
+:meth:`trainer_run.runner.trained.Trained.predict`), batch by batch.
 
 - **Shapes.** ``x`` is a batch of examples of the run's shape ``in_shape`` (``(N, *in_shape)``),
   or one example (``in_shape``), whose outputs then come back without the batch axis. Images

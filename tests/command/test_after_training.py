@@ -242,7 +242,7 @@ def test_trainer_eval_of_another_users_run_naming_code_needs_trust(tmp_path):
 AT_ONCE = 8
 TOGETHER = """
 import datetime, os, sys
-import trainer_run, trainer_run.runs.trained, trainer_run.metrics, rich.table  # imported once, forked
+import trainer_run, trainer_run.runner.trained, trainer_run.metrics, rich.table  # imported once, forked
 from trainer_run.cli import evaluate
 count, run = int(sys.argv[1]), sys.argv[2]
 write, ready, go = evaluate._write, os.pipe(), os.pipe()

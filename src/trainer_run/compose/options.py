@@ -11,12 +11,13 @@ sets ``backend.dtype`` and, for fp16, the optimizer's master weights and the los
 from __future__ import annotations
 
 import functools
+from importlib import resources
 from pathlib import Path
 
-import trainer_run.configs
 from trainer_run.storage.yaml_files import read
 
-CONFIGS = Path(trainer_run.configs.__file__).resolve().parent
+CONFIGS = Path(str(resources.files("trainer_run.configs"))).resolve()
+"""Our config folder: package data (``trainer_run.configs``), as Hydra's search path names it."""
 ROOT = CONFIGS / "config.yaml"
 """The primary config of the config folder (Hydra's ``config_name``)."""
 GROUPS = tuple(sorted(p.name for p in CONFIGS.iterdir() if p.is_dir() and any(p.glob("*.yaml"))))

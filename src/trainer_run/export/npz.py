@@ -23,7 +23,7 @@ PREFIX = "normalization/"
 
 
 def arrays(trained) -> dict[str, numpy.ndarray]:
-    """The arrays of ``trained`` (:class:`trainer_run.runs.trained.Trained`) by name, as the module
+    """The arrays of ``trained`` (:class:`trainer_run.runner.trained.Trained`) by name, as the module
     docstring says; ConfigError for a model of its own whose path starts with
     :data:`PREFIX`."""
     model = trained.model

@@ -3,7 +3,7 @@
 
 The graph is what :mod:`.trace` records of one forward pass in evaluation mode, each function
 translated by :mod:`.onnx_ops`, with the run's input normalization at its head, so the ONNX
-model takes the raw inputs :meth:`trainer_run.runs.trained.Trained.predict` takes and gives its
+model takes the raw inputs :meth:`trainer_run.runner.trained.Trained.predict` takes and gives its
 outputs (logits for a classifier):
 
 - **Input** ``x``: ``(N, *in_shape)`` with a dynamic batch axis ``N``; float32 (uint8 pixels
@@ -53,7 +53,7 @@ def onnx_module():
 
 
 def to_onnx(trained, seed: int = 0):
-    """The ONNX model (``onnx.ModelProto``) of ``trained`` (:class:`trainer_run.runs.trained.Trained`),
+    """The ONNX model (``onnx.ModelProto``) of ``trained`` (:class:`trainer_run.runner.trained.Trained`),
     traced on a batch of :data:`TRACE_BATCH` random raw inputs drawn with ``seed`` (see the
     module docstring); ConfigError naming a function without an ONNX form, or what else stops
     the graph."""

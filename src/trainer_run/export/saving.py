@@ -63,7 +63,7 @@ def _named(weights) -> str:
 
 
 def save(trained, form: str, path: Path, run: Path | None = None) -> Path:
-    """Writes ``trained`` (:class:`trainer_run.runs.trained.Trained`) in the format ``form`` to
+    """Writes ``trained`` (:class:`trainer_run.runner.trained.Trained`) in the format ``form`` to
     ``path`` atomically (replacing a file there) and returns it; with ``run``, ``path`` lies
     in that run folder, made without following a link. Everything is built before anything is
     written, so a refused export writes nothing. ConfigError for an unknown format, a model

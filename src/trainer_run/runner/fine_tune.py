@@ -3,7 +3,7 @@
 Unless the command names a model itself (``model=NAME`` or any ``model.KEY=...`` override,
 with or without ``+``, ``++`` or ``~``), the new run's ``model`` section is the source run's,
 read from its ``.hydra/config.yaml`` as :func:`trainer_run.load_model` reads it
-(:func:`trainer_run.runs.trained.read_sections`: interpolations resolved and the trust check made,
+(:func:`trainer_run.runner.trained.read_sections`: interpolations resolved and the trust check made,
 so a model of someone else's code needs ``trust=true``) and put into the new config as data
 (:func:`literal`: a ``${...}`` that is text there stays text), and one line says so. So
 ``trainer-run init_from=<run> optimizer.learning_rate=1e-4`` fine-tunes a ``model=cnn`` run as
@@ -31,9 +31,9 @@ from trainer_run.compose import argv as args
 from trainer_run.console import say, warn
 from trainer_run.errors import ConfigError, check
 from trainer_run.models import parameter_rules
+from trainer_run.runner.trained import read_sections
 from trainer_run.runs import directory as run_directory
 from trainer_run.runs import weights
-from trainer_run.runs.trained import read_sections
 
 _INTERPOLATION = re.compile(r"(\\*)\$\{")
 

@@ -53,9 +53,9 @@ class Run:
         return self.summary.get("status")
 
     def load_model(self, checkpoint=None, trust: bool = False):
-        """The run's trained model, ready to ``predict`` (:func:`trainer_run.runs.trained.load_model`:
+        """The run's trained model, ready to ``predict`` (:func:`trainer_run.runner.trained.load_model`:
         ``checkpoint`` is ``"best"``, ``"last"``, a checkpoint directory or an ``.npz``)."""
-        from trainer_run.runs.trained import load_model
+        from trainer_run.runner.trained import load_model
 
         return load_model(self.dir, checkpoint, trust)
 
