@@ -68,7 +68,7 @@ def ours(model_name: str, iterations: int, warmup: int) -> float:
     from trainer_run.backend import get_backend
     from trainer_run.data import ArrayDataset, SerialIterator
     from trainer_run.models import CNN, ResNet
-    from trainer_run.updaters import StandardUpdater
+    from trainer_run.updaters import Batches, StandardUpdater
 
     memory.reuse_freed_blocks()  # as trainer-run does
     backend = get_backend("numpy", seed=0)
@@ -76,7 +76,8 @@ def ours(model_name: str, iterations: int, warmup: int) -> float:
     model = klass(SHAPE, CLASSES, backend)
     x, t = batch(numpy)
     iterator = SerialIterator(ArrayDataset(x, t), N, rng=numpy.random.default_rng(1))
-    updater = StandardUpdater(iterator, optimizers.SGD(learning_rate=0.01), model, backend=backend)
+    updater = StandardUpdater(iterator, optimizers.SGD(learning_rate=0.01), model,
+                              batches=Batches(backend))
     return timed(updater.update, iterations, warmup)
 
 

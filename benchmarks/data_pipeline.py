@@ -60,7 +60,7 @@ from trainer_run.data.input_scaling import Normalized, fit
 from trainer_run.data.mapped import open_npy
 from trainer_run.data.transforms import HorizontalFlip, RandomCrop
 from trainer_run.models import MLP
-from trainer_run.updaters import StandardUpdater
+from trainer_run.updaters import Batches, StandardUpdater
 
 HERE = Path(__file__).resolve().parent
 SHAPES = {False: (60_000, 1, 28, 28), True: (50_000, 3, 32, 32)}
@@ -103,8 +103,8 @@ def ours_samples_per_s(x_path: Path, y_path: Path, prefetch: int, batches: int, 
     model = MLP(int(numpy.prod(shape)), 10, backend, hidden_sizes=[8])  # never run
     transforms = (Augmentation([RandomCrop(4), HorizontalFlip()], numpy.random.SeedSequence(0))
                   if augment else None)
-    updater = StandardUpdater(iterator, optimizers.create("sgd"), model, backend=backend,
-                              prefetch=prefetch, transforms=transforms, workers=workers)
+    batches = Batches(backend, prefetch=prefetch, transforms=transforms, workers=workers)
+    updater = StandardUpdater(iterator, optimizers.create("sgd"), model, batches=batches)
     try:
         for _ in range(warmup):
             updater.next_parts(iterator, updater.backends)

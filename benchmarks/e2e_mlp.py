@@ -41,7 +41,7 @@ from trainer_run.data import ArrayDataset, SerialIterator, Splits, mnist_like, p
 from trainer_run.data.array_files import npy
 from trainer_run.data.mapped import open_npy
 from trainer_run.models import MLP
-from trainer_run.updaters import StandardUpdater
+from trainer_run.updaters import Batches, StandardUpdater
 
 SIZES = (784, 1000, 1000, 10)
 HERE = Path(__file__).resolve().parent
@@ -58,8 +58,8 @@ def trainer_run_samples_per_s(batch: int, iterations: int, warmup: int, optimize
     model = MLP(SIZES[0], SIZES[-1], backend, hidden_sizes=list(SIZES[1:-1]))
     name, kwargs = OPTIMIZERS[optimizer]
     iterator = SerialIterator(dataset, batch, rng=numpy.random.default_rng(1))
-    updater = StandardUpdater(iterator, optimizers.create(name, **kwargs), model, backend=backend,
-                              prefetch=prefetch)
+    updater = StandardUpdater(iterator, optimizers.create(name, **kwargs), model,
+                              batches=Batches(backend, prefetch=prefetch))
     for _ in range(warmup):
         updater.update()
     start = time.perf_counter()

@@ -74,7 +74,7 @@ def timed_functions(model_name: str, iterations: int, warmup: int) -> dict:
     from trainer_run.backend import get_backend
     from trainer_run.data import ArrayDataset, SerialIterator
     from trainer_run.models import CNN, ResNet
-    from trainer_run.updaters import StandardUpdater
+    from trainer_run.updaters import Batches, StandardUpdater
 
     times, seen = collections.defaultdict(float), {}
 
@@ -102,7 +102,8 @@ def timed_functions(model_name: str, iterations: int, warmup: int) -> dict:
     x = rng.random((BATCH, 1, 28, 28), dtype=numpy.float32)
     t = rng.integers(0, 10, BATCH)
     iterator = SerialIterator(ArrayDataset(x, t), BATCH, rng=numpy.random.default_rng(1))
-    updater = StandardUpdater(iterator, optimizers.SGD(learning_rate=0.01), model, backend=backend)
+    updater = StandardUpdater(iterator, optimizers.SGD(learning_rate=0.01), model,
+                              batches=Batches(backend))
     for _ in range(warmup):
         updater.update()
     times.clear()

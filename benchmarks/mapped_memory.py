@@ -42,7 +42,7 @@ from trainer_run.backend import get_backend
 from trainer_run.data import SerialIterator, Splits, prepare
 from trainer_run.data.mapped import open_npy
 from trainer_run.models import MLP
-from trainer_run.updaters import StandardUpdater
+from trainer_run.updaters import Batches, StandardUpdater
 
 ROW = (1, 28, 28)
 MODES = {  # name: (reader, budget, prefetch)
@@ -101,7 +101,7 @@ def child(x_path: str, y_path: str, reader: str, budget, prefetch: int, iteratio
     model = MLP(784, 10, backend, hidden_sizes=[64])
     iterator = SerialIterator(data.train, 100, rng=numpy.random.default_rng(1))
     updater = StandardUpdater(iterator, optimizers.create("sgd", learning_rate=0.1), model,
-                              backend=backend, prefetch=prefetch)
+                              batches=Batches(backend, prefetch=prefetch))
     for _ in range(warmup):
         updater.update()
     start = time.perf_counter()

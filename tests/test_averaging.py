@@ -13,7 +13,7 @@ from trainer_run.averaging import Average
 from trainer_run.backend import Backend
 from trainer_run.data import SerialIterator
 from trainer_run.models import MLP
-from trainer_run.updaters import StandardUpdater
+from trainer_run.updaters import StandardUpdater, updater_of
 
 
 def nan_at(iterations: set):
@@ -44,8 +44,8 @@ def test_ema_is_the_hand_recursion_over_kept_accumulated_updates(deferred):
         backend = Backend("numpy", seed=3, deferred=True)
         model = MLP(DATA.in_size, DATA.out_size, backend, hidden_sizes=[32, 32])
         iterator = SerialIterator(DATA.train, 50, rng=np.random.default_rng(7))
-        updater = StandardUpdater(iterator, optimizers.create("sgd", learning_rate=0.1), model,
-                                  backend=backend, accum_grad=2, nan_policy="skip")
+        updater = updater_of(StandardUpdater, iterator, optimizers.create("sgd", learning_rate=0.1),
+                             model, backend=backend, accum_grad=2, nan_policy="skip")
     updater.loss_func = loss_func(updater.get_model())
     updater.callbacks.add("forward_on_start", at)
     average = Average(updater.stores["main"])

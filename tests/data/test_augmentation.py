@@ -18,7 +18,7 @@ from trainer_run.data.augmentation import Augmentation, batch_key, build
 from trainer_run.data.transforms import HorizontalFlip, Mixup, RandomCrop
 from trainer_run.errors import ConfigError
 from trainer_run.models import MLP
-from trainer_run.updaters import ParallelUpdater, StandardUpdater
+from trainer_run.updaters import ParallelUpdater, StandardUpdater, updater_of
 
 SEED = np.random.SeedSequence(11).spawn(4)[3]
 
@@ -39,9 +39,10 @@ def updater(prefetch=0, replicas=1, rank_data=None, workers=0):
     iterator = SerialIterator(rank_data or images(), 12, rng=np.random.default_rng(5))
     common = dict(backend=backend, prefetch=prefetch, transforms=augmentation(), workers=workers)
     if replicas == 1:
-        return StandardUpdater(iterator, optimizers.create("sgd", learning_rate=0.1), model, **common)
-    return ParallelUpdater(iterator, optimizers.create("sgd", learning_rate=0.1), model,
-                           devices=replicas, kvstore=kvstores.create("local"), **common)
+        return updater_of(StandardUpdater, iterator, optimizers.create("sgd", learning_rate=0.1),
+                          model, **common)
+    return updater_of(ParallelUpdater, iterator, optimizers.create("sgd", learning_rate=0.1), model,
+                      devices=replicas, kvstore=kvstores.create("local"), **common)
 
 
 @pytest.mark.parametrize("replicas", [1, 2])

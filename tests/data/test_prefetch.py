@@ -22,7 +22,7 @@ from trainer_run.data.input_scaling import Normalized, fit
 from trainer_run.data.prefetch import Prefetcher
 from trainer_run.errors import ConfigError
 from trainer_run.models import MLP
-from trainer_run.updaters import ParallelUpdater, StandardUpdater
+from trainer_run.updaters import ParallelUpdater, StandardUpdater, updater_of
 
 QUIET = "trainer.progress=false"
 
@@ -202,8 +202,8 @@ def updater(prefetch, data=None, **kwargs):
     data = data if data is not None else dataset()
     backend = get_backend("numpy", seed=3)
     model = MLP(16, 10, backend, hidden_sizes=[8])
-    return StandardUpdater(iterator(data), optimizers.create("sgd", learning_rate=0.1), model,
-                           backend=backend, prefetch=prefetch, **kwargs)
+    return updater_of(StandardUpdater, iterator(data), optimizers.create("sgd", learning_rate=0.1),
+                      model, backend=backend, prefetch=prefetch, **kwargs)
 
 
 @pytest.mark.parametrize("replicas", [1, 2])
@@ -244,9 +244,9 @@ def test_parallel_replicas_train_bit_identically_with_prefetch():
     def trained(prefetch):
         backend = get_backend("numpy", seed=3)
         model = MLP(16, 10, backend, hidden_sizes=[8])
-        target = ParallelUpdater(iterator(dataset()), optimizers.create("sgd", learning_rate=0.1),
-                                 model, devices=2, kvstore=kvstores.create("local"), backend=backend,
-                                 prefetch=prefetch)
+        target = updater_of(ParallelUpdater, iterator(dataset()),
+                            optimizers.create("sgd", learning_rate=0.1), model, devices=2,
+                            kvstore=kvstores.create("local"), backend=backend, prefetch=prefetch)
         try:
             for _ in range(25):
                 target.update()

@@ -20,7 +20,7 @@ from trainer_run.data.transforms import HorizontalFlip, RandomCrop
 from trainer_run.data.worker_processes import reads_rows
 from trainer_run.errors import JobFailed
 from trainer_run.models import MLP
-from trainer_run.updaters import StandardUpdater
+from trainer_run.updaters import StandardUpdater, updater_of
 
 
 class Examples:
@@ -50,9 +50,9 @@ def updater(workers, data=None, replicas=1):
     backend = get_backend("numpy", seed=3)
     iterator = SerialIterator(data or Examples(), 8, rng=np.random.default_rng(2))
     transforms = Augmentation([RandomCrop(1), HorizontalFlip()], np.random.SeedSequence(4))
-    return StandardUpdater(iterator, optimizers.create("sgd", learning_rate=0.1),
-                           MLP(16, 3, backend, hidden_sizes=[8]), backend=backend,
-                           transforms=transforms, workers=workers)
+    return updater_of(StandardUpdater, iterator, optimizers.create("sgd", learning_rate=0.1),
+                      MLP(16, 3, backend, hidden_sizes=[8]), backend=backend,
+                      transforms=transforms, workers=workers)
 
 
 @pytest.mark.parametrize("data", [Examples(), None], ids=["examples", "normalized subset"])

@@ -20,7 +20,7 @@ from trainer_run.models import MLP, parameter_rules
 from trainer_run.module import Module
 from trainer_run.optimizers import get_updater
 from trainer_run.params import Parameter, ParamStore
-from trainer_run.updaters import ParallelUpdater, StandardUpdater
+from trainer_run.updaters import ParallelUpdater, StandardUpdater, updater_of
 
 
 def _mlp(seed=0):
@@ -83,7 +83,7 @@ def _updater(cls=StandardUpdater, rules=None, **kwargs):
     parameter_rules.apply(model, rules or {"freeze": ["l1"]})
     iterator = SerialIterator(data.train, 40, rng=np.random.default_rng(7))
     opt = optimizers.create("sgd", learning_rate=0.1, momentum=0.9, wd=0.01)
-    return cls(iterator, opt, model, backend=backend, **kwargs)
+    return updater_of(cls, iterator, opt, model, backend=backend, **kwargs)
 
 
 def test_frozen_parameters_stay_bit_identical_while_the_others_move():

@@ -18,6 +18,7 @@ from trainer_run.runner import closing, lifecycle, lr_find_job
 from trainer_run.runner.lifecycle import Job
 from trainer_run.runs import directory
 from trainer_run.updaters import StandardUpdater
+from trainer_run.updaters.batches import Batches
 
 TINY = ["debug=lr_find", "dataset.size=200", "dataset.batch_size=20", "model.hidden_sizes=[8]"]
 
@@ -155,3 +156,45 @@ def test_a_test_that_diverges_at_once_draws_its_curve_and_suggests_nothing(tmp_p
     assert "the range test stopped after 2 of 100 steps: the smoothed loss rose above " in shown.out
     assert "no learning rate suggested: the test's 2 steps leave fewer than 2 finite " in shown.err
     assert "train with it" not in shown.out
+
+
+def _drawn(monkeypatch, count: int) -> list:
+    """The first ``count`` batches any updater draws, each as its parts' host arrays."""
+    drawn = []
+    draw = Batches.next_parts
+
+    def recording(self, iterator, backends):
+        parts, size = draw(self, iterator, backends)
+        if len(drawn) < count:
+            drawn.append([[numpy.array(a) for a in part] for part in parts])
+        return parts, size
+
+    monkeypatch.setattr(Batches, "next_parts", recording)
+    return drawn
+
+
+def test_the_range_test_trains_on_the_first_batches_of_the_run(tmp_path, monkeypatch):
+    """The test is the run's build: with transforms drawn per batch and batches gathered on
+    worker threads, its first batches are the run's of the same seed, to the bit."""
+    images = tmp_path / "images.npz"
+    rng = numpy.random.default_rng(1)
+    numpy.savez(images, x=rng.integers(0, 256, size=(80, 3, 8, 8), dtype=numpy.uint8),
+                y=rng.integers(0, 4, size=80).astype(numpy.int64))
+    common = ["dataset=npz", f"dataset.path={images}", "dataset.normalize=per_channel",
+              "model=mlp", "model.hidden_sizes=[8]", "dataset.batch_size=10", "seed=5",
+              "dataset.transforms=[random_crop,horizontal_flip]", "dataset.workers=2",
+              "trainer.progress=false"]
+    found = _drawn(monkeypatch, 4)
+    job, cfg = _job(tmp_path / "find", ["debug=lr_find", *common, "trainer.lr_find.num_training=13",
+                                        "trainer.lr_find.early_stop_threshold=null"])
+    assert lifecycle.run(job, cfg) is None
+    tested = list(found)
+    found.clear()
+    job, cfg = _job(tmp_path / "run", [*common, "trainer.max_iterations=4"])
+    assert lifecycle.run(job, cfg).updater.iteration == 4
+    assert len(tested) == len(found) == 4
+    for a, b in zip(tested, found):
+        for part_a, part_b in zip(a, b, strict=True):
+            for x, y in zip(part_a, part_b, strict=True):
+                numpy.testing.assert_array_equal(x, y, strict=True)
+    assert not numpy.array_equal(tested[0][0][0], tested[1][0][0])  # batches, not one repeated

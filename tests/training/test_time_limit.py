@@ -25,7 +25,7 @@ from trainer_run.training import AnyOf, IntervalTrigger, StopTrigger, Trainer
 from trainer_run.training import trainer as trainer_module
 from trainer_run.training.extensions import Evaluator, LogReport, Snapshot, Summary
 from trainer_run.training.time_limit import seconds
-from trainer_run.updaters import StandardUpdater
+from trainer_run.updaters import StandardUpdater, updater_of
 
 
 @pytest.mark.parametrize("value,expected", [
@@ -81,8 +81,8 @@ def make_trainer(out, clock, max_time=35, max_iterations=40, kvstore=None, secon
     model = MLP(DATA.in_size, DATA.out_size, backend, hidden_sizes=[16])
     iterator = SerialIterator(DATA.train, 30, rng=np.random.default_rng(1))
     opt = optimizers.create("sgd", learning_rate=0.1)
-    updater = StandardUpdater(iterator, opt, model, backend=backend, kvstore=kvstore,
-                              callbacks={"update_on_finish": clock.tick(seconds_per_update)})
+    updater = updater_of(StandardUpdater, iterator, opt, model, backend=backend, kvstore=kvstore,
+                         callbacks={"update_on_finish": clock.tick(seconds_per_update)})
     stop = StopTrigger(max_iterations=max_iterations)
     trainer = Trainer(updater, stop, out=str(out), max_time=max_time)
     last = AnyOf(IntervalTrigger(20), stop, Trainer.stop_requested.fget)

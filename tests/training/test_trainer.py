@@ -13,7 +13,7 @@ from trainer_run.models import MLP
 from trainer_run.storage import checkpoint
 from trainer_run.training import AnyOf, IntervalTrigger, StopTrigger, Trainer
 from trainer_run.training.extensions import Evaluator, LogReport, Snapshot, Summary
-from trainer_run.updaters import StandardUpdater
+from trainer_run.updaters import Batches, StandardUpdater
 
 
 def _trainer(out, max_iterations=40, seed=0, optimizer="adam"):
@@ -23,7 +23,7 @@ def _trainer(out, max_iterations=40, seed=0, optimizer="adam"):
     model = MLP(data.in_size, data.out_size, backend, hidden_sizes=[16])
     iterator = SerialIterator(data.train, 30, rng=np.random.default_rng(seed + 1))
     opt = optimizers.create(optimizer, learning_rate=0.01)
-    updater = StandardUpdater(iterator, opt, model, backend=backend)
+    updater = StandardUpdater(iterator, opt, model, batches=Batches(backend))
     stop = StopTrigger(max_iterations=max_iterations)
     trainer = Trainer(updater, stop, out=str(out))
     log = LogReport(AnyOf(IntervalTrigger(10), stop), opt)

@@ -19,7 +19,7 @@ from trainer_run.data import SerialIterator
 from trainer_run.errors import ConfigError, Diverged
 from trainer_run.loss_scaling import DynamicLossScaler, LossScaler
 from trainer_run.models import MLP
-from trainer_run.updaters import ParallelUpdater, StandardUpdater
+from trainer_run.updaters import ParallelUpdater, StandardUpdater, updater_of
 from trainer_run.updaters.clipping import GlobalNormClip, global_norm_clip
 
 CLIP = 0.4  # the test run's first gradient norms are 0.09 to 0.99: some updates are clipped
@@ -36,7 +36,7 @@ def make(batch_size=100, cls=StandardUpdater, opt_args=None, seed=3, array_modul
     model.params()["l1/b"].lr_mult = 2.0
     iterator = SerialIterator(DATA.train, batch_size, rng=np.random.default_rng(7))
     opt = optimizers.create("sgd", **{**SGD, **(opt_args or {})})
-    return cls(iterator, opt, model, backend=backend, **kwargs)
+    return updater_of(cls, iterator, opt, model, backend=backend, **kwargs)
 
 
 def on_host(updater, what="data") -> dict:

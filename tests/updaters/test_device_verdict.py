@@ -17,7 +17,7 @@ from trainer_run.models import MLP
 from trainer_run.training import AnyOf, IntervalTrigger, StopTrigger, Trainer
 from trainer_run.training.extension import Extension
 from trainer_run.training.extensions import Evaluator, LogReport, Objective, Snapshot, Summary
-from trainer_run.updaters import StandardUpdater
+from trainer_run.updaters import StandardUpdater, updater_of
 
 
 def _updater(deferred, optimizer="adam", seed=0, dtype="float32", **options):
@@ -27,7 +27,7 @@ def _updater(deferred, optimizer="adam", seed=0, dtype="float32", **options):
     iterator = SerialIterator(data.train, 30, rng=np.random.default_rng(seed + 1))
     opt = optimizers.create(optimizer, learning_rate=0.01,
                             multi_precision=dtype == "float16")
-    return StandardUpdater(iterator, opt, model, backend=backend, **options), data
+    return updater_of(StandardUpdater, iterator, opt, model, backend=backend, **options), data
 
 
 def _poisoned(updater, at):

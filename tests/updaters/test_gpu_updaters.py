@@ -16,7 +16,7 @@ from trainer_run.autograd import as_data
 from trainer_run.data import SerialIterator
 from trainer_run.loss_scaling import DynamicLossScaler, LossScaler
 from trainer_run.models import MLP
-from trainer_run.updaters import ParallelUpdater, StandardUpdater
+from trainer_run.updaters import ParallelUpdater, StandardUpdater, updater_of
 
 DATA = make_synthetic("spirals", 1000, 0.2, numpy.random.default_rng(0))  # 800 training examples
 UPDATES = 6
@@ -110,9 +110,10 @@ def run(device: str, name: str) -> dict:
         kwargs["loss_func"] = NanLoss(model, kwargs.pop("nan_loss"), kwargs.get("accum_grad", 1))
     parallel = kwargs.pop("parallel", None)
     if parallel is None:
-        updater = StandardUpdater(iterator, opt, model, **kwargs)
+        updater = updater_of(StandardUpdater, iterator, opt, model, **kwargs)
     else:
-        updater = ParallelUpdater(iterator, opt, model, **parallel(gpu_count(device)), **kwargs)
+        updater = updater_of(ParallelUpdater, iterator, opt, model, **parallel(gpu_count(device)),
+                             **kwargs)
     seen = []
     try:
         for _ in range(UPDATES):
@@ -149,8 +150,8 @@ def float16_masters(device: str) -> None:
     b = backend(device, seed=3, dtype="float16")
     model = MLP(DATA.in_size, DATA.out_size, b, hidden_sizes=[16], dtype="float16")
     opt = optimizers.create("sgd", learning_rate=0.1, multi_precision=True)
-    updater = StandardUpdater(SerialIterator(DATA.train, 100, rng=numpy.random.default_rng(7)), opt,
-                              model, backend=b, loss_scaler=DynamicLossScaler())
+    updater = updater_of(StandardUpdater, SerialIterator(DATA.train, 100, rng=numpy.random.default_rng(7)),
+                         opt, model, backend=b, loss_scaler=DynamicLossScaler())
     for _ in range(3):
         updater.update()
     assert numpy.isfinite(float(as_data(updater.observation["loss"])))

@@ -14,7 +14,7 @@ from trainer_run import kvstore as kvstores
 from trainer_run.errors import ConfigError
 from trainer_run.module import Module
 from trainer_run.params import Parameter
-from trainer_run.updaters import ParallelUpdater
+from trainer_run.updaters import Batches, GradientSync, ParallelUpdater
 
 
 class Fixed:
@@ -83,11 +83,11 @@ class _OnGPU:
 def test_parallel_updater_refuses_more_gpus_than_visible(monkeypatch, visible, asked, words):
     monkeypatch.setattr(devices, "gpu_count", lambda: visible)
     with pytest.raises(ConfigError) as e:
-        ParallelUpdater(None, None, None, devices=asked, backend=_OnGPU())
+        ParallelUpdater(None, None, None, devices=asked, batches=Batches(_OnGPU()))
     assert str(e.value).startswith(words) and "\n" not in str(e.value)
 
 
-class _LinearRegression(Module):
+class LinearRegression(Module):
     """y = x w + b with the mean squared error over the batch."""
 
     def __init__(self, w, b):
@@ -98,7 +98,7 @@ class _LinearRegression(Module):
         return {"loss": F.mean_squared_error(F.linear(x, self.w, self.b), t)}
 
 
-def _shard_gradient(x, t, w, b):
+def shard_gradient(x, t, w, b):
     """The gradient of the mean squared error of ``x w + b`` on one shard, in closed form
     (float64): with residuals r_j = x_j . w + b - t_j, dL/dw = 2/m sum_j r_j x_j and
     dL/db = 2/m sum_j r_j."""
@@ -117,19 +117,19 @@ def test_grad_reduce_sum_adds_the_replicas_mean_loss_gradients_as_chainer_does(r
     t = rng.normal(size=(size, 1)).astype("float32")
     w, b = [[0.5, -1.0, 2.0]], [0.25]
     examples = [(x[j], t[j]) for j in range(size)]
-    updater = ParallelUpdater(_Batches(examples), optimizers.create("sgd", learning_rate=0.1),
-                              _LinearRegression(w, b), devices=replicas,
-                              kvstore=kvstores.create("local"), grad_reduce="sum")
+    updater = ParallelUpdater(WholeBatch(examples), optimizers.create("sgd", learning_rate=0.1),
+                              LinearRegression(w, b), devices=replicas,
+                              sync=GradientSync(kvstores.create("local")), grad_reduce="sum")
     try:
         metrics = updater.compute_gradients(0)
         got = {k: p.grad.copy() for k, p in updater.get_model().params().items()}
     finally:
         updater.finalize()
     x64, t64, w64, b64 = (np.asarray(a, dtype=np.float64) for a in (x, t, w, b))
-    shards = [_shard_gradient(x64[r::replicas], t64[r::replicas], w64, b64) for r in range(replicas)]
+    shards = [shard_gradient(x64[r::replicas], t64[r::replicas], w64, b64) for r in range(replicas)]
     np.testing.assert_allclose(got["w"][0], sum(gw for gw, _ in shards), rtol=1e-5)
     np.testing.assert_allclose(got["b"][0], sum(gb for _, gb in shards), rtol=1e-5)
-    whole_w, whole_b = _shard_gradient(x64, t64, w64, b64)
+    whole_w, whole_b = shard_gradient(x64, t64, w64, b64)
     if size % replicas == 0:
         np.testing.assert_allclose(got["w"][0], replicas * whole_w, rtol=1e-5)
         np.testing.assert_allclose(got["b"][0], replicas * whole_b, rtol=1e-5)
@@ -143,7 +143,7 @@ def test_grad_reduce_is_mean_or_sum():
         ParallelUpdater(None, None, None, grad_reduce="max")
 
 
-class _Batches:
+class WholeBatch:
     """The whole list of examples as every batch."""
 
     def __init__(self, examples):

@@ -1,15 +1,50 @@
-"""StandardUpdater (updaters/standard.py) from Python: accumulation against one large batch, loss
+"""StandardUpdater (updaters/standard.py) from Python: its parts built beforehand, and Chainer's
+update from the iterator, optimizer and model alone; accumulation against one large batch, loss
 scaling against none, an overflow skipped or retried, float16 with float32 masters, and the
 callbacks in order."""
+
+import inspect
 
 import numpy as np
 import pytest
 
+from tests.updaters.test_parallel import LinearRegression, WholeBatch, shard_gradient
 from tests.updaters.test_updaters import assert_params_close, make, params, run
 from trainer_run import kvstore as kvstores
+from trainer_run import optimizers
 from trainer_run.callbacks import HOOKS
+from trainer_run.errors import Diverged
 from trainer_run.loss_scaling import DynamicLossScaler, LossScaler
-from trainer_run.updaters import ParallelUpdater
+from trainer_run.updaters import ParallelUpdater, StandardUpdater
+
+
+def test_the_updater_takes_its_parts_built_in_at_most_10_parameters():
+    names = list(inspect.signature(StandardUpdater.__init__).parameters)
+    assert names == ["self", "iterator", "optimizer", "model", "batches", "verdict", "sync",
+                     "loss_func", "callbacks", "profiler"]
+    assert len(names) <= 10
+    parallel = inspect.signature(ParallelUpdater.__init__).parameters
+    assert set(parallel) == {*names, "devices", "grad_reduce"} - {"loss_func"}
+
+
+def test_the_iterator_optimizer_and_model_alone_make_chainers_update():
+    """NumPy, no kvstore, no scaling: one SGD step moves the weights by -lr * the mean squared
+    error's gradient, in closed form; a NaN loss stops the run before its update."""
+    rng = np.random.default_rng(2)
+    x = rng.normal(size=(6, 3)).astype("float32")
+    t = rng.normal(size=(6, 1)).astype("float32")
+    w, b = [[0.5, -1.0, 2.0]], [0.25]
+    updater = StandardUpdater(WholeBatch([(x[j], t[j]) for j in range(6)]),
+                              optimizers.create("sgd", learning_rate=0.1), LinearRegression(w, b))
+    assert (updater.backend, updater.kvstore, updater.readings()) == (None, None, {})
+    updater.update()
+    grad_w, grad_b = shard_gradient(*(np.asarray(a, dtype=np.float64) for a in (x, t, w, b)))
+    model = updater.get_model()
+    np.testing.assert_allclose(model.w.data[0], np.asarray(w[0]) - 0.1 * grad_w, rtol=1e-5)
+    np.testing.assert_allclose(model.b.data, np.asarray(b) - 0.1 * grad_b, rtol=1e-5)
+    model.w.data[0, 0] = np.nan
+    with pytest.raises(Diverged, match=r"^the training loss is nan at iteration 2; the update"):
+        updater.update()
 
 
 def states(updater) -> dict:

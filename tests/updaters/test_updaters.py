@@ -11,7 +11,7 @@ from trainer_run.backend import get_backend
 from trainer_run.data import SerialIterator
 from trainer_run.loss_scaling import DynamicLossScaler, LossScaler
 from trainer_run.models import MLP
-from trainer_run.updaters import ParallelUpdater, StandardUpdater
+from trainer_run.updaters import ParallelUpdater, StandardUpdater, updater_of
 
 DATA = make_synthetic("spirals", 1000, 0.2, np.random.default_rng(0))  # 800 training examples
 
@@ -25,7 +25,7 @@ def make(batch_size=100, cls=StandardUpdater, optimizer="sgd", dtype="float32", 
     args = {"learning_rate": 0.1, "momentum": 0.9, "wd": 1e-3} if optimizer == "sgd" else {}
     args.update(opt_args or {})
     opt = optimizers.create(optimizer, multi_precision=dtype == "float16", **args)
-    return cls(iterator, opt, model, backend=backend, **kwargs)
+    return updater_of(cls, iterator, opt, model, backend=backend, **kwargs)
 
 
 def params(updater) -> dict:

@@ -19,9 +19,11 @@ from trainer_run import devices, optimizers, schedulers
 from trainer_run.backend import Backend
 from trainer_run.callbacks import HOOKS, Callbacks
 from trainer_run.compose.options import built_in_transforms
+from trainer_run.console import warn
 from trainer_run.data import augmentation, on_device, prefetch
 from trainer_run.data.datasets import take
 from trainer_run.errors import ConfigError, check, check_number
+from trainer_run.kvstore import mpi_job
 from trainer_run.kvstore.request import KVStoreRequest
 from trainer_run.loss_scaling import LossScaler
 from trainer_run.metrics import selection
@@ -32,7 +34,7 @@ from trainer_run.runner.extend import extend
 from trainer_run.targets import Kind, instances_callable
 from trainer_run.training import StopTrigger, Trainer, time_limit
 from trainer_run.training.parameter_server import ParameterServer
-from trainer_run.updaters import ParallelUpdater, StandardUpdater
+from trainer_run.updaters import ParallelUpdater, StandardUpdater, parts_of
 from trainer_run.updaters.clipping import global_norm_clip
 from trainer_run.updaters.weighting import batches_per_update
 
@@ -136,8 +138,17 @@ def build_run(config: dict) -> Run:
                                     built_in_transforms())
     if transforms is not None:
         transforms.try_on(take(data.train, numpy.arange(min(2, len(data.train)))))
+    _warn_single_process(getattr(kvstore, "type", None) or "")
     return Run(backend, data, batch_size, model, kvstore, decision.asynchronous, iterator, stop,
                total, samples, optimizer, max_time, transforms, threads)
+
+
+def _warn_single_process(store: str) -> None:
+    """A ``kvstore=dist_*`` run that no launcher started has one process: says how to start more."""
+    if store.startswith("dist") and not mpi_job.launched():
+        warn(f"kvstore={store}: this run has a single process because it was not started by "
+             f"mpiexec; to train on N processes, start it with mpiexec -n N trainer-run "
+             f"kvstore={store} ...")
 
 
 def build_server(run: Run) -> ParameterServer:
@@ -152,14 +163,18 @@ def build_trainer(config: dict, out: Path, extra: dict | None = None) -> Trainer
     return trainer_of(build_run(config), config, out, extra)
 
 
-def trainer_of(run: Run, config: dict, out: Path, extra: dict | None = None) -> Trainer:
+def trainer_of(run: Run, config: dict, out: Path, extra: dict | None = None,
+               mode=None) -> Trainer:
     """The trainer of the built ``run``: updater, loop and extensions (on rank 0 those that
     write; :func:`.extend.extend`). ``extra`` (the unresolved config, the group choices and the
-    overrides) is stored in every checkpoint so that ``resume`` can rebuild the same run."""
+    overrides) is stored in every checkpoint so that ``resume`` can rebuild the same run.
+    ``mode``: None for the run itself, or another use of the same updater with its own stop
+    trigger and extensions, whose ``trainer(run, updater, out)`` gives the trainer (the
+    learning-rate range test, :class:`.lr_find_job.RangeTestMode`)."""
+    if mode is not None:
+        return mode.trainer(run, build_updater(run, config), out)
     profiler = Profiler(synchronize=synchronizer(run.backend)) if config["trainer"]["profile"] else None
-    updater = build_updater(config["updater"], run.kvstore, run.asynchronous, config["loss_scale"],
-                            run.iterator, run.optimizer, run.model, run.backend, run.batch_size,
-                            profiler, run.augmentation, run.threads)
+    updater = build_updater(run, config, profiler)
     trainer = Trainer(updater, run.stop, out=str(out), profiler=profiler, max_time=run.max_time)
     extend(trainer, run, config, extra)
     return trainer
@@ -225,31 +240,39 @@ def _replicas(updater: dict) -> int:
     return devices if isinstance(devices, int) else len(devices) if isinstance(devices, list) else 0
 
 
-def build_updater(section: dict, kvstore, asynchronous: bool, loss_scale: dict, iterator, optimizer,
-                  model, backend, batch_size: int, profiler=None, transforms=None, workers=0):
-    """The updater of ``updater._target_`` (``StandardUpdater``, ``ParallelUpdater``) with the
-    section's arguments (``accum_grad``, ``callbacks``, ``devices``, and those every updater
-    shares: ``nan_policy``, ``max_skipped_in_a_row``, ``prefetch``, ``clip_global_norm``), the
-    loss scaler of ``loss_scale`` and ``kvstore`` (and ``asynchronous``: from
-    :func:`build_kvstore` and its decision); ``profiler``: ``trainer.profile``'s (None: off);
-    ``transforms``: the training batches' (:class:`trainer_run.data.augmentation.Augmentation`;
-    None: none) and ``workers`` (``dataset.workers``), each passed only when set."""
-    section = {**section, "callbacks": build_callbacks(section.get("callbacks") or {})}
+PART_KEYS = ("accum_grad", "prefetch", "nan_policy", "max_skipped_in_a_row", "clip_global_norm")
+"""Keys of the updater section that build the updater's parts (:func:`build_updater`)."""
+
+
+def build_updater(run: Run, config: dict, profiler=None):
+    """The updater of ``updater._target_`` (``StandardUpdater``, ``ParallelUpdater``, or a
+    user's subclass) for the built ``run``. Its parts are built here
+    (:func:`trainer_run.updaters.parts_of`): ``batches`` from the run's backend,
+    ``updater.accum_grad`` and ``prefetch``, and ``dataset.transforms`` and ``workers``;
+    ``verdict`` from ``updater.nan_policy``, ``max_skipped_in_a_row``, ``clip_global_norm`` and
+    the loss scaler of ``loss_scale``; ``sync`` from the run's kvstore (and the rules'
+    ``asynchronous``). The updater gets them with the run's iterator, optimizer and model,
+    ``callbacks`` (``updater.callbacks``' hooks), ``profiler`` (``trainer.profile``'s; None:
+    off) and the section's other keys (``devices``, ``grad_reduce``, a user's own)."""
+    section, loss_scale = config["updater"], config["loss_scale"]
     scaler = build_loss_scaler(loss_scale)
-    step = type(optimizer).update
+    step = type(run.optimizer).update
     check(scaler is None or "rescale_grad" in accepted(step),
           f"loss_scale._target_={loss_scale.get('_target_')} gives the optimizer's step its "
-          f"gradient factor; {type(optimizer).__name__}.update must take it: update(index, weight, "
-          "grad, state, rescale_grad=None) (see trainer_run.optimizers.Optimizer.update)")
+          f"gradient factor; {type(run.optimizer).__name__}.update must take it: update(index, "
+          "weight, grad, state, rescale_grad=None) (see trainer_run.optimizers.Optimizer.update)")
     if _is_parallel(section):
         replicas = _replicas(section)
-        check(replicas <= batch_size, f"updater.devices={section.get('devices')} needs a batch of "
-              f"at least {replicas} examples; dataset.batch_size is {batch_size}")
-    factory, kwargs, _ = arguments("updater", section, kind=KINDS["updater"])
-    augmented = {k: v for k, v in (("transforms", transforms), ("workers", workers)) if v}
-    return call("updater", factory, kwargs, kind=KINDS["updater"], loss_scaler=scaler,
-                iterator=iterator, optimizer=optimizer, model=model, backend=backend, kvstore=kvstore,
-                asynchronous=asynchronous, profiler=profiler, **augmented)
+        check(replicas <= run.batch_size, f"updater.devices={section.get('devices')} needs a "
+              f"batch of at least {replicas} examples; dataset.batch_size is {run.batch_size}")
+    values = {k: section[k] for k in PART_KEYS if k in section}
+    parts = prefixed("updater", parts_of, run.backend, transforms=run.augmentation,
+                     workers=run.threads, kvstore=run.kvstore, asynchronous=run.asynchronous,
+                     loss_scaler=scaler, **values)
+    section = {**section, "callbacks": build_callbacks(section.get("callbacks") or {})}
+    factory, kwargs, _ = arguments("updater", section, runner=PART_KEYS, kind=KINDS["updater"])
+    return call("updater", factory, kwargs, kind=KINDS["updater"], iterator=run.iterator,
+                optimizer=run.optimizer, model=run.model, profiler=profiler, **parts)
 
 
 def build_loss_scaler(section: dict):

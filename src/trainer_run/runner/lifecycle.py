@@ -33,7 +33,6 @@ from trainer_run.errors import (
     StorageError,
     UserCodeError,
 )
-from trainer_run.kvstore import mpi_job
 from trainer_run.runner import closing, fine_tune, lr_find_job, slurm_requeue
 from trainer_run.runner.build import Run, build_run, build_server, trainer_of
 from trainer_run.runs import checkpoint_tree, trust
@@ -125,7 +124,7 @@ def run(job: Job, cfg: DictConfig) -> Trainer | ParameterServer | None:
 
 def _range_test(job: Job, cfg: DictConfig) -> None:
     try:
-        lr_find_job.run(job, cfg)
+        lr_find_job.run(job, cfg, build)
     except BaseException:
         if job.rank_0:
             _remove_new(job, None)  # the empty folders it created, if it wrote nothing
@@ -290,13 +289,16 @@ def _play(job: Job, role: Trainer | ParameterServer) -> None:
             slurm_requeue.requeue(role.stop_signal)
 
 
-def build(job: Job, cfg: DictConfig, model_taken: bool = False
+def build(job: Job, cfg: DictConfig, model_taken: bool = False, mode=None
           ) -> tuple[Trainer | ParameterServer, Run]:
     """This process's part of the job: the trainer of a new run or of the resumed one with its
     state restored, or on the server rank of a ``dist_async`` run the parameter server; and
     what it was built from (the data it trains on, its limits). ``model_taken``: the model
     section is ``init_from``'s source run's (:func:`.fine_tune.source_model`), so no group
-    choice is recorded for it (as for a user's ``+model._target_``)."""
+    choice is recorded for it (as for a user's ``+model._target_``). ``mode``: another use of
+    a new run's parts (:class:`.lr_find_job.RangeTestMode`), which changes the config
+    (``configure``), checks the built parts (``check``) and makes the trainer
+    (:func:`.build.trainer_of`); nothing is signed for it."""
     gone = user_targets.replaced(job.overrides) + (["model"] if model_taken else [])
     choices = {k: v for k, v in job.choices.items()
                if not k.startswith("hydra") and v is not None and k not in gone}
@@ -317,11 +319,13 @@ def build(job: Job, cfg: DictConfig, model_taken: bool = False
     if not mine:  # trust=true admits a stranger's code, not its places
         places.bounded(resolved, stored.folder, stored.source, command)
     schema.check_types(resolved)
+    resolved = mode.configure(resolved) if mode is not None else resolved
     if state is not None and (resolved["kvstore"].get("compression") or {}).get("type"):
         warn("gradient compression residuals are not in checkpoints (nor in MXNet's): they restart "
              "from zero, so this resumed run is not bit-identical to an uninterrupted one")
     built = build_run(resolved)
-    _warn_single_process(getattr(built.kvstore, "type", None) or "")
+    if mode is not None:
+        mode.check(built)
     started_from = state.get("init_from") if state is not None else None
     if state is None and resolved.get("init_from") is not None:
         started_from = fine_tune.load_weights(built, resolved["init_from"],
@@ -334,8 +338,9 @@ def build(job: Job, cfg: DictConfig, model_taken: bool = False
              "overrides": resumes.merged(given, job.overrides, choices if cfg.resume else {})}
     if started_from is not None:
         extra["init_from"] = started_from
-    extra[trust.SIGNATURE] = trust.sign(trust.checkpoint_data(extra)) if mine else None
-    trainer = trainer_of(built, resolved, job.out, extra)
+    if mode is None:
+        extra[trust.SIGNATURE] = trust.sign(trust.checkpoint_data(extra)) if mine else None
+    trainer = trainer_of(built, resolved, job.out, extra, mode)
     if state is not None:
         resume = _fitting(job, Path(cfg.resume), built.model)
         if resume != Path(cfg.resume):
@@ -388,10 +393,3 @@ def _restore(trainer: Trainer, state: dict, resume: str) -> None:
     if change is not None and trainer.updater.rank == 0:
         warn(change)
 
-
-def _warn_single_process(store: str) -> None:
-    """A ``kvstore=dist_*`` run that no launcher started has one process: says how to start more."""
-    if store.startswith("dist") and not mpi_job.launched():
-        warn(f"kvstore={store}: this run has a single process because it was not started by "
-             f"mpiexec; to train on N processes, start it with mpiexec -n N trainer-run "
-             f"kvstore={store} ...")

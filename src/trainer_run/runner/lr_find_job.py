@@ -1,13 +1,13 @@
 """``trainer-run debug=lr_find`` (``trainer.lr_find.enabled: true``): the learning-rate range
 test of :mod:`trainer_run.training.lr_find` as the command's job, instead of a run.
 
-It builds what a new run of the same config builds (backend, data, model, iterator, optimizer
-and updater: :func:`~trainer_run.runner.build.build_run` and
-:func:`~trainer_run.runner.build.build_updater`; with ``init_from``, those weights), with
-the same training batches (``dataset.transforms`` and ``dataset.workers`` included) and
-three changes: no scheduler (the test sets the rate of each step itself), a non-finite loss
-ends the test instead of the command (``updater.nan_policy`` skip, no limit), and no
-extension but the test's: no log, no evaluation, no checkpoint, no record. Its folder
+It is a mode of the run's build (:func:`trainer_run.runner.lifecycle.build`,
+:class:`RangeTestMode`): what a new run of the same config builds (backend, data, model,
+iterator, optimizer and updater; with ``init_from``, those weights), so the same training
+batches (``dataset.transforms`` and ``dataset.workers`` included), with three changes: no
+scheduler (the test sets the rate of each step itself), a non-finite loss ends the test
+instead of the command (``updater.nan_policy`` skip, no limit), and no extension but the
+test's: no log, no evaluation, no checkpoint, no record. Its folder
 (``lr_find/<date>/<time>`` by the preset, or a new ``hydra.run.dir``) receives
 :data:`VALUES` (the settings, each step's rate, loss and smoothed loss, the suggestion, the
 command) and :data:`PICTURE` (the smoothed loss against the rate, the suggestion marked;
@@ -31,13 +31,11 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from trainer_run.compose import argv as args
-from trainer_run.compose import config_dirs, schema
+from trainer_run.compose import config_dirs
 from trainer_run.console import inform, say, show_cause, warn
 from trainer_run.errors import ConfigError, Diverged, JobFailed, RunStopped, UserCodeError, check
 from trainer_run.runner import closing, fine_tune
-from trainer_run.runner.build import build_run, build_updater
 from trainer_run.runs import directory as run_directory
-from trainer_run.runs import resume as resumes
 from trainer_run.storage import files, strict_json
 from trainer_run.training import StopTrigger, Trainer, lr_find
 
@@ -60,20 +58,64 @@ def refuse_run(directory: Path) -> None:
                           "name a new folder")
 
 
-def run(job, cfg: DictConfig) -> None:
+def run(job, cfg: DictConfig, build) -> None:
     """Runs the test of ``job`` (a :class:`trainer_run.runner.lifecycle.Job`) with config
-    ``cfg``; any failure is a :class:`~trainer_run.errors.JobFailed` (see the module
-    docstring)."""
+    ``cfg``, built by ``build`` (:func:`trainer_run.runner.lifecycle.build`, the run's build,
+    given :class:`RangeTestMode`); any failure is a :class:`~trainer_run.errors.JobFailed`
+    (see the module docstring)."""
     with _failures("nothing was tested"):
-        test = lr_find.settings(OmegaConf.to_container(cfg.trainer.lr_find, resolve=True))
+        mode = RangeTestMode(lr_find.settings(OmegaConf.to_container(cfg.trainer.lr_find,
+                                                                     resolve=True)))
         _check_job(job, cfg)
-        trainer, range_test = _built(job, cfg, test)
+        cfg, taken = fine_tune.source_model(cfg, job.overrides)
+        if taken and job.rank_0:
+            say(taken)
+        trainer, built = build(job, cfg, taken is not None, mode)
+        if job.rank_0:
+            test = mode.test
+            say(f"backend: {built.backend.describe()}")
+            inform(built.data.note)
+            say(f"learning-rate range test: up to {test.num_training} steps, the rate from "
+                f"{test.min_lr:g} to {test.max_lr:g} ({test.mode})")
     _train(trainer)
-    trace = range_test.trace
+    trace = mode.range_test.trace
     _check_first_loss(trace)
     if job.rank_0:
         with _failures("nothing was written"):  # a refused write: one line, exit status 4
             _report(job, trace)
+
+
+class RangeTestMode:
+    """The range test as a mode of the run's build (:func:`trainer_run.runner.lifecycle.build`):
+    the parts of a new run of the same config (backend, data, model, iterator, optimizer and
+    updater, so the same training batches) with the changes of the module docstring, for the
+    test of ``test`` (:class:`trainer_run.training.lr_find.Settings`)."""
+
+    def __init__(self, test: lr_find.Settings):
+        self.test = test
+        self.range_test: lr_find.RangeTest | None = None
+
+    @staticmethod
+    def configure(config: dict) -> dict:
+        """The run's ``config`` without its scheduler (the test sets the rate of each step), a
+        non-finite loss skipped (``updater.nan_policy`` skip, no limit)."""
+        return {**config, "scheduler": None, "updater": {**config["updater"], "nan_policy": "skip",
+                                                         "max_skipped_in_a_row": None}}
+
+    @staticmethod
+    def check(built) -> None:
+        """Refuses a run whose kvstore's server applies the optimizer (``dist_async``)."""
+        check(not built.asynchronous, f"{PRESET} sets the learning rate of each step in the "
+              "worker; kvstore=dist_async applies the optimizer on its server: choose "
+              "kvstore=dist_sync")
+
+    def trainer(self, built, updater, out: Path) -> Trainer:
+        """The trainer of the test: the test's stop trigger and the test as its only
+        extension."""
+        trainer = Trainer(updater, StopTrigger(self.test.num_training), out=str(out))
+        self.range_test = lr_find.RangeTest(self.test, built.optimizer)
+        trainer.extend(self.range_test)
+        return trainer
 
 
 @contextlib.contextmanager
@@ -96,36 +138,6 @@ def _check_job(job, cfg: DictConfig) -> None:
     check(not cfg.get("resume"), f"{PRESET} tests a new model; drop resume= (init_from= starts "
           "it from saved weights)")
     refuse_run(job.out)
-
-
-def _built(job, cfg: DictConfig, test: lr_find.Settings) -> tuple[Trainer, lr_find.RangeTest]:
-    """The trainer of the test: a new run's parts (see the module docstring), the test's stop
-    trigger and the test as its only extension."""
-    cfg, taken = fine_tune.source_model(cfg, job.overrides)
-    if taken and job.rank_0:
-        say(taken)
-    config = resumes.resolved(cfg, None, True, [])
-    schema.check_types(config)
-    config["scheduler"] = None  # the test sets the rate of each step
-    config["updater"] = {**config["updater"], "nan_policy": "skip", "max_skipped_in_a_row": None}
-    built = build_run(config)
-    check(not built.asynchronous, f"{PRESET} sets the learning rate of each step in the worker; "
-          "kvstore=dist_async applies the optimizer on its server: choose kvstore=dist_sync")
-    if config.get("init_from") is not None:
-        fine_tune.load_weights(built, config["init_from"], config["init_from_strict"], job.rank_0)
-    updater = build_updater(config["updater"], built.kvstore, built.asynchronous,
-                            config["loss_scale"], built.iterator, built.optimizer, built.model,
-                            built.backend, built.batch_size, None, built.augmentation,
-                            built.threads)
-    trainer = Trainer(updater, StopTrigger(test.num_training), out=str(job.out))
-    range_test = lr_find.RangeTest(test, built.optimizer)
-    trainer.extend(range_test)
-    if job.rank_0:
-        say(f"backend: {built.backend.describe()}")
-        inform(built.data.note)
-        say(f"learning-rate range test: up to {test.num_training} steps, the rate from "
-            f"{test.min_lr:g} to {test.max_lr:g} ({test.mode})")
-    return trainer, range_test
 
 
 def _train(trainer: Trainer) -> None:

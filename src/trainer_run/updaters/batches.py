@@ -1,6 +1,7 @@
-"""Batches: the next batch of an iterator, as this worker's shard split over the replicas and
-converted onto their devices, each part transformed by ``dataset.transforms``, gathered ahead
-of time on background threads with ``prefetch`` or ``dataset.workers``."""
+"""Batches: the batches of each update (``accum_grad``), each drawn from an iterator as this
+worker's shard split over the replicas and converted onto their devices, each part
+transformed by ``dataset.transforms``, gathered ahead of time on background threads with
+``prefetch`` or ``dataset.workers``."""
 
 from __future__ import annotations
 
@@ -12,37 +13,54 @@ from ..data.augmentation import batch_key
 from ..data.prefetch import Prefetcher
 from ..data.worker_processes import ReaderProcesses, reads_rows
 from ..errors import check, check_number
+from .sync import Sync
+from .weighting import batches_per_update
 
 
 class Batches:
-    """Draws batches for an updater. ``shard(indices)`` gives this worker's part of a global
-    batch and the number of examples the update averages over (:meth:`.sync.Sync.shard`);
-    ``converter`` turns examples into arrays on a device; ``prefetch`` (N > 0) gathers the
-    next N batches on one background thread, which needs the default converter and an
-    iterator with ``next_indices`` over a dataset with ``take`` (``main``, checked here);
-    ``augment`` (an :class:`~trainer_run.data.augmentation.Augmentation`, or None) transforms
-    each part with the draws of its key (the batch's :func:`batch_key` and the part's
-    index); ``workers`` (N > 0, ``dataset.workers``) gathers and transforms batches on N
-    threads, ``max(prefetch, 2 N)`` ahead, each thread's rows read in a process of its own
-    when the dataset reads its examples one by one in Python
+    """The batches of each update, drawn for an updater: ``accum_grad`` (>= 1) batches per
+    update, each converted by ``converter`` onto ``backend``'s device (None: NumPy on the
+    host); ``prefetch`` (N > 0) gathers the next N batches on one background thread, which
+    needs the default converter and an iterator with ``next_indices`` over a dataset with
+    ``take`` (``main``, checked by :meth:`connect`); ``transforms`` (an
+    :class:`~trainer_run.data.augmentation.Augmentation`, or None) transforms each part with
+    the draws of its key (the batch's :func:`batch_key` and the part's index), drawing the
+    worker's generators; ``workers`` (N > 0, ``dataset.workers``) gathers and transforms
+    batches on N threads, ``max(prefetch, 2 N)`` ahead, each thread's rows read in a process
+    of its own when the dataset reads its examples one by one in Python
     (:mod:`trainer_run.data.worker_processes`); it needs the default converter and an
-    iterator with ``next_indices``."""
+    iterator with ``next_indices``.
 
-    def __init__(self, shard: Callable, converter: Callable = concat_examples, prefetch: int = 0,
-                 main=None, augment=None, workers: int = 0):
-        self.shard, self.converter, self.augment = shard, converter, augment
+    Its updater connects it (:meth:`connect`) to the updater's sync object, which shards each
+    global batch for this worker, and main iterator before the first batch is drawn."""
+
+    def __init__(self, backend=None, converter: Callable = concat_examples, accum_grad: int = 1,
+                 prefetch: int = 0, transforms=None, workers: int = 0):
+        self.backend, self.converter, self.transforms = backend, converter, transforms
+        self.accum_grad = batches_per_update(accum_grad)
         self.prefetch = check_number("prefetch", prefetch, low=0, integer=True)
         self.workers = check_number("dataset.workers", workers, low=0, integer=True)
-        check(not self.prefetch or (converter is concat_examples and hasattr(main, "next_indices")
-                                    and hasattr(main.dataset, "take")),
+        self.shard: Callable = Sync().shard
+        self.augment = None
+        self._prefetchers: dict = {}
+        self._readers: ReaderProcesses | None = None
+
+    def connect(self, sync, main) -> None:
+        """Draws this worker's shard of each global batch (``sync.shard``, see
+        :meth:`.sync.Sync.shard`; the transforms draw worker ``sync.rank``'s generators) from
+        iterators like ``main``, the updater's main iterator; refuses ``prefetch`` and
+        ``workers`` where ``main`` or the converter cannot gather ahead."""
+        converter, prefetch, workers = self.converter, self.prefetch, self.workers
+        check(not prefetch or (converter is concat_examples and hasattr(main, "next_indices")
+                               and hasattr(main.dataset, "take")),
               f"prefetch={prefetch} gathers batches with the dataset's take(indices) and the "
               "default converter; this run's iterator, dataset or converter has none, so set it "
               "to 0")
-        check(not self.workers or (converter is concat_examples and hasattr(main, "next_indices")),
+        check(not workers or (converter is concat_examples and hasattr(main, "next_indices")),
               f"dataset.workers={workers} gathers batches with the default converter and the "
               "iterator's next_indices; this run's iterator or converter has none, so set it to 0")
-        self._prefetchers: dict = {}
-        self._readers: ReaderProcesses | None = None
+        self.shard = sync.shard
+        self.augment = None if self.transforms is None else self.transforms.for_worker(sync.rank)
 
     def next_parts(self, iterator, backends: list) -> tuple[list, int]:
         """This worker's shard of the next global batch split over ``backends`` Chainer's way

@@ -39,15 +39,18 @@ without a read (a log row every 10,000 iterations, say), so that they hold littl
 
 
 class DeviceVerdict(Verdict):
-    """:class:`~.verdict.Verdict`'s rules, decided on the device; ``optimizer``: the main
-    optimizer, whose counters a skipped update rolls back. See the module docstring."""
+    """:class:`~.verdict.Verdict`'s rules, decided on the device. See the module docstring."""
 
-    def __init__(self, nan, loss_scaler=None, clip=None, optimizer=None):
+    def __init__(self, nan, loss_scaler=None, clip=None):
         super().__init__(nan, loss_scaler, clip)
-        self.optimizer = optimizer
+        self.optimizer = None
         self._dynamic = loss_scaler is not None and loss_scaler.dynamic
         self._each_update = self._dynamic or nan.policy == "skip"
         self.reset()
+
+    def connect(self, optimizer) -> None:
+        """The main optimizer, ``optimizer``, whose counters a skipped update rolls back."""
+        self.optimizer = optimizer
 
     def reset(self) -> None:
         # (iteration, device values, or a Later carrying them) not yet read
@@ -129,11 +132,11 @@ class DeviceVerdict(Verdict):
         self._counters = None
 
 
-def verdict_for(nan, loss_scaler, clip, backend, asynchronous: bool, optimizer) -> Verdict:
+def verdict_for(nan, loss_scaler, clip, backend, asynchronous: bool) -> Verdict:
     """The verdict of the updates: decided on the device with a ``deferred`` backend, except
     where the host decides at once (a ``dist_async`` server applies the step; ``retry`` draws
     new batches)."""
     retries = getattr(loss_scaler, "on_overflow", None) == "retry"
     if backend is None or not backend.deferred or asynchronous or retries:
         return Verdict(nan, loss_scaler, clip)
-    return DeviceVerdict(nan, loss_scaler, clip, optimizer)
+    return DeviceVerdict(nan, loss_scaler, clip)

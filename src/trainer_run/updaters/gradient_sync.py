@@ -20,21 +20,23 @@ from .sync import KVStoreSync
 
 
 class GradientSync(KVStoreSync):
-    """Sums gradients through ``kvstore`` (a synchronous store) for the replicas of a model
-    whose main parameter store is ``params``; ``callbacks`` get the comm hooks. Making it
-    inits the gradient keys and, with several workers, overwrites ``params``'s parameters
-    with rank 0's."""
+    """Sums gradients through ``kvstore`` (a synchronous store) for the replicas of the
+    updater it is connected to. Connecting it (:meth:`connect`) inits the gradient keys and,
+    with several workers, overwrites the main parameter store's parameters with rank 0's."""
 
-    def __init__(self, kvstore, params, callbacks):
-        super().__init__(kvstore, params, callbacks)
+    def __init__(self, kvstore):
+        super().__init__(kvstore)
         self._metrics_key_ready = False
         self._stop_vote = self._stop_agreed = 0  # signal numbers: this worker's, all workers' sum
         self._finish_vote = self._finish_agreed = 0  # this worker's (0 or 1), all workers' sum
+
+    def connect(self, params, callbacks, optimizer, applier) -> None:
+        super().connect(params, callbacks, optimizer, applier)
         for key, group in zip(self.keys.groups, params.groups):
-            kvstore.init(key, group.grad)
+            self.kvstore.init(key, group.grad)
         if self.num_workers > 1:
             for key, group in zip(self.keys.broadcasts, params.groups):
-                kvstore.broadcast(key, group.data, out=group.data)
+                self.kvstore.broadcast(key, group.data, out=group.data)
 
     def reduce(self, iteration: int, replicas: list) -> None:
         """Sums the gradients of every replica (``replicas``, the main one first) and worker

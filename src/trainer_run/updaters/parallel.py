@@ -32,10 +32,10 @@ from concurrent.futures import ThreadPoolExecutor
 from .. import devices as gpus
 from ..autograd import as_data
 from ..backend import Backend
-from ..converter import concat_examples
 from ..errors import ConfigError, check, check_choice
 from ..module import persistents_of
 from ..params import ParamStore
+from .batches import Batches
 from .standard import StandardUpdater
 
 GRAD_REDUCE = ("mean", "sum")
@@ -46,38 +46,33 @@ class ParallelUpdater(StandardUpdater):
     """:class:`StandardUpdater` over ``devices`` replicas of the main model.
 
     Args:
-        iterator, optimizer, model, converter, backend, accum_grad, loss_scaler, callbacks,
-        nan_policy, max_skipped_in_a_row, asynchronous, prefetch, profiler, clip_global_norm,
-        transforms, workers:
+        iterator, optimizer, model, batches, verdict, callbacks, profiler:
             as for :class:`StandardUpdater` (one model and one optimizer, or dicts whose
             ``'main'`` entries are replicated).
         devices: the number of replicas, or a list of device ids (CuPy: GPU ids, the first
-            being the backend's device; NumPy: CPU replicas, the ids only count them).
-        kvstore: the store that sums the replicas' gradients (from
+            being the backend's device, ``batches.backend``; NumPy: CPU replicas, the ids only
+            count them).
+        sync: the exchange whose kvstore sums the replicas' gradients
+            (:class:`~.gradient_sync.GradientSync` of a store from
             :func:`trainer_run.kvstore.create`: ``local``, ``device``, or a dist store, which
             also sums across worker processes); None only for one replica.
         grad_reduce: ``"mean"`` (the whole batch's mean gradient) or ``"sum"`` (Chainer's:
             the replicas' mean-loss gradients added unweighted); see the module docstring.
     """
 
-    def __init__(self, iterator, optimizer, model, devices=2, kvstore=None,
-                 converter=concat_examples, backend=None, accum_grad: int = 1,
-                 loss_scaler=None, callbacks=None, nan_policy: str = "stop",
-                 max_skipped_in_a_row: int | None = 100, asynchronous: bool = False,
-                 prefetch: int = 0, profiler=None, clip_global_norm=None, transforms=None,
-                 workers: int = 0, grad_reduce: str = "mean"):
+    def __init__(self, iterator, optimizer, model, *, devices=2, grad_reduce: str = "mean",
+                 batches: Batches | None = None, verdict=None, sync=None, callbacks=None,
+                 profiler=None):
         self.grad_reduce = check_choice("grad_reduce", grad_reduce, GRAD_REDUCE)
-        host = backend if backend is not None else Backend("numpy")
+        batches = batches if batches is not None else Batches()
+        host = batches.backend if batches.backend is not None else Backend("numpy")
         ids = _device_ids(devices, host)
-        check(kvstore is not None or len(ids) == 1,
+        check(getattr(sync, "kvstore", None) is not None or len(ids) == 1,
               f"{len(ids)} replicas sum their gradients through a kvstore; pass "
-              "kvstore=trainer_run.kvstore.create('device') (or 'local', or a dist store)")
-        super().__init__(iterator, optimizer, model, converter=converter, backend=backend,
-                         accum_grad=accum_grad, loss_scaler=loss_scaler, callbacks=callbacks,
-                         nan_policy=nan_policy, kvstore=kvstore,
-                         max_skipped_in_a_row=max_skipped_in_a_row, asynchronous=asynchronous,
-                         prefetch=prefetch, profiler=profiler, clip_global_norm=clip_global_norm,
-                         transforms=transforms, workers=workers)
+              "sync=GradientSync(trainer_run.kvstore.create('device')) (or 'local', or a dist "
+              "store)")
+        super().__init__(iterator, optimizer, model, batches=batches, verdict=verdict, sync=sync,
+                         callbacks=callbacks, profiler=profiler)
         self.devices = ids
         self.backends = [host] + [_replica_backend(host, d) for d in ids[1:]]
         self.replicas = [self._models["main"]] + [_replicate(self._models["main"], b)

@@ -18,19 +18,23 @@ from .sync import KVStoreSync
 
 
 class ServerSync(KVStoreSync):
-    """The ``dist_async`` worker side of ``kvstore`` for a model whose main parameter store
-    is ``params``, trained by ``optimizer`` whose states ``applier`` keeps (the local
-    copies: they set up the server and are refreshed from it before a checkpoint);
-    ``callbacks`` get the comm hooks."""
+    """The ``dist_async`` worker side of ``kvstore``; once connected (:meth:`connect`), for
+    the model whose main parameter store is ``params``, trained by ``optimizer`` whose states
+    ``applier`` keeps (the local copies: they set up the server and are refreshed from it
+    before a checkpoint); ``callbacks`` get the comm hooks."""
 
     updates_on_server = True
 
-    def __init__(self, kvstore, params, callbacks, optimizer, applier):
-        super().__init__(kvstore, params, callbacks)
-        self.optimizer = optimizer
-        self.applier = applier
+    def __init__(self, kvstore):
+        super().__init__(kvstore)
+        self.optimizer = self.applier = None
         self.started = False
         self._stop: tuple | None = None  # (signal, the iteration to stop after) once agreed
+
+    def connect(self, params, callbacks, optimizer, applier) -> None:
+        super().connect(params, callbacks, optimizer, applier)
+        self.optimizer = optimizer
+        self.applier = applier
 
     def shard(self, batch) -> tuple:
         """This worker's shard of the global batch (example ``j`` goes to worker

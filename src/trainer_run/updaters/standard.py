@@ -46,22 +46,17 @@ import numpy
 from trainer_run.profiling import NullProfiler
 
 from ..callbacks import Callbacks
-from ..converter import concat_examples
-from ..errors import check
 from ..module import persistents_of, set_mode
 from ..optimizers import get_updater
 from ..own_gradients import outputs
 from ..params import ParamStore
 from ..user_code import blame, check_loss
 from .batches import Batches
-from .clipping import global_norm_clip
-from .device_verdict import verdict_for
 from .divergence import NAN_POLICIES, NanPolicy
-from .gradient_sync import GradientSync
 from .named_parts import NamedParts
-from .server_sync import ServerSync
 from .sync import Sync, workers_change
-from .weighting import add_weighted, backward_seeded, batches_per_update, examples_in
+from .verdict import Verdict
+from .weighting import add_weighted, backward_seeded, examples_in
 
 __all__ = ["NAN_POLICIES", "StandardUpdater"]
 
@@ -69,57 +64,53 @@ __all__ = ["NAN_POLICIES", "StandardUpdater"]
 class StandardUpdater(NamedParts):
     """The default training step: batches -> converter -> model -> backward -> optimizer.
 
+    ``StandardUpdater(iterator, optimizer, model)`` trains on NumPy with no kvstore, no loss
+    scaling and no clipping, a NaN or infinite loss stopping the run, as Chainer's does.
+    What else an update does is in its parts, each built beforehand (from plain values:
+    :func:`.parts.parts_of`, or :func:`.parts.updater_of` for the whole updater):
+
     Args:
         iterator: the training iterator, or a dict of iterators by name.
         optimizer: an :class:`~trainer_run.optimizers.Optimizer`, or a dict by name. One that
             draws random numbers and has no generator gets the backend's (``set_rng``).
         model: the model each optimizer updates, or a dict keyed like ``optimizer``.
-        converter: turns a list of examples into arrays on the device
-            (``converter(batch, backend)``).
-        backend: the :class:`~trainer_run.backend.Backend` (None: NumPy on the host).
+        batches: a :class:`~.batches.Batches`: the backend (``batches.backend``; None: NumPy
+            on the host), the converter, ``accum_grad`` (batches whose gradients make one
+            update), ``prefetch``, the training batches' transforms and ``dataset.workers``
+            (None: ``Batches()``).
+        verdict: a :class:`~.verdict.Verdict` (or :class:`~.device_verdict.DeviceVerdict`):
+            the :class:`~.divergence.NanPolicy`, the loss scaler (``verdict.loss_scaler``) and
+            clipping by global norm (None: ``Verdict(NanPolicy())``, stop on a non-finite loss).
+        sync: the kvstore's exchange, a :class:`~.sync.Sync` (None: ``Sync()``, no kvstore),
+            :class:`~.gradient_sync.GradientSync` or :class:`~.server_sync.ServerSync`.
         loss_func: called with the converted arrays instead of the main model.
-        accum_grad: batches whose gradients make one update.
-        loss_scaler: a :class:`~trainer_run.loss_scaling.LossScaler` (None: no scaling).
         callbacks: a :class:`~trainer_run.callbacks.Callbacks` or a dict of hooks.
-        nan_policy: ``"stop"`` or ``"skip"`` on a NaN or infinite loss (see
-            :mod:`.divergence`).
-        max_skipped_in_a_row: with ``"skip"``, the number of updates skipped in a row that
-            stops training as diverged (None: never).
-        kvstore: a store from :func:`trainer_run.kvstore.create` that sums the gradients
-            across replicas and worker processes (None: nothing to sum), see
-            :class:`~.gradient_sync.GradientSync`.
-        asynchronous: ``kvstore`` is a ``dist_async`` store whose server applies the
-            optimizer (:class:`~.server_sync.ServerSync`; the kvstore rules'
-            :attr:`~trainer_run.kvstore.trainer_rules.Decision.asynchronous`).
-        prefetch: the number of batches gathered ahead on one background thread (0: none;
-            see :class:`~trainer_run.data.prefetch.Prefetcher`). It needs the default
-            converter and a main iterator with ``next_indices`` over a dataset with
-            ``take``; the batches are the same with any value.
-        profiler: a :class:`~trainer_run.profiling.Profiler` whose stages the
-            updates mark (None: none).
-        clip_global_norm: the largest global L2 norm of the main model's gradients (None:
-            no clipping; see :mod:`.clipping`); not with ``asynchronous``.
-        transforms: the training batches' random transforms, an
-            :class:`~trainer_run.data.augmentation.Augmentation` (None: none).
-        workers: threads that gather and transform batches ahead (``dataset.workers``; 0:
-            none, the batches are gathered when needed or as ``prefetch`` says).
+        profiler: a :class:`~trainer_run.profiling.Profiler` whose stages the updates mark
+            (None: none).
+
+    The updater connects ``batches``, ``verdict`` and ``sync`` to itself when it is made;
+    each part serves one updater.
+
+    A user's updater (``updater._target_``, a subclass) is called as this class is by the
+    run: with ``iterator``, ``optimizer`` and ``model``, the parts ``batches``, ``verdict``
+    and ``sync`` built from the config (``updater.accum_grad``, ``prefetch``,
+    ``nan_policy``, ``max_skipped_in_a_row``, ``clip_global_norm``, ``loss_scale``,
+    ``kvstore``, ``dataset.transforms`` and ``dataset.workers``), ``callbacks``
+    (``updater.callbacks``) and ``profiler`` (``trainer.profile``'s, or None), and any other
+    key of its ``updater`` section as a keyword argument of that name.
     """
 
-    def __init__(self, iterator, optimizer, model, converter: Callable = concat_examples,
-                 backend=None, loss_func: Callable | None = None, accum_grad: int = 1,
-                 loss_scaler=None, callbacks=None, nan_policy: str = "stop", kvstore=None,
-                 max_skipped_in_a_row: int | None = 100, asynchronous: bool = False,
-                 prefetch: int = 0, profiler=None, clip_global_norm=None, transforms=None,
-                 workers: int = 0):
+    def __init__(self, iterator, optimizer, model, *, batches: Batches | None = None,
+                 verdict: Verdict | None = None, sync: Sync | None = None,
+                 loss_func: Callable | None = None, callbacks=None, profiler=None):
         self.profiler = profiler or NullProfiler()
-        self.nan = NanPolicy(nan_policy, max_skipped_in_a_row)
-        clip = global_norm_clip(clip_global_norm, asynchronous)
         self.name_parts(iterator, optimizer, model)
-        self.converter = converter
-        self.backend = backend
+        self.batches = batches if batches is not None else Batches()
+        self.backend = backend = self.batches.backend
+        self.accum_grad = self.batches.accum_grad
+        self.verdict = verdict if verdict is not None else Verdict(NanPolicy())
+        self.nan, self.loss_scaler = self.verdict.nan, self.verdict.loss_scaler
         self.loss_func = loss_func
-        self.accum_grad = batches_per_update(accum_grad)
-        self.loss_scaler = loss_scaler
         self.callbacks = callbacks if isinstance(callbacks, Callbacks) else Callbacks(callbacks)
         self.iteration = 0
         self.kept = False
@@ -139,29 +130,16 @@ class StandardUpdater(NamedParts):
                 opt.set_rng(backend.rng)
             self._appliers[name] = get_updater(opt)
             self._appliers[name].attach(self.stores[name])
-        self.sync = self._connect(kvstore, asynchronous)
-        self.verdict = verdict_for(self.nan, loss_scaler, clip, backend, asynchronous,
-                                self._optimizers["main"])
-        self.batches = Batches(lambda indices: self.sync.shard(indices), converter, prefetch,
-                               self._iterators["main"],
-                               None if transforms is None else transforms.for_worker(self.rank),
-                               workers)
+        self.sync = sync if sync is not None else Sync()
+        self.sync.connect(self.stores["main"], self.callbacks, self._optimizers["main"],
+                          self._appliers["main"])
+        self.verdict.connect(self._optimizers["main"])
+        self.batches.connect(self.sync, self._iterators["main"])
         self.backends = [backend]
         self.replicas = [self._models["main"]]
         self.replica_stores = [self.stores["main"]]
         """The replicas of the main model (``replicas``), their backends and parameter stores (one
         here); ``_models`` are the models by name (Chainer's ``models``: ``main`` and any other)."""
-
-    def _connect(self, kvstore, asynchronous: bool) -> Sync:
-        """The sync object of ``kvstore`` (see :mod:`.sync`)."""
-        if kvstore is None:
-            check(not asynchronous, "asynchronous updates are a dist_async kvstore's; this "
-                  "updater has no kvstore")
-            return Sync()
-        if asynchronous:
-            return ServerSync(kvstore, self.stores["main"], self.callbacks,
-                              self._optimizers["main"], self._appliers["main"])
-        return GradientSync(kvstore, self.stores["main"], self.callbacks)
 
     @property
     def kvstore(self):

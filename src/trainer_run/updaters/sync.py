@@ -52,6 +52,13 @@ class Sync:
     """Whether the kvstore's server applies the optimizer (:meth:`ServerSync.push_pull
     <.server_sync.ServerSync.push_pull>`) instead of this process."""
 
+    def connect(self, params, callbacks, optimizer, applier) -> None:
+        """Joins the updater whose main replica's parameter store is ``params`` (a
+        :class:`~trainer_run.params.ParamStore`), trained by ``optimizer`` through ``applier``
+        (its :class:`~trainer_run.optimizers.IndexApplier`), with ``callbacks`` (whose comm
+        hooks fire around every exchange); here nothing to join. The updater calls it once,
+        when it is made."""
+
     def shard(self, batch) -> tuple:
         """This worker's shard of a global batch (example ``j`` goes to worker
         ``j % num_workers``) and the number of examples an update averages over: the global
@@ -92,12 +99,17 @@ class Sync:
 
 
 class KVStoreSync(Sync):
-    """What the two kvstore modes share: the store (its rank and number of workers, closing
-    and aborting), the keys of a model whose main parameter store is ``params``, and
-    ``callbacks``, whose comm hooks fire around every exchange of gradients."""
+    """What the two kvstore modes share: the store ``kvstore`` (its rank and number of
+    workers, closing and aborting), and once connected the keys of the model whose main
+    parameter store is ``params``, and ``callbacks``, whose comm hooks fire around every
+    exchange of gradients."""
 
-    def __init__(self, kvstore, params, callbacks):
+    def __init__(self, kvstore):
         self.kvstore = kvstore
+        self.keys: KeyLayout | None = None
+        self.callbacks = None
+
+    def connect(self, params, callbacks, optimizer, applier) -> None:
         self.keys = KeyLayout(len(params.groups))
         self.callbacks = callbacks
 

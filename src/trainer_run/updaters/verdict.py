@@ -37,6 +37,10 @@ class Verdict:
         self.loss_scaler = loss_scaler
         self.clip = clip
 
+    def connect(self, optimizer) -> None:
+        """Joins the updater whose main optimizer is ``optimizer``; here nothing to join. The
+        updater calls it once, when it is made."""
+
     def readings(self) -> dict:
         """The values shown beside the metrics: the loss scaler's (the loss scale, and skipped
         steps under dynamic scaling), or ``nan_policy=skip``'s skipped steps."""

@@ -24,7 +24,7 @@ from trainer_run.storage import checkpoint
 from trainer_run.training import PRIORITY_READER, IntervalTrigger, StopTrigger, Trainer
 from trainer_run.training.extensions import Evaluator
 from trainer_run.training.extensions.weight_average import ExponentialAverage, StochasticAverage
-from trainer_run.updaters import StandardUpdater
+from trainer_run.updaters import Batches, StandardUpdater
 
 
 class Recorder:
@@ -78,7 +78,7 @@ def test_swa_averages_at_its_points_and_recomputes_batch_norm_on_the_average(tmp
     model = Net(backend, in_size=2)
     iterator = SerialIterator(DATA.train, 100, rng=np.random.default_rng(7))
     updater = StandardUpdater(iterator, optimizers.create("sgd", learning_rate=0.1), model,
-                              backend=backend)
+                              batches=Batches(backend))
     points = SwaPoints(IntervalTrigger(2), start_iteration=3)
     evaluator = Evaluator(DATA.val, model, 100, backend, prefix="val/swa/")
     swa = StochasticAverage(updater.stores["main"], points, model, DATA.train, 300, backend,
