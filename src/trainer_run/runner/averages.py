@@ -13,6 +13,7 @@ from trainer_run.errors import ConfigError, check, check_number
 from trainer_run.training import Trainer, triggers
 from trainer_run.training.extensions import Evaluator
 from trainer_run.training.extensions.weight_average import ExponentialAverage, StochasticAverage
+from trainer_run.updaters.protocol import main_store
 
 NAMES = (averaging.EMA, averaging.SWA)
 """The names of the averaging extensions (a callback may not take them)."""
@@ -118,7 +119,7 @@ def register(trainer: Trainer, run, t: dict, evaluate_at, objective_metric: str,
     if decay is not None:
         evaluator = Evaluator(run.data.val, run.model, run.batch_size, run.backend,
                               prefix=averaging.prefix("val", averaging.EMA), metrics=metrics)
-        found.ema = ExponentialAverage(trainer.updater.stores["main"], decay, evaluator,
+        found.ema = ExponentialAverage(main_store(trainer.updater), decay, evaluator,
                                        evaluate_at, run.backend, out,
                                        chosen=averaging.ranks_ema(objective_metric))
         trainer.extend(found.ema)
@@ -127,7 +128,7 @@ def register(trainer: Trainer, run, t: dict, evaluate_at, objective_metric: str,
                                 prefix=averaging.prefix(name, averaging.SWA), metrics=metrics)
                       for name, split in (("val", run.data.val), ("test", run.data.test))
                       if split is not None]
-        found.swa = StochasticAverage(trainer.updater.stores["main"], points, run.model,
+        found.swa = StochasticAverage(main_store(trainer.updater), points, run.model,
                                       run.data.train, run.batch_size, run.backend, out,
                                       evaluators, report=warn,
                                       describe=f"trainer.swa.start={t['swa']['start']}")

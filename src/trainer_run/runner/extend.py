@@ -28,6 +28,7 @@ from trainer_run.training.extensions import (
     Snapshot,
     Summary,
 )
+from trainer_run.updaters.protocol import main_store
 
 
 def extend(trainer: Trainer, run, config: dict, extra: dict | None) -> None:
@@ -94,7 +95,7 @@ def _metrics(config: dict, run, out: Path | None):
 def _extend_rank_0(trainer: Trainer, run, t: dict, objective: Objective, extra: dict,
                    sinks: list, info: loggers.RunInfo, averaged: averages.Averages,
                    measured=None) -> None:
-    store = trainer.updater.stores["main"]
+    store = main_store(trainer.updater)
 
     def params() -> dict:
         return store.state_dict(run.backend.to_numpy)
