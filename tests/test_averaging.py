@@ -127,18 +127,30 @@ def test_state_round_trip_continues_the_same_average():
         np.testing.assert_array_equal(value, b.params(np.asarray)[k])
 
 
-def test_a_checkpoint_gives_the_ema_weights_as_best_only_when_the_objective_ranked_them():
-    main = {"l/W": np.ones((2, 2), np.float32), "bn/avg_mean": np.zeros(2, np.float32)}
-    ema = {"params": {"l/W": np.full((2, 2), 0.5, np.float32)}, "count": 3}
-    state = {"trainer": {"updater": {"models": {"main": main}},
-                         "extensions": {averaging.EMA: {**ema, averaging.CHOSEN: True}}}}
-    chosen = averaging.chosen_params(state)
-    assert chosen.keys() == main.keys()
-    np.testing.assert_array_equal(chosen["l/W"], ema["params"]["l/W"])
-    np.testing.assert_array_equal(chosen["bn/avg_mean"], main["bn/avg_mean"])
-    state["trainer"]["extensions"][averaging.EMA][averaging.CHOSEN] = False
-    assert averaging.chosen_params(state) is None
-    assert averaging.chosen_params({"trainer": {"extensions": {}}}) is None
+def test_the_ema_average_is_chosen_only_when_the_objective_ranked_it():
+    average = {"l/W": np.full((2, 2), 0.5, np.float32)}
+    assert averaging.chosen_average({"params": average, "count": 3, averaging.CHOSEN: True}) \
+        is average
+    assert averaging.chosen_average({"params": average, "count": 3, averaging.CHOSEN: False}) \
+        is None
+    assert averaging.chosen_average({"params": average, "count": 3}) is None
+    assert averaging.chosen_average({"params": None, averaging.CHOSEN: True}) is None
+    assert averaging.chosen_average(None) is None
+
+
+def test_the_averages_walk_no_path_inside_a_checkpoint():
+    """Where a checkpoint keeps the averages is the checkpoint tree's (runs/checkpoint_tree):
+    averaging reads no key of a run checkpoint's layout."""
+    import ast
+    from pathlib import Path
+
+    tree = ast.parse(Path(averaging.__file__).read_text())
+    keys = {node.slice.value for node in ast.walk(tree)
+            if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant)}
+    keys |= {node.args[0].value for node in ast.walk(tree)
+             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+             and node.func.attr == "get" and node.args and isinstance(node.args[0], ast.Constant)}
+    assert keys & {"trainer", "updater", "models", "main", "extensions", "config"} == set()
 
 
 @pytest.mark.parametrize("metric, ranks", [("val/ema/accuracy", True), ("val/accuracy", False),

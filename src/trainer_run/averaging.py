@@ -30,13 +30,10 @@ weights is named ``val/<kind>/<name>`` (:func:`prefix`): ``val/ema/accuracy``,
 from __future__ import annotations
 
 import contextlib
-from pathlib import Path
 
 import numpy
 
 from .backend import array_module
-from .errors import ConfigError
-from .storage import checkpoint
 from .storage.background_write import host_copy
 
 EMA = "ema"
@@ -165,60 +162,39 @@ class Average:
         self.count = int(state["count"])
 
 
-def chosen_params(state: dict) -> dict | None:
-    """In a run checkpoint's state (:func:`trainer_run.storage.checkpoint.load`'s), the EMA
-    weights the run's objective ranked (averaged parameters and the main model's persistent
-    values, by path), when it ranked them (:data:`CHOSEN`); else None (the run's best
-    weights are then the model's own)."""
-    extensions = state.get("trainer", {}).get("extensions", {})
-    ema = extensions.get(EMA) if isinstance(extensions, dict) else None
+def chosen_average(ema) -> dict | None:
+    """The averaged parameters by path in an EMA extension's saved state ``ema`` (its
+    ``state_dict``; any value) when the run's objective ranked them (:data:`CHOSEN`), so
+    that the run's best weights are these; else None (they are then the model's own)."""
     if not isinstance(ema, dict) or not ema.get(CHOSEN) or not isinstance(ema.get("params"), dict):
         return None
-    models = state["trainer"]["updater"]["models"]["main"]
-    return {**models, **{path: numpy.asarray(a).astype(models[path].dtype, copy=False)
-                         for path, a in ema["params"].items()}}
+    return ema["params"]
 
 
-def check_saved(state: dict, source) -> None:
-    """Refuses (ConfigError, one line naming the checkpoint ``source``, the damaged entry and
-    the earlier checkpoint to resume from) a run checkpoint's ``state`` whose averages cannot
-    be the run's: an EMA or SWA state missing where the checkpoint's config has it on
+def saved_problem(extensions: dict, config: dict, iteration: int, model: dict) -> str | None:
+    """What makes the averages a run saved unable to be the run's, in words that start with
+    the average's name (``ema/count is -1, ...``); None when nothing does. ``extensions``: the
+    saved states of the trainer's extensions by name; ``config``: the saved config's
+    ``trainer`` section; ``iteration``: the saved updater's; ``model``: the main model's saved
+    arrays by path. Refused: an EMA or SWA state missing where the config has it on
     (``trainer.ema_decay``, ``trainer.swa.start``), a count that is not an integer from 0 to
     the iteration, an EMA decay outside [0, 1), averages that are not the model's parameters
     (by path and shape) or that hold a value that is not finite where the parameter holds
     none."""
-    problem = _saved_problem(state)
-    if problem is None:
-        return
-    source = Path(source)
-    earlier = [c for c in checkpoint.list_checkpoints(source.parent)
-               if (checkpoint.iteration_of(c) or 0) < (checkpoint.iteration_of(source) or 0)]
-    then = (f"resume from an earlier one with resume={earlier[-1]}" if earlier else
-            "no earlier checkpoint is kept: start the run again")
-    raise ConfigError(f"checkpoint {source} is damaged: its {problem}; {then}")
-
-
-def _saved_problem(state: dict) -> str | None:
-    trainer = state.get("trainer") or {}
-    extensions = trainer.get("extensions") or {}
-    config = (state.get("config") or {}).get("trainer") or {}
-    iteration = trainer.get("updater", {}).get("iteration", 0)
-    model = trainer.get("updater", {}).get("models", {}).get("main", {})
     on = {EMA: config.get("ema_decay") is not None,
           SWA: (config.get("swa") or {}).get("start") is not None}
     for kind in (EMA, SWA):
-        where = f"trainer/extensions/{kind}"
         if kind not in extensions:
             if on[kind]:
-                return (f"{where} is missing, though its config has "
+                return (f"{kind} is missing, though its config has "
                         f"{'trainer.ema_decay' if kind == EMA else 'trainer.swa.start'} on")
             continue
         saved = extensions[kind]
         if not isinstance(saved, dict):
-            return f"{where} is {type(saved).__name__}, not an object"
+            return f"{kind} is {type(saved).__name__}, not an object"
         problem = _average_problem(saved, kind, iteration, model)
         if problem is not None:
-            return f"{where}/{problem}"
+            return f"{kind}/{problem}"
     return None
 
 

@@ -8,9 +8,10 @@ import pytest
 
 import trainer_run
 from tests.training.test_trainer import _trainer
+from trainer_run import averaging
 from trainer_run.backend import get_backend
 from trainer_run.models import MLP
-from trainer_run.runs.checkpoint_tree import main_params
+from trainer_run.runs.checkpoint_tree import chosen_params, main_params
 from trainer_run.storage import checkpoint
 
 
@@ -52,3 +53,18 @@ def test_a_state_without_the_model_s_parameters_is_refused_in_one_line(state):
         main_params(state, "runs/x/checkpoints/iter_00000003")
     assert str(caught.value) == ("checkpoint runs/x/checkpoints/iter_00000003 holds no model "
                                  "parameters (no trainer/updater/models/main)")
+
+
+def test_a_checkpoint_gives_the_ema_weights_as_best_only_when_the_objective_ranked_them():
+    main = {"l/W": np.ones((2, 2), np.float32), "bn/avg_mean": np.zeros(2, np.float32)}
+    ema = {"params": {"l/W": np.full((2, 2), 0.5, np.float64)}, "count": 3}
+    state = {"trainer": {"updater": {"models": {"main": main}},
+                         "extensions": {averaging.EMA: {**ema, averaging.CHOSEN: True}}}}
+    chosen = chosen_params(state)
+    assert chosen.keys() == main.keys()
+    np.testing.assert_array_equal(chosen["l/W"], np.full((2, 2), 0.5))
+    assert chosen["l/W"].dtype == np.float32  # in the model's dtype
+    np.testing.assert_array_equal(chosen["bn/avg_mean"], main["bn/avg_mean"])
+    state["trainer"]["extensions"][averaging.EMA][averaging.CHOSEN] = False
+    assert chosen_params(state) is None
+    assert chosen_params({"trainer": {"extensions": {}}}) is None

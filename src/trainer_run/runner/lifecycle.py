@@ -21,7 +21,7 @@ from typing import Callable
 
 from omegaconf import DictConfig, OmegaConf
 
-from trainer_run import averaging, memory, module, stop_signals
+from trainer_run import memory, module, stop_signals
 from trainer_run.compose import places, schema, user_targets
 from trainer_run.console import failed_file, inform, late_signal, say, show_cause, show_model, warn
 from trainer_run.data import description as data_description
@@ -345,7 +345,7 @@ def build(job: Job, cfg: DictConfig, model_taken: bool = False, mode=None
         resume = _fitting(job, Path(cfg.resume), built.model)
         if resume != Path(cfg.resume):
             state = checkpoint.load(resume, checkpoint.RUN_STATE)
-        averaging.check_saved(state, resume)
+        checkpoint_tree.check_averages(state, resume)
         _restore(trainer, state["trainer"], resume)
     return trainer, built
 

@@ -26,7 +26,6 @@ from pathlib import Path
 
 import numpy
 
-from trainer_run import averaging
 from trainer_run.errors import ConfigError
 from trainer_run.module import load_arrays
 from trainer_run.runs import checkpoint_tree
@@ -53,11 +52,12 @@ class Weights:
         """The parameters by path (and persistent values), read without pickle; a file that
         cannot be read is a :class:`~trainer_run.errors.ConfigError` naming it. A run's best
         checkpoint gives the EMA weights when the run's objective ranked them
-        (:func:`trainer_run.averaging.chosen_params`), as its ``model_best.npz`` holds."""
+        (:func:`.checkpoint_tree.chosen_params`), as its ``model_best.npz`` holds."""
         try:
             if self.path.is_dir():
                 state = checkpoint.load(self.path)
-                chosen = averaging.chosen_params(state) if self.which == "best" else None
+                best = self.which == "best"
+                chosen = checkpoint_tree.chosen_params(state, self.path) if best else None
                 return chosen or checkpoint_tree.main_params(state, self.path)
             return dict(npz.load(self.path))
         except (OSError, ValueError, checkpoint.CheckpointError) as e:

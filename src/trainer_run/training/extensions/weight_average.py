@@ -35,7 +35,7 @@ class ExponentialAverage(Extension):
     where ``model_ema.npz`` (the EMA weights and the live persistent values, by path) is
     written when the run completes or is interrupted. ``chosen``: the run's objective ranks
     the EMA weights (its metric is ``val/ema/...``), which the checkpoints record, so that the
-    run's best weights are read as the EMA's (:func:`trainer_run.averaging.chosen_params`).
+    run's best weights are read as the EMA's (:func:`trainer_run.runs.checkpoint_tree.chosen_params`).
     """
 
     priority = PRIORITY_WRITER
