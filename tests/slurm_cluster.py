@@ -26,7 +26,7 @@ SlurmctldHost={host}
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
-AuthInfo=socket={socket},cred_expire=10
+AuthInfo=socket={socket},cred_expire=5
 CredType=cred/munge
 SlurmctldPort={ctld_port}
 SlurmdPort={d_port}

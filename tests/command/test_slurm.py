@@ -218,18 +218,20 @@ def test_preemption_by_a_more_urgent_job_requeues_the_run_and_it_resumes_bit_for
 
 def test_a_sweep_job_at_its_time_limit_checkpoints_is_requeued_and_resumes_bit_for_bit(slurm, tmp_path,
                                                                                        uninterrupted):
-    """The time limit for real: a launcher config with ``timeout_min: 2`` and
-    ``signal_delay_s: 40`` has SLURM send USR2 80 s into the job, or up to 60 s earlier (SLURM's
-    resolution; a signal before Python has started would kill the job). A callback paces the
-    job's first run to 25 ms an iteration, so it is still training then. The run checkpoints
-    first, then submitit's handler requeues the job (``max_num_timeout`` allows it); the job
-    runs again, at full speed, and resumes in its folder."""
+    """The time limit for real: a launcher config with ``timeout_min: 1`` (SLURM's least) and
+    ``signal_delay_s: 10`` has SLURM send USR2 at the first of its 30-second time-limit checks
+    that falls within 10 + 30 s of the limit: 20 to 50 s into the job, after Python has started
+    (a signal before would kill the job), and at least one check, 30 s, before the check that
+    would end it. A callback paces the job's first run to 25 ms an iteration (100 s), so it is
+    still training then. The run checkpoints first, then submitit's handler requeues the job
+    (``max_num_timeout`` allows it); the job runs again, at full speed, and resumes in its
+    folder."""
     pytest.importorskip("hydra_plugins.hydra_submitit_launcher")
     (tmp_path / "pace.py").write_text(
         "import os\nimport time\n\ndef pace(trainer):\n"
         "    if os.environ.get('SLURM_RESTART_COUNT', '0') == '0':\n        time.sleep(0.025)\n")
     sweep = tmp_path / "sweep"
-    chosen = launcher_config(tmp_path / "conf", partition="debug", timeout_min=2, signal_delay_s=40,
+    chosen = launcher_config(tmp_path / "conf", partition="debug", timeout_min=1, signal_delay_s=10,
                              max_num_timeout=3, cpus_per_task=1)
     proc = subprocess.Popen([sys.executable, "-m", "trainer_run.cli", "-m", *chosen, *LONG,
                              "+callbacks.pace._target_=pace.pace",
