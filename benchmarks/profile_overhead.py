@@ -50,7 +50,7 @@ def stages_per_iteration(folder: Path) -> float:
     out = folder / "counted"
     code = (
         "import sys, json\n"
-        "from trainer_run.training import profile\n"
+        "from trainer_run import profiling as profile\n"
         "class Counting(profile.Profiler):\n"
         "    entered = 0\n"
         "    def enter(self, name):\n"

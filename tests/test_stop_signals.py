@@ -1,4 +1,4 @@
-"""Stop signals (training/stop_signals.py), in this process's main thread: ``handle()`` records the
+"""Stop signals (src/trainer_run/stop_signals.py), in this process's main thread: ``handle()`` records the
 first SIGINT or SIGTERM sent with ``os.kill`` (``requested``) until ``clear``, a second one aborts
 with 128 + its number (``os._exit`` replaced here), a SLURM job adds SIGUSR1/SIGUSR2 and lets a
 second SIGTERM pass, and the function ``handle`` returns puts the previous handlers back."""

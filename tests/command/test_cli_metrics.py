@@ -1,5 +1,5 @@
 """``metrics=[...]`` in a run (the config key, src/trainer_run/metrics/, wired in
-src/trainer_run/assembly/extend.py and cli/evaluate.py): the validation and test values are
+src/trainer_run/runner/extend.py and cli/evaluate.py): the validation and test values are
 scikit-learn's on the model's predictions, the objective can follow one, the confusion matrix
 is written as data, ``trainer-eval`` computes the same, and metrics change nothing in training:
 a run resumed halfway ends as the run without a break, and as the run without metrics."""

@@ -538,7 +538,7 @@ def test_the_users_own_model_in_their_folder_still_imports_and_nothing_else_ther
     """``+model._target_=my_models.Tiny`` from the folder holding ``my_models.py`` (and an
     ``onnx.py``): trained, exported, evaluated and loaded by the console scripts, with the
     real onnx."""
-    from tests.test_trust import MY_MODEL
+    from tests.runs.test_trust import MY_MODEL
 
     (tmp_path / "my_models.py").write_text(MY_MODEL)
     sentinels = tmp_path / "sentinels"

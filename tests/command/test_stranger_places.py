@@ -152,7 +152,7 @@ def test_a_strangers_mlflow_server_is_not_the_users(tmp_path, served, monkeypatc
     pytest.importorskip("mlflow")
     from run_folders import make_run
 
-    from tests.test_trust import tamper_checkpoint
+    from tests.runs.test_trust import tamper_checkpoint
 
     run = make_run(tmp_path, tmp_path / "stranger")
     server = served[0]

@@ -12,7 +12,7 @@ import pytest
 
 WAITING = """
 import sys, time
-import trainer_run
+from trainer_run.runner import trained
 from trainer_run.cli import {module} as command
 
 def waiting(*args, **kwargs):
@@ -20,7 +20,7 @@ def waiting(*args, **kwargs):
     sys.stderr.flush()
     time.sleep(60)
 
-trainer_run.load_model = waiting
+trained.load_model = waiting
 command.main([sys.argv[1]])
 """
 

@@ -258,7 +258,7 @@ import json, signal, sys
 signal.signal(signal.SIGINT, signal.default_int_handler)  # also when started where it is ignored
 from trainer_run.data.download import fetch
 from trainer_run.errors import Interrupted
-from trainer_run.training import stop_signals
+from trainer_run import stop_signals
 stop_signals.handle()  # as the command does from its first line
 try:
     fetch(sys.argv[1], json.loads(sys.argv[2]), [sys.argv[3]], timeout=10)

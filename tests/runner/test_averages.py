@@ -1,4 +1,4 @@
-"""Weight averaging from the config (src/trainer_run/assembly/averages.py): trainer.ema_decay in
+"""Weight averaging from the config (src/trainer_run/runner/averages.py): trainer.ema_decay in
 (0, 1), trainer.swa.start as a fraction, iterations or epochs, an objective that names averaged
 weights the run lacks, each refused in one line that says how to fix it; from Python as from the
 command, nothing left behind."""

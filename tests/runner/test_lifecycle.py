@@ -1,4 +1,4 @@
-"""runs/lifecycle.py: a run's lifecycle from a Job (no Hydra global): a new run trains, records
+"""runner/lifecycle.py: a run's lifecycle from a Job (no Hydra global): a new run trains, records
 and signs; a new run that fails before training leaves nothing, up to the folder that existed;
 a folder in use is refused; a sweep's job whose folder holds its finished run hands back its
 value through Finished, with the lock released."""

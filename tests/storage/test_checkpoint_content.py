@@ -1,7 +1,7 @@
 """A checkpoint whose checksums match but whose content is wrong (issue 25 item 15): the
 newest is passed over with one warning naming it and what is wrong, and the run resumes
 bit-identically from the previous one; named directly, it is refused in one line
-(checkpoint.find's ``check``, trainer_run.runs.checkpoint_tree, runs/lifecycle._fitting)."""
+(checkpoint.find's ``check``, trainer_run.runs.checkpoint_tree, runner/lifecycle._fitting)."""
 
 from __future__ import annotations
 

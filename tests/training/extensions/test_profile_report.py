@@ -3,7 +3,7 @@ and its file."""
 
 import json
 
-from tests.training.test_profile import FakeClock
+from tests.test_profiling import FakeClock
 from trainer_run.profiling import Profiler
 from trainer_run.training.extensions import ProfileReport
 
