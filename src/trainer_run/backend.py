@@ -84,6 +84,16 @@ class Backend:
         where = "cpu" if self.device is None else f"gpu:{self.device}"
         return f"Backend({self.name}, {where})"
 
+    @property
+    def on_gpu(self) -> bool:
+        """Whether this backend computes on a GPU (CuPy), not on the host (NumPy)."""
+        return self.name == "cupy"
+
+    def synchronizer(self):
+        """What waits for this backend's device to finish its work (its CUDA device's
+        ``synchronize``), or None on the host, where a call returns when its work is done."""
+        return self.xp.cuda.Device(self.device).synchronize if self.on_gpu else None
+
     def asarray(self, array, dtype=None):
         """Returns ``array`` as an array of this backend's module on its device."""
         if self.name == "cupy":
@@ -149,6 +159,16 @@ class Backend:
                     "memory_bytes": gpu.memory_bytes, "dtype": str(self.dtype)}
         return {"backend": self.name, "device": "cpu", "threads": blas_threads.current(),
                 "dtype": str(self.dtype)}
+
+
+def device_of(a) -> int | None:
+    """The GPU holding the array ``a`` (a CuPy array's device id), or None for a NumPy array;
+    anything else is refused (TypeError)."""
+    if isinstance(a, numpy.ndarray):
+        return None
+    if type(a).__module__.split(".")[0] == "cupy" and hasattr(a, "device"):
+        return a.device.id
+    raise TypeError(f"expected a NumPy or CuPy array, got {type(a).__name__}")
 
 
 def array_module(a):

@@ -141,7 +141,4 @@ class Profiler:
 def synchronizer(backend) -> Callable[[], None] | None:
     """What waits for ``backend``'s device at a stage boundary: its CUDA device's work, for
     CuPy; None for NumPy, whose calls return when their work is done."""
-    if backend is None or backend.name != "cupy":
-        return None
-    device = backend.xp.cuda.Device(backend.device)
-    return device.synchronize
+    return None if backend is None else backend.synchronizer()

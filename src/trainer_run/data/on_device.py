@@ -72,12 +72,12 @@ def placed(data, backend, choice: bool | None, prefetch: int, workers: int = 0, 
                               f"{key}={value} gathers them on the host ahead of time: set one "
                               f"of them ({key}=0 or dataset.on_device=false)")
     prefetch = prefetch or workers
-    several_gpus = backend.name == "cupy" and replicas > 1
+    several_gpus = backend.on_gpu and replicas > 1
     if choice and several_gpus:
         raise ConfigError(f"dataset.on_device=true keeps the data on one GPU, and "
                           f"updater.devices trains on {replicas}: set dataset.on_device=null")
     if choice is None:
-        choice = (not prefetch and not several_gpus and backend.name == "cupy"
+        choice = (not prefetch and not several_gpus and backend.on_gpu
                   and _fits(data, backend))
     if not choice:
         return data

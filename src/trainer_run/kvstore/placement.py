@@ -8,6 +8,8 @@ import contextlib
 
 import numpy
 
+from trainer_run.backend import device_of
+
 HOST = None
 """Where a NumPy array lives; a CuPy array lives on its device's integer id."""
 
@@ -21,11 +23,11 @@ def import_cupy():
 
 def place_of(a):
     """:data:`HOST` for a NumPy array, the device id for a CuPy array."""
-    if isinstance(a, numpy.ndarray):
-        return HOST
-    if type(a).__module__.split(".")[0] == "cupy" and hasattr(a, "device"):
-        return a.device.id
-    raise TypeError(f"kvstore values are NumPy or CuPy arrays, got {type(a).__name__}")
+    try:
+        device = device_of(a)
+    except TypeError:
+        raise TypeError(f"kvstore values are NumPy or CuPy arrays, got {type(a).__name__}") from None
+    return HOST if device is None else device
 
 
 def on_device(place):

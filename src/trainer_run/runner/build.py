@@ -186,7 +186,7 @@ def build_backend(section: dict, seed) -> object:
     its generator seeded by ``seed``. On a GPU, a ``device`` this process does not see is
     refused in one line."""
     backend = instantiate("backend", section, {"seed": seed}, kind=KINDS["backend"])
-    if backend.name == "cupy":
+    if backend.on_gpu:
         devices.check_visible([backend.device], f"backend.device={backend.device}",
                               "set backend.device to a visible id, or backend=numpy to train "
                               "on the CPU")

@@ -84,7 +84,7 @@ class Summary(Extension):
             summary["init_from"] = self.init_from
         if self.device is not None:
             summary["device"] = self.device
-            summary["peak_memory_bytes"] = devices.peak_memory(self.device["backend"] == "cupy")
+            summary["peak_memory_bytes"] = devices.peak_memory(self.device["device"] != "cpu")
         if self.objective is not None:
             summary["objective"] = self.objective.summary()
         summary.update(updater.readings())
