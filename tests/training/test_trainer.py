@@ -12,6 +12,7 @@ from trainer_run.data import SerialIterator
 from trainer_run.models import MLP
 from trainer_run.storage import checkpoint
 from trainer_run.training import AnyOf, IntervalTrigger, StopTrigger, Trainer
+from trainer_run.training.extension import PRIORITY_EDITOR
 from trainer_run.training.extensions import Evaluator, LogReport, Snapshot, Summary
 from trainer_run.updaters import Batches, StandardUpdater
 
@@ -206,3 +207,90 @@ def test_an_observation_s_keys_tell_the_training_step_s_from_a_writer_s():
         "train/loss", "val/loss", "test/accuracy"]
     with pytest.raises(ValueError, match="prefix must end in '/'"):
         Evaluator([], None, 1, prefix="val")
+
+
+class _Steps:
+    """The updater protocol's least: counts iterations, reports no metrics."""
+
+    def __init__(self):
+        self.iteration, self.observation, self.epoch_detail = 0, {}, 0.0
+
+    def update(self):
+        self.iteration += 1
+
+    def agree_to_stop(self, signum):
+        return signum
+
+    def agree_to_finish(self, asked):
+        return asked
+
+    def abort(self, reason):
+        pass
+
+    def finalize(self):
+        pass
+
+    def settle(self):
+        pass
+
+
+class _Counted:
+    """A trigger that records the iterations it is asked at."""
+
+    def __init__(self, trigger):
+        self.trigger, self.asked = trigger, []
+
+    def __call__(self, trainer):
+        self.asked.append(trainer.updater.iteration)
+        return self.trigger(trainer)
+
+    def first_firing(self, iteration):
+        return self.trigger.first_firing(iteration)
+
+
+@pytest.mark.parametrize("profiled", [False, True])
+def test_an_extension_that_is_off_costs_no_call_and_its_trigger_is_asked_where_it_can_fire(
+        tmp_path, monkeypatch, profiled):
+    from trainer_run.profiling import Profiler
+    from trainer_run.training import extension, triggers
+
+    base = []
+    monkeypatch.setattr(extension.Extension, "__call__", lambda self, trainer: base.append(1))
+
+    class Quiet(extension.Extension):  # keeps the base's __call__: only finalizes
+        finalized = 0
+
+        def finalize(self, trainer):
+            Quiet.finalized += 1
+
+    calls = []
+    trainer = Trainer(_Steps(), StopTrigger(max_iterations=1000), out=str(tmp_path),
+                      profiler=Profiler() if profiled else None)
+    rare = _Counted(triggers.AnyOf(IntervalTrigger(250), triggers.STOP_REQUESTED))
+    trainer.extend(Quiet())
+    trainer.extend(_recorder(calls, "every"))
+    trainer.extend(_recorder(calls, "rare"), trigger=rare)
+    trainer.run()
+    assert base == [] and Quiet.finalized == 1
+    assert [i for tag, i in calls if tag == "every"] == list(range(1, 1001))
+    assert [i for tag, i in calls if tag == "rare"] == [250, 500, 750, 1000]
+    assert rare.asked == [1, 250, 500, 750, 1000]
+
+
+def test_a_stop_request_has_the_later_extensions_triggers_asked_at_its_iteration(tmp_path):
+    from trainer_run.training import triggers
+
+    calls = []
+
+    def editor(trainer):
+        if trainer.updater.iteration == 333:
+            trainer.request_stop("enough")
+
+    editor.priority = PRIORITY_EDITOR
+    trainer = Trainer(_Steps(), StopTrigger(max_iterations=1000), out=str(tmp_path))
+    trainer.extend(editor)
+    trainer.extend(_recorder(calls, "log"),
+                   trigger=triggers.AnyOf(IntervalTrigger(100), triggers.STOP_REQUESTED))
+    trainer.run()
+    assert calls == [("log", 100), ("log", 200), ("log", 300), ("log", 333)]
+    assert trainer.updater.iteration == 333 and trainer.stop_reason == "enough"

@@ -80,3 +80,75 @@ def test_epoch_intervals_fire_where_the_epochs_are_crossed(tmp_path):
     assert [r["epoch"] for r in rows][:2] == [4 * 64 / 400, 7 * 64 / 400]
     kept = sorted(p.name for p in (run.dir / "checkpoints").glob("iter_*"))
     assert kept[:4] == ["iter_00000007", "iter_00000013", "iter_00000019", "iter_00000025"]
+
+
+class _Counting:
+    """Wraps a trigger and records the iterations it is asked at."""
+
+    def __init__(self, trigger):
+        self.trigger, self.asked = trigger, []
+
+    def __call__(self, trainer):
+        self.asked.append(trainer.updater.iteration)
+        return self.trigger(trainer)
+
+    def first_firing(self, iteration):
+        return triggers.first_firing(self.trigger, iteration)
+
+
+class _Run:
+    """A trainer's view for triggers: the iteration, and whether a stop is requested."""
+
+    def __init__(self):
+        self.updater = _Iterator(0.0)
+        self.stop_requested = False
+
+
+@pytest.mark.parametrize("trigger, fires", [
+    (IntervalTrigger(7), [i for i in range(1, 1001) if i % 7 == 0]),
+    (triggers.AnyOf(IntervalTrigger(300), StopTrigger(max_iterations=1000)), [300, 600, 900, 1000]),
+    (triggers.AnyOf(IntervalTrigger(250), StopTrigger(max_iterations=990), triggers.STOP_REQUESTED),
+     [250, 500, 750, *range(990, 1001)]),
+])
+def test_an_asked_trigger_fires_where_it_did_and_is_asked_nowhere_else(trigger, fires):
+    counting = _Counting(trigger)
+    asked, run, fired = triggers.Asked(counting), _Run(), []
+    for iteration in range(1, 1001):
+        run.updater.iteration = iteration
+        if asked(run):
+            fired.append(iteration)
+    assert fired == fires
+    assert counting.asked == [1, *fires]  # the first call finds where it is due
+
+
+def test_a_stop_request_has_every_trigger_asked():
+    counting = _Counting(triggers.AnyOf(IntervalTrigger(100), triggers.STOP_REQUESTED))
+    asked, run = triggers.Asked(counting), _Run()
+    fired = []
+    for iteration in range(1, 301):
+        run.updater.iteration, run.stop_requested = iteration, iteration == 123
+        if asked(run):
+            fired.append(iteration)
+    assert fired == [100, 123, 200, 300]
+    assert counting.asked == [1, 100, 123, 200, 300]
+
+
+def test_a_trigger_that_cannot_say_where_it_fires_is_asked_every_iteration():
+    epochs = IntervalTrigger(0.5, "epoch")
+    assert epochs.first_firing(10) is None
+    assert triggers.AnyOf(IntervalTrigger(10), epochs).first_firing(3) is None
+    assert StopTrigger(max_iterations=50, max_epochs=2).first_firing(3) is None
+    assert StopTrigger(max_iterations=50).first_firing(3) == 50
+    assert StopTrigger(max_iterations=50).first_firing(70) == 70
+    seen = []
+
+    def users(trainer):  # a user's callable: no first_firing
+        seen.append(trainer.updater.iteration)
+        return trainer.updater.iteration in (5, 9)
+
+    asked, run, fired = triggers.Asked(users), _Run(), []
+    for iteration in range(1, 11):
+        run.updater.iteration = iteration
+        if asked(run):
+            fired.append(iteration)
+    assert fired == [5, 9] and seen == list(range(1, 11))

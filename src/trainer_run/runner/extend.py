@@ -146,4 +146,4 @@ def _extend_rank_0(trainer: Trainer, run, t: dict, objective: Objective, extra: 
 def _every(t: dict, key: str, stop) -> AnyOf:
     """Every ``trainer.<key>`` (iterations, or epochs: :func:`~trainer_run.training.triggers.interval`),
     and at the last iteration (its limit, or early stopping)."""
-    return AnyOf(triggers.interval(f"trainer.{key}", t[key]), stop, Trainer.stop_requested.fget)
+    return AnyOf(triggers.interval(f"trainer.{key}", t[key]), stop, triggers.STOP_REQUESTED)

@@ -63,7 +63,7 @@ from trainer_run.training import time_limit
 
 from ..errors import Diverged, UserCodeError
 from .extension import PRIORITY_EDITOR, PRIORITY_READER, PRIORITY_WRITER, Extension, as_extension
-from .triggers import IntervalTrigger
+from .triggers import Asked, IntervalTrigger
 
 __all__ = ["PRIORITY_EDITOR", "PRIORITY_READER", "PRIORITY_WRITER", "Trainer", "from_update",
            "metric_name"]
@@ -79,6 +79,12 @@ def metric_name(key: str) -> str:
     """``key`` of :attr:`Trainer.observation` as logs and the config name it: ``train/<key>``
     for the training step's, the key itself for a writer's."""
     return f"train/{key}" if from_update(key) else key
+
+
+def _does_nothing(extension) -> bool:
+    """Whether calling ``extension`` does nothing (its class keeps the base's ``__call__``:
+    it only initializes, finalizes or keeps state), so the loop never calls it."""
+    return type(extension).__call__ is Extension.__call__
 
 
 @dataclass
@@ -202,20 +208,18 @@ class Trainer:
         self.stop_signal = None
         self._stop_request = None
         restore = stop_signals.handle()
+        called = [(e, Asked(e.trigger)) for e in entries if not _does_nothing(e.extension)]
+        call = self._call_profiled if self.profiler.enabled else self._call
+        stop = Asked(self.stop_trigger)
         try:
-            while (self._stop_request is None and not self.stop_trigger(self)
-                   and not self._signalled()):
+            while (self._stop_request is None and not stop(self) and not self._signalled()):
                 began = time.perf_counter()
                 self.updater.update()
                 self._updating_s += time.perf_counter() - began
                 self.observation = dict(self.updater.observation)
-                if self._out_of_time():
+                if self.max_time is not None and self._out_of_time():
                     self.request_stop(time_limit.REASON)
-                with self.profiler.stage("extensions"):
-                    for entry in entries:
-                        if entry.trigger(self):
-                            with self.profiler.stage(entry.stage):
-                                entry.extension(self)
+                call(called)
             self.updater.settle()
             self.status = "completed" if self.stop_signal is None else "interrupted"
         except KeyboardInterrupt:
@@ -236,6 +240,25 @@ class Trainer:
                     stop_signals.clear()
                 restore()
 
+    def _call(self, called: list) -> None:
+        """Calls each extension whose trigger fires at this iteration, in order; a trigger is
+        asked only where it can fire (:class:`~.triggers.Asked`)."""
+        iteration = self.updater.iteration
+        for entry, asked in called:
+            if asked.always or ((iteration >= asked.due or self._stop_request is not None)
+                                and asked.ask(self, iteration)):
+                entry.extension(self)
+
+    def _call_profiled(self, called: list) -> None:
+        """:meth:`_call`, the triggers charged to ``extensions``, each call to its stage."""
+        profiler, iteration = self.profiler, self.updater.iteration
+        with profiler.stage("extensions"):
+            for entry, asked in called:
+                if asked.always or ((iteration >= asked.due or self._stop_request is not None)
+                                    and asked.ask(self, iteration)):
+                    with profiler.stage(entry.stage):
+                        entry.extension(self)
+
     def _signalled(self) -> bool:
         """Whether a stop signal ends the run after this iteration. The updater's
         ``agree_to_stop`` decides with its other processes, so that they all stop after the
@@ -251,8 +274,6 @@ class Trainer:
         """Whether ``max_time`` ends the run after this iteration: the processes agree
         (``agree_to_finish``) once one's session has trained that long; not when the stop
         trigger ends it here anyway."""
-        if self.max_time is None:
-            return False
         reached = time.monotonic() - self._session_start >= self.max_time
         return self.updater.agree_to_finish(reached) and not self.stop_trigger(self)
 

@@ -5,6 +5,13 @@ crosses a multiple of ``period`` epochs (Chainer's rule). :class:`StopTrigger` e
 training once ``max_iterations`` updates or ``max_epochs`` epochs are done, whichever
 comes first. Both are stateless, so resuming needs nothing of them. :func:`interval` reads a
 config's interval: ``200`` (iterations), ``1epoch``, ``0.5epoch``.
+
+A trigger that can say where it fires has ``first_firing(iteration)``: the first iteration
+at or after ``iteration`` at which it can fire while no stop is requested (``math.inf``:
+never), or None when that depends on more than the iteration (an epoch interval). An
+:class:`Asked` trigger is asked only from that iteration on, and at any iteration where a
+stop is requested (:data:`STOP_REQUESTED` fires then): a trigger that is off costs nothing
+in between. A trigger without the method (a user's callable) is asked every iteration.
 """
 
 from __future__ import annotations
@@ -26,6 +33,10 @@ class IntervalTrigger:
         self.period = check_number("trigger period", period, low=0, low_open=True,
                                    integer=(unit == "iteration"))
         self.unit = unit
+
+    def first_firing(self, iteration: int) -> int | None:
+        """The first multiple of ``period`` from ``iteration`` on; None for epochs."""
+        return -(-iteration // self.period) * self.period if self.unit == "iteration" else None
 
     def __call__(self, trainer) -> bool:
         updater = trainer.updater
@@ -82,6 +93,10 @@ class StopTrigger:
             return True
         return self.max_epochs is not None and updater.epoch_detail >= self.max_epochs
 
+    def first_firing(self, iteration: int) -> int | None:
+        """``max_iterations`` (or ``iteration`` past it); None with ``max_epochs``."""
+        return None if self.max_epochs is not None else max(iteration, self.max_iterations)
+
     def reason(self, trainer) -> str:
         """Which limit ended the run: ``max_iterations`` or ``max_epochs``."""
         reached = self.max_iterations is not None and trainer.updater.iteration >= self.max_iterations
@@ -123,3 +138,62 @@ class AnyOf:
             if trigger(trainer):
                 return True
         return False
+
+    def first_firing(self, iteration: int) -> int | None:
+        """The earliest of its triggers' (None when one of them cannot tell)."""
+        firsts = [first_firing(trigger, iteration) for trigger in self.triggers]
+        return None if None in firsts else min(firsts)
+
+
+class StopRequested:
+    """Fires at the iteration an extension (or the time limit) asked the run to stop
+    (:meth:`~.trainer.Trainer.request_stop`): the last one, evaluated and logged."""
+
+    def __call__(self, trainer) -> bool:
+        return trainer.stop_requested
+
+    def first_firing(self, iteration: int) -> float:
+        return math.inf  # it fires only on a stop request, where every trigger is asked
+
+    def __repr__(self):
+        return "STOP_REQUESTED"
+
+
+STOP_REQUESTED = StopRequested()
+
+
+def first_firing(trigger, iteration: int):
+    """``trigger``'s ``first_firing(iteration)`` (see the module); None without the method."""
+    method = getattr(trigger, "first_firing", None)
+    return None if method is None else method(iteration)
+
+
+class Asked:
+    """``trigger`` asked only where it can fire (see the module): :meth:`__call__` is
+    ``trigger(trainer)`` wherever that can be True. ``always``: it fires every iteration
+    (``(1, 'iteration')``), so it is never asked; ``due``: the first iteration it is asked at
+    again (0: every iteration)."""
+
+    __slots__ = ("trigger", "always", "due", "scheduled")
+
+    def __init__(self, trigger):
+        self.trigger = trigger
+        self.always = isinstance(trigger, IntervalTrigger) and trigger.unit == "iteration" \
+            and trigger.period == 1
+        self.scheduled = first_firing(trigger, 0) is not None
+        self.due = 0
+
+    def __call__(self, trainer) -> bool:
+        if self.always:
+            return True
+        iteration = trainer.updater.iteration
+        if iteration < self.due and not trainer.stop_requested:
+            return False
+        return self.ask(trainer, iteration)
+
+    def ask(self, trainer, iteration: int) -> bool:
+        """``trigger(trainer)`` at ``iteration``, and where it is due next."""
+        fired = self.trigger(trainer)
+        if self.scheduled:
+            self.due = first_firing(self.trigger, iteration + 1)
+        return fired

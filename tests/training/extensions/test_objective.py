@@ -164,3 +164,14 @@ def test_retention_keeps_the_protected_best_checkpoints(tmp_path):
     assert names == ["iter_00000020", "iter_00000040", "iter_00000050"]
     assert (tmp_path / checkpoint.BEST).read_text().strip() == "iter_00000020"
     assert checkpoint.find(tmp_path).name == "iter_00000050"  # resume goes on from the latest
+
+
+def test_a_validation_objective_is_called_where_it_evaluates_alone_and_its_entry_can_say_so():
+    from trainer_run.training import AnyOf, IntervalTrigger, StopTrigger, triggers
+
+    at = AnyOf(IntervalTrigger(40), StopTrigger(max_iterations=100), triggers.STOP_REQUESTED)
+    validation, training = Objective("val/loss", "min", at), Objective("train/loss", "min", at)
+    assert validation.trigger is at  # nothing to sum between evaluations
+    assert training.trigger == (1, "iteration")  # sums the training step's loss every iteration
+    assert [validation.entered.first_firing(i) for i in (1, 40, 41, 81, 101)] == [40, 40, 80, 100,
+                                                                                   101]

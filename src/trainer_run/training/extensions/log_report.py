@@ -16,6 +16,7 @@ from ..extension import PRIORITY_READER, Extension
 from ..loggers import Logger
 from ..loggers.jsonl import JsonLines
 from ..trainer import metric_name
+from ..triggers import Asked
 
 TRAINING = "train/"
 """The prefix of the training step's metrics in a row (averaged over the log interval)."""
@@ -65,6 +66,8 @@ class LogReport(Extension):
     def __init__(self, log_trigger, optimizer=None, loggers: list[Logger] | None = None,
                  report: Callable[[str], None] | None = None, late=()):
         self.log_trigger = log_trigger
+        self._log_asked = Asked(log_trigger)  # asked only where it can fire
+        self._names: dict = {}  # observation key -> metric name
         self.late = list(late)
         self.report = report or warnings.warn
         self.optimizer = optimizer
@@ -89,14 +92,17 @@ class LogReport(Extension):
 
     def __call__(self, trainer) -> None:
         evaluated = {}
+        sums, counts, names = self._sums, self._counts, self._names
         for key, value in trainer.observation.items():
-            name = metric_name(key)
+            name = names.get(key)
+            if name is None:
+                name = names[key] = metric_name(key)
             if name.startswith(EVALUATED):
                 evaluated[name] = value
                 continue
-            self._sums[name] = self._sums.get(name, 0.0) + value
-            self._counts[name] = self._counts.get(name, 0) + 1
-        if self.log_trigger(trainer):
+            sums[name] = sums.get(name, 0.0) + value
+            counts[name] = counts.get(name, 0) + 1
+        if self._log_asked(trainer):
             self._write(trainer, evaluated)
             self.point = trainer.updater.iteration
         elif evaluated:

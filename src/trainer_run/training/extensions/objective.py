@@ -17,6 +17,7 @@ from ...backend import array_module
 from ...errors import ConfigError, check, check_number
 from ..extension import PRIORITY_EDITOR, Extension
 from ..trainer import metric_name
+from ..triggers import first_firing
 
 MODES = ("min", "max")
 
@@ -51,6 +52,10 @@ class Objective(Extension):
         self.metric = metric
         self.mode = mode
         self.at = at
+        if not metric.startswith("train/"):
+            self.trigger = at  # nothing to sum in between: called where it evaluates alone
+        self.entered = Entered(self)
+        """Trigger: whether this iteration's evaluation entered the best ``keep``."""
         self.keep = check_number("trainer.keep_best", keep, low=0, integer=True)
         self.best = None
         self.best_iteration = None
@@ -104,10 +109,6 @@ class Objective(Extension):
         return (f"objective.metric={self.metric} is not among the metrics of this run "
                 f"({', '.join(names)}); set objective.metric to one of them")
 
-    def entered(self, trainer) -> bool:
-        """Trigger: whether this iteration's evaluation entered the best ``keep``."""
-        return self.entered_at is not None and self.entered_at == trainer.updater.iteration
-
     @property
     def kept_iterations(self) -> list[int]:
         return [iteration for _, iteration in self.top]
@@ -126,6 +127,21 @@ class Objective(Extension):
         self.final = state["final"]
         self.top = [list(entry) for entry in state["top"]][: self.keep]
         self._sum, self._count = float(state["sum"]), int(state["count"])
+
+
+class Entered:
+    """Trigger: whether the iteration's evaluation of ``objective`` entered its best ``keep``;
+    it can fire only where the objective evaluates (its ``at``)."""
+
+    def __init__(self, objective: Objective):
+        self.objective = objective
+
+    def __call__(self, trainer) -> bool:
+        entered_at = self.objective.entered_at
+        return entered_at is not None and entered_at == trainer.updater.iteration
+
+    def first_firing(self, iteration: int):
+        return first_firing(self.objective.at, iteration)
 
 
 class EarlyStopping(Extension):
