@@ -42,7 +42,7 @@ from trainer_run.console import cannot_write, describe, warn
 from trainer_run.errors import ConfigError
 from trainer_run.kvstore import mpi_job
 from trainer_run.kvstore.mpi import import_mpi
-from trainer_run.runner import request
+from trainer_run.runner import preflight
 from trainer_run.runner.lifecycle import on_rank_0
 from trainer_run.runs import directory as run_directory
 
@@ -99,8 +99,8 @@ def main(argv: list[str] | None = None) -> None:
     job.launch.pid = os.getpid()
     given_resume = args.value(typed, "resume")
     job.launch.resume = None if args.is_null(given_resume) else given_resume
-    job.launch.record = request.record_folder(argv)
-    job.launch.kept = request.nearest_existing(Path(given)) if given else None
+    job.launch.record = preflight.record_folder(argv)
+    job.launch.kept = preflight.nearest_existing(Path(given)) if given else None
     sys.argv = [sys.argv[0], *args.with_overrides(args.without(argv, "hydra.output_subdir"),
                                                   "hydra.output_subdir=null")]
     os.environ["HYDRA_FULL_ERROR"] = "1"  # Hydra raises its errors; they are printed as one line
@@ -153,7 +153,7 @@ def _explained(typed: list[str], error: Exception) -> str:
     """Hydra's ``error`` in one line; when an argument names a key the config does not have,
     our line instead, with the closest key (a single run's keys are checked here, after
     Hydra refused them, so that a valid command composes its config once)."""
-    return request.explained(user_targets.rewrite(config_upgrade.renamed(typed)[0]), error)
+    return preflight.explained(user_targets.rewrite(config_upgrade.renamed(typed)[0]), error)
 
 
 def _help(argv: list[str]) -> None:
@@ -162,7 +162,7 @@ def _help(argv: list[str]) -> None:
     from . import help as helps  # imported when asked: a run does without it
 
     try:
-        request.check_choices(argv)
+        preflight.check_choices(argv)
         helps.show(argv)
     except (ConfigError, OmegaConfBaseException, YAMLError) as e:
         fail(describe(e))
@@ -211,7 +211,7 @@ def prepare_on_rank_0(comm, argv: list[str]) -> list[str]:
 
 
 def prepare(argv: list[str]) -> list[str]:
-    """Checks the arguments and rewrites those of a resume (:mod:`trainer_run.runner.request`);
+    """Checks the arguments and rewrites those of a resume (:mod:`trainer_run.runner.preflight`);
     refuses to start a new run or sweep in a directory that is not new."""
     args.check_grammar(argv)
     multirun = args.is_multirun(argv)
@@ -221,21 +221,21 @@ def prepare(argv: list[str]) -> list[str]:
         raise ConfigError("debug=lr_find runs one range test: drop -m/--multirun")
     if multirun and any(a in args.SHOW_FLAGS for a in argv):
         raise ConfigError("--cfg and --info show the config of one run: drop -m/--multirun")
-    argv = request.checked(argv)
+    argv = preflight.checked(argv)
     if not multirun:
-        return request.one_run(argv)
+        return preflight.one_run(argv)
     if not args.is_null(args.value(argv, "resume")):
         raise ConfigError("resume continues one run; drop -m/--multirun")
     override_keys.check_overrides(argv)  # a single run's keys are checked if Hydra refuses them
     slurm_check.check(argv)
-    argv = request.name_run_dir(argv)
+    argv = preflight.name_run_dir(argv)
     given = args.value(argv, "hydra.sweep.dir")
     if given and sweep_record.is_ours(Path(given)):
         sweeps.check_same_overrides(Path(given), argv)
         warn(f"continuing the sweep in {given}: finished jobs are skipped, the others resumed")
     elif given:
         run_directory.check_unused(Path(given), "hydra.sweep.dir")
-    request.check_writable(Path(given) if given else Path("runs"))
+    preflight.check_writable(Path(given) if given else Path("runs"))
     return argv
 
 

@@ -88,3 +88,13 @@ def test_what_a_command_writes_into_the_current_folder_by_default_is_ignored():
     checked = subprocess.run(["git", "check-ignore", "--no-index", *written], cwd=ROOT,
                              capture_output=True, text=True)
     assert checked.stdout.split() == written
+
+
+def test_no_two_modules_of_the_library_share_a_file_name():
+    """A module's name says its concept once (``base.py`` and ``__init__.py`` aside)."""
+    names: dict[str, list[str]] = {}
+    for module in modules():
+        if module.name != "base.py":
+            names.setdefault(module.name, []).append(str(module))
+    shared = {name: paths for name, paths in names.items() if len(paths) > 1}
+    assert not shared, shared

@@ -1,5 +1,5 @@
 """A trained model exported for use outside trainer-run (``trainer-export``): its flat arrays
-by name in one ``.npz`` (:mod:`.npz`, the default), or its inference graph as an ONNX model
+by name in one ``.npz`` (:mod:`.flat_arrays`, the default), or its inference graph as an ONNX model
 (:mod:`.onnx_graph`, which :mod:`.trace` records and :mod:`.onnx_ops` translates), written by
 :mod:`.saving`."""
 

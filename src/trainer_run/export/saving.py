@@ -8,15 +8,15 @@ import re
 import reprlib
 from pathlib import Path
 
+from trainer_run.export import flat_arrays as flat
 from trainer_run.storage import run_files
 
 from ..errors import ConfigError, check
 from ..storage import files, npz
-from . import npz as flat
 from . import onnx_graph
 
 FORMATS = ("npz", "onnx")
-"""What :func:`save` writes: flat arrays by name (:mod:`.npz`), or an ONNX graph
+"""What :func:`save` writes: flat arrays by name (:mod:`.flat_arrays`), or an ONNX graph
 (:mod:`.onnx_graph`)."""
 
 

@@ -30,7 +30,7 @@ from trainer_run import stop_signals
 from trainer_run.compose import argv as args
 from trainer_run.compose import composer, user_targets
 from trainer_run.errors import ConfigError, JobFailed
-from trainer_run.runner import closing, lifecycle, request
+from trainer_run.runner import closing, lifecycle, preflight
 from trainer_run.runner.lifecycle import Job
 from trainer_run.runs import summary as run_summary
 
@@ -103,9 +103,9 @@ def _run(argv: list[str]) -> Run:
     try:
         argv = _checked(argv)
         out = Path(args.value(argv, "hydra.run.dir"))
-        kept = request.nearest_existing(out)
+        kept = preflight.nearest_existing(out)
         cfg = _composed(argv, out)
-        job = Job.composed(cfg.hydra, record=request.record_folder(argv), kept=kept,
+        job = Job.composed(cfg.hydra, record=preflight.record_folder(argv), kept=kept,
                            resume=_given_resume(argv), command=closing.PYTHON)
         out.mkdir(parents=True, exist_ok=True)
         lifecycle.run(job, user_targets.apply(composer.task(cfg), job.overrides))
@@ -117,7 +117,7 @@ def _run(argv: list[str]) -> Run:
 
 def _checked(argv: list[str]) -> list[str]:
     try:
-        return request.one_run(request.checked(argv))
+        return preflight.one_run(preflight.checked(argv))
     except ConfigError as e:
         raise JobFailed(e) from None
 
@@ -127,7 +127,7 @@ def _composed(argv: list[str], out: Path):
     try:
         return composer.compose(overrides, args.config_dirs(argv), out)
     except (HydraException, OmegaConfBaseException) as e:
-        raise JobFailed(request.explained(overrides, e)) from None
+        raise JobFailed(preflight.explained(overrides, e)) from None
 
 
 def _given_resume(argv: list[str]) -> str | None:

@@ -8,7 +8,7 @@ from .plateau_step import PlateauStep
 from .profile_report import ProfileReport
 from .progress import MetricsTable, Progress, Readout
 from .snapshot import Snapshot
-from .summary import Summary
+from .summary_writer import Summary
 
 __all__ = ["EarlyStopping", "Evaluator", "HeldOutEvaluator", "LogFinish", "LogReport", "MetricsTable",
            "Objective", "PlateauStep", "ProfileReport", "Progress", "Readout", "Snapshot",

@@ -6,12 +6,10 @@ from pathlib import Path
 
 import numpy
 
-from trainer_run.storage import run_files
-
-from ... import devices
-from ...runs import summary as run_summary
-from ...storage import npz
-from ..extension import PRIORITY_READER, Extension
+from trainer_run import devices
+from trainer_run.runs import summary as run_summary
+from trainer_run.storage import npz, run_files
+from trainer_run.training.extension import PRIORITY_READER, Extension
 
 
 class Summary(Extension):

@@ -1,4 +1,4 @@
-"""The Summary extension (training/extensions/summary.py): a refused write names the file and keeps the
+"""The Summary extension (training/extensions/summary_writer.py): a refused write names the file and keeps the
 old one; NaN and infinity are written as null."""
 
 from __future__ import annotations

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import numpy
 
-from ..errors import ConfigError
-from ..module import persistents_of
+from trainer_run.errors import ConfigError
+from trainer_run.module import persistents_of
 
 PREFIX = "normalization/"
 """The names of the normalization's arrays start so."""

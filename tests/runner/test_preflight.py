@@ -1,4 +1,4 @@
-"""compose/request.py: the checks a run's overrides pass before anything is composed, the same
+"""runner/preflight.py: the checks a run's overrides pass before anything is composed, the same
 for trainer-run and trainer_run.train: grammar, group options, a key that moved, a user's
 _target_; the run directory named when none is given and refused when it is not new or not
 writable; the record's folder."""
@@ -14,12 +14,12 @@ import pytest
 
 from trainer_run.compose import argv as args
 from trainer_run.errors import ConfigError
-from trainer_run.runner import request
+from trainer_run.runner import preflight
 from trainer_run.runs import directory
 
 
 def test_checked_rewrites_a_moved_key_and_a_users_target(capsys):
-    argv = request.checked(["trainer.nan_policy=skip", "+model._target_=mine.Net", "seed=3"])
+    argv = preflight.checked(["trainer.nan_policy=skip", "+model._target_=mine.Net", "seed=3"])
     assert argv[0] == "updater.nan_policy=skip" and argv[-1] == "seed=3"
     assert any(a.startswith("model._target_=mine.Net") or a.startswith("++model._target_=mine.Net")
                for a in argv), argv
@@ -33,36 +33,36 @@ def test_checked_rewrites_a_moved_key_and_a_users_target(capsys):
 ])
 def test_checked_refuses_in_one_line(argv, message):
     with pytest.raises(ConfigError) as raised:
-        request.checked(argv)
+        preflight.checked(argv)
     assert message in str(raised.value) and "\n" not in str(raised.value)
 
 
 def test_one_run_names_the_run_directory_of_now(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     before = time.strftime("%Y-%m-%d")
-    argv = request.one_run(["seed=1"])
+    argv = preflight.one_run(["seed=1"])
     named = [a for a in argv if a.startswith("hydra.run.dir=")]
     assert len(named) == 1
     folder = named[0].split("=", 1)[1].strip("'")
     assert re.fullmatch(rf"runs/({before}|{time.strftime('%Y-%m-%d')})/\d\d-\d\d-\d\d", folder)
-    given = request.one_run(["seed=1", f"hydra.run.dir={tmp_path / 'mine'}"])
+    given = preflight.one_run(["seed=1", f"hydra.run.dir={tmp_path / 'mine'}"])
     assert given == ["seed=1", f"hydra.run.dir={tmp_path / 'mine'}"]  # a given folder is kept
 
 
 def test_a_preset_that_sets_the_folder_names_it(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    argv = request.one_run(["debug=lr_find"])
+    argv = preflight.one_run(["debug=lr_find"])
     folder = args.value(argv, "hydra.run.dir")
     assert re.fullmatch(r"lr_find/\d{4}-\d\d-\d\d/\d\d-\d\d-\d\d", folder), argv
     mine = tmp_path / "conf" / "experiment"
     mine.mkdir(parents=True)
     (mine / "long.yaml").write_text("# @package _global_\nhydra:\n  run:\n    dir: long/${now:%Y}\n")
     # the last preset of the defaults that sets one wins: debug comes after experiment
-    assert request.preset_folder([f"--config-dir={tmp_path / 'conf'}", "experiment=long"],
+    assert preflight.preset_folder([f"--config-dir={tmp_path / 'conf'}", "experiment=long"],
                                  "run") == "long/${now:%Y}"
-    assert request.preset_folder([f"--config-dir={tmp_path / 'conf'}", "experiment=long",
+    assert preflight.preset_folder([f"--config-dir={tmp_path / 'conf'}", "experiment=long",
                                   "debug=lr_find"], "run") == "lr_find/${now:%Y-%m-%d}/${now:%H-%M-%S}"
-    assert request.preset_folder(["debug=fast", "experiment=spirals_mlp_sgd"], "run") is None
+    assert preflight.preset_folder(["debug=fast", "experiment=spirals_mlp_sgd"], "run") is None
 
 
 def test_lr_find_refuses_a_folder_that_is_a_run(tmp_path):
@@ -70,7 +70,7 @@ def test_lr_find_refuses_a_folder_that_is_a_run(tmp_path):
     directory.mark(tmp_path / "run" / ".hydra")
     with pytest.raises(ConfigError, match=r"hydra.run.dir=.*run is a run; debug=lr_find never "
                                           r"writes into one"):
-        request.one_run(["debug=lr_find", f"hydra.run.dir={tmp_path / 'run'}"])
+        preflight.one_run(["debug=lr_find", f"hydra.run.dir={tmp_path / 'run'}"])
 
 
 def test_one_run_refuses_a_folder_that_is_not_new_and_keeps_it(tmp_path):
@@ -79,7 +79,7 @@ def test_one_run_refuses_a_folder_that_is_not_new_and_keeps_it(tmp_path):
     (folder / "notes.txt").write_text("mine")
     with pytest.raises(ConfigError, match=r"hydra.run.dir=.*taken is not empty \(it holds "
                                           r"notes.txt\); a new run starts only in a new or empty"):
-        request.one_run([f"hydra.run.dir={folder}"])
+        preflight.one_run([f"hydra.run.dir={folder}"])
     assert (folder / "notes.txt").read_text() == "mine"
 
 
@@ -90,7 +90,7 @@ def test_one_run_refuses_a_folder_it_cannot_write(tmp_path):
     locked.chmod(0o500)
     try:
         with pytest.raises(ConfigError, match="cannot write to .*Permission denied"):
-            request.one_run([f"hydra.run.dir={locked / 'run'}"])
+            preflight.one_run([f"hydra.run.dir={locked / 'run'}"])
     finally:
         locked.chmod(0o700)
 
@@ -98,23 +98,23 @@ def test_one_run_refuses_a_folder_it_cannot_write(tmp_path):
 def test_check_writable_refuses_a_file_on_the_way(tmp_path):
     (tmp_path / "file").write_text("x")
     with pytest.raises(ConfigError, match=r"cannot write to .*file/run: Not a directory"):
-        request.check_writable(tmp_path / "file" / "run")
+        preflight.check_writable(tmp_path / "file" / "run")
 
 
 def test_the_record_folder_and_the_nearest_existing_folder(tmp_path):
-    assert request.record_folder([]) == ".hydra"
-    assert request.record_folder(["hydra.output_subdir=meta"]) == "meta"
-    assert request.record_folder(["hydra.output_subdir=null"]) is None
-    assert request.nearest_existing(tmp_path / "a" / "b" / "c") == tmp_path.resolve()
-    assert request.nearest_existing(Path(tmp_path)) == tmp_path.resolve()
+    assert preflight.record_folder([]) == ".hydra"
+    assert preflight.record_folder(["hydra.output_subdir=meta"]) == "meta"
+    assert preflight.record_folder(["hydra.output_subdir=null"]) is None
+    assert preflight.nearest_existing(tmp_path / "a" / "b" / "c") == tmp_path.resolve()
+    assert preflight.nearest_existing(Path(tmp_path)) == tmp_path.resolve()
 
 
 def test_an_unknown_option_names_the_closest_one_and_a_far_one_none():
     with pytest.raises(ConfigError) as typo:
-        request.checked(["dataset=mnsit"])
+        preflight.checked(["dataset=mnsit"])
     assert str(typo.value) == ("dataset=mnsit is not available; did you mean mnist? choose one of "
                                "blobs, cifar10, csv, fashion_mnist, idx, mnist, mnist_like, npy, "
                                "npz, regression, spirals")
     with pytest.raises(ConfigError) as far:
-        request.checked(["optimizer=zzzzzz"])
+        preflight.checked(["optimizer=zzzzzz"])
     assert str(far.value).startswith("optimizer=zzzzzz is not available; choose one of adadelta, ")

@@ -8,7 +8,7 @@ import pytest
 from export_models import backend, built, randomized, trained
 
 from trainer_run.errors import ConfigError
-from trainer_run.export import npz
+from trainer_run.export import flat_arrays
 from trainer_run.layers import Linear
 from trainer_run.models import Model
 
@@ -17,7 +17,7 @@ from trainer_run.models import Model
 def test_the_arrays_are_the_models_with_the_normalization(normalize):
     model = randomized(built("resnet", backend()))
     loaded = trained(model, normalize)
-    named = npz.arrays(loaded)
+    named = flat_arrays.arrays(loaded)
     own = {**model.params(), **model.persistents()}
     assert set(named) - set(own) == {"normalization/kind", *{
         "unit": ["normalization/scale"], "standardize": ["normalization/mean", "normalization/std"],
@@ -39,4 +39,4 @@ class Shadowing(Model):
 def test_a_model_array_where_the_normalization_goes_is_refused():
     with pytest.raises(ConfigError, match=r"^the model has an array named normalization/kind/W, "
                                           r"where the export keeps the input normalization"):
-        npz.arrays(trained(Shadowing(backend()), "none", in_shape=(2,)))
+        flat_arrays.arrays(trained(Shadowing(backend()), "none", in_shape=(2,)))
