@@ -13,11 +13,13 @@ from helpers import load_npz, one_error_line, run_cli
 from trainer_run import kvstore as kvstores
 from trainer_run import optimizers
 from trainer_run.backend import get_backend
-from trainer_run.data import ArrayDataset, SerialIterator
+from trainer_run.compose.options import CONFIGS
+from trainer_run.data import ArrayDataset, SerialIterator, transforms
 from trainer_run.data.augmentation import Augmentation, batch_key, build
-from trainer_run.data.transforms import HorizontalFlip, Mixup, RandomCrop
+from trainer_run.data.transforms import BUILT_IN, CutMix, HorizontalFlip, Mixup, RandomCrop, RandomErasing
 from trainer_run.errors import ConfigError
 from trainer_run.models import MLP
+from trainer_run.runs import trust
 from trainer_run.updaters import ParallelUpdater, StandardUpdater, updater_of
 
 SEED = np.random.SeedSequence(11).spawn(4)[3]
@@ -114,25 +116,60 @@ def test_a_state_loaded_mid_run_continues_with_the_same_transforms(prefetch, wor
         np.testing.assert_array_equal(value.data, expected[key], err_msg=key, strict=True)
 
 
-BUILTIN = {"random_crop": {"_target_": "trainer_run.data.transforms.RandomCrop"}}
+NAMES = "random_crop, horizontal_flip, random_erasing, mixup, cutmix"
 
 
 def test_entries_are_names_or_targets_and_bad_ones_are_named():
     built = build(["random_crop", {"_target_": "trainer_run.data.transforms.RandomCrop",
-                                   "padding": 2}], SEED, {"classes": 3, "task": "classification"},
-                  BUILTIN)
+                                   "padding": 2}], SEED, {"classes": 3, "task": "classification"})
     assert [t.padding for t in built.transforms] == [4, 2]
-    assert build([], SEED, {}, BUILTIN) is None
-    with pytest.raises(ConfigError, match=r"dataset.transforms\[1\]='flip' is not a built-in "
-                       "transform; choose one of random_crop, or give a mapping with _target_"):
-        build(["random_crop", "flip"], SEED, {}, BUILTIN)
-    with pytest.raises(ConfigError, match=r"dataset.transforms\[0\]='random_crp' is not a built-in "
-                       r"transform; did you mean random_crop\? choose one of random_crop,"):
-        build(["random_crp"], SEED, {}, BUILTIN)
-    with pytest.raises(ConfigError, match=r"dataset.transforms\[0\] must be a built-in"):
-        build([{"padding": 2}], SEED, {}, BUILTIN)
+    assert build([], SEED, {}) is None
+    with pytest.raises(ConfigError) as refused:
+        build(["random_crop", "flip"], SEED, {})
+    assert str(refused.value) == (f"dataset.transforms[1]='flip' is not a built-in transform; "
+                                  f"choose one of {NAMES}, or give a mapping with _target_")
+    with pytest.raises(ConfigError) as refused:
+        build(["random_crp"], SEED, {})
+    assert str(refused.value) == (f"dataset.transforms[0]='random_crp' is not a built-in "
+                                  f"transform; did you mean random_crop? choose one of {NAMES}, "
+                                  "or give a mapping with _target_")
+    with pytest.raises(ConfigError) as refused:
+        build([{"padding": 2}], SEED, {})
+    assert str(refused.value) == (f"dataset.transforms[0] must be a built-in transform's name "
+                                  f"({NAMES}) or a mapping with _target_, got {{'padding': 2}}")
     with pytest.raises(ConfigError, match="dataset.transforms must be a list"):
-        build("random_crop", SEED, {}, BUILTIN)
+        build("random_crop", SEED, {})
+
+
+def test_the_built_in_names_are_the_classes_of_trainer_run_data_transforms_in_code():
+    assert list(BUILT_IN.items()) == [("random_crop", RandomCrop), ("horizontal_flip", HorizontalFlip),
+                                      ("random_erasing", RandomErasing), ("mixup", Mixup),
+                                      ("cutmix", CutMix)]
+    assert not (CONFIGS / "_transforms.yaml").exists()
+    assert {f"trainer_run.data.transforms.{c.__name__}" for c in BUILT_IN.values()} <= \
+        trust.builtin_targets()
+
+
+@pytest.mark.parametrize("name, klass", [("random_crop", "RandomCrop"),
+                                         ("horizontal_flip", "HorizontalFlip"),
+                                         ("random_erasing", "RandomErasing"), ("mixup", "Mixup"),
+                                         ("cutmix", "CutMix")])
+def test_a_name_transforms_as_its_explicit_target_and_its_class_with_defaults(name, klass):
+    standard = {"classes": 4, "task": "classification"}
+    rng = np.random.default_rng(2)
+    batch = (rng.normal(size=(8, 3, 6, 6)).astype(np.float32),
+             rng.integers(0, 4, size=8).astype(np.int32))
+    by_name = build([name], SEED, standard)
+    explicit = build([{"_target_": f"trainer_run.data.transforms.{klass}"}], SEED, standard)
+    child = np.random.SeedSequence(SEED.entropy, spawn_key=(*SEED.spawn_key, 0, 1, 16, 0))
+    factory = getattr(transforms, klass)
+    direct = factory(**standard) if name in ("mixup", "cutmix") else factory()  # the defaults
+    by_hand = direct(batch, np.random.Generator(np.random.PCG64(child)))
+    assert type(by_name.transforms[0]) is factory
+    for got, same, expected in zip(by_name(batch, (1, 16, 0)), explicit(batch, (1, 16, 0)), by_hand):
+        np.testing.assert_array_equal(got, same, strict=True)
+        np.testing.assert_array_equal(got, expected, strict=True)
+    assert any(not np.array_equal(a, b) for a, b in zip(by_name(batch, (1, 16, 0)), batch))
 
 
 class Shift:
@@ -149,10 +186,10 @@ class Shift:
 
 
 def test_a_users_transform_runs_and_what_it_raises_names_its_entry():
-    shift = build([{"_target_": f"{__name__}.Shift", "by": 2.0}], SEED, {}, {})
+    shift = build([{"_target_": f"{__name__}.Shift", "by": 2.0}], SEED, {})
     x = np.zeros((2, 3), np.float32)
     np.testing.assert_array_equal(shift((x, np.zeros(2)), (0, 0, 0))[0], x + 2)
-    broken = build([{"_target_": f"{__name__}.Shift", "by": -1.0}], SEED, {}, {})
+    broken = build([{"_target_": f"{__name__}.Shift", "by": -1.0}], SEED, {})
     with pytest.raises(Exception, match=r"dataset.transforms\[0\].*raised ValueError: no negative"):
         broken.try_on((x, np.zeros(2)))
 
@@ -226,7 +263,7 @@ def user_module(tmp_path, monkeypatch):
 
 def test_a_plain_function_is_a_transform_its_extra_keys_bound_as_keyword_arguments(user_module):
     built = build([{"_target_": "my_transforms.noise", "sigma": 0.1}], SEED,
-                  {"classes": 3, "task": "classification"}, BUILTIN)
+                  {"classes": 3, "task": "classification"})
     x = np.arange(12, dtype=np.float32).reshape(3, 4)
     t = np.array([0, 1, 2])
     out_x, out_t = built((x, t), (2, 24, 0))
@@ -236,7 +273,7 @@ def test_a_plain_function_is_a_transform_its_extra_keys_bound_as_keyword_argumen
     np.testing.assert_array_equal(out_x, expected, strict=True)
     np.testing.assert_array_equal(out_t, t)
     with pytest.raises(ConfigError) as refused:
-        build([{"_target_": "my_transforms.noise"}], SEED, {}, BUILTIN)
+        build([{"_target_": "my_transforms.noise"}], SEED, {})
     assert str(refused.value) == (
         "dataset.transforms[0]: noise(batch, rng, sigma) cannot be called with (batch, rng): "
         "missing a required argument: 'sigma'; a transform takes the batch and the generator, "

@@ -5,7 +5,6 @@ keys every option of the group shares (each option lists it in its defaults as
 ``/_<group>@_here_``). A *preset* group (:data:`PRESETS`) has no section of its own: its
 options are ``# @package _global_`` files that set other groups' keys or Hydra's (``precision``
 sets ``backend.dtype`` and, for fp16, the optimizer's master weights and the loss scaling).
-``configs/_transforms.yaml`` names the built-in transforms of ``dataset.transforms``.
 """
 
 from __future__ import annotations
@@ -31,12 +30,6 @@ def shared_section(group: str) -> dict:
     empty for a group without one)."""
     path = CONFIGS / f"_{group}.yaml"
     return read(path) if path.exists() else {}
-
-@functools.lru_cache(maxsize=None)
-def built_in_transforms() -> dict:
-    """The built-in transforms of ``dataset.transforms`` by name, each its section
-    (``configs/_transforms.yaml``)."""
-    return read(CONFIGS / "_transforms.yaml")
 
 
 @functools.lru_cache(maxsize=None)

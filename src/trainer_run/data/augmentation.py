@@ -21,6 +21,7 @@ import numpy
 from .. import targets
 from ..errors import ConfigError
 from ..user_code import blame
+from .transforms import BUILT_IN
 
 KIND = targets.Kind("a transform: a callable of (batch, rng) returning the batch",
                     fits=callable)
@@ -72,35 +73,35 @@ def batch_key(iterator) -> tuple:
     return int(iterator.epoch), int(iterator.current_position)
 
 
-def build(entries, seed: numpy.random.SeedSequence, standard: dict, builtin: dict) -> Augmentation | None:
+def build(entries, seed: numpy.random.SeedSequence, standard: dict) -> Augmentation | None:
     """The augmentation of ``dataset.transforms`` (``entries``; empty or null: None). An entry
-    is a built-in's name (``random_crop``), or a mapping with a ``_target_`` (a built-in's
-    dotted path from ``builtin``, or a callable of the user's) and its arguments: a class is
-    built with them and its instances are the transform; a function is the transform itself,
-    called with ``(batch, rng)`` and them as keyword arguments (as ``metrics=`` calls a
-    user's function), unless ``_partial_`` says otherwise. ``builtin``
-    gives each built-in name its section (``configs/_transforms.yaml``); ``standard`` the
-    arguments the runner supplies when a transform takes them (``classes``, ``task``)."""
+    is a built-in's name (a key of :data:`.transforms.BUILT_IN`, ``random_crop``: its class
+    with its defaults, as the mapping with the class's dotted path as ``_target_``), or a
+    mapping with a ``_target_`` (a built-in's dotted path, or a callable of the user's) and its
+    arguments: a class is built with them and its instances are the transform; a function is
+    the transform itself, called with ``(batch, rng)`` and them as keyword arguments (as
+    ``metrics=`` calls a user's function), unless ``_partial_`` says otherwise. ``standard``:
+    the arguments the runner supplies when a transform takes them (``classes``, ``task``)."""
     if not entries:
         return None
     if not isinstance(entries, (list, tuple)):
         raise ConfigError(f"dataset.transforms must be a list of transform names or mappings "
                           f"with _target_, got {entries!r}")
-    return Augmentation([_transform(i, entry, standard, builtin) for i, entry in enumerate(entries)],
+    return Augmentation([_transform(i, entry, standard) for i, entry in enumerate(entries)],
                         seed)
 
 
-def _transform(index: int, entry, standard: dict, builtin: dict):
+def _transform(index: int, entry, standard: dict):
     key = f"dataset.transforms[{index}]"
     if isinstance(entry, str):
-        if entry not in builtin:
-            close = difflib.get_close_matches(entry, list(builtin), n=1)
+        if entry not in BUILT_IN:
+            close = difflib.get_close_matches(entry, list(BUILT_IN), n=1)
             hint = f"did you mean {close[0]}? " if close else ""
             raise ConfigError(f"{key}={entry!r} is not a built-in transform; {hint}choose one of "
-                              f"{', '.join(builtin)}, or give a mapping with _target_")
-        entry = builtin[entry]
+                              f"{', '.join(BUILT_IN)}, or give a mapping with _target_")
+        entry = {targets.TARGET: dotted_name(BUILT_IN[entry])}
     if not isinstance(entry, dict) or not entry.get(targets.TARGET):
-        raise ConfigError(f"{key} must be a built-in transform's name ({', '.join(builtin)}) or "
+        raise ConfigError(f"{key} must be a built-in transform's name ({', '.join(BUILT_IN)}) or "
                           f"a mapping with _target_, got {entry!r}")
     entry = dict(entry)
     if entry.get(targets.PARTIAL, False) is not False:
@@ -111,3 +112,8 @@ def _transform(index: int, entry, standard: dict, builtin: dict):
     targets.check_call(key, factory, {**kwargs, **fixed}, ("batch", "rng"), "a transform takes "
                        "the batch and the generator, then the entry's other keys")
     return functools.partial(factory, **kwargs, **fixed)
+
+
+def dotted_name(klass: type) -> str:
+    """The dotted path a ``_target_`` names ``klass`` by (``trainer_run.data.transforms.RandomCrop``)."""
+    return f"{klass.__module__}.{klass.__qualname__}"

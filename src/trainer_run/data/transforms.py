@@ -206,3 +206,21 @@ class CutMix(_Mixing):
         x[..., y1:y2, x1:x2] = other[..., y1:y2, x1:x2]
         return x, 1.0 - (y2 - y1) * (x2 - x1) / (h * w)
 
+
+
+BUILT_IN = {
+    "random_crop": RandomCrop,
+    "horizontal_flip": HorizontalFlip,
+    "random_erasing": RandomErasing,
+    "mixup": Mixup,
+    "cutmix": CutMix,
+}
+"""The built-in transforms of ``dataset.transforms`` by name: ``dataset.transforms=[random_crop,
+horizontal_flip]``. Each name stands for its class with the class's defaults (docs/data.md,
+"Augmentation"): ``random_crop`` pads 4 pixels of zeros on every side and crops the image's size
+at a random offset; ``horizontal_flip`` mirrors left to right with probability 0.5;
+``random_erasing`` erases a random rectangle (2% to 33% of the image) with probability 0.5;
+``mixup`` mixes each example and its label with another's, weight ~ Beta(0.2, 0.2); ``cutmix``
+pastes a box of another example, labels mixed by area, ~ Beta(1, 1). To change an argument, give
+the mapping: ``'dataset.transforms=[{_target_: trainer_run.data.transforms.RandomCrop,
+padding: 2}]'``."""

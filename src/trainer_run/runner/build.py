@@ -18,7 +18,6 @@ from trainer_run import data as datasets
 from trainer_run import devices, optimizers, schedulers
 from trainer_run.backend import Backend
 from trainer_run.callbacks import HOOKS, Callbacks
-from trainer_run.compose.options import built_in_transforms
 from trainer_run.console import warn
 from trainer_run.data import augmentation, on_device, prefetch
 from trainer_run.data.datasets import take
@@ -134,8 +133,7 @@ def build_run(config: dict) -> Run:
     total = stop.total_iterations(len(data.train) / samples)
     optimizer = build_optimizer(config["optimizer"], config.get("scheduler"), total)
     transforms = augmentation.build(config["dataset"].get("transforms"), augment_seed,
-                                    {"classes": data.out_size, "task": data.task},
-                                    built_in_transforms())
+                                    {"classes": data.out_size, "task": data.task})
     if transforms is not None:
         transforms.try_on(take(data.train, numpy.arange(min(2, len(data.train)))))
     _warn_single_process(getattr(kvstore, "type", None) or "")
