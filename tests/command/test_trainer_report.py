@@ -227,3 +227,82 @@ def test_a_folder_the_picture_cannot_go_into_still_gets_its_table(sweeps, tmp_pa
     assert "comparison.png" in lines[0] and lines[0].endswith("--plot FILE")
     asked = report(read_only, "--plot", read_only / "mine.png")  # asked for there: an error
     assert asked.returncode == 4 and asked.stderr.startswith("error: ")
+
+
+def _summary(i: int) -> dict:
+    """A finished run of a wide sweep: four overrides that vary (one with a long value), two
+    shared; the same status and best iteration for all; validation and test metrics."""
+    overrides = [f"optimizer.learning_rate={0.1 / (i + 1):.6f}", f"optimizer.wd={i * 1e-4}",
+                 f"dataset.path=data/folder_{i}/train_examples.npz", f"model.hidden_sizes=[{i}00,{i}00]",
+                 "trainer.max_iterations=1000", "optimizer=sgd"]
+    return {"iteration": 1000, "elapsed_s": 61.0 + i, "status": "completed",
+            "stop_reason": "max_iterations", "overrides": overrides,
+            "objective": {"metric": "val/loss", "mode": "min", "best": 0.5 - 0.01 * i,
+                          "best_iteration": 1000, "final": 0.5 - 0.01 * i},
+            "val/loss": 0.5 - 0.01 * i, "val/accuracy": 0.9 + 0.001 * i,
+            "test/loss": 0.55 - 0.01 * i, "test/accuracy": 0.89 + 0.001 * i}
+
+
+def test_trainer_report_fits_100_columns_and_shows_every_column_that_varies(tmp_path):
+    sweep = tmp_path / "sweep"
+    for i in range(4):
+        (sweep / str(i)).mkdir(parents=True)
+        (sweep / str(i) / "summary.json").write_text(json.dumps(_summary(i)))
+    (sweep / "multirun.yaml").write_text("hydra: {}\n")
+    result = subprocess.run([sys.executable, "-m", "trainer_run.cli.report_command", "sweep",
+                             "--plot", "c.png"], cwd=tmp_path, capture_output=True, text=True,
+                            timeout=120, env={**os.environ, "COLUMNS": "100"})
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 100, result.stdout
+    assert lines[0] == "sweep results: ranked by val/loss (min)"
+    assert lines[1] == ("all jobs: trainer.max_iterations=1000 optimizer=sgd; best at iteration "
+                        "1000; status max_iterations")
+    text = "".join(line.replace("│", " ").replace("┃", " ") for line in lines)
+    words = text.split()
+    for i in range(4):
+        summary = _summary(i)
+        for key in ("val/loss", "val/accuracy", "test/loss", "test/accuracy"):
+            assert f"{summary[key]:.4g}" in words
+        for override in summary["overrides"][:2] + summary["overrides"][3:4]:
+            key, value = override.split("=")
+            assert f"{key.rsplit('.', 1)[-1]}={results.runs.value_text(value)}" in words
+        assert "folder_" in text and f"1m0{1 + i}s" in words
+    for name in ("learning_rate", "wd", "path", "hidden_sizes", "val/", "test/", "accuracy",
+                 "loss", "best", "time"):
+        assert name in text
+
+
+def test_trainer_report_draws_a_seed_sweep_as_means(tmp_path, monkeypatch):
+    """Two optimizers by two seeds, written as runs: the curves the command draws are the
+    per-iteration means of the logged values, with their lowest and highest."""
+    sweep = tmp_path / "sweep"
+    logged = {(0, "adam"): [0.5, 0.1], (0, "sgd"): [0.6, 0.4], (1, "adam"): [0.7, 0.3],
+              (1, "sgd"): [0.6, 0.2]}
+    for job, ((seed, name), values) in enumerate(logged.items()):
+        run = sweep / str(job)
+        run.mkdir(parents=True)
+        summary = {"status": "completed", "stop_reason": "max_iterations", "iteration": 20,
+                   "overrides": [f"seed={seed}", f"optimizer={name}"],
+                   "objective": {"metric": "val/loss", "mode": "min", "best": min(values),
+                                 "best_iteration": 20, "final": values[-1]}}
+        (run / "summary.json").write_text(json.dumps(summary))
+        (run / "metrics.jsonl").write_text("".join(
+            json.dumps({"iteration": 10 * (i + 1), "val/loss": v}) + "\n" for i, v in enumerate(values)))
+    (sweep / "multirun.yaml").write_text("hydra: {}\n")
+    from trainer_run.cli import report_command
+    from trainer_run.results import comparison_plot
+
+    drawn = []
+    monkeypatch.setattr(comparison_plot, "draw", lambda made, *args: drawn.append(made))
+    with pytest.raises(SystemExit) as ended:
+        report_command.main([str(sweep)])
+    assert ended.value.code == 0
+    adam, sgd = drawn[0]
+    assert (adam.label, adam.values, adam.low, adam.high) == (
+        "optimizer=adam (2 seeds)", pytest.approx([0.6, 0.2]), [0.5, 0.1], [0.7, 0.3])
+    assert (sgd.label, sgd.values) == ("optimizer=sgd (2 seeds)", pytest.approx([0.6, 0.3]))
+    result = subprocess.run([sys.executable, "-m", "trainer_run.cli.report_command", str(sweep)],
+                            cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "comparison.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

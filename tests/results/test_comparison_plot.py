@@ -5,10 +5,7 @@ beside them with the figure widened and made taller to hold it."""
 
 from __future__ import annotations
 
-import json
 import math
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -97,38 +94,3 @@ def test_the_legend_is_whole_inside_the_figure(count, label):
         width, height = comparison_plot.SIZE
         assert figure.get_figwidth() > width and figure.get_figheight() > height
         assert legend.get_window_extent(renderer).x0 > axes.get_window_extent(renderer).x1
-
-
-def test_trainer_report_draws_a_seed_sweep_as_means(tmp_path, monkeypatch):
-    """Two optimizers by two seeds, written as runs: the curves the command draws are the
-    per-iteration means of the logged values, with their lowest and highest."""
-    sweep = tmp_path / "sweep"
-    logged = {(0, "adam"): [0.5, 0.1], (0, "sgd"): [0.6, 0.4], (1, "adam"): [0.7, 0.3],
-              (1, "sgd"): [0.6, 0.2]}
-    for job, ((seed, name), values) in enumerate(logged.items()):
-        run = sweep / str(job)
-        run.mkdir(parents=True)
-        summary = {"status": "completed", "stop_reason": "max_iterations", "iteration": 20,
-                   "overrides": [f"seed={seed}", f"optimizer={name}"],
-                   "objective": {"metric": "val/loss", "mode": "min", "best": min(values),
-                                 "best_iteration": 20, "final": values[-1]}}
-        (run / "summary.json").write_text(json.dumps(summary))
-        (run / "metrics.jsonl").write_text("".join(
-            json.dumps({"iteration": 10 * (i + 1), "val/loss": v}) + "\n" for i, v in enumerate(values)))
-    (sweep / "multirun.yaml").write_text("hydra: {}\n")
-    from trainer_run.cli import report_command
-    from trainer_run.results import comparison_plot
-
-    drawn = []
-    monkeypatch.setattr(comparison_plot, "draw", lambda made, *args: drawn.append(made))
-    with pytest.raises(SystemExit) as ended:
-        report_command.main([str(sweep)])
-    assert ended.value.code == 0
-    adam, sgd = drawn[0]
-    assert (adam.label, adam.values, adam.low, adam.high) == (
-        "optimizer=adam (2 seeds)", pytest.approx([0.6, 0.2]), [0.5, 0.1], [0.7, 0.3])
-    assert (sgd.label, sgd.values) == ("optimizer=sgd (2 seeds)", pytest.approx([0.6, 0.3]))
-    result = subprocess.run([sys.executable, "-m", "trainer_run.cli.report_command", str(sweep)],
-                            cwd=tmp_path, capture_output=True, text=True, timeout=120)
-    assert result.returncode == 0, result.stderr
-    assert (tmp_path / "comparison.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -1,15 +1,11 @@
 """trainer-report's table within the console's width (results/fit.py, results/report.py): the
 columns that hold one value for every run are said once above the table, headers wrap, the
 override columns merge and metric columns move whole into a continuation table rather than
-be cut; the title says ``sweep results`` only for a sweep. From the command line, at
-COLUMNS=100 no line is longer than 100 characters and every column that varies is there."""
+be cut; the title says ``sweep results`` only for a sweep (the command at COLUMNS=100:
+tests/command/test_trainer_report.py)."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 from trainer_run import results
@@ -97,47 +93,3 @@ def test_the_line_above_names_the_shared_overrides_and_the_constant_columns():
     assert report.shared(rows[:1] * 0) is None
 
 
-# -- from the command line ------------------------------------------------------------------
-
-def _summary(i: int) -> dict:
-    """A finished run of a wide sweep: four overrides that vary (one with a long value), two
-    shared; the same status and best iteration for all; validation and test metrics."""
-    overrides = [f"optimizer.learning_rate={0.1 / (i + 1):.6f}", f"optimizer.wd={i * 1e-4}",
-                 f"dataset.path=data/folder_{i}/train_examples.npz", f"model.hidden_sizes=[{i}00,{i}00]",
-                 "trainer.max_iterations=1000", "optimizer=sgd"]
-    return {"iteration": 1000, "elapsed_s": 61.0 + i, "status": "completed",
-            "stop_reason": "max_iterations", "overrides": overrides,
-            "objective": {"metric": "val/loss", "mode": "min", "best": 0.5 - 0.01 * i,
-                          "best_iteration": 1000, "final": 0.5 - 0.01 * i},
-            "val/loss": 0.5 - 0.01 * i, "val/accuracy": 0.9 + 0.001 * i,
-            "test/loss": 0.55 - 0.01 * i, "test/accuracy": 0.89 + 0.001 * i}
-
-
-def test_trainer_report_fits_100_columns_and_shows_every_column_that_varies(tmp_path):
-    sweep = tmp_path / "sweep"
-    for i in range(4):
-        (sweep / str(i)).mkdir(parents=True)
-        (sweep / str(i) / "summary.json").write_text(json.dumps(_summary(i)))
-    (sweep / "multirun.yaml").write_text("hydra: {}\n")
-    result = subprocess.run([sys.executable, "-m", "trainer_run.cli.report_command", "sweep",
-                             "--plot", "c.png"], cwd=tmp_path, capture_output=True, text=True,
-                            timeout=120, env={**os.environ, "COLUMNS": "100"})
-    assert result.returncode == 0, result.stderr
-    lines = result.stdout.splitlines()
-    assert max(len(line) for line in lines) <= 100, result.stdout
-    assert lines[0] == "sweep results: ranked by val/loss (min)"
-    assert lines[1] == ("all jobs: trainer.max_iterations=1000 optimizer=sgd; best at iteration "
-                        "1000; status max_iterations")
-    text = "".join(line.replace("│", " ").replace("┃", " ") for line in lines)
-    words = text.split()
-    for i in range(4):
-        summary = _summary(i)
-        for key in ("val/loss", "val/accuracy", "test/loss", "test/accuracy"):
-            assert f"{summary[key]:.4g}" in words
-        for override in summary["overrides"][:2] + summary["overrides"][3:4]:
-            key, value = override.split("=")
-            assert f"{key.rsplit('.', 1)[-1]}={results.runs.value_text(value)}" in words
-        assert "folder_" in text and f"1m0{1 + i}s" in words
-    for name in ("learning_rate", "wd", "path", "hidden_sizes", "val/", "test/", "accuracy",
-                 "loss", "best", "time"):
-        assert name in text
