@@ -6,14 +6,12 @@ only into a new directory, and a run already at its limit is left as it was."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy
 import pytest
 from helpers import load_npz, read_jsonl, run_cli, run_files
 
 QUIET = "trainer.progress=false"
-JSONL = "trainer_run.training.loggers.jsonl.JsonLines"
 SGD = ("optimizer=sgd", "optimizer.learning_rate=0.05", "trainer.log_interval=10",
        "trainer.checkpoint_interval=10", "trainer.keep_checkpoints=null")
 
@@ -233,25 +231,6 @@ def test_a_run_that_only_skips_stops_as_diverged_and_counts_its_skips(tmp_path, 
     # update 21 applies the huge rate; 22..26 have a non-finite loss: 5 skipped in a row, the
     # fifth stops the run, so the last iteration counted is 25
     assert (summary["status"], summary["skipped_steps"], summary["iteration"]) == ("diverged", 5, 25)
-
-
-def test_a_checkpoint_from_before_a_new_key_resumes_with_its_default():
-    """A run saved before ``trainer.profile``, ``logger`` and ``dataset.overfit_batches``
-    existed (a KeyError and a traceback on resume): the keys are added with their defaults,
-    while an option's own keys (here the user's dataset function's) stay as saved."""
-    from omegaconf import OmegaConf
-
-    from trainer_run.runs import resume as resumes
-    cfg = OmegaConf.create({"seed": 0, "logger": {"jsonl": {}},
-                            "trainer": {"max_iterations": None, "profile": False},
-                            "dataset": {"batch_size": 50, "overfit_batches": None, "size": 2000}})
-    saved = {"seed": 3, "trainer": {"max_iterations": 20},
-             "dataset": {"_target_": "my_data.load", "batch_size": 10}}
-    stored = resumes.Stored(saved, b"", None, "checkpoint x", Path("x"))
-    node = OmegaConf.to_container(resumes.config(stored, cfg, [], {}, vouched=True))
-    assert node == {"seed": 3, "logger": {"jsonl": {"_target_": JSONL}},
-                    "trainer": {"max_iterations": 20, "profile": False},
-                    "dataset": {"_target_": "my_data.load", "batch_size": 10, "overfit_batches": None}}
 
 
 def test_loggers_saved_before_they_named_a_target_resume_with_ours(tmp_path, base_run):

@@ -242,14 +242,6 @@ def test_an_old_key_in_a_users_config_file_is_one_error_naming_the_new_key(tmp_p
     assert not (run / "checkpoints").exists() and not (run / "metrics.jsonl").exists()
 
 
-def test_a_resumed_runs_recorded_overrides_take_the_new_key():
-    from trainer_run.runs.resume import merged
-
-    assert merged(["trainer.nan_policy=skip", "seed=1"], ["updater.nan_policy=stop"], {}) == \
-        ["updater.nan_policy=stop", "seed=1"]
-    assert merged(["dataset.prefetch=2"], [], {}) == ["updater.prefetch=2"]
-
-
 def test_a_sweep_started_with_an_old_key_continues_with_the_new_one(tmp_path):
     from trainer_run.cli import sweeps
 
