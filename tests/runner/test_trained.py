@@ -1,12 +1,12 @@
 """A trained model back from its run directory: rebuilt from the saved config (ours and a
 user's), its parameters loaded, in evaluation mode, predicting with the run's normalization;
-its accuracy on the validation split is the run's logged val/accuracy."""
+its accuracy on the validation split is the run's logged val/accuracy (the runs trained
+in-process, by ``trainer_run.train``)."""
 
 import json
 
 import numpy as np
 import pytest
-from helpers import run_cli
 
 import trainer_run
 from trainer_run.errors import ConfigError
@@ -45,9 +45,8 @@ RUN = ("dataset=npz", "dataset.path=train.npz", "dataset.val_path=val.npz", "tra
 def test_a_loaded_model_predicts_the_runs_validation_accuracy(tmp_path, monkeypatch, args):
     (tmp_path / "my_model.py").write_text(USER_MODEL)
     x, y = _images(tmp_path)
-    result = run_cli(*RUN, *args, "hydra.run.dir=run", cwd=tmp_path)
-    assert result.returncode == 0, result.stderr
     monkeypatch.chdir(tmp_path)
+    trainer_run.train([*RUN, *args], run_dir="run")
     monkeypatch.syspath_prepend(str(tmp_path))
     trained = trainer_run.load_model("run")
     assert trained.model.training is False and trained.task == "classification"
@@ -61,9 +60,8 @@ def test_a_loaded_model_predicts_the_runs_validation_accuracy(tmp_path, monkeypa
 
 def test_a_checkpoint_loads_its_own_parameters(tmp_path, monkeypatch):
     x, _ = _images(tmp_path)
-    result = run_cli(*RUN, "dataset.normalize=unit", "hydra.run.dir=run", cwd=tmp_path)
-    assert result.returncode == 0, result.stderr
     monkeypatch.chdir(tmp_path)
+    trainer_run.train([*RUN, "dataset.normalize=unit"], run_dir="run")
     final = trainer_run.load_model("run", "last")
     middle = trainer_run.load_model("run", "run/checkpoints/iter_00000030")
     with np.load(tmp_path / "run/model.npz") as saved:
@@ -85,9 +83,8 @@ def test_load_model_stands_alone_without_hydra_omegaconf_or_the_command(tmp_path
     import sys
 
     run = tmp_path / "run"
-    result = run_cli(f"hydra.run.dir={run}", "trainer.max_iterations=6",
-                     "trainer.checkpoint_interval=6", "trainer.progress=false", "dataset.size=200")
-    assert result.returncode == 0, result.stderr
+    trainer_run.train(["trainer.max_iterations=6", "trainer.checkpoint_interval=6",
+                       "trainer.progress=false", "dataset.size=200"], run_dir=run)
     code = f"""
 import sys
 for name in ("omegaconf", "hydra", "trainer_run.cli"):
@@ -109,9 +106,8 @@ def test_a_saved_config_with_an_interpolation_between_its_keys_loads(tmp_path):
     import yaml
 
     run = tmp_path / "run"
-    result = run_cli(f"hydra.run.dir={run}", "trainer.max_iterations=3", "trainer.progress=false",
-                     "dataset.size=200")
-    assert result.returncode == 0, result.stderr
+    trainer_run.train(["trainer.max_iterations=3", "trainer.progress=false", "dataset.size=200"],
+                      run_dir=run)
     path = run / ".hydra" / "config.yaml"
     config = yaml.safe_load(path.read_text())
     config["model"]["hidden_sizes"] = "${width}"
