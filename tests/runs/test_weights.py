@@ -9,7 +9,7 @@ import shutil
 
 import numpy
 import pytest
-from helpers import load_npz, run_cli
+from helpers import load_npz
 
 import trainer_run
 from trainer_run.backend import get_backend
@@ -23,9 +23,8 @@ from trainer_run.storage import checkpoint
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     folder = tmp_path_factory.mktemp("load") / "run"
-    done = run_cli("trainer.max_iterations=30", "trainer.eval_interval=10", "optimizer=sgd",
-                   "optimizer.learning_rate=0.5", f"hydra.run.dir={folder}")
-    assert done.returncode == 0, done.stderr
+    trainer_run.train(["trainer.max_iterations=30", "trainer.eval_interval=10", "optimizer=sgd",
+                       "optimizer.learning_rate=0.5"], run_dir=folder)
     return folder
 
 
