@@ -19,9 +19,9 @@ from mpi_jobs import run
 
 from trainer_run import jit
 
-SERIAL_MODULES = {"test_preemption", "test_directory", "test_download"}
-"""The test files (by stem: tests/command/test_preemption.py, tests/runs/test_directory.py,
-tests/data/test_download.py) whose tests run on the serial worker."""
+SERIAL_MODULES = {"test_preemption", "test_run_directory", "test_directory", "test_download"}
+"""The test files (by stem: tests/command/test_preemption.py, tests/command/test_run_directory.py,
+tests/runs/test_directory.py, tests/data/test_download.py) whose tests run on the serial worker."""
 GPU_REASON = "needs CuPy and a CUDA device (none here)"
 BACKENDS = ["numpy", pytest.param("cupy", marks=pytest.mark.gpu)]
 """The array backends a test parametrized over them runs on (see :func:`xp_backend`)."""
