@@ -244,8 +244,9 @@ TOGETHER = """
 import datetime, os, sys
 import trainer_run, trainer_run.runner.trained, trainer_run.metrics, rich.table  # imported once, forked
 from trainer_run.cli import evaluate
+from trainer_run.runner import evaluation
 count, run = int(sys.argv[1]), sys.argv[2]
-write, ready, go = evaluate._write, os.pipe(), os.pipe()
+write, ready, go = evaluation.write, os.pipe(), os.pipe()
 
 def together(run_dir, result):  # every process writes its record at the same moment
     os.write(ready[1], b"r")
@@ -257,7 +258,7 @@ class Now(datetime.datetime):  # and in the same microsecond
     def now(cls, tz=None):
         return cls(2026, 12, 7, 15, 0, 0, 123456)
 
-evaluate._write, evaluate.datetime = together, Now
+evaluation.write, evaluation.datetime = together, Now
 children = []
 for index in range(count):
     pid = os.fork()

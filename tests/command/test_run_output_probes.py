@@ -191,7 +191,7 @@ def test_every_evaluation_is_its_own_record_at_its_iteration(tmp_path):
     """Evaluations every 2 iterations, log points every 6: one val/loss record per evaluation
     (never a mean of several), each what trainer-eval measures on that iteration's checkpoint;
     the training rows stay at the log points; the progress line's best is their minimum."""
-    from trainer_run.cli.evaluate import evaluate
+    from trainer_run.runner.evaluation import evaluate
 
     out = tmp_path / "run"
     done = run_cli(*EVERY_2, "trainer.checkpoint_interval=2", "trainer.keep_checkpoints=null",
