@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from helpers import run_cli, run_files
 
-from tests.runs.test_trust import command
+from tests.command.test_trust import command
 
 MY_MODELS = '''
 from trainer_run import functions as F

@@ -24,7 +24,8 @@ import yaml
 from run_folders import RESIDENT
 from run_folders import command as command_measured
 
-from tests.runs.test_trust import PAYLOAD_MODULE, QUICK, command, tree_bytes
+from tests.command.test_trust import command
+from tests.runs.test_trust import PAYLOAD_MODULE, QUICK, tree_bytes
 from trainer_run import load_model
 from trainer_run.errors import ConfigError
 from trainer_run.runs import directory as run_directory
