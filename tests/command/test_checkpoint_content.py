@@ -1,13 +1,18 @@
-"""A checkpoint whose checksums match but whose content is wrong (issue 25 item 15), as
+"""A checkpoint whose checksums match but whose content (or arrays file) is wrong (issue 25 item 15), as
 ``trainer-run resume=`` meets it: the newest is passed over with one warning naming it and what
 is wrong, and the run resumes bit-identically from the previous one; named directly, it is
 refused in one line (runs/checkpoint_tree.py, runner/lifecycle.py)."""
 
 from __future__ import annotations
 
+import hashlib
+import io
+import json
 import shutil
+from pathlib import Path
 
 import numpy
+import numpy as np
 import pytest
 from helpers import load_npz, run_cli
 
@@ -82,3 +87,34 @@ def test_a_malformed_checkpoint_named_directly_is_refused_in_one_line(runs, tmp_
     assert result.returncode == 2 and lines == [f"error: checkpoint {ck} is malformed: {problem}"], \
         result.stderr
     assert [p.name for p in checkpoint.list_checkpoints(ck.parent)] == ["iter_00000010", "iter_00000020"]
+
+
+def _rewrite_checksums(ck: Path) -> None:
+    """Makes a crafted checkpoint checksum-consistent, so only the schema can tell."""
+    digests = {name: hashlib.sha256((ck / name).read_bytes()).hexdigest()
+               for name in (checkpoint.STATE, checkpoint.ARRAYS)}
+    (ck / checkpoint.CHECKSUMS).write_text(json.dumps({"sha256": digests}))
+
+
+def _npy(array) -> bytes:
+    buffer = io.BytesIO()
+    np.save(buffer, array, allow_pickle=True)
+    return buffer.getvalue()
+
+
+def test_resume_skips_a_malformed_newest_checkpoint_and_refuses_it_named(tmp_path):
+    run = tmp_path.resolve() / "run"
+    common = ["trainer.progress=false", "trainer.checkpoint_interval=20", "trainer.keep_checkpoints=null"]
+    result = run_cli(f"hydra.run.dir={run}", "trainer.max_iterations=40", *common)
+    assert result.returncode == 0, result.stderr
+    ck = run / "checkpoints" / "iter_00000040"
+    (ck / checkpoint.ARRAYS).write_bytes(_npy(np.ones(3)))
+    _rewrite_checksums(ck)
+    problem = f"checkpoint file {ck / checkpoint.ARRAYS} cannot be read (not a zip archive of .npy arrays)"
+
+    result = run_cli(f"resume={ck}", "trainer.max_iterations=60", *common)
+    assert (result.returncode, result.stderr) == (2, f"error: {problem}\n")
+
+    result = run_cli(f"resume={run}", "trainer.max_iterations=60", *common)
+    assert (result.returncode, result.stderr) == (0, f"warning: {problem}; skipping it\n")
+    assert json.loads((run / "summary.json").read_text())["iteration"] == 60

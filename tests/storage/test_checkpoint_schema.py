@@ -11,7 +11,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import run_cli
 
 from trainer_run.errors import ConfigError
 from trainer_run.storage import checkpoint
@@ -220,21 +219,3 @@ def test_load_weights_from_a_checkpoint_without_model_parameters_names_it(tmp_pa
         load_weights(_model(), ck)
     assert str(caught.value) == (f"{ck} cannot be read as a model's weights: checkpoint {ck} "
                                  "holds no model parameters (no trainer/updater/models/main)")
-
-
-def test_resume_skips_a_malformed_newest_checkpoint_and_refuses_it_named(tmp_path):
-    run = tmp_path.resolve() / "run"
-    common = ["trainer.progress=false", "trainer.checkpoint_interval=20", "trainer.keep_checkpoints=null"]
-    result = run_cli(f"hydra.run.dir={run}", "trainer.max_iterations=40", *common)
-    assert result.returncode == 0, result.stderr
-    ck = run / "checkpoints" / "iter_00000040"
-    (ck / checkpoint.ARRAYS).write_bytes(_npy(np.ones(3)))
-    _rewrite_checksums(ck)
-    problem = f"checkpoint file {ck / checkpoint.ARRAYS} cannot be read (not a zip archive of .npy arrays)"
-
-    result = run_cli(f"resume={ck}", "trainer.max_iterations=60", *common)
-    assert (result.returncode, result.stderr) == (2, f"error: {problem}\n")
-
-    result = run_cli(f"resume={run}", "trainer.max_iterations=60", *common)
-    assert (result.returncode, result.stderr) == (0, f"warning: {problem}; skipping it\n")
-    assert json.loads((run / "summary.json").read_text())["iteration"] == 60
