@@ -1,7 +1,8 @@
 """Weight averaging from the command line: trainer.ema_decay and trainer.swa write model_ema.npz
 and model_swa.npz, log val/ema/ metrics at each evaluation, rank by them as the objective, and
 report the SWA weights' val/swa/ metrics in summary.json; the run's ``metrics`` are measured
-on the averaged weights too, as trainer-eval measures model_ema.npz."""
+on the averaged weights too, as trainer-eval measures model_ema.npz; a damaged average in a
+checkpoint is refused on resume in one line naming it."""
 
 import json
 import subprocess
@@ -88,3 +89,70 @@ def test_the_averaged_weights_say_what_they_are_and_their_exports_keep_apart(tmp
         with np.load(path) as exported:
             averaged = load_npz(out / f"model_{kind}.npz")
             assert np.array_equal(exported["l1/W"], averaged["l1/W"]), kind
+
+
+def _damage(state: dict, how: str) -> str:
+    """Damages the EMA or SWA state of a checkpoint's ``state`` as ``how`` says; the entry the
+    refusal must name and what it must say of it."""
+    extensions = state["trainer"]["extensions"]
+    if how == "negative count":
+        extensions["swa"]["count"] = -3
+        return "trainer/extensions/swa/count is -3, not a number of averaged values (an integer " \
+               "from 0 to 7)"
+    if how == "huge count":
+        extensions["swa"]["count"] = 1e30
+        return "trainer/extensions/swa/count is 1e+30, not a number of averaged values (an " \
+               "integer from 0 to 7)"
+    if how == "missing":
+        del extensions["ema"]
+        return "trainer/extensions/ema is missing, though its config has trainer.ema_decay on"
+    if how == "decay of 5":
+        extensions["ema"]["decay"] = 5
+        return "trainer/extensions/ema/decay is 5, not a number in [0, 1)"
+    extensions["ema"]["params"]["l2/W"][...] = np.nan
+    return "trainer/extensions/ema/params/l2/W holds values that are not finite (NaN or " \
+           "infinite), though the parameter holds none"
+
+
+@pytest.fixture(scope="module")
+def averaged(tmp_path_factory):
+    """A run with EMA and SWA (6 iterations, checkpoints at 3 and 6)."""
+    from run_folders import make_run
+
+    folder = tmp_path_factory.mktemp("averaged")
+    return make_run(folder, folder / "keys", "trainer.ema_decay=0.9", "trainer.swa.start=2",
+                    "trainer.swa.interval=1")
+
+
+@pytest.mark.parametrize("how", ["negative count", "huge count", "missing", "decay of 5",
+                                 "all NaN"])
+def test_a_damaged_average_in_a_checkpoint_is_refused_on_resume_and_names_it(averaged, tmp_path,
+                                                                            how):
+    import shutil
+    import subprocess
+    import sys
+
+    from run_folders import environment
+
+    from trainer_run.storage import checkpoint
+
+    run = shutil.copytree(averaged, tmp_path / "run", symlinks=True)
+    found = checkpoint.find(run)
+    state = checkpoint.load(found)
+    named = _damage(state, how)
+    checkpoint.save(state, found.parent, checkpoint.iteration_of(found))  # valid checksums
+    before = _files(run)
+    done = subprocess.run([sys.executable, "-m", "trainer_run.cli", f"resume={run}",
+                           "trainer.max_iterations=9"], env=environment(averaged.parent / "keys"),
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.splitlines() == [
+        f"error: checkpoint {found} is damaged: its {named}; resume from an earlier one with "
+        f"resume={run / 'checkpoints' / 'iter_00000003'}"]
+    assert _files(run) == before  # nothing written
+
+
+def _files(run) -> dict:
+    """Each file's bytes and mtime, but the lock's (a resume takes it, then lets it go)."""
+    return {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in run.rglob("*")
+            if p.is_file() and p.name != ".lock"}
