@@ -9,17 +9,11 @@ import json
 
 import pytest
 
-from trainer_run.callbacks import Callbacks
 from trainer_run.compose import composer
 from trainer_run.errors import JobFailed
-from trainer_run.loss_scaling import LossScaler
 from trainer_run.runner import lifecycle
 from trainer_run.runner.lifecycle import Finished, Job
 from trainer_run.runs import directory, trust
-from trainer_run.updaters import StandardUpdater
-from trainer_run.updaters.batches import Batches
-from trainer_run.updaters.sync import Sync
-from trainer_run.updaters.verdict import Verdict
 
 SMALL = ["trainer.max_iterations=6", "trainer.eval_interval=3", "dataset.size=200",
          "trainer.progress=false"]
@@ -77,28 +71,3 @@ def test_a_sweeps_job_whose_run_finished_returns_its_value_and_frees_the_folder(
         lifecycle.run(again, cfg)
     assert done.value.value == 0.25
     directory.RunLock(out).acquire().release()  # the job's lock was released
-
-
-class OwnUpdater(StandardUpdater):
-    """A user's updater (``updater._target_``): its own key, and the parts the run built."""
-
-    def __init__(self, iterator, optimizer, model, *, note: str = "none", **parts):
-        super().__init__(iterator, optimizer, model, **parts)
-        self.note, self.received = note, parts
-
-
-def test_a_users_updater_receives_the_built_parts_and_its_own_key(tmp_path):
-    out = tmp_path / "run"
-    job, cfg = _job(out, [*SMALL, f"updater._target_={__name__}.OwnUpdater", "+updater.note=mine",
-                          "updater.accum_grad=2", "updater.nan_policy=skip",
-                          "updater.clip_global_norm=1.5", "loss_scale=static"])
-    updater = lifecycle.run(job, cfg).updater
-    assert type(updater) is OwnUpdater and updater.note == "mine" and updater.iteration == 6
-    got = updater.received
-    assert sorted(got) == ["batches", "callbacks", "profiler", "sync", "verdict"]
-    assert type(got["batches"]) is Batches and got["batches"].accum_grad == 2
-    assert got["batches"].backend is updater.backend and updater.backend.name == "numpy"
-    assert type(got["verdict"]) is Verdict and got["verdict"].nan.policy == "skip"
-    assert got["verdict"].clip.max_norm == 1.5 and type(got["verdict"].loss_scaler) is LossScaler
-    assert type(got["sync"]) is Sync and got["profiler"] is None
-    assert type(got["callbacks"]) is Callbacks
