@@ -1,23 +1,17 @@
 """Runs saved before the runner's groups named their callable with ``_target_``
-(trainer_run/config_upgrade.py): their configs are upgraded, they resume bit for bit and their model
-loads in the dtype they trained in."""
+(trainer_run/config_upgrade.py): their configs are upgraded (such a run resumed by the command:
+tests/command/test_config_upgrade.py)."""
 
 from __future__ import annotations
 
 import copy
-import json
-import shutil
 
-import numpy
 import pytest
 import yaml
-from helpers import load_npz, read_jsonl, run_cli
 
-from trainer_run import load_model
 from trainer_run.compose.options import CONFIGS, option_section
 from trainer_run.config_upgrade import DTYPES, TARGETS, upgrade
 from trainer_run.errors import ConfigError
-from trainer_run.storage import checkpoint
 
 CALLBACKS = {hook: None for hook in ("forward_on_start", "forward_on_finish", "backward_on_start",
                                      "backward_on_finish", "comm_on_start", "comm_on_finish",
@@ -102,50 +96,3 @@ def test_each_old_name_upgrades_to_the_target_of_the_option_of_that_name(group, 
 def test_each_old_precision_upgrades_to_the_dtype_its_preset_sets(name):
     preset = yaml.safe_load((CONFIGS / "precision" / f"{name}.yaml").read_text())
     assert DTYPES[name] == preset["backend"]["dtype"]
-
-
-# -- a run saved before -------------------------------------------------------------------------
-COMMON = ("precision=fp16", "updater=parallel", "updater.devices=2", "kvstore=local",
-          "loss_scale.scale=1e30", "optimizer=sgd", "trainer.checkpoint_interval=10",
-          "trainer.log_interval=5", "trainer.progress=false")
-
-
-def _train(out, *args):
-    result = run_cli(f"hydra.run.dir={out}", *COMMON, *args)
-    assert result.returncode == 0, result.stderr
-
-
-def _make_old(run):
-    """Rewrites the run's checkpoint and ``.hydra/config.yaml`` into the old form."""
-    found = checkpoint.find(run)
-    state = checkpoint.load(found)
-    assert {k: state["config"][k] for k in NEW} == SAVED  # what the old form stands for
-    state["config"] = {**{k: v for k, v in state["config"].items() if k not in NEW}, **OLD}
-    shutil.rmtree(found)
-    checkpoint.save(state, found.parent, int(found.name.removeprefix(checkpoint.PREFIX)))
-    record = run / ".hydra" / "config.yaml"
-    config = yaml.safe_load(record.read_text())
-    record.write_text(yaml.safe_dump({**{k: v for k, v in config.items() if k not in NEW}, **OLD}))
-
-
-def test_a_run_saved_in_the_old_form_resumes_bit_for_bit(tmp_path):
-    _train(tmp_path / "straight", "trainer.max_iterations=20")
-    _train(tmp_path / "split", "trainer.max_iterations=10")
-    _make_old(tmp_path / "split")
-    saved = json.loads((checkpoint.find(tmp_path / "split") / "state.json").read_text())["config"]
-    assert saved["precision"] == {"name": "fp16"}
-    result = run_cli(f"resume={tmp_path / 'split'}", "trainer.max_iterations=20", "trainer.progress=false")
-    assert result.returncode == 0, result.stderr
-    straight, split = (load_npz(tmp_path / name / "model.npz") for name in ("straight", "split"))
-    assert sorted(straight) == sorted(split)
-    for key in straight:
-        assert split[key].dtype == straight[key].dtype == numpy.float16
-        numpy.testing.assert_array_equal(split[key], straight[key], err_msg=key)
-    rows = [(r["iteration"], r["loss_scale"], r["skipped_steps"])
-            for r in read_jsonl(tmp_path / "split" / "metrics.jsonl")]
-    assert rows == [(r["iteration"], r["loss_scale"], r["skipped_steps"])
-                    for r in read_jsonl(tmp_path / "straight" / "metrics.jsonl")]
-    resaved = checkpoint.load_tree(checkpoint.find(tmp_path / "split"))["config"]
-    assert {k: resaved[k] for k in NEW} == UPGRADED and "precision" not in resaved  # saved anew
-    trained = load_model(tmp_path / "split")  # its .hydra/config.yaml is still the old form
-    assert all(p.data.dtype == numpy.float16 for p in trained.model.params().values())
