@@ -1,7 +1,8 @@
 """The memory rule (trainer_run.memory): allocations whose size is known in advance (an IDX
 header, a synthetic set's size, a model's parameters, a checkpoint's arrays) are refused in
 one line before they are made when the machine's available memory cannot hold them. Headers
-claim large sizes in small files; nothing large is allocated."""
+claim large sizes in small files; nothing large is allocated (the command meeting them:
+tests/command/test_memory_limits.py)."""
 
 import gzip
 import struct
@@ -11,7 +12,6 @@ import zipfile
 
 import numpy as np
 import pytest
-from helpers import run_cli
 
 from trainer_run import memory
 from trainer_run.data import synthetic
@@ -100,18 +100,6 @@ def test_an_npz_member_beyond_memory_is_refused_before_it_is_inflated(tmp_path, 
         npz.load(path)
 
 
-@pytest.mark.parametrize("args, words", [
-    (("dataset.size=100000000000",), "error: dataset.size=100000000000 (100000000000 examples"),
-    (("model.hidden_sizes=[100000000000]",), "error: model: a parameter of shape (100000000000, 2)"),
-])
-def test_the_command_refuses_in_one_line_naming_the_key(tmp_path, args, words):
-    result = run_cli(*args, "trainer.max_iterations=2", "hydra.run.dir=run", cwd=tmp_path)
-    assert result.returncode == 2, result.stderr
-    lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith(words), result.stderr
-    assert not (tmp_path / "run").exists()
-
-
 def _with_available(mebibytes: int, code: str) -> str:
     """Python source that runs ``code`` in a process whose machine is said to have
     ``mebibytes`` of memory available."""
@@ -131,25 +119,6 @@ def test_the_data_limit_refuses_an_allocation_beyond_what_is_available_and_resto
     assert result.stdout.splitlines() == [
         "refused: Unable to allocate 1.00 GiB for an array with shape (1073741824,) and data type uint8",
         "after restore: allocated"], result.stderr
-
-
-def test_a_training_step_beyond_available_memory_ends_the_run_in_one_line(tmp_path):
-    """Each parameter of ``hidden_sizes=[1000000]`` fits in the 400 MiB the machine is said to
-    have (the layer check passes), but a training step's activations (50 x 1000000 values
-    each) do not: the command says so in one line, exit 2, instead of being killed by the
-    kernel once memory runs out."""
-    code = _with_available(400, "import runpy\nsys.argv[0] = 'trainer-run'\n"
-                                "runpy.run_module('trainer_run.cli', run_name='__main__')\n")
-    result = subprocess.run([sys.executable, "-c", code, "model.hidden_sizes=[1000000]",
-                             "trainer.max_iterations=2", "trainer.progress=false", "hydra.run.dir=run"],
-                            cwd=tmp_path, capture_output=True, text=True, timeout=120)
-    assert result.returncode == 2, result.stderr
-    lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1, result.stderr
-    assert lines[0].startswith("error: out of memory: unable to allocate "), result.stderr
-    assert lines[0].endswith("the run needs more memory than the machine had available when it "
-                             "started: lower dataset.batch_size or the model's sizes "
-                             "(model.hidden_sizes, model.channels)"), result.stderr
 
 
 FAULTS = """
