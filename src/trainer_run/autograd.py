@@ -175,14 +175,24 @@ class Function:
     inputs: tuple = ()
 
     def __call__(self, *inputs):
-        y = self.forward(*[x.data if isinstance(x, Variable) else x for x in inputs])
-        needs = tuple([getattr(x, "requires_grad", False) for x in inputs])
-        if not (True in needs and getattr(_mode, "recording", True)):
+        arrays, needs, rank = [], [], -1
+        for x in inputs:
+            if isinstance(x, Variable):
+                arrays.append(x.data)
+                if x.requires_grad:
+                    needs.append(True)
+                    if x.rank > rank:
+                        rank = x.rank
+                    continue
+            else:
+                arrays.append(x)
+            needs.append(False)
+        y = self.forward(*arrays)
+        if rank < 0 or not getattr(_mode, "recording", True):
             return Variable(y)
         self.inputs = inputs
-        self.needs = needs
-        rank = max([x.rank for x, need in zip(inputs, needs) if need]) + 1
-        return _Node(y, creator=self, rank=rank)
+        self.needs = tuple(needs)
+        return _Node(y, creator=self, rank=rank + 1)
 
     def forward(self, *xs):
         raise NotImplementedError(f"{type(self).__name__} must define forward")

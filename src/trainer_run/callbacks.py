@@ -55,7 +55,10 @@ class Callbacks:
     def fire(self, hook: str, iteration: int) -> None:
         """Calls ``hook``'s callables with ``iteration``; what one of the user's raises names
         it (``updater.callbacks.<hook>``, :func:`trainer_run.user_code.blame`)."""
-        for fn in self[hook]:
+        fns = self._hooks.get(hook)
+        if fns is None:
+            raise KeyError(f"{hook} is not a callback hook; choose one of {', '.join(HOOKS)}")
+        for fn in fns:
             with blame(f"updater.callbacks.{hook}", fn):
                 fn(iteration)
 

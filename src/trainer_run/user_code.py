@@ -33,14 +33,29 @@ from .errors import ConfigError, RunStopped, UserCodeError
 OURS = "trainer_run."
 PASSED = (ConfigError, RunStopped, MemoryError, KeyboardInterrupt, GeneratorExit)
 """What :func:`blame` passes on unchanged."""
+_NOTHING = contextlib.nullcontext()
 
 
 def name_of(obj) -> str:
     """The dotted name of what ``obj`` is or was built by: a class's or function's own (a
     ``functools.partial``'s function's), else the object's class's."""
+    name = _BY_CLASS.get(type(obj))
+    if name is not None:
+        return name
     while isinstance(obj, functools.partial):
         obj = obj.func
-    target = obj if isinstance(obj, type) or inspect.isroutine(obj) else type(obj)
+    if isinstance(obj, type) or inspect.isroutine(obj):
+        return _dotted(obj)
+    name = _BY_CLASS[type(obj)] = _dotted(type(obj))
+    return name
+
+
+_BY_CLASS: dict[type, str] = {}
+"""The names of the classes whose instances are named by their class (whether an object is a
+class, a routine or a partial depends on its class alone)."""
+
+
+def _dotted(target) -> str:
     qualname = getattr(target, "__qualname__", None) or getattr(target, "__name__", repr(target))
     module = getattr(target, "__module__", None)
     return f"{module}.{qualname}" if module else qualname
@@ -56,20 +71,27 @@ def described(key: str, obj, method: str | None = None) -> str:
     return f"{key} ({name_of(obj)})" + (f".{method}()" if method else "")
 
 
-@contextlib.contextmanager
 def blame(key: str, obj, method: str | None = None):
-    """Runs the block, a call into ``obj`` (config ``key``; ``method``: which of its methods,
-    None for a call of the object itself); an exception it raises becomes a UserCodeError
-    naming the object, as the module docstring says."""
-    if is_ours(obj):
-        yield
-        return
-    try:
-        yield
-    except PASSED:
-        raise
-    except BaseException as e:
-        raise raised(key, obj, e, method) from e
+    """A context for the block, a call into ``obj`` (config ``key``; ``method``: which of its
+    methods, None for a call of the object itself): an exception it raises becomes a
+    UserCodeError naming the object, as the module docstring says. For an object of
+    trainer-run's own the context does nothing."""
+    return _NOTHING if is_ours(obj) else _Blamed(key, obj, method)
+
+
+class _Blamed:
+    __slots__ = ("key", "obj", "method")
+
+    def __init__(self, key: str, obj, method: str | None):
+        self.key, self.obj, self.method = key, obj, method
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, error, traceback) -> bool:
+        if error is None or isinstance(error, PASSED):
+            return False
+        raise raised(self.key, self.obj, error, self.method) from error
 
 
 def raised(key: str, obj, error: BaseException, method: str | None = None) -> UserCodeError:

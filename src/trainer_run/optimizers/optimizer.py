@@ -300,14 +300,11 @@ class Optimizer:
         """Whether ``indices`` may be updated by one :meth:`fused_update` call."""
         if self.fused_step is None:
             return False
-        first = indices[0]
-        key = (self._index_update_count.get(first, self.begin_num_update),
-               self._mult(first, "lr_mult", self.lr_mult), self._mult(first, "wd_mult", self.wd_mult))
-        return all(
-            (self._index_update_count.get(i, self.begin_num_update),
-             self._mult(i, "lr_mult", self.lr_mult), self._mult(i, "wd_mult", self.wd_mult)) == key
-            for i in indices[1:]
-        )
+        counts, begin = self._index_update_count, self.begin_num_update
+        if not (self.param_dict or self.lr_mult or self.wd_mult):
+            return len({counts.get(i, begin) for i in indices}) == 1
+        return len({(counts.get(i, begin), self._mult(i, "lr_mult", self.lr_mult),
+                     self._mult(i, "wd_mult", self.wd_mult)) for i in indices}) == 1
 
     # -- state ----------------------------------------------------------------------------
     def hyper_parameters(self) -> dict:
@@ -367,5 +364,4 @@ def index_key(key: str):
 
 def scalars(dtype, *values):
     """``values`` cast to ``dtype``'s scalar type, as MXNet's kernels cast their parameters."""
-    kind = numpy.dtype(dtype).type
-    return tuple(kind(v) for v in values)
+    return tuple(map(numpy.dtype(dtype).type, values))

@@ -25,7 +25,7 @@ class Workspace:
         """``count`` scratch arrays able to hold one chunk of ``like``'s dtype."""
         xp = array_module(like)
         size = CHUNK if xp is numpy else like.size
-        key = (xp.__name__, like.dtype.str, count)
+        key = (xp, like.dtype, count)
         buffers = self._buffers.get(key)
         if buffers is None or buffers[0].size < size:
             buffers = tuple(xp.empty(size, dtype=like.dtype) for _ in range(count))
@@ -37,6 +37,9 @@ def chunks(*arrays):
     """Yields aligned chunks (tuples of views) of flat arrays of equal length."""
     n = arrays[0].size
     step = CHUNK if array_module(arrays[0]) is numpy else max(n, 1)
+    if n <= step:
+        yield n, arrays
+        return
     for start in range(0, n, step):
         stop = min(start + step, n)
         yield stop - start, tuple(a[start:stop] for a in arrays)

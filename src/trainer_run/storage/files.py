@@ -139,10 +139,10 @@ def append(path: Path, text: str | bytes, run: Path | None = None) -> None:
     ended. It is not fsynced: a log row is appended every few iterations, and the
     checkpoints, which are, keep the rows."""
     data = text.encode() if isinstance(text, str) else text
-    if run is not None:
+    if run is not None and os.path.dirname(path) != os.fspath(run):  # else O_NOFOLLOW is all
         check_no_links(path, run)
     try:
-        fd = open_regular(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+        fd = open_regular(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, run=run)
     except OSError as e:
         raise storage_error(path, e) from None
     try:
@@ -155,9 +155,10 @@ def append(path: Path, text: str | bytes, run: Path | None = None) -> None:
         os.close(fd)
 
 
-def open_regular(path: Path, flags: int, mode: int = 0o666) -> int:
+def open_regular(path: Path, flags: int, mode: int = 0o666, run: Path | None = None) -> int:
     """``os.open(path, flags)`` of a regular file, never following a link at ``path``
-    (``O_NOFOLLOW``) nor waiting on a FIFO; :class:`LinkInRun` for a link, ConfigError for
+    (``O_NOFOLLOW``) nor waiting on a FIFO; :class:`LinkInRun` for a link (of the run folder
+    ``run``, when given), ConfigError for
     anything else that is not a regular file, and, when ``flags`` open it for writing,
     :class:`HardLinked` for a file with other hard links (the descriptor is closed, the file
     untouched: ``O_TRUNC`` is applied only once it is checked); OSError as ``os.open``
@@ -167,7 +168,7 @@ def open_regular(path: Path, flags: int, mode: int = 0o666) -> int:
                      mode)
     except OSError:
         if Path(path).is_symlink():
-            raise link_in_run(Path(path)) from None
+            raise link_in_run(Path(path), run) from None
         raise
     try:
         found = os.fstat(fd)

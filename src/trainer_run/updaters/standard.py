@@ -38,7 +38,6 @@ Our rules, where the seeds differ:
 
 from __future__ import annotations
 
-import contextlib
 from typing import Callable
 
 import numpy
@@ -269,8 +268,11 @@ class StandardUpdater(NamedParts):
                 self.sync.push_pull(iteration, self.replica_stores, scale)
         else:
             applier = self._appliers["main"]
-            with applier.unless(applied) if applied is not None else contextlib.nullcontext():
+            if applied is None:
                 applier.step(scale)
+            else:
+                with applier.unless(applied):
+                    applier.step(scale)
         self.callbacks.fire("update_on_finish", iteration)
 
     # -- pieces subclasses reuse ------------------------------------------------------------
