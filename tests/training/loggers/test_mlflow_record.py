@@ -4,18 +4,15 @@ user's, signed for this folder and this tracking URI. A copied folder, or a stra
 naming an MLflow run of the user's store, logs to a new MLflow run, says so in one ``note:``
 line, and leaves the recorded MLflow run's files in the store byte-identical (content and
 mtime), its metric history and artifacts as they were. Read back from a local ``file:`` store
-with MLflow's own client."""
+with MLflow's own client (the resumes of a copied or a stranger's run:
+tests/command/test_mlflow_record.py)."""
 
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from run_folders import QUICK, environment
 
 from trainer_run.training.loggers import RunInfo
 
@@ -51,74 +48,6 @@ def _logger(store: Path, config: dict | None = None):
     from trainer_run.training.loggers.mlflow import MLflow
 
     return MLflow(tracking_uri=store.as_uri(), run=RunInfo(config or {"seed": 0}))
-
-
-def _cli(*arguments, keys: Path):
-    return subprocess.run([sys.executable, "-m", "trainer_run.cli", *arguments],
-                          env=environment(keys), capture_output=True, text=True, timeout=300)
-
-
-def test_a_copied_run_s_resume_logs_to_a_new_mlflow_run_and_the_original_s_stays_as_it_was(tmp_path):
-    from mlflow.tracking import MlflowClient
-
-    keys, store = tmp_path / "keys", tmp_path / "store"
-    logged = ("logger=[jsonl,mlflow]", f"logger.mlflow.tracking_uri={store.as_uri()}")
-    done = _cli(*QUICK, *logged, f"hydra.run.dir={tmp_path / 'run'}", keys=keys)
-    assert done.returncode == 0, done.stderr
-    original = json.loads((tmp_path / "run" / "mlflow.json").read_text())["run_id"]
-    client = MlflowClient(tracking_uri=store.as_uri())
-    before, history = _store_files(store, original), _history(client, original)
-    assert history["train/loss"][-1][0] == 6
-
-    copy = tmp_path / "run2"
-    shutil.copytree(tmp_path / "run", copy)
-    done = _cli(f"resume={copy}", "trainer.max_iterations=9", keys=keys)
-    assert done.returncode == 0, done.stderr
-    assert _note(store.as_uri()) in done.stderr.splitlines()
-    new = json.loads((copy / "mlflow.json").read_text())["run_id"]
-    assert new != original
-    assert _store_files(store, original) == before  # not a byte, not an mtime changed
-    assert _history(client, original) == history
-    assert [s for s, _ in _history(client, new)["train/loss"]] == [3, 6, 9]  # the whole history
-    assert client.get_run(new).data.tags["trainer-run.run_dir"] == str(copy.resolve())
-
-    done = _cli(f"resume={tmp_path / 'run'}", "trainer.max_iterations=9", keys=keys)
-    assert done.returncode == 0, done.stderr  # the original folder still continues its own
-    assert "note: logger.mlflow" not in done.stderr
-    assert json.loads((tmp_path / "run" / "mlflow.json").read_text())["run_id"] == original
-    assert [s for s, _ in _history(client, original)["train/loss"]] == [3, 6, 9]
-
-
-def test_a_stranger_s_run_resumed_from_python_at_a_checkpoint_logs_to_a_new_mlflow_run(tmp_path):
-    """A variant: the run is the user's, given to a stranger who re-signed its record with
-    their key and gave it back; trainer_run.resume from a checkpoint of it."""
-    from mlflow.tracking import MlflowClient
-
-    keys, store = tmp_path / "keys", tmp_path / "store"
-    done = _cli(*QUICK, "logger=[jsonl,mlflow]", f"logger.mlflow.tracking_uri={store.as_uri()}",
-                f"hydra.run.dir={tmp_path / 'run'}", keys=keys)
-    assert done.returncode == 0, done.stderr
-    original = json.loads((tmp_path / "run" / "mlflow.json").read_text())["run_id"]
-    client = MlflowClient(tracking_uri=store.as_uri())
-    before, history = _store_files(store, original), _history(client, original)
-    theirs = shutil.copytree(tmp_path / "run", tmp_path / "theirs")
-    resign = ("import json, sys; from trainer_run.training.loggers import mlflow_record as r; "
-              "d = json.loads(open(sys.argv[1] + '/mlflow.json').read()); "
-              "r.write(sys.argv[1], d['tracking_uri'], d['experiment_id'], d['run_id'])")
-    subprocess.run([sys.executable, "-c", resign, str(theirs)], check=True,
-                   env=environment(tmp_path / "stranger"))
-    assert json.loads((theirs / "mlflow.json").read_text())["run_id"] == original
-    code = ("import sys, trainer_run; trainer_run.resume(sys.argv[1], ['trainer.max_iterations=9', "
-            "'trust=true'])")
-    done = subprocess.run([sys.executable, "-c", code, str(theirs / "checkpoints" / "iter_00000003")],
-                          env=environment(keys), capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
-    assert _note(store.as_uri()) in done.stderr.splitlines()
-    new = json.loads((theirs / "mlflow.json").read_text())["run_id"]
-    assert new != original
-    assert _store_files(store, original) == before
-    assert _history(client, original) == history
-    assert [s for s, _ in _history(client, new)["train/loss"]] == [3, 6, 9]
 
 
 def _plant(record: dict, how: str, folder: Path, monkeypatch, tmp_path) -> None:
