@@ -6,10 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from helpers import read_jsonl, run_cli
+from helpers import read_jsonl
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
+import trainer_run
 from trainer_run.training.loggers import plot_layout as layout
 from trainer_run.training.loggers.base import RunInfo
 
@@ -54,8 +55,7 @@ def test_the_figure_s_title_gives_the_rate_the_run_logs(tmp_path):
     overrides = ("optimizer.learning_rate=0.1", "scheduler.base_lr=0.05", "trainer.max_iterations=20",
                  "trainer.log_interval=10", "trainer.progress=false", "logger=[jsonl,plot]")
     run = tmp_path / "run"
-    result = run_cli(f"hydra.run.dir={run}", *overrides, cwd=tmp_path)
-    assert result.returncode == 0, result.stderr
+    trainer_run.train(overrides, run_dir=run)
     assert (run / "plot.png").read_bytes()[:4] == b"\x89PNG"
     logged = {row["lr"] for row in read_jsonl(run / "metrics.jsonl") if "lr" in row}
     assert logged == {0.05}
