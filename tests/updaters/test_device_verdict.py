@@ -1,12 +1,12 @@
 """The training loop keeps its verdicts and metrics on the device: no read between log rows
 (counted, and enforced on the loss itself), and the same parameters, counts and stops as the
-loop that reads at once (``Backend(deferred=True)`` runs the device's way on NumPy)."""
+loop that reads at once (``Backend(deferred=True)`` runs the device's way on NumPy; from the
+command line: tests/command/test_deferred_reads.py)."""
 
-import json
 
 import numpy as np
 import pytest
-from helpers import load_npz, make_synthetic, run_cli
+from helpers import make_synthetic
 
 from trainer_run import host_reads, optimizers
 from trainer_run.backend import Backend
@@ -203,26 +203,6 @@ def test_a_resumed_deferred_run_continues_bit_for_bit():
         resumed.update()
     for name, p in resumed.get_model().params().items():
         np.testing.assert_array_equal(p.data, straight[name], err_msg=name)
-
-
-def test_the_command_with_deferred_reads_stops_where_the_loss_broke(tmp_path):
-    """``backend.deferred=true`` on NumPy, as on a GPU: a rate of 1e30 breaks the loss of
-    update 2; the log row of iteration 10 reads it, names iteration 2, and model.npz holds the
-    weights after update 1, as the run that reads at once leaves them."""
-    runs = {}
-    for deferred in ("true", "false"):
-        out = tmp_path / deferred
-        result = run_cli("optimizer.learning_rate=1e30", "trainer.max_iterations=40",
-                         "trainer.log_interval=10", "trainer.progress=false",
-                         f"backend.deferred={deferred}", f"hydra.run.dir={out}")
-        assert result.returncode == 3, result.stderr
-        assert "the training loss is nan at iteration 2" in result.stderr
-        runs[deferred] = out
-    summary = json.loads((runs["true"] / "summary.json").read_text())
-    assert (summary["status"], summary["iteration"]) == ("diverged", 10)
-    got, expected = load_npz(runs["true"] / "model.npz"), load_npz(runs["false"] / "model.npz")
-    for name in expected:
-        np.testing.assert_array_equal(got[name], expected[name], err_msg=name)
 
 
 def test_without_a_read_the_verdicts_are_read_every_pending_limit(monkeypatch):
