@@ -24,6 +24,24 @@ BYTES_PER_VALUE = 32
 """The memory one value of an example takes while a set is drawn: float64 draws, their
 temporaries and the float32 result."""
 
+RULES = {
+    "size": {"low": 2, "integer": True},
+    "n_features": {"low": 1, "integer": True},
+    "n_classes": {"low": 2, "integer": True},
+    "n_targets": {"low": 1, "integer": True},
+    "noise": {"low": 0},
+    "spread": {"low": 0},
+    "turns": {"low": 0, "low_open": True},
+}
+"""Each option's rule (:func:`trainer_run.errors.check_number`'s bounds), the same in every
+generator that takes it."""
+
+
+def _checked(**options) -> list:
+    """The values of ``options``, each checked by its rule in :data:`RULES`, in the order
+    given: the first one out of range raises its :class:`~trainer_run.errors.ConfigError`."""
+    return [check_number(name, value, **RULES[name]) for name, value in options.items()]
+
 
 def _check_fits(n: int, values: int) -> None:
     """Refuses ``n`` examples of ``values`` values each (the label included) that the
@@ -34,9 +52,7 @@ def _check_fits(n: int, values: int) -> None:
 
 def spirals(size: int, rng, noise: float = 0.2, turns: float = 1.5):
     """Two interleaved spirals: ``size`` points in 2-D with labels 0 and 1."""
-    n = check_number("size", size, low=2, integer=True)
-    noise = check_number("noise", noise, low=0)
-    turns = check_number("turns", turns, low=0, low_open=True)
+    n, noise, turns = _checked(size=size, noise=noise, turns=turns)
     _check_fits(n, 3)
     half = n // 2
     r = numpy.sqrt(rng.random(n)) * turns * 2 * numpy.pi
@@ -49,10 +65,8 @@ def spirals(size: int, rng, noise: float = 0.2, turns: float = 1.5):
 
 def blobs(size: int, rng, n_features: int = 2, n_classes: int = 3, spread: float = 1.0):
     """Gaussian clusters around random centres, ``n_classes`` classes."""
-    n = check_number("size", size, low=2, integer=True)
-    n_features = check_number("n_features", n_features, low=1, integer=True)
-    n_classes = check_number("n_classes", n_classes, low=2, integer=True)
-    spread = check_number("spread", spread, low=0)
+    n, n_features, n_classes, spread = _checked(size=size, n_features=n_features,
+                                                n_classes=n_classes, spread=spread)
     _check_fits(n, n_features + 1)
     centres = rng.normal(0, 4.0, size=(n_classes, n_features))
     labels = rng.integers(0, n_classes, size=n)
@@ -62,10 +76,8 @@ def blobs(size: int, rng, n_features: int = 2, n_classes: int = 3, spread: float
 
 def regression(size: int, rng, n_features: int = 8, n_targets: int = 1, noise: float = 0.1):
     """``y = x @ w + noise`` with standard normal inputs and a random ``w``."""
-    n = check_number("size", size, low=2, integer=True)
-    n_features = check_number("n_features", n_features, low=1, integer=True)
-    n_targets = check_number("n_targets", n_targets, low=1, integer=True)
-    noise = check_number("noise", noise, low=0)
+    n, n_features, n_targets, noise = _checked(size=size, n_features=n_features,
+                                               n_targets=n_targets, noise=noise)
     _check_fits(n, n_features + n_targets)
     w = rng.normal(0, 1, size=(n_features, n_targets))
     x = rng.normal(0, 1, size=(n, n_features))
@@ -75,10 +87,8 @@ def regression(size: int, rng, n_features: int = 8, n_targets: int = 1, noise: f
 
 def mnist_like(size: int, rng, n_features: int = 784, n_classes: int = 10, noise: float = 0.3):
     """MNIST-shaped data: noisy copies of random class prototypes, values in [0, 1]."""
-    n = check_number("size", size, low=2, integer=True)
-    n_features = check_number("n_features", n_features, low=1, integer=True)
-    n_classes = check_number("n_classes", n_classes, low=2, integer=True)
-    noise = check_number("noise", noise, low=0)
+    n, n_features, n_classes, noise = _checked(size=size, n_features=n_features,
+                                               n_classes=n_classes, noise=noise)
     _check_fits(n, n_features + 1)
     prototypes = rng.random((n_classes, n_features)) < 0.2
     labels = rng.integers(0, n_classes, size=n)
