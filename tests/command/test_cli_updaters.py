@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import numpy
+import numpy as np
 import pytest
 import yaml
 from helpers import load_npz, read_jsonl, run_cli
@@ -314,3 +315,30 @@ def test_a_callback_target_with_wrong_arguments_is_a_config_error(tmp_path):
                   env={"PYTHONPATH": str(tmp_path)})
     _assert_one_line_error(result, "updater.callbacks.update_on_start.nosuch is not an argument of "
                                    "Recorder(path, hook)")
+
+
+@pytest.mark.parametrize("updater", ["standard", "parallel"])
+def test_resume_with_accumulation_and_dynamic_scaling_is_bit_identical(tmp_path, updater):
+    """fp16 with a scale that overflows every few steps (it grows every 4 clean steps past
+    float16's range), cut at iteration 15 and resumed: the same parameters, bit for bit,
+    and the same training log (skipped steps and scale included; the cut run also evaluated
+    at its last iteration, 15)."""
+    common = [f"updater={updater}", "updater.accum_grad=3", "loss_scale=dynamic", "precision=fp16",
+              "loss_scale.scale=32768", "loss_scale.interval=4", "trainer.progress=false",
+              "trainer.log_interval=5", "trainer.eval_interval=10", "trainer.checkpoint_interval=10"]
+    straight, cut = tmp_path / "straight", tmp_path / "cut"
+    assert run_cli(*common, "trainer.max_iterations=30", f"hydra.run.dir={straight}").returncode == 0
+    assert run_cli(*common, "trainer.max_iterations=15", f"hydra.run.dir={cut}").returncode == 0
+    resumed = run_cli(f"resume={cut}", "trainer.max_iterations=30")
+    assert resumed.returncode == 0, resumed.stderr
+    a, b = load_npz(straight / "model.npz"), load_npz(cut / "model.npz")
+    for k in a:
+        assert a[k].dtype == np.float16
+        np.testing.assert_array_equal(a[k], b[k])
+    rows_a, rows_b = read_jsonl(straight / "metrics.jsonl"), read_jsonl(cut / "metrics.jsonl")
+    for row in rows_a + rows_b:
+        row.pop("elapsed_s")
+        row.pop("time")
+    rows_b[2] = {k: v for k, v in rows_b[2].items() if not k.startswith("val/")}
+    assert rows_a == rows_b
+    assert rows_a[-1]["skipped_steps"] > rows_a[2]["skipped_steps"]  # overflows after the cut
