@@ -1,14 +1,13 @@
 """``dataset.transforms`` in training (data/augmentation.py, updaters/batches.py): each part of
 each training batch is transformed with a generator spawned from the run's seed and the
 batch's key, so gathering ahead, loading a state mid-run and resuming a run transform every
-batch as a plain run does; names, user transforms and data that do not fit are checked
-before training."""
+batch as a plain run does; names and user transforms are checked before training (whole
+runs from the command line: tests/command/test_transform_runs.py)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import load_npz, one_error_line, run_cli
 
 from trainer_run import kvstore as kvstores
 from trainer_run import optimizers
@@ -194,56 +193,6 @@ def test_a_users_transform_runs_and_what_it_raises_names_its_entry():
         broken.try_on((x, np.zeros(2)))
 
 
-# -- whole runs ----------------------------------------------------------------------------
-
-RUN = ("dataset=npz", "model=mlp", "model.hidden_sizes=[16]", "optimizer=sgd",
-       "optimizer.learning_rate=0.1", "dataset.batch_size=20", "trainer.log_interval=10",
-       "trainer.eval_interval=10", "trainer.checkpoint_interval=15", "trainer.progress=false")
-TRANSFORMS = "dataset.transforms=[random_crop,horizontal_flip,random_erasing,cutmix]"
-
-
-@pytest.fixture(scope="module")
-def image_file(tmp_path_factory):
-    path = tmp_path_factory.mktemp("images") / "images.npz"
-    rng = np.random.default_rng(1)
-    np.savez(path, x=rng.integers(0, 256, size=(150, 3, 8, 8), dtype=np.uint8),
-             y=rng.integers(0, 4, size=150).astype(np.int64))
-    return path
-
-
-def train(out, image_file, *args):
-    result = run_cli(f"hydra.run.dir={out}", *RUN, f"dataset.path={image_file}",
-                     "dataset.normalize=per_channel", *args)
-    assert result.returncode == 0, result.stderr
-    return load_npz(out / "model.npz")
-
-
-def test_a_run_with_transforms_resumed_or_in_workers_equals_a_plain_one_and_differs_without(
-        tmp_path, image_file):
-    whole = train(tmp_path / "whole", image_file, TRANSFORMS, "trainer.max_iterations=30")
-    train(tmp_path / "cut", image_file, TRANSFORMS, "trainer.max_iterations=15")
-    resumed = run_cli(f"resume={tmp_path / 'cut'}", "trainer.max_iterations=30")
-    assert resumed.returncode == 0, resumed.stderr
-    again = load_npz(tmp_path / "cut" / "model.npz")
-    plain = train(tmp_path / "plain", image_file, "trainer.max_iterations=30")
-    threaded = train(tmp_path / "threads", image_file, TRANSFORMS, "trainer.max_iterations=30",
-                     "dataset.workers=2")
-    for key in whole:
-        np.testing.assert_array_equal(again[key], whole[key], err_msg=key, strict=True)
-        np.testing.assert_array_equal(threaded[key], whole[key], err_msg=key, strict=True)
-    assert any(not np.array_equal(plain[key], whole[key]) for key in whole)
-
-
-def test_transforms_that_do_not_fit_the_data_stop_the_run_before_it_writes(tmp_path):
-    result = run_cli(f"hydra.run.dir={tmp_path / 'run'}", "dataset.transforms=[random_crop]",
-                     "dataset=regression")
-    assert result.returncode == 2
-    assert one_error_line(result) == (
-        "error: dataset.transforms: random_crop works on images, inputs whose last two axes are "
-        "height and width; these examples have shape (8,): leave random_crop out for these data")
-    assert not (tmp_path / "run").exists()
-
-
 NOISE = '''
 def noise(batch, rng, sigma):
     x, *rest = batch
@@ -278,12 +227,3 @@ def test_a_plain_function_is_a_transform_its_extra_keys_bound_as_keyword_argumen
         "dataset.transforms[0]: noise(batch, rng, sigma) cannot be called with (batch, rng): "
         "missing a required argument: 'sigma'; a transform takes the batch and the generator, "
         "then the entry's other keys")
-
-
-def test_a_run_trains_with_a_plain_function_of_the_users_folder(tmp_path, user_module):
-    result = run_cli(f"hydra.run.dir={tmp_path / 'run'}", "dataset.size=120",
-                     "trainer.max_iterations=4", "trainer.progress=false",
-                     "dataset.transforms=[{_target_: my_transforms.noise, sigma: 0.1}]",
-                     cwd=user_module)
-    assert result.returncode == 0, result.stderr
-    assert (tmp_path / "run" / "model.npz").is_file()
