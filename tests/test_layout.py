@@ -4,7 +4,7 @@ command's (a subprocess, ``trainer-run``, ``trainer-eval``, ``trainer-report``, 
 ``tests/command/``, the top-level modules' and the project's own checks in ``tests/``.
 
 Issue 39 asks for a test file named after at least 70% of the library's modules (``GOAL``); the
-share reached (138 of 188 modules) is held as ``FLOOR``, which may only go up.
+share reached (174 of 217 modules) is held as ``FLOOR``, which may only go up.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SOURCE = ROOT / "src" / "trainer_run"
 TESTS = ROOT / "tests"
 GOAL = 0.70
-FLOOR = 0.73
+FLOOR = 0.80
 
 
 def modules() -> list[Path]:
