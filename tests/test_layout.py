@@ -9,6 +9,8 @@ share reached (174 of 217 modules) is held as ``FLOOR``, which may only go up.
 
 from __future__ import annotations
 
+import ast
+import re
 import subprocess
 from pathlib import Path
 
@@ -98,3 +100,92 @@ def test_no_two_modules_of_the_library_share_a_file_name():
             names.setdefault(module.name, []).append(str(module))
     shared = {name: paths for name, paths in names.items() if len(paths) > 1}
     assert not shared, shared
+
+
+COMMAND_SCRIPTS = {"trainer-run", "trainer-eval", "trainer-export", "trainer-report"}
+COMMAND_MODULES = {"trainer_run.cli", "trainer_run.cli.evaluate", "trainer_run.cli.report_command",
+                   "trainer_run.cli.export"}
+"""The console scripts and the modules ``python -m`` runs them as (tests/run_folders.COMMANDS)."""
+COMMAND_HELPERS = {"helpers": {"run_cli"}, "run_folders": {"command", "make_run"},
+                   "tests.command.test_trust": {"command"}}
+"""The tests' helpers that start the command in a subprocess, by the module they come from."""
+STARTS_THE_COMMAND_ELSEWHERE = {
+    # written beside this check (issue 47): its run is trained by run_folders.make_run and one
+    # test compares with trainer-eval; remove the entry once the run trains in this process
+    # (trainer_run.train, as runs/test_trust.py does) and the comparison is in tests/command/
+    "runner/test_evaluation.py",
+}
+"""Test files outside tests/command/ that may start the command, each with its reason. The
+MPI, SLURM and dist tests need no entry: their workers (tests/mpi/, ``mpi_jobs``) are programs
+of their own, not the command, and so are ``python -c`` scripts of the library."""
+
+
+def command_starts(source: str) -> list[str]:
+    """How a test module's ``source`` starts the command in a subprocess: a helper of
+    :data:`COMMAND_HELPERS` imported or called, a module of :data:`COMMAND_MODULES` in an argv
+    (a list, a tuple, a call's argument), a console script passed to a call or joined to the
+    interpreter's folder, or ``runpy.run_module('trainer_run.cli')`` in a script (docstrings
+    and other text naming them do not count)."""
+    tree, found = ast.parse(source), set()
+    docstrings = {id(n.body[0].value) for n in ast.walk(tree)
+                  if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef)) and n.body
+                  and isinstance(n.body[0], ast.Expr)}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module in COMMAND_HELPERS:
+            found |= {f"imports {a.name} from {node.module}" for a in node.names
+                      if a.name in COMMAND_HELPERS[node.module]}
+        elif (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+              and node.attr in COMMAND_HELPERS.get(node.value.id, ())):
+            found.add(f"calls {node.value.id}.{node.attr}")
+        elif isinstance(node, (ast.List, ast.Tuple, ast.Call)):
+            items = node.args if isinstance(node, ast.Call) else node.elts
+            values = {item.value for item in items if isinstance(item, ast.Constant)}
+            found |= {f"runs -m {v}" for v in values & COMMAND_MODULES}
+            if isinstance(node, ast.Call):
+                found |= {f"passes {v} to a call" for v in values & COMMAND_SCRIPTS}
+        elif (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div)
+              and isinstance(node.right, ast.Constant) and node.right.value in COMMAND_SCRIPTS
+              and "executable" in ast.unparse(node.left)):
+            found.add(f"runs the installed {node.right.value}")
+        elif (isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings
+              and re.search(r"run_module\(['\"]trainer_run\.cli", node.value)):
+            found.add("runs trainer_run.cli with runpy")
+    return sorted(found)
+
+
+def test_only_tests_in_tests_command_start_the_command():
+    """A test of a library module calls the library (``trainer_run.train`` trains a run in this
+    process); one that starts ``trainer-run``, ``trainer-eval``, ``trainer-export`` or
+    ``trainer-report`` as a subprocess is a test of the command, in tests/command/."""
+    found = {}
+    for path in sorted(TESTS.rglob("test_*.py")):
+        name = path.relative_to(TESTS).as_posix()
+        starts = command_starts(path.read_text())
+        if starts and not name.startswith("command/") and name not in STARTS_THE_COMMAND_ELSEWHERE:
+            found[name] = starts
+    assert not found, f"tests that start the command outside tests/command/: {found}"
+
+
+def test_the_scan_finds_each_way_a_test_starts_the_command():
+    forms = {
+        "from helpers import read_jsonl, run_cli": ["imports run_cli from helpers"],
+        "import run_folders\nrun_folders.make_run(a, b)": ["calls run_folders.make_run"],
+        "subprocess.run([sys.executable, '-m', 'trainer_run.cli.evaluate', run])":
+            ["runs -m trainer_run.cli.evaluate"],
+        "run(mpiexec, '-n', '2', sys.executable, '-m', 'trainer_run.cli')": ["runs -m trainer_run.cli"],
+        "_console('trainer-run')": ["passes trainer-run to a call"],
+        "str(Path(sys.executable).parent / 'trainer-export')": ["runs the installed trainer-export"],
+        "code = \"import runpy\\nrunpy.run_" + "module('trainer_run.cli', run_name='__main__')\"":
+            ["runs trainer_run.cli with runpy"],  # split, so that this file holds no such script
+    }
+    for source, expected in forms.items():
+        assert command_starts(source) == expected, source
+    elsewhere = ['"""Runs ``python -m trainer_run.cli`` or ``runpy.run_'
+                 + "module('trainer_run.cli')``.\"\"\"",
+                 "key = home / 'config' / 'trainer-run' / 'key'", "assert name == 'trainer-run'",
+                 "code = 'sys.modules[\"trainer_run.cli\"] = None'",
+                 "PACKAGES = {'trainer_run.cli': ROOT / 'cli'}",
+                 "subprocess.run([sys.executable, '-c', 'import trainer_run'])",
+                 "from run_folders import QUICK, environment, snapshot"]
+    for source in elsewhere:
+        assert command_starts(source) == [], source
