@@ -1,7 +1,7 @@
 """``resume=`` (runs/resume.py), in-process: the arguments a resume rewrites before Hydra
 composes (:func:`prepare`), its refusals, and the config merge after it (:func:`config`,
 :func:`command_keys`, :func:`resolved`, :func:`merged`). The run folder is a real one, trained
-once for the module (tests/run_folders.py); the command-level resumes are in
+once for the module in this process (trainer_run.train); the command-level resumes are in
 tests/command/test_cli_resume.py."""
 
 from __future__ import annotations
@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 from omegaconf import OmegaConf
-from run_folders import copy_run, make_run
+from run_folders import QUICK, copy_run
 
+import trainer_run
 from trainer_run.errors import ConfigError
 from trainer_run.runs import resume as resumes
 from trainer_run.runs.directory import RunLock
@@ -28,9 +29,13 @@ LATEST = "checkpoints/iter_00000006"
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
-    """A run of 6 iterations (checkpoints at 3 and 6) and the key folder that signed it."""
+    """A run of 6 iterations (checkpoints at 3 and 6), trained in this process, and the key
+    folder that signed it."""
     folder = tmp_path_factory.mktemp("trained")
-    return make_run(folder, folder / "keys"), folder / "keys"
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("XDG_CONFIG_HOME", str(folder / "keys"))
+        trainer_run.train(QUICK, run_dir=folder / "run")
+    return folder / "run", folder / "keys"
 
 
 @pytest.fixture
