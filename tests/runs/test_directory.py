@@ -33,6 +33,12 @@ def test_a_second_lock_is_refused_naming_the_holder_and_released_with_it(tmp_pat
         pass
 
 
+def test_a_lock_acquired_again_records_this_process_once_from_the_start(tmp_path):
+    lock = run_directory.RunLock(tmp_path / "run")
+    with lock.acquire():                              # acquire, then __enter__ acquires again
+        assert (tmp_path / "run" / run_directory.LOCK).read_bytes() == f"{os.getpid()}\n".encode()
+
+
 def test_a_refusal_names_the_live_holder_not_the_dead_process_the_lock_file_records(tmp_path):
     """The probe: .lock names the last holder's pid, so a lock a child inherited from a holder
     that has since ended was refused naming the dead process. Now the live holder is named."""

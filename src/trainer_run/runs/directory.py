@@ -226,7 +226,7 @@ class RunLock:
                 os.close(fd)
         try:
             os.ftruncate(self._fd, 0)
-            os.write(self._fd, f"{os.getpid()}\n".encode())
+            os.pwrite(self._fd, f"{os.getpid()}\n".encode(), 0)
         except OSError as e:
             self.release(remove=True)
             raise files.storage_error(self.path, e) from None
