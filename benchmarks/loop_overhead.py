@@ -18,10 +18,12 @@ MLP 2-16-2 (ReLU), batch 32, SGD (lr 0.1, momentum 0.9), microseconds per iterat
   iteration costs at least.
 
 Rounds alternate (the machine may be shared); medians are printed with the ratio of the
-peer's time to ours (target: at least 2). ``--profile`` adds one ``trainer.profile=true``
-run's table of where an iteration's time goes.
+peer's time to ours (target: at least 2). ``--baseline PYTHON`` adds the same run of another
+installation of trainer-run (an older commit's virtual environment), in the same rounds, with
+its time over ours. ``--profile`` adds one ``trainer.profile=true`` run's table of where an
+iteration's time goes.
 
-    python benchmarks/loop_overhead.py [--rounds 3] [--iterations 4000] [--profile]
+    python benchmarks/loop_overhead.py [--rounds 3] [--iterations 4000] [--baseline PYTHON] [--profile]
 """
 
 from __future__ import annotations
@@ -44,10 +46,10 @@ OURS = ["model.hidden_sizes=[16]", "optimizer=sgd", "optimizer.learning_rate=0.1
         "optimizer.momentum=0.9", f"dataset.batch_size={BATCH}", "trainer.progress=true"]
 
 
-def ours(folder: Path, iterations: int, *extra: str) -> tuple[float, Path]:
-    """Microseconds per iteration of one run, and its directory."""
+def ours(folder: Path, iterations: int, *extra: str, python: str = sys.executable) -> tuple[float, Path]:
+    """Microseconds per iteration of one run (of ``python``'s trainer-run), and its directory."""
     out = Path(tempfile.mkdtemp(dir=folder))
-    subprocess.run([sys.executable, "-m", "trainer_run.cli", *OURS,
+    subprocess.run([python, "-m", "trainer_run.cli", *OURS,
                     f"trainer.max_iterations={iterations}", f"trainer.eval_interval={iterations}",
                     f"trainer.checkpoint_interval={iterations}", f"hydra.run.dir={out}", *extra],
                    check=True, capture_output=True)
@@ -128,12 +130,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--iterations", type=int, default=4000)
+    parser.add_argument("--baseline", metavar="PYTHON",
+                        help="the interpreter of another trainer-run installation to time too")
     parser.add_argument("--profile", action="store_true")
     args = parser.parse_args()
-    rows: dict[str, list[float]] = {"ours": [], "peer": [], "floor": []}
+    rows: dict[str, list[float]] = {"ours": [], "peer": [], "floor": [], "baseline": []}
     with tempfile.TemporaryDirectory() as folder:
         for _ in range(args.rounds):
             rows["ours"].append(ours(Path(folder), args.iterations)[0])
+            if args.baseline:
+                rows["baseline"].append(ours(Path(folder), args.iterations, python=args.baseline)[0])
             theirs = peer(args.iterations)
             if theirs is not None:
                 rows["peer"].append(theirs)
@@ -145,6 +151,10 @@ def main() -> None:
               f"peer/ours {med['peer'] / med['ours']:.2f}x (target >= 2)")
         print(f"  floor: the step in NumPy      {med['floor']:>8.1f}   "
               f"floor/ours {med['floor'] / med['ours']:.2f}x")
+        if args.baseline:
+            print(f"  baseline ({args.baseline})\n"
+                  f"    the same run                {med['baseline']:>8.1f}   "
+                  f"baseline/ours {med['baseline'] / med['ours']:.2f}x (target >= 1)")
         if args.profile:
             profile_table(Path(folder), args.iterations)
 
