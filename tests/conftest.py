@@ -71,10 +71,13 @@ def cupy():
     return cupy
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items):
     """Under pytest-xdist (``--dist loadgroup``), the tests that start several MPI processes or
     time a process against the clock run on one worker, one after the other, never beside each
-    other: on a 2-core machine two of them at once could miss their timeouts."""
+    other: on a 2-core machine two of them at once could miss their timeouts. Marked before
+    pytest-xdist's worker reads the marks into the test ids that its scheduler groups by (its
+    hook, registered after this file, would otherwise run first and see none)."""
     for item in items:
         if (any(item.get_closest_marker(m) for m in ("mpi", "cluster", "slurm"))
                 or item.path.stem in SERIAL_MODULES):

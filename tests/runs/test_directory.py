@@ -39,6 +39,14 @@ def test_a_lock_acquired_again_records_this_process_once_from_the_start(tmp_path
         assert (tmp_path / "run" / run_directory.LOCK).read_bytes() == f"{os.getpid()}\n".encode()
 
 
+def test_this_module_runs_on_the_serial_worker(request):
+    """Its tests time processes against the clock: under ``--dist loadgroup`` they carry the
+    ``serial`` group (tests/conftest.py), which pytest-xdist keeps on one worker."""
+    if not request.config.getoption("loadgroup", False):
+        pytest.skip("not a pytest-xdist worker under --dist loadgroup")
+    assert request.node.nodeid.endswith("@serial")
+
+
 def test_a_refusal_names_the_live_holder_not_the_dead_process_the_lock_file_records(tmp_path):
     """The probe: .lock names the last holder's pid, so a lock a child inherited from a holder
     that has since ended was refused naming the dead process. Now the live holder is named."""
