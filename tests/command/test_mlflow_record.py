@@ -13,32 +13,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 from run_folders import QUICK, environment
 
-
-@pytest.fixture(autouse=True)
-def store_env(monkeypatch):
-    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")  # MLflow 3 refuses a file store without
-    monkeypatch.setenv("MLFLOW_DISABLE_TELEMETRY", "true")
-
-
-def _note(uri: str) -> str:
-    return ("note: logger.mlflow: mlflow.json was not recorded by you for this run folder (it was "
-            "copied or moved, or is someone else's), so its MLflow run is left untouched; this run "
-            f"logs to a new MLflow run at {uri}, which gets its whole history")
-
-
-def _store_files(store: Path, run_id: str) -> dict:
-    """Every file of the MLflow run ``run_id`` in the file store: its bytes and mtime."""
-    folder = next(store.glob(f"*/{run_id}"))
-    return {p.relative_to(folder).as_posix(): (p.read_bytes(), p.stat().st_mtime_ns)
-            for p in sorted(folder.rglob("*")) if p.is_file()}
-
-
-def _history(client, run_id: str) -> dict:
-    return {key: sorted((m.step, m.value) for m in client.get_metric_history(run_id, key))
-            for key in client.get_run(run_id).data.metrics}
+from tests.training.loggers.test_mlflow_record import (
+    metric_histories,
+    new_run_note,
+    store_env,  # noqa: F401 - an autouse fixture, so it applies here too
+    store_files,
+)
 
 
 def _cli(*arguments, keys: Path):
@@ -55,26 +37,26 @@ def test_a_copied_run_s_resume_logs_to_a_new_mlflow_run_and_the_original_s_stays
     assert done.returncode == 0, done.stderr
     original = json.loads((tmp_path / "run" / "mlflow.json").read_text())["run_id"]
     client = MlflowClient(tracking_uri=store.as_uri())
-    before, history = _store_files(store, original), _history(client, original)
+    before, history = store_files(store, original), metric_histories(client, original)
     assert history["train/loss"][-1][0] == 6
 
     copy = tmp_path / "run2"
     shutil.copytree(tmp_path / "run", copy)
     done = _cli(f"resume={copy}", "trainer.max_iterations=9", keys=keys)
     assert done.returncode == 0, done.stderr
-    assert _note(store.as_uri()) in done.stderr.splitlines()
+    assert new_run_note(store.as_uri()) in done.stderr.splitlines()
     new = json.loads((copy / "mlflow.json").read_text())["run_id"]
     assert new != original
-    assert _store_files(store, original) == before  # not a byte, not an mtime changed
-    assert _history(client, original) == history
-    assert [s for s, _ in _history(client, new)["train/loss"]] == [3, 6, 9]  # the whole history
+    assert store_files(store, original) == before  # not a byte, not an mtime changed
+    assert metric_histories(client, original) == history
+    assert [s for s, _ in metric_histories(client, new)["train/loss"]] == [3, 6, 9]  # the whole history
     assert client.get_run(new).data.tags["trainer-run.run_dir"] == str(copy.resolve())
 
     done = _cli(f"resume={tmp_path / 'run'}", "trainer.max_iterations=9", keys=keys)
     assert done.returncode == 0, done.stderr  # the original folder still continues its own
     assert "note: logger.mlflow" not in done.stderr
     assert json.loads((tmp_path / "run" / "mlflow.json").read_text())["run_id"] == original
-    assert [s for s, _ in _history(client, original)["train/loss"]] == [3, 6, 9]
+    assert [s for s, _ in metric_histories(client, original)["train/loss"]] == [3, 6, 9]
 
 
 def test_a_stranger_s_run_resumed_from_python_at_a_checkpoint_logs_to_a_new_mlflow_run(tmp_path):
@@ -88,7 +70,7 @@ def test_a_stranger_s_run_resumed_from_python_at_a_checkpoint_logs_to_a_new_mlfl
     assert done.returncode == 0, done.stderr
     original = json.loads((tmp_path / "run" / "mlflow.json").read_text())["run_id"]
     client = MlflowClient(tracking_uri=store.as_uri())
-    before, history = _store_files(store, original), _history(client, original)
+    before, history = store_files(store, original), metric_histories(client, original)
     theirs = shutil.copytree(tmp_path / "run", tmp_path / "theirs")
     resign = ("import json, sys; from trainer_run.training.loggers import mlflow_record as r; "
               "d = json.loads(open(sys.argv[1] + '/mlflow.json').read()); "
@@ -101,9 +83,9 @@ def test_a_stranger_s_run_resumed_from_python_at_a_checkpoint_logs_to_a_new_mlfl
     done = subprocess.run([sys.executable, "-c", code, str(theirs / "checkpoints" / "iter_00000003")],
                           env=environment(keys), capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
-    assert _note(store.as_uri()) in done.stderr.splitlines()
+    assert new_run_note(store.as_uri()) in done.stderr.splitlines()
     new = json.loads((theirs / "mlflow.json").read_text())["run_id"]
     assert new != original
-    assert _store_files(store, original) == before
-    assert _history(client, original) == history
-    assert [s for s, _ in _history(client, new)["train/loss"]] == [3, 6, 9]
+    assert store_files(store, original) == before
+    assert metric_histories(client, original) == history
+    assert [s for s, _ in metric_histories(client, new)["train/loss"]] == [3, 6, 9]

@@ -26,20 +26,20 @@ def store_env(monkeypatch):
     monkeypatch.setenv("MLFLOW_DISABLE_TELEMETRY", "true")
 
 
-def _note(uri: str) -> str:
+def new_run_note(uri: str) -> str:
     return ("note: logger.mlflow: mlflow.json was not recorded by you for this run folder (it was "
             "copied or moved, or is someone else's), so its MLflow run is left untouched; this run "
             f"logs to a new MLflow run at {uri}, which gets its whole history")
 
 
-def _store_files(store: Path, run_id: str) -> dict:
+def store_files(store: Path, run_id: str) -> dict:
     """Every file of the MLflow run ``run_id`` in the file store: its bytes and mtime."""
     folder = next(store.glob(f"*/{run_id}"))
     return {p.relative_to(folder).as_posix(): (p.read_bytes(), p.stat().st_mtime_ns)
             for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
-def _history(client, run_id: str) -> dict:
+def metric_histories(client, run_id: str) -> dict:
     return {key: sorted((m.step, m.value) for m in client.get_metric_history(run_id, key))
             for key in client.get_run(run_id).data.metrics}
 
@@ -87,7 +87,7 @@ def test_a_stranger_s_record_naming_the_user_s_mlflow_run_is_never_written_into(
     first.finish("completed")
     record = json.loads((mine / "mlflow.json").read_text())
     target = first.run_id
-    before, history = _store_files(store, target), _history(first.client, target)
+    before, history = store_files(store, target), metric_histories(first.client, target)
     _plant(record, how, theirs, monkeypatch, tmp_path)
     capfd.readouterr()
 
@@ -96,10 +96,10 @@ def test_a_stranger_s_record_naming_the_user_s_mlflow_run_is_never_written_into(
     (theirs / "summary.json").write_text('{"status": "completed"}\n')
     resumed.finish("completed")
     assert resumed.run_id != target
-    assert " ".join(capfd.readouterr().err.split()) == _note(store.as_uri())
-    assert _store_files(store, target) == before
-    assert _history(first.client, target) == history == {"train/loss": [(10, 0.5)]}
-    assert _history(resumed.client, resumed.run_id) == {"train/loss": [(10, 0.5), (20, 0.4)]}
+    assert " ".join(capfd.readouterr().err.split()) == new_run_note(store.as_uri())
+    assert store_files(store, target) == before
+    assert metric_histories(first.client, target) == history == {"train/loss": [(10, 0.5)]}
+    assert metric_histories(resumed.client, resumed.run_id) == {"train/loss": [(10, 0.5), (20, 0.4)]}
     assert json.loads((theirs / "mlflow.json").read_text())["run_id"] == resumed.run_id
 
 
@@ -111,8 +111,8 @@ def test_a_record_that_is_no_record_gives_a_new_mlflow_run(tmp_path, monkeypatch
     (out / "mlflow.json").write_bytes(content)
     logger = _logger(tmp_path / "store")
     logger.start(out, ROWS)
-    assert " ".join(capfd.readouterr().err.split()) == _note((tmp_path / "store").as_uri())
-    assert _history(logger.client, logger.run_id) == {"train/loss": [(10, 0.5), (20, 0.4)]}
+    assert " ".join(capfd.readouterr().err.split()) == new_run_note((tmp_path / "store").as_uri())
+    assert metric_histories(logger.client, logger.run_id) == {"train/loss": [(10, 0.5), (20, 0.4)]}
 
 
 def test_the_record_is_signed_for_the_folder_and_the_tracking_uri(tmp_path, monkeypatch):
