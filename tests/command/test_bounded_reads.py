@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 from run_folders import RESIDENT, command, copy_run, error_lines, load_model_script, make_run
 
+from tests.storage.test_reading import laughs
+
 SECONDS = 10
 
 
@@ -30,23 +32,6 @@ def planted(tmp_path, trained):
 @pytest.fixture()
 def keys(trained):
     return trained[1]
-
-
-def laughs(merge: bool = False) -> str:
-    """About 2.4 kB of YAML whose aliases expand to 10^17 strings ("billion laughs"): nine
-    references per level, seventeen levels; with ``merge`` the levels are mappings merged
-    with ``<<: *name``."""
-    lines = ["a: &a {%s}" % ", ".join(f"k{i}: x" for i in range(9)) if merge else
-             "a: &a [x, x, x, x, x, x, x, x, x]"]
-    previous = "a"
-    for name in "bcdefghijklmnopq":
-        if merge:
-            lines.append(f"{name}: &{name} {{<<: [{', '.join(['*' + previous] * 9)}], {name}: 1}}")
-        else:
-            lines.append(f"{name}: &{name} [{', '.join(['*' + previous] * 9)}]")
-        previous = name
-    lines.append(f"model: {{_target_: trainer_run.models.MLP, hidden_sizes: *{previous}}}")
-    return "\n".join(lines) + "\n"
 
 
 def ends_in_time_refusing(done, named: Path, *words: str) -> None:
