@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 from helpers import read_jsonl, run_cli, run_files
 
+from tests.runs.test_directory import bytes_and_mtime, hard_links_line, users_file
+
 QUIET = "trainer.progress=false"
 
 
@@ -84,24 +86,6 @@ QUICK = ("trainer.max_iterations=6", "trainer.checkpoint_interval=3", "trainer.l
          "dataset.size=200", QUIET)
 
 
-def _users_file(path: Path, content: bytes = b"the user's notes\n") -> tuple[bytes, int]:
-    """``path`` made a file of the user's with ``content`` and an old mtime; what must stay."""
-    if not path.exists():
-        path.write_bytes(content)
-    os.utime(path, ns=(1_000_000_000, 1_000_000_000))
-    return path.read_bytes(), os.stat(path).st_mtime_ns
-
-
-def _kept(path: Path) -> tuple[bytes, int]:
-    return path.read_bytes(), os.stat(path).st_mtime_ns
-
-
-def _hard_links_line(path: Path) -> str:
-    return (f"{path} has other hard links (it is one of 2 names of the same file), so writing "
-            "it would change another file too; trainer-run writes only files of their own: "
-            "remove it (or copy the run without hard links) and try again")
-
-
 def test_a_resume_refuses_a_hard_linked_lock_and_keeps_a_hard_linked_log(tmp_path):
     """``trainer-run resume=<run>`` (and ``trainer_run.resume``): a .lock hard-linked to a file
     of the user's is one error line, exit 2, the file byte-identical; a metrics.jsonl with
@@ -110,28 +94,28 @@ def test_a_resume_refuses_a_hard_linked_lock_and_keeps_a_hard_linked_log(tmp_pat
     run = tmp_path / "run"
     assert run_cli(*QUICK, f"hydra.run.dir={run}").returncode == 0
     other = tmp_path / "notes.txt"
-    before = _users_file(other)
+    before = users_file(other)
     (run / ".lock").unlink()
     os.link(other, run / ".lock")
     result = run_cli(f"resume={run}", "trainer.max_iterations=9", QUIET)
     assert result.returncode == 2, result.stderr
-    assert _one_error(result) == f"error: {_hard_links_line(run / '.lock')}"
-    assert _kept(other) == before
+    assert _one_error(result) == f"error: {hard_links_line(run / '.lock')}"
+    assert bytes_and_mtime(other) == before
     assert (run / "checkpoints" / "latest").read_text() == "iter_00000006\n"  # nothing trained
     from_python = subprocess.run([sys.executable, "-c", (
         "import sys, trainer_run\nfrom trainer_run.errors import JobFailed\n"
         "try:\n    trainer_run.resume(sys.argv[1], ['trainer.max_iterations=9'])\n"
         "except JobFailed as e:\n    print(e); sys.exit(e.exit_code)\n"), str(run)],
         capture_output=True, text=True, timeout=300)
-    assert (from_python.returncode, from_python.stdout) == (2, _hard_links_line(run / ".lock") + "\n")
-    assert _kept(other) == before
+    assert (from_python.returncode, from_python.stdout) == (2, hard_links_line(run / ".lock") + "\n")
+    assert bytes_and_mtime(other) == before
     (run / ".lock").unlink()
     kept = tmp_path / "metrics-copy.jsonl"
     os.link(run / "metrics.jsonl", kept)
-    before = _users_file(kept)
+    before = users_file(kept)
     result = run_cli(f"resume={run}", "trainer.max_iterations=9", QUIET)
     assert result.returncode == 0, result.stderr
-    assert _kept(kept) == before
+    assert bytes_and_mtime(kept) == before
     assert [row["iteration"] for row in read_jsonl(run / "metrics.jsonl")] == [3, 6, 9]
     assert os.stat(run / "metrics.jsonl").st_nlink == 1
 

@@ -72,7 +72,7 @@ def test_a_refusal_names_the_live_holder_not_the_dead_process_the_lock_file_reco
 
 
 # -- a lock that is a hard link ------------------------------------------------------------------
-def _users_file(path: Path, content: bytes = b"the user's notes\n") -> tuple[bytes, int]:
+def users_file(path: Path, content: bytes = b"the user's notes\n") -> tuple[bytes, int]:
     """``path`` made a file of the user's with ``content`` and an old mtime; what must stay."""
     if not path.exists():
         path.write_bytes(content)
@@ -80,11 +80,11 @@ def _users_file(path: Path, content: bytes = b"the user's notes\n") -> tuple[byt
     return path.read_bytes(), os.stat(path).st_mtime_ns
 
 
-def _kept(path: Path) -> tuple[bytes, int]:
+def bytes_and_mtime(path: Path) -> tuple[bytes, int]:
     return path.read_bytes(), os.stat(path).st_mtime_ns
 
 
-def _hard_links_line(path: Path) -> str:
+def hard_links_line(path: Path) -> str:
     return (f"{path} has other hard links (it is one of 2 names of the same file), so writing "
             "it would change another file too; trainer-run writes only files of their own: "
             "remove it (or copy the run without hard links) and try again")
@@ -95,14 +95,14 @@ def test_a_lock_that_is_a_hard_link_is_refused_before_it_is_truncated(tmp_path):
     the pid (O_NOFOLLOW stops symbolic links only). Now it is refused before it is written."""
     run, other = tmp_path / "run", tmp_path / "notes.txt"
     run.mkdir()
-    before = _users_file(other)
+    before = users_file(other)
     os.link(other, run / ".lock")
     with pytest.raises(ConfigError) as refused:
         run_directory.RunLock(run).acquire()
-    assert str(refused.value) == _hard_links_line(run / ".lock")
-    assert _kept(other) == before
+    assert str(refused.value) == hard_links_line(run / ".lock")
+    assert bytes_and_mtime(other) == before
     run_directory.check_free(run)  # reading it (is the run in use?) changes nothing
-    assert _kept(other) == before
+    assert bytes_and_mtime(other) == before
 
 
 def test_check_empty_names_the_key():
