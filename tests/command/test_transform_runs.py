@@ -9,6 +9,8 @@ import numpy as np
 import pytest
 from helpers import load_npz, one_error_line, run_cli
 
+from tests.data.test_augmentation import user_module  # noqa: F401 - a fixture
+
 RUN = ("dataset=npz", "model=mlp", "model.hidden_sizes=[16]", "optimizer=sgd",
        "optimizer.learning_rate=0.1", "dataset.batch_size=20", "trainer.log_interval=10",
        "trainer.eval_interval=10", "trainer.checkpoint_interval=15", "trainer.progress=false")
@@ -59,24 +61,7 @@ def test_transforms_that_do_not_fit_the_data_stop_the_run_before_it_writes(tmp_p
     assert not (tmp_path / "run").exists()
 
 
-NOISE = '''
-def noise(batch, rng, sigma):
-    x, *rest = batch
-    return (x + sigma * rng.normal(size=x.shape).astype(x.dtype), *rest)
-'''
-
-
-@pytest.fixture
-def user_module(tmp_path, monkeypatch):
-    """``my_transforms.noise(batch, rng, sigma)``, importable as a user's module in its folder."""
-    (tmp_path / "my_transforms.py").write_text(NOISE)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    yield tmp_path
-    import sys
-    sys.modules.pop("my_transforms", None)
-
-
-def test_a_run_trains_with_a_plain_function_of_the_users_folder(tmp_path, user_module):
+def test_a_run_trains_with_a_plain_function_of_the_users_folder(tmp_path, user_module):  # noqa: F811
     result = run_cli(f"hydra.run.dir={tmp_path / 'run'}", "dataset.size=120",
                      "trainer.max_iterations=4", "trainer.progress=false",
                      "dataset.transforms=[{_target_: my_transforms.noise, sigma: 0.1}]",
