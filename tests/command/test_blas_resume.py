@@ -14,8 +14,6 @@ import numpy
 import pytest
 from helpers import load_npz
 
-from trainer_run import blas_threads
-
 RUN = ("dataset=mnist_like", "dataset.size=2000", "model.hidden_sizes=[256,256]",
        "trainer.max_iterations=20", "trainer.checkpoint_interval=10", "trainer.eval_interval=10",
        "trainer.log_interval=10", "trainer.progress=false")
@@ -72,15 +70,6 @@ def straight(tmp_path_factory):
     run = tmp_path_factory.mktemp("blas") / "straight"
     _run(f"hydra.run.dir={run}", threads=2)
     return run
-
-
-@pytest.fixture(autouse=True)
-def blas_as_it_was():
-    """Whatever a test sets, the BLAS of this process ends with the count it started with."""
-    before = blas_threads.current()
-    yield
-    if before is not None:
-        blas_threads.use(before)
 
 
 def test_a_resume_on_a_machine_of_one_thread_matches_the_straight_run_bit_for_bit(straight, tmp_path):
