@@ -16,6 +16,8 @@ import pytest
 from helpers import read_jsonl, run_cli
 from omegaconf import OmegaConf
 
+from tests.training.loggers.test_mlflow import store_env  # noqa: F401 - a fixture
+
 SMALL = ("trainer.log_interval=5", "trainer.eval_interval=10", "trainer.checkpoint_interval=20",
          "trainer.keep_checkpoints=null", "trainer.progress=false")
 
@@ -28,15 +30,7 @@ SECRET = "s3cret-folder"
 
 
 @pytest.fixture(scope="module")
-def store_env():
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")  # MLflow 3 refuses a file store without
-        patch.setenv("MLFLOW_DISABLE_TELEMETRY", "true")
-        yield
-
-
-@pytest.fixture(scope="module")
-def sweep(tmp_path_factory, store_env):
+def sweep(tmp_path_factory, store_env):  # noqa: F811
     """A sweep of two seeds to 30 iterations, with a test split, logged to a file store; then
     its job 0 resumed from its checkpoint at 20 (rows 25 and 30 were logged after it) up to 40,
     in this process (trainer_run.resume)."""
