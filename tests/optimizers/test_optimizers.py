@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from functools import partial
 
 import numpy as np
 import pytest
@@ -223,22 +224,28 @@ def test_clip_gradient_none_zero_and_negative_mean_no_clipping(name):
 
 # -- 2. multipliers through param_idx2name --------------------------------------------------
 
-@pytest.mark.parametrize("name", list(CONFIGS))
-def test_lr_mult_by_name_and_default_wd_rule(name):
-    rng = np.random.default_rng(4)
+def check_lr_mult_by_name_and_default_wd_rule(lib, hand_of, seed):
+    """Five steps of the optimizer ``lib(param_idx2name=...)`` with the ``lr_mult`` of
+    "fc_weight" set to 0.5 equal the hand computation ``hand_of(weights, lr_mult=...,
+    wd_mult=...)`` in which fc_weight gets lr * 0.5 and full wd, fc_bias lr and wd 0."""
+    rng = np.random.default_rng(seed)
     weights = random_weights(rng, shapes=[(4, 3), (3,)])
     grads = random_grads(rng, shapes=[(4, 3), (3,)], steps=5)
-    opt = lib_for(name, param_idx2name={0: "fc_weight", 1: "fc_bias"})
+    opt = lib(param_idx2name={0: "fc_weight", 1: "fc_bias"})
     opt.set_lr_mult({"fc_weight": 0.5})
     updater = get_updater(opt)
-    # by hand: fc_weight gets lr * 0.5 and full wd; fc_bias gets lr and wd 0
-    hand = hand_for(name, weights, lr_mult={0: 0.5}, wd_mult={1: 0.0})
+    hand = hand_of(weights, lr_mult={0: 0.5}, wd_mult={1: 0.0})
     for g in grads:
         for i in (0, 1):
             updater(i, g[i], weights[i])
             hand.step(i, g[i])
     for i in (0, 1):
         assert_close(weights[i], hand.w[i])
+
+
+@pytest.mark.parametrize("name", list(CONFIGS))
+def test_lr_mult_by_name_and_default_wd_rule(name):
+    check_lr_mult_by_name_and_default_wd_rule(partial(lib_for, name), partial(hand_for, name), seed=4)
 
 
 # -- 3. per-index counts ------------------------------------------------------------------------

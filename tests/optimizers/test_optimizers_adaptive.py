@@ -13,12 +13,19 @@ not None`` (0 zeroes the gradient, a negative bound gives the operator's odd res
 from __future__ import annotations
 
 import warnings
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 import pytest
 from state_round_trip import check_round_trip, leaves
 
+from tests.optimizers.test_optimizers import (
+    assert_close,
+    check_lr_mult_by_name_and_default_wd_rule,
+    random_grads,
+    random_weights,
+)
 from trainer_run.compose.schema import option_section
 from trainer_run.errors import ConfigError
 from trainer_run.optimizers import REGISTRY, create, get_updater
@@ -26,9 +33,7 @@ from trainer_run.params import Parameter, ParamStore
 
 JIT_AND_NUMPY = True  # each test runs with the compiled loops and with NumPy's (conftest.py)
 
-RTOL, ATOL = 1e-5, 1e-6          # float32 library vs float64 hand computation (weights)
 STATE_ATOL = 1e-7
-SHAPES = [(3, 4), (5,)]
 COMMON = dict(wd=0.05, rescale_grad=0.7, clip_gradient=0.5)   # wd on, rescale != 1, clipping bites
 CONFIGS = {
     "adagrad": ("adagrad", dict(COMMON, learning_rate=0.1, eps=1e-7)),
@@ -174,19 +179,6 @@ def lib_for(name, **extra):
     return create(kind, **dict(kw, **extra))
 
 
-def random_weights(rng, shapes=SHAPES, dtype=np.float32):
-    return {i: rng.standard_normal(s).astype(dtype) for i, s in enumerate(shapes)}
-
-
-def random_grads(rng, shapes=SHAPES, steps=6, dtype=np.float32, scale=1.5):
-    return [{i: (scale * rng.standard_normal(s)).astype(dtype) for i, s in enumerate(shapes)}
-            for _ in range(steps)]
-
-
-def assert_close(actual, expected, atol=ATOL):
-    np.testing.assert_allclose(np.asarray(actual, dtype=np.float64), expected, rtol=RTOL, atol=atol)
-
-
 def run_per_index(name, weights, grads, **extra):
     """Library (per-index updater) and hand side by side; returns (optimizer, updater, hand)."""
     opt = lib_for(name, **extra)
@@ -232,20 +224,7 @@ def test_trajectory_matches_mxnet_formula(name):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_lr_mult_by_name_and_default_wd_rule(name):
-    rng = np.random.default_rng(2)
-    weights = random_weights(rng, shapes=[(4, 3), (3,)])
-    grads = random_grads(rng, shapes=[(4, 3), (3,)], steps=5)
-    opt = lib_for(name, param_idx2name={0: "fc_weight", 1: "fc_bias"})
-    opt.set_lr_mult({"fc_weight": 0.5})
-    updater = get_updater(opt)
-    # by hand: fc_weight gets lr * 0.5 and full wd; fc_bias gets lr and wd 0
-    hand = Hand(name, weights, lr_mult={0: 0.5}, wd_mult={1: 0.0})
-    for g in grads:
-        for i in (0, 1):
-            updater(i, g[i], weights[i])
-            hand.step(i, g[i])
-    for i in (0, 1):
-        assert_close(weights[i], hand.w[i])
+    check_lr_mult_by_name_and_default_wd_rule(partial(lib_for, name), partial(Hand, name), seed=2)
 
 
 # -- 2. clipping rules ---------------------------------------------------------------------------
