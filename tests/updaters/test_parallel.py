@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from tests.updaters.test_updaters import DATA, assert_params_close, make, run
+from tests.updaters.test_weighting import Fixed, gradients
 from trainer_run import devices, optimizers
 from trainer_run import functions as F
 from trainer_run import kvstore as kvstores
@@ -15,24 +16,6 @@ from trainer_run.errors import ConfigError
 from trainer_run.module import Module
 from trainer_run.params import Parameter
 from trainer_run.updaters import Batches, GradientSync, ParallelUpdater
-
-
-class Fixed:
-    """An iterator that hands out the given index arrays, in order."""
-
-    def __init__(self, dataset, batches):
-        self.dataset, self.batches = dataset, list(batches)
-
-    def next_indices(self):
-        return self.batches.pop(0)
-
-    def finalize(self):
-        pass
-
-
-def gradients(updater) -> dict:
-    updater.compute_gradients(0)
-    return {k: p.grad.copy() for k, p in updater.get_model().params().items()}
 
 
 @pytest.mark.parametrize("devices", [2, 3, [0, 1]])
