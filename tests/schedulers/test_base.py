@@ -15,11 +15,27 @@ def approx(x):
     return pytest.approx(x, rel=1e-12, abs=1e-15)
 
 
+def round_trip(state: dict) -> dict:
+    """What a checkpoint gives back: the state through JSON."""
+    return json.loads(json.dumps(state, allow_nan=False))
+
+
 def hand_warmup(n, *, base_lr, warmup_steps, warmup_begin_lr, warmup_mode):
-    """LRScheduler.get_warmup_lr: linear rise to base_lr, or constant warmup_begin_lr."""
+    """LRScheduler.get_warmup_lr: linear rise to the construction base_lr, or constant
+    warmup_begin_lr."""
     if warmup_mode == "linear":
         return warmup_begin_lr + (base_lr - warmup_begin_lr) * n / warmup_steps
     return warmup_begin_lr
+
+
+WARMUPS = [
+    dict(warmup_steps=0, warmup_begin_lr=0.0, warmup_mode="linear"),
+    dict(warmup_steps=5, warmup_begin_lr=0.01, warmup_mode="linear"),
+    dict(warmup_steps=5, warmup_begin_lr=0.01, warmup_mode="constant"),
+    dict(warmup_steps=4, warmup_begin_lr=0.0, warmup_mode="linear"),
+]
+"""The warmups a decaying or step schedule is checked with at every update (test_decay.py,
+test_steps.py)."""
 
 
 def hand_constant(n, *, base_lr, warmup_steps=0, warmup_begin_lr=0.0, warmup_mode="linear"):

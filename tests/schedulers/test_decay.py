@@ -9,6 +9,7 @@ import math
 
 import pytest
 
+from tests.schedulers.test_base import WARMUPS, approx, hand_warmup, round_trip
 from trainer_run import optimizers
 from trainer_run.schedulers import (
     CosineScheduler,
@@ -16,20 +17,10 @@ from trainer_run.schedulers import (
 )
 
 
-def approx(x):
-    return pytest.approx(x, rel=1e-12, abs=1e-15)
-
-
-def hand_warmup(n, *, base_lr, warmup_steps, warmup_begin_lr, warmup_mode):
-    """LRScheduler.get_warmup_lr: linear rise to base_lr, or constant warmup_begin_lr."""
-    if warmup_mode == "linear":
-        return warmup_begin_lr + (base_lr - warmup_begin_lr) * n / warmup_steps
-    return warmup_begin_lr
-
-
-class HandCosine:
-    """MXNet 1.9 CosineScheduler: past max_update it returns the last value it computed
-    (its mutable ``base_lr``), which starts as the constructor's base_lr."""
+class HandDecay:
+    """MXNet 1.9's decaying schedules: after the warmup, ``final + (base - final) *
+    shape(progress)`` up to max_update; past it the last value computed (its mutable
+    ``base_lr``), which starts as the constructor's base_lr."""
 
     def __init__(self, max_update, base_lr, final_lr=0.0, warmup_steps=0, warmup_begin_lr=0.0,
                  warmup_mode="linear"):
@@ -44,9 +35,15 @@ class HandCosine:
             return hand_warmup(n, **self.warmup)
         if n <= self.max_update:
             progress = (n - self.warmup_steps) / (self.max_update - self.warmup_steps)
-            cosine = (1 + math.cos(math.pi * progress)) / 2
-            self.last = self.final + (self.base - self.final) * cosine
+            self.last = self.final + (self.base - self.final) * self.shape(progress)
         return self.last
+
+
+class HandCosine(HandDecay):
+    """MXNet 1.9 CosineScheduler."""
+
+    def shape(self, progress):
+        return (1 + math.cos(math.pi * progress)) / 2
 
 
 @pytest.mark.parametrize("warmup_mode", ["linear", "constant"])
@@ -114,37 +111,15 @@ def test_cosine_state_round_trip():
     assert other(20) == approx(HandCosine(10, **{**kw, "final_lr": 0.05})(6))
 
 
-def round_trip(state: dict) -> dict:
-    """What a checkpoint gives back: the state through JSON."""
-    return json.loads(json.dumps(state, allow_nan=False))
+class HandPoly(HandDecay):
+    """MXNet 1.9 PolyScheduler."""
 
+    def __init__(self, max_update, base_lr=0.01, pwr=2, **rest):
+        super().__init__(max_update, base_lr, **rest)
+        self.pwr = pwr
 
-class HandPoly:
-    """PolyScheduler: past max_update it returns the last value it computed."""
-
-    def __init__(self, max_update, base_lr=0.01, pwr=2, final_lr=0.0, warmup_steps=0,
-                 warmup_begin_lr=0.0, warmup_mode="linear"):
-        self.max_update, self.base, self.pwr, self.final = max_update, base_lr, pwr, final_lr
-        self.warmup = dict(base_lr=base_lr, warmup_steps=warmup_steps,
-                           warmup_begin_lr=warmup_begin_lr, warmup_mode=warmup_mode)
-        self.warmup_steps = warmup_steps
-        self.last = base_lr
-
-    def __call__(self, n):
-        if n < self.warmup_steps:
-            return hand_warmup(n, **self.warmup)
-        if n <= self.max_update:
-            progress = (n - self.warmup_steps) / (self.max_update - self.warmup_steps)
-            self.last = self.final + (self.base - self.final) * (1 - progress) ** self.pwr
-        return self.last
-
-
-WARMUPS = [
-    dict(warmup_steps=0, warmup_begin_lr=0.0, warmup_mode="linear"),
-    dict(warmup_steps=5, warmup_begin_lr=0.01, warmup_mode="linear"),
-    dict(warmup_steps=5, warmup_begin_lr=0.01, warmup_mode="constant"),
-    dict(warmup_steps=4, warmup_begin_lr=0.0, warmup_mode="linear"),
-]
+    def shape(self, progress):
+        return (1 - progress) ** self.pwr
 
 
 @pytest.mark.parametrize("warmup", WARMUPS)

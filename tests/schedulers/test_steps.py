@@ -4,32 +4,16 @@ trips mid-schedule."""
 
 from __future__ import annotations
 
-import json
 import random
 
 import pytest
 
+from tests.schedulers.test_base import WARMUPS, approx, hand_warmup, round_trip
 from trainer_run import optimizers
 from trainer_run.schedulers import (
     FactorScheduler,
     MultiFactorScheduler,
 )
-
-
-def approx(x):
-    return pytest.approx(x, rel=1e-12, abs=1e-15)
-
-
-def round_trip(state: dict) -> dict:
-    """What a checkpoint gives back: the state through JSON."""
-    return json.loads(json.dumps(state, allow_nan=False))
-
-
-def hand_warmup(n, *, base_lr, warmup_steps, warmup_begin_lr, warmup_mode):
-    """LRScheduler.get_warmup_lr: linear rise to the construction base_lr, or constant."""
-    if warmup_mode == "linear":
-        return warmup_begin_lr + (base_lr - warmup_begin_lr) * n / warmup_steps
-    return warmup_begin_lr
 
 
 def hand_factor(n, *, step, factor=1.0, stop_factor_lr=1e-8, base_lr=0.01, warmup_steps=0,
@@ -80,14 +64,6 @@ class MXNetFactorLoop:
             if self.base_lr < self.stop:
                 self.base_lr = self.stop
         return self.base_lr
-
-
-WARMUPS = [
-    dict(warmup_steps=0, warmup_begin_lr=0.0, warmup_mode="linear"),
-    dict(warmup_steps=5, warmup_begin_lr=0.01, warmup_mode="linear"),
-    dict(warmup_steps=5, warmup_begin_lr=0.01, warmup_mode="constant"),
-    dict(warmup_steps=4, warmup_begin_lr=0.0, warmup_mode="linear"),
-]
 
 
 @pytest.mark.parametrize("warmup", WARMUPS)
