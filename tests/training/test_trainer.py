@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from helpers import make_synthetic
 
+from tests.training.test_triggers import Counting
 from trainer_run import optimizers
 from trainer_run.backend import get_backend
 from trainer_run.data import SerialIterator
@@ -234,20 +235,6 @@ class _Steps:
         pass
 
 
-class _Counted:
-    """A trigger that records the iterations it is asked at."""
-
-    def __init__(self, trigger):
-        self.trigger, self.asked = trigger, []
-
-    def __call__(self, trainer):
-        self.asked.append(trainer.updater.iteration)
-        return self.trigger(trainer)
-
-    def first_firing(self, iteration):
-        return self.trigger.first_firing(iteration)
-
-
 @pytest.mark.parametrize("profiled", [False, True])
 def test_an_extension_that_is_off_costs_no_call_and_its_trigger_is_asked_where_it_can_fire(
         tmp_path, monkeypatch, profiled):
@@ -266,7 +253,7 @@ def test_an_extension_that_is_off_costs_no_call_and_its_trigger_is_asked_where_i
     calls = []
     trainer = Trainer(_Steps(), StopTrigger(max_iterations=1000), out=str(tmp_path),
                       profiler=Profiler() if profiled else None)
-    rare = _Counted(triggers.AnyOf(IntervalTrigger(250), triggers.STOP_REQUESTED))
+    rare = Counting(triggers.AnyOf(IntervalTrigger(250), triggers.STOP_REQUESTED))
     trainer.extend(Quiet())
     trainer.extend(_recorder(calls, "every"))
     trainer.extend(_recorder(calls, "rare"), trigger=rare)

@@ -82,7 +82,7 @@ def test_epoch_intervals_fire_where_the_epochs_are_crossed(tmp_path):
     assert kept[:4] == ["iter_00000007", "iter_00000013", "iter_00000019", "iter_00000025"]
 
 
-class _Counting:
+class Counting:
     """Wraps a trigger and records the iterations it is asked at."""
 
     def __init__(self, trigger):
@@ -111,7 +111,7 @@ class _Run:
      [250, 500, 750, *range(990, 1001)]),
 ])
 def test_an_asked_trigger_fires_where_it_did_and_is_asked_nowhere_else(trigger, fires):
-    counting = _Counting(trigger)
+    counting = Counting(trigger)
     asked, run, fired = triggers.Asked(counting), _Run(), []
     for iteration in range(1, 1001):
         run.updater.iteration = iteration
@@ -122,7 +122,7 @@ def test_an_asked_trigger_fires_where_it_did_and_is_asked_nowhere_else(trigger, 
 
 
 def test_a_stop_request_has_every_trigger_asked():
-    counting = _Counting(triggers.AnyOf(IntervalTrigger(100), triggers.STOP_REQUESTED))
+    counting = Counting(triggers.AnyOf(IntervalTrigger(100), triggers.STOP_REQUESTED))
     asked, run = triggers.Asked(counting), _Run()
     fired = []
     for iteration in range(1, 301):
