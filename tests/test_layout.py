@@ -109,12 +109,7 @@ COMMAND_MODULES = {"trainer_run.cli", "trainer_run.cli.evaluate", "trainer_run.c
 COMMAND_HELPERS = {"helpers": {"run_cli"}, "run_folders": {"command", "make_run"},
                    "tests.command.test_trust": {"command"}}
 """The tests' helpers that start the command in a subprocess, by the module they come from."""
-STARTS_THE_COMMAND_ELSEWHERE = {
-    # written beside this check (issue 47): its run is trained by run_folders.make_run and one
-    # test compares with trainer-eval; remove the entry once the run trains in this process
-    # (trainer_run.train, as runs/test_trust.py does) and the comparison is in tests/command/
-    "runner/test_evaluation.py",
-}
+STARTS_THE_COMMAND_ELSEWHERE: set[str] = set()
 """Test files outside tests/command/ that may start the command, each with its reason. The
 MPI, SLURM and dist tests need no entry: their workers (tests/mpi/, ``mpi_jobs``) are programs
 of their own, not the command, and so are ``python -c`` scripts of the library."""

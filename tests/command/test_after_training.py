@@ -293,3 +293,18 @@ def test_evaluations_at_once_each_keep_their_own_complete_record(tmp_path):
     assert sorted(written) == [str(p) for p in records], done.stdout  # each names its own
     splits = sorted(json.loads(p.read_text())["split"] for p in records)  # each complete JSON
     assert splits == ["train"] * (AT_ONCE // 2) + ["val"] * (AT_ONCE // 2)
+
+
+def test_trainer_eval_writes_the_record_the_library_gives(tmp_path, monkeypatch):
+    from run_folders import command, make_run
+
+    from trainer_run.runner import evaluation
+
+    run = make_run(tmp_path, tmp_path / "keys")
+    done = command("trainer-eval", run, "split=val", "checkpoint=last", keys=tmp_path / "keys",
+                   cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    [written] = sorted((run / "eval").iterdir())
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "keys"))
+    assert evaluation.evaluate(run, ["split=val", "checkpoint=last"]) == json.loads(written.read_text())
+    assert sorted((run / "eval").iterdir()) == [written]

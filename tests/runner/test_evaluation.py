@@ -1,16 +1,19 @@
 """trainer-eval's evaluation as a library (runner/evaluation.py): :func:`evaluate` gives the
-record the command writes and writes nothing itself; :func:`write` gives each record a name of
+record of the chosen weights and writes nothing itself (that it is the record the command writes:
+tests/command/test_after_training.py); :func:`write` gives each record a name of
 its own and its exact bytes; bad overrides are refused in the command's words before anything
 is read."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime
-import json
+import io
 
 import pytest
-from run_folders import command, make_run
+from run_folders import QUICK
 
+import trainer_run
 from trainer_run.errors import ConfigError
 from trainer_run.runner import evaluation
 from trainer_run.storage import strict_json
@@ -18,25 +21,25 @@ from trainer_run.storage import strict_json
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
-    """A run of 6 iterations and the folder of its owner's key."""
+    """A run of 6 iterations, trained in this process, and the folder of its owner's key."""
     folder = tmp_path_factory.mktemp("evaluation")
-    return make_run(folder, folder / "keys"), folder / "keys"
+    with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(io.StringIO()):
+        patch.setenv("XDG_CONFIG_HOME", str(folder / "keys"))
+        trainer_run.train(list(QUICK), run_dir=folder / "run")
+    return folder / "run", folder / "keys"
 
 
-def test_the_library_gives_the_record_the_command_writes_and_writes_nothing(trained, monkeypatch):
+def test_the_library_evaluates_the_chosen_weights_and_writes_nothing(trained, monkeypatch):
     run, keys = trained
-    done = command("trainer-eval", run, "split=val", "checkpoint=last", keys=keys, cwd=run.parent)
-    assert done.returncode == 0, done.stderr
-    [written] = sorted((run / "eval").iterdir())
     monkeypatch.setenv("XDG_CONFIG_HOME", str(keys))
     result = evaluation.evaluate(run, ["split=val", "checkpoint=last"])
-    assert result == json.loads(written.read_text())
     assert result["checkpoint"]["iteration"] == 6 and result["split"] == "val"
-    assert sorted((run / "eval").iterdir()) == [written]
+    assert result["examples"] == 40 and set(result["metrics"]) == {"val/loss", "val/accuracy"}
+    assert not (run / "eval").exists()
     with pytest.raises(ConfigError) as refused:
         evaluation.evaluate(run, ["dataset=nope"])
     assert str(refused.value).startswith("dataset=nope is not available; choose one of ")
-    assert sorted((run / "eval").iterdir()) == [written]
+    assert not (run / "eval").exists()
 
 
 class Now(datetime.datetime):
