@@ -136,6 +136,11 @@ CASES = {
                                         kwargs={"normalize": False}),
     "mean_squared_error": Case(F.mean_squared_error, (N(4, 3), N(4, 3))),
     "dropout": Case(_dropout, (N(4, 5),)),
+    "scaled_dot_product_attention": Case(F.scaled_dot_product_attention, (N(2, 2, 5, 4), N(2, 2, 5, 4),
+                                                                          N(2, 2, 5, 3))),
+    "scaled_dot_product_attention_full": Case(F.scaled_dot_product_attention,
+                                              (N(2, 2, 3, 4), N(2, 2, 5, 4), N(2, 2, 5, 3)),
+                                              kwargs={"causal": False}),
 }
 
 COVERS = {
@@ -145,7 +150,7 @@ COVERS = {
         "concat", "transpose", "linear", "convolution_2d", "max_pooling_2d",
         "average_pooling_2d", "global_average_pooling_2d", "embed_id", "batch_normalization",
         "fixed_batch_normalization", "layer_normalization", "softmax_cross_entropy",
-        "sigmoid_cross_entropy", "mean_squared_error", "dropout")
+        "sigmoid_cross_entropy", "mean_squared_error", "dropout", "scaled_dot_product_attention")
 }
 NOT_DIFFERENTIABLE = {"accuracy", "sum_to"}
 """Public functions that make no graph node: compared forward only (test_gpu_functions)."""

@@ -1,8 +1,8 @@
 """Differentiable functions, by kind (Chainer's layout): ``connection`` (linear),
 ``convolution`` (convolution_2d), ``pooling`` (max, average, global average),
 ``activation``, ``loss`` (and metrics), ``math`` (arithmetic, reductions, matmul), ``array``
-(reshape, flatten, concat, transpose), ``embedding`` (embed_id), ``normalization`` (batch and
-layer normalization), ``noise`` (dropout).
+(reshape, flatten, concat, transpose), ``attention`` (scaled dot-product attention),
+``embedding`` (embed_id), ``normalization`` (batch and layer normalization), ``noise`` (dropout).
 
 Each function takes Variables or arrays and returns a Variable; losses average over the batch
 (the first axis). Every one is written once against the array module of its inputs
@@ -27,6 +27,7 @@ from .activation import (
     tanh,
 )
 from .array import Concat, Reshape, Transpose, concat, flatten, reshape, transpose
+from .attention import ScaledDotProductAttention, scaled_dot_product_attention
 from .connection import Linear, linear
 from .convolution import Convolution2D, convolution_2d
 from .embedding import EmbedID, embed_id
@@ -84,6 +85,7 @@ __all__ = ["AveragePooling2D", "Convolution2D", "GlobalAveragePooling2D", "MaxPo
            "average_pooling_2d", "convolution_2d", "global_average_pooling_2d", "max_pooling_2d",
            "BatchNormalization", "Dropout", "FixedBatchNormalization", "LayerNormalization",
            "batch_normalization", "dropout", "fixed_batch_normalization", "layer_normalization",
+           "ScaledDotProductAttention", "scaled_dot_product_attention",
            "ACTIVATIONS", "Add", "Concat", "Div", "EmbedID", "Exp", "GELU", "LeakyReLU", "Linear", "Log",
            "LogSoftmax", "MatMul", "Mean", "MeanSquaredError", "Mul", "ReLU", "Reshape", "Scale", "Sigmoid",
            "SigmoidCrossEntropy", "Softmax", "SoftmaxCrossEntropy", "Sub", "Sum", "Tanh", "Transpose",
