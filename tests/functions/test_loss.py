@@ -77,3 +77,52 @@ def test_sigmoid_cross_entropy_is_stable_for_large_logits():
     xv = Parameter(x)
     backward(F.sigmoid_cross_entropy(xv, np.array([[1, 0, 0]])))
     np.testing.assert_allclose(xv.grad, [[0, 0, 1 / 3]], atol=1e-7)
+
+
+# -- a sequence's logits (batch, time, vocabulary) and ignore_index ----------------------------
+def _hand_sequence_loss(x, t, ignore=None):
+    """The mean over the kept positions of -log softmax(x[b, s])[t[b, s]], written out."""
+    total, count = 0.0, 0
+    for b in range(x.shape[0]):
+        for s in range(x.shape[1]):
+            if t[b, s] == ignore:
+                continue
+            row = x[b, s]
+            total -= row[t[b, s]] - row.max() - np.log(np.exp(row - row.max()).sum())
+            count += 1
+    return total / max(count, 1)
+
+
+def test_a_sequences_loss_is_the_mean_over_every_position(rng):
+    x = rng.normal(size=(2, 5, 7)) * 2
+    t = rng.integers(0, 7, size=(2, 5))
+    loss = F.softmax_cross_entropy(x, t)
+    assert float(loss.data) == pytest.approx(_hand_sequence_loss(x, t), rel=1e-12)
+    flat = F.softmax_cross_entropy(x.reshape(10, 7), t.reshape(10))
+    assert loss.data.tobytes() == flat.data.tobytes()
+    check_grads(F.softmax_cross_entropy, [x, t], wrt={0})
+    assert F.accuracy(x, t) == pytest.approx(np.mean(x.argmax(axis=2) == t))
+
+
+def test_ignored_positions_count_nothing_in_the_loss_or_the_gradient(rng):
+    x = rng.normal(size=(2, 6, 5)) * 2
+    t = rng.integers(0, 5, size=(2, 6))
+    t[0, 1] = t[1, 4] = t[1, 5] = -1
+    loss = F.softmax_cross_entropy(x, t, ignore_index=-1)
+    assert float(loss.data) == pytest.approx(_hand_sequence_loss(x, t, -1), rel=1e-12)
+    check_grads(lambda x, t: F.softmax_cross_entropy(x, t, ignore_index=-1), [x, t], wrt={0})
+    w = Parameter(x.copy())
+    w.cleargrad()
+    backward(F.softmax_cross_entropy(w, t, ignore_index=-1))
+    assert not w.grad[0, 1].any() and not w.grad[1, 4:].any() and w.grad[0, 0].any()
+
+
+def test_all_positions_ignored_is_a_loss_of_zero_and_no_gradient(rng):
+    x = rng.normal(size=(3, 4)).astype(np.float32)
+    t = np.full(3, -1)
+    w = Parameter(x.copy())
+    w.cleargrad()
+    loss = F.softmax_cross_entropy(w, t, ignore_index=-1)
+    assert loss.data.dtype == np.float32 and float(loss.data) == 0.0
+    backward(loss)
+    assert not w.grad.any()

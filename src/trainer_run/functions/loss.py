@@ -14,9 +14,24 @@ class SoftmaxCrossEntropy(Function):
     labels of one axis are refused: they are a regression's, and ``dataset.task`` says which).
     Float ``t`` of ``x``'s shape are class probabilities (soft targets, each row summing to 1:
     mixup's and cutmix's labels): the mean of ``-sum(t * log softmax(x))``, Chainer 7's
-    ``soft_target_loss='cross-entropy'``."""
+    ``soft_target_loss='cross-entropy'``.
+
+    Logits of more than two axes (a sequence's ``(batch, time, vocabulary)``) hold the classes
+    on the last axis and ``t`` one id per position (``(batch, time)``): the mean is over every
+    position. ``ignore_index``: positions whose id is it count nothing, neither in the loss nor
+    in the gradient, and the mean is over the others (0 when none is left), Chainer's
+    ``ignore_label`` and PyTorch's ``ignore_index``. The probabilities are kept once, for
+    backward, which turns them into the gradient in place."""
+
+    def __init__(self, ignore_index: int | None = None):
+        self.ignore_index = ignore_index
 
     def forward(self, x, t):
+        self._shape = x.shape
+        if x.ndim > 2:
+            soft = t.shape == x.shape
+            x = x.reshape(-1, x.shape[-1])
+            t = t.reshape(x.shape) if soft else t.reshape(-1)
         soft = t.shape == x.shape and t.dtype.kind == "f"
         if not soft and t.dtype.kind not in "iu":
             raise ConfigError(f"softmax_cross_entropy takes integer class ids and the labels are "
@@ -27,6 +42,7 @@ class SoftmaxCrossEntropy(Function):
         e = xp.exp(shifted)
         total = e.sum(axis=1, keepdims=True)
         self._p = e / total
+        self._keep = None
         if soft:
             self._t, self._rows = t.astype(x.dtype, copy=False), None
             log_p = (self._t * (shifted - xp.log(total))).sum(axis=1)
@@ -34,6 +50,10 @@ class SoftmaxCrossEntropy(Function):
             rows = xp.arange(len(t))
             self._t, self._rows = t, rows
             log_p = shifted[rows, t] - xp.log(total[:, 0])
+            if self.ignore_index is not None:
+                keep = t != self.ignore_index
+                self._keep, self._count = keep, xp.maximum(keep.sum(), 1)
+                return -((log_p * keep).sum(dtype=x.dtype) / self._count).astype(x.dtype)
         return -mean(log_p, x.dtype)
 
     def backward(self, gy):
@@ -42,8 +62,12 @@ class SoftmaxCrossEntropy(Function):
             gx -= self._t
         else:
             gx[self._rows, self._t] -= 1
-        gx *= gy / len(self._t)
-        return gx, None
+        if self._keep is None:
+            gx *= gy / len(self._t)
+        else:
+            gx *= self._keep[:, None]
+            gx *= (gy / self._count).astype(gx.dtype)
+        return gx.reshape(self._shape), None
 
 
 class MeanSquaredError(Function):
@@ -82,10 +106,12 @@ class SigmoidCrossEntropy(Function):
         return (p - self._t) * (gy / x.dtype.type(self._count)).astype(x.dtype), None
 
 
-def softmax_cross_entropy(x, t) -> Variable:
+def softmax_cross_entropy(x, t, ignore_index: int | None = None) -> Variable:
     """Mean softmax cross entropy of logits ``x`` (N, C) against class ids ``t`` (N,) or class
-    probabilities ``t`` (N, C)."""
-    return SoftmaxCrossEntropy()(x, t)
+    probabilities ``t`` (N, C); of a sequence's logits (B, T, V) against ids (B, T), the mean
+    over every position; positions whose id is ``ignore_index`` left out (see
+    :class:`SoftmaxCrossEntropy`)."""
+    return SoftmaxCrossEntropy(ignore_index)(x, t)
 
 
 def sigmoid_cross_entropy(x, t, normalize=True) -> Variable:
@@ -103,12 +129,13 @@ def mean_squared_error(x0, x1) -> Variable:
 
 
 def accuracy(y, t):
-    """Fraction of rows of ``y`` whose argmax equals ``t`` (not differentiable); class
+    """Fraction of rows of ``y`` whose argmax equals ``t`` (not differentiable; the classes on
+    ``y``'s last axis, so a sequence's (B, T, V) logits count every position); class
     probabilities ``t`` (soft targets, ``y``'s shape) count by their largest entry."""
     y, t = as_data(y), as_data(t)
     if t.shape == y.shape and t.dtype.kind == "f":
-        t = t.argmax(axis=1)
-    return mean(y.argmax(axis=1) == t, y.dtype)
+        t = t.argmax(axis=-1)
+    return mean(y.argmax(axis=-1) == t, y.dtype)
 
 
 def mean(a, dtype):
