@@ -104,16 +104,17 @@ def test_a_sequences_loss_is_the_mean_over_every_position(rng):
     assert F.accuracy(x, t) == pytest.approx(np.mean(x.argmax(axis=2) == t))
 
 
-def test_ignored_positions_count_nothing_in_the_loss_or_the_gradient(rng):
+@pytest.mark.parametrize("ignore", [-1, -100])  # nanoGPT's and PyTorch's default
+def test_ignored_positions_count_nothing_in_the_loss_or_the_gradient(rng, ignore):
     x = rng.normal(size=(2, 6, 5)) * 2
     t = rng.integers(0, 5, size=(2, 6))
-    t[0, 1] = t[1, 4] = t[1, 5] = -1
-    loss = F.softmax_cross_entropy(x, t, ignore_index=-1)
-    assert float(loss.data) == pytest.approx(_hand_sequence_loss(x, t, -1), rel=1e-12)
-    check_grads(lambda x, t: F.softmax_cross_entropy(x, t, ignore_index=-1), [x, t], wrt={0})
+    t[0, 1] = t[1, 4] = t[1, 5] = ignore
+    loss = F.softmax_cross_entropy(x, t, ignore_index=ignore)
+    assert float(loss.data) == pytest.approx(_hand_sequence_loss(x, t, ignore), rel=1e-12)
+    check_grads(lambda x, t: F.softmax_cross_entropy(x, t, ignore_index=ignore), [x, t], wrt={0})
     w = Parameter(x.copy())
     w.cleargrad()
-    backward(F.softmax_cross_entropy(w, t, ignore_index=-1))
+    backward(F.softmax_cross_entropy(w, t, ignore_index=ignore))
     assert not w.grad[0, 1].any() and not w.grad[1, 4:].any() and w.grad[0, 0].any()
 
 

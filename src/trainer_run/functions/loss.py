@@ -47,11 +47,13 @@ class SoftmaxCrossEntropy(Function):
             self._t, self._rows = t.astype(x.dtype, copy=False), None
             log_p = (self._t * (shifted - xp.log(total))).sum(axis=1)
         else:
-            rows = xp.arange(len(t))
-            self._t, self._rows = t, rows
-            log_p = shifted[rows, t] - xp.log(total[:, 0])
+            rows, keep = xp.arange(len(t)), None
             if self.ignore_index is not None:
                 keep = t != self.ignore_index
+                t = xp.where(keep, t, 0)  # any id indexes; an ignored one then counts nothing
+            self._t, self._rows = t, rows
+            log_p = shifted[rows, t] - xp.log(total[:, 0])
+            if keep is not None:
                 self._keep, self._count = keep, xp.maximum(keep.sum(), 1)
                 return -((log_p * keep).sum(dtype=x.dtype) / self._count).astype(x.dtype)
         return -mean(log_p, x.dtype)
