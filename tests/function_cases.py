@@ -66,6 +66,10 @@ def _conv_bn_pool(x, W, gamma, beta):
     return F.max_pooling_2d(F.relu(h), 2)
 
 
+def _lstm_outputs(*inputs):
+    return F.lstm(*inputs)[0]
+
+
 def _embed_scaled(ids, W):
     return F.embed_id(ids, F.scale(W, 2.0))  # W not a leaf: the dense gradient path
 
@@ -141,6 +145,8 @@ CASES = {
     "scaled_dot_product_attention_full": Case(F.scaled_dot_product_attention,
                                               (N(2, 2, 3, 4), N(2, 2, 5, 4), N(2, 2, 5, 3)),
                                               kwargs={"causal": False}),
+    "lstm": Case(_lstm_outputs, (N(2, 4, 3), N(2, 5), N(2, 5), N(20, 3), N(20, 5), N(20))),
+    "gru": Case(F.gru, (N(2, 4, 3), N(2, 5), N(15, 3), N(15, 5), N(15), N(15))),
 }
 
 COVERS = {
@@ -150,7 +156,8 @@ COVERS = {
         "concat", "transpose", "linear", "convolution_2d", "max_pooling_2d",
         "average_pooling_2d", "global_average_pooling_2d", "embed_id", "batch_normalization",
         "fixed_batch_normalization", "layer_normalization", "softmax_cross_entropy",
-        "sigmoid_cross_entropy", "mean_squared_error", "dropout", "scaled_dot_product_attention")
+        "sigmoid_cross_entropy", "mean_squared_error", "dropout", "scaled_dot_product_attention",
+        "lstm", "gru")
 }
 NOT_DIFFERENTIABLE = {"accuracy", "sum_to"}
 """Public functions that make no graph node: compared forward only (test_gpu_functions)."""

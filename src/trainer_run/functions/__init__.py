@@ -2,7 +2,8 @@
 ``convolution`` (convolution_2d), ``pooling`` (max, average, global average),
 ``activation``, ``loss`` (and metrics), ``math`` (arithmetic, reductions, matmul), ``array``
 (reshape, flatten, concat, transpose), ``attention`` (scaled dot-product attention),
-``embedding`` (embed_id), ``normalization`` (batch and layer normalization), ``noise`` (dropout).
+``embedding`` (embed_id), ``normalization`` (batch and layer normalization), ``noise`` (dropout),
+``recurrent`` (lstm and gru over a sequence).
 
 Each function takes Variables or arrays and returns a Variable; losses average over the batch
 (the first axis). Every one is written once against the array module of its inputs
@@ -80,12 +81,13 @@ from .pooling import (
     global_average_pooling_2d,
     max_pooling_2d,
 )
+from .recurrent import gru, lstm
 
 __all__ = ["AveragePooling2D", "Convolution2D", "GlobalAveragePooling2D", "MaxPooling2D",
            "average_pooling_2d", "convolution_2d", "global_average_pooling_2d", "max_pooling_2d",
            "BatchNormalization", "Dropout", "FixedBatchNormalization", "LayerNormalization",
            "batch_normalization", "dropout", "fixed_batch_normalization", "layer_normalization",
-           "ScaledDotProductAttention", "scaled_dot_product_attention",
+           "ScaledDotProductAttention", "gru", "lstm", "scaled_dot_product_attention",
            "ACTIVATIONS", "Add", "Concat", "Div", "EmbedID", "Exp", "GELU", "LeakyReLU", "Linear", "Log",
            "LogSoftmax", "MatMul", "Mean", "MeanSquaredError", "Mul", "ReLU", "Reshape", "Scale", "Sigmoid",
            "SigmoidCrossEntropy", "Softmax", "SoftmaxCrossEntropy", "Sub", "Sum", "Tanh", "Transpose",
