@@ -105,6 +105,8 @@ CASES = {
     "concat_axis0": Case(lambda a, b: F.concat([a, b], axis=0), (N(2, 4), N(3, 4))),
     "transpose": Case(F.transpose, (N(2, 3, 4),)),
     "transpose_axes": Case(F.transpose, (N(2, 3, 4),), kwargs={"axes": (1, 0, 2)}),
+    "get_item": Case(F.get_item, (N(2, 3, 6),), kwargs={"key": (..., slice(2, 4))}),
+    "get_item_int": Case(F.get_item, (N(2, 3, 6),), kwargs={"key": (1, slice(None), slice(0, 6, 2))}),
     "linear": Case(F.linear, (N(4, 6), N(3, 6), N(3))),
     "linear_no_bias": Case(F.linear, (N(4, 6), N(3, 6))),
     "linear_images": Case(F.linear, (N(2, 2, 2, 2), N(3, 8), N(3))),
@@ -153,7 +155,7 @@ COVERS = {
     name: [k for k in CASES if k == name or k.startswith(name + "_")] for name in (
         "relu", "tanh", "sigmoid", "leaky_relu", "gelu", "softmax", "log_softmax", "add", "sub",
         "mul", "div", "scale", "exp", "log", "sum", "mean", "matmul", "reshape", "flatten",
-        "concat", "transpose", "linear", "convolution_2d", "max_pooling_2d",
+        "concat", "transpose", "get_item", "linear", "convolution_2d", "max_pooling_2d",
         "average_pooling_2d", "global_average_pooling_2d", "embed_id", "batch_normalization",
         "fixed_batch_normalization", "layer_normalization", "softmax_cross_entropy",
         "sigmoid_cross_entropy", "mean_squared_error", "dropout", "scaled_dot_product_attention",

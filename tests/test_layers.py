@@ -1,14 +1,26 @@
 """Layers (trainer_run.layers): forward against the functions and hand computations, their
 paths in the model tree, modes, persistent statistics, and gradients against finite
-differences (trainer_run.check_gradients)."""
+differences (trainer_run.check_gradients); multi-head self-attention against nanoGPT's computation
+in NumPy, and on CuPy against NumPy."""
 
 import numpy as np
 import pytest
+from gpu_helpers import backend, host
 
 import trainer_run
 from trainer_run import functions as F
+from trainer_run.autograd import backward
 from trainer_run.backend import get_backend
-from trainer_run.layers import BatchNorm, Conv2D, Dropout, Embedding, LayerNorm, Sequential
+from trainer_run.errors import ConfigError
+from trainer_run.layers import (
+    BatchNorm,
+    Conv2D,
+    Dropout,
+    Embedding,
+    LayerNorm,
+    MultiHeadSelfAttention,
+    Sequential,
+)
 from trainer_run.models import Linear, Module
 
 
@@ -108,3 +120,95 @@ def test_embedding_gradients_match_finite_differences():
 
     ids = np.array([[0, 1, 1], [4, 2, 0]])
     assert max(trainer_run.check_gradients(Bag(), (ids, np.array([0, 2]))).values()) <= 1
+
+
+def _attention_by_hand(layer, x, causal=True):
+    """nanoGPT's CausalSelfAttention in NumPy from the layer's weights: q, k, v from one product,
+    heads of n_embd // n_head, a masked softmax, the heads joined and projected."""
+    b_, t, c = x.shape
+    nh = layer.n_head
+    bias = lambda p: 0 if p is None else p.data  # noqa: E731
+    qkv = x @ layer.c_attn.W.data.T + bias(layer.c_attn.b)
+    q, k, v = (qkv[..., i * c:(i + 1) * c].reshape(b_, t, nh, c // nh).transpose(0, 2, 1, 3)
+               for i in range(3))
+    scores = q @ k.transpose(0, 1, 3, 2) / np.sqrt(c // nh)
+    if causal:
+        scores = np.where(np.tril(np.ones((t, t), bool)), scores, -np.inf)
+    weights = np.exp(scores - scores.max(-1, keepdims=True))
+    weights /= weights.sum(-1, keepdims=True)
+    y = (weights @ v).transpose(0, 2, 1, 3).reshape(b_, t, c)
+    return y @ layer.c_proj.W.data.T + bias(layer.c_proj.b)
+
+
+def _attention_layer(seed=0, **kwargs):
+    layer = MultiHeadSelfAttention(8, 2, _backend(seed), dtype="float64", **kwargs)
+    rng = np.random.default_rng(seed + 10)
+    for p in layer.params().values():
+        if p.name.endswith("/b"):
+            p.data[...] = rng.normal(size=p.data.shape)  # biases that count in the check
+    return layer
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_multi_head_self_attention_equals_a_hand_computation(causal):
+    layer = _attention_layer(causal=causal)
+    assert list(Classifier(layer).params()) == ["body/c_attn/W", "body/c_attn/b", "body/c_proj/W",
+                                                "body/c_proj/b"]
+    assert layer.c_attn.W.shape == (24, 8)
+    x = np.random.default_rng(5).normal(size=(2, 5, 8))
+    np.testing.assert_allclose(layer(x).data, _attention_by_hand(layer, x, causal), rtol=1e-10, atol=1e-12)
+    plain = _attention_layer(bias=False)
+    assert list(plain.params()) == ["c_attn/W", "c_proj/W"]
+    np.testing.assert_allclose(plain(x).data, _attention_by_hand(plain, x), rtol=1e-10, atol=1e-12)
+
+
+def test_multi_head_self_attention_drops_its_output_in_training_only():
+    layer = _attention_layer(dropout=0.5)
+    x = np.random.default_rng(6).normal(size=(2, 5, 8))
+    expected = _attention_by_hand(layer, x)
+    kept = layer(x).data / expected
+    assert set(np.round(kept, 9).ravel().tolist()) == {0.0, 2.0}
+    layer.eval()
+    np.testing.assert_allclose(layer(x).data, expected, rtol=1e-10, atol=1e-12)
+
+
+class Weighted(Module):
+    """``sum(c * body(x))``: a model to check a layer's gradients for an output of any shape."""
+
+    def __init__(self, body):
+        self.body = body
+
+    def __call__(self, x, c):
+        return F.sum(F.mul(self.body(x), c))
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_multi_head_self_attention_gradients_match_finite_differences(causal):
+    rng = np.random.default_rng(7)
+    x, c = rng.normal(size=(2, 5, 8)), rng.normal(size=(2, 5, 8))
+    errors = trainer_run.check_gradients(Weighted(_attention_layer(causal=causal)), (x, c), samples=12)
+    assert set(errors) == {"body/c_attn/W", "body/c_attn/b", "body/c_proj/W", "body/c_proj/b"}
+    assert max(errors.values()) <= 1
+
+
+def test_multi_head_self_attention_refuses_heads_that_do_not_divide_the_width():
+    with pytest.raises(ConfigError) as refused:
+        MultiHeadSelfAttention(10, 4, _backend())
+    assert str(refused.value) == "n_embd=10 is not divisible by n_head=4; choose n_head that divides n_embd"
+
+
+def _attention_forward_backward(device):
+    layer = MultiHeadSelfAttention(8, 2, backend(device, seed=3))
+    rng = np.random.default_rng(8)
+    x, c = rng.normal(size=(2, 5, 8)), rng.normal(size=(2, 5, 8))
+    b = backend(device)
+    y = layer(b.asarray(x.astype(np.float32)))
+    backward(F.sum(F.mul(y, b.asarray(c.astype(np.float32)))))
+    return [host(y.data)] + [host(p.grad) for p in layer.params().values()]
+
+
+@pytest.mark.gpu
+def test_multi_head_self_attention_on_cupy_equals_numpy():
+    for got, expected in zip(_attention_forward_backward("cupy"), _attention_forward_backward("numpy")):
+        assert got.dtype == expected.dtype == np.float32
+        np.testing.assert_allclose(got, expected, rtol=2e-5, atol=3e-6)

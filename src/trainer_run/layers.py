@@ -61,11 +61,13 @@ def _pair(value) -> tuple[int, int]:
 
 
 class Linear(Module):
-    """``y = x @ W.T + b``; W is LeCun-normal (std ``1/sqrt(in_size)``), b is zero."""
+    """``y = x @ W.T + b``; W is LeCun-normal (std ``1/sqrt(in_size)``), b is zero (None with
+    ``bias=False``)."""
 
-    def __init__(self, in_size: int, out_size: int, backend: Backend, dtype="float32"):
+    def __init__(self, in_size: int, out_size: int, backend: Backend, dtype="float32",
+                 bias: bool = True):
         self.W = _normal(backend, (out_size, in_size), 1.0 / math.sqrt(in_size), dtype)
-        self.b = _constant(backend, (out_size,), 0.0, dtype)
+        self.b = _constant(backend, (out_size,), 0.0, dtype) if bias else None
 
     def __call__(self, x):
         return linear(x, self.W, self.b)
@@ -176,4 +178,38 @@ class Sequential(Module):
         return x
 
 
-__all__ = ["BatchNorm", "Conv2D", "Dropout", "Embedding", "LayerNorm", "Linear", "Sequential"]
+class MultiHeadSelfAttention(Module):
+    """Multi-head self-attention over ``(batch, T, n_embd)`` (nanoGPT's ``CausalSelfAttention``):
+    ``c_attn`` (a :class:`Linear` from ``n_embd`` to ``3 * n_embd``) gives the queries, keys and
+    values, in that order along its output; each is split into ``n_head`` heads of
+    ``n_embd // n_head``, attended (:func:`~trainer_run.functions.scaled_dot_product_attention`,
+    causal unless ``causal=False``), the heads are joined back in order, and ``c_proj`` (a Linear
+    from ``n_embd`` to ``n_embd``) projects them. ``bias=False`` leaves both Linears without bias.
+    ``dropout`` applies to ``c_proj``'s output in training mode only; the attention weights are
+    not dropped.
+
+    Raises:
+        ConfigError: when ``n_head`` does not divide ``n_embd``.
+    """
+
+    def __init__(self, n_embd: int, n_head: int, backend: Backend, bias: bool = True,
+                 dropout: float = 0.0, causal: bool = True, dtype="float32"):
+        check(n_embd % n_head == 0,
+              f"n_embd={n_embd} is not divisible by n_head={n_head}; choose n_head that divides n_embd")
+        self.c_attn = Linear(n_embd, 3 * n_embd, backend, dtype, bias=bias)
+        self.c_proj = Linear(n_embd, n_embd, backend, dtype, bias=bias)
+        self.resid_dropout = Dropout(dropout, backend)
+        self.n_head, self.causal = n_head, causal
+
+    def __call__(self, x):
+        b, t, c = x.shape
+        qkv = F.reshape(self.c_attn(F.reshape(x, (b * t, c))), (b, t, 3, self.n_head, c // self.n_head))
+        qkv = F.transpose(qkv, (2, 0, 3, 1, 4))
+        q, k, v = (F.get_item(qkv, i) for i in range(3))
+        y = F.scaled_dot_product_attention(q, k, v, causal=self.causal)
+        y = F.reshape(F.transpose(y, (0, 2, 1, 3)), (b * t, c))
+        return self.resid_dropout(F.reshape(self.c_proj(y), (b, t, c)))
+
+
+__all__ = ["BatchNorm", "Conv2D", "Dropout", "Embedding", "LayerNorm", "Linear", "MultiHeadSelfAttention",
+           "Sequential"]

@@ -30,3 +30,17 @@ def test_transpose(rng, axes):
     x = rng.normal(size=(2, 3, 4))
     np.testing.assert_array_equal(F.transpose(x, axes).data, np.transpose(x, axes))
     check_grads(lambda v: F.transpose(v, axes), [x], wrt={0})
+
+
+@pytest.mark.parametrize("key", [(..., slice(2, 4)), 1, (slice(None), 0, slice(1, 6, 2)), (0, 2, 5)])
+def test_get_item(rng, key):
+    x = rng.normal(size=(2, 3, 6))
+    np.testing.assert_array_equal(F.get_item(x, key).data, x[key])
+    check_grads(lambda v: F.get_item(v, key), [x], wrt={0})
+
+
+def test_get_item_refuses_an_advanced_index(rng):
+    with pytest.raises(TypeError, match="integers, slices and Ellipsis"):
+        F.get_item(rng.normal(size=(3, 2)), np.array([0, 0]))
+    with pytest.raises(TypeError, match="integers, slices and Ellipsis"):
+        F.get_item(rng.normal(size=(3, 2)), (None, 0))

@@ -1,7 +1,7 @@
 """Differentiable functions, by kind (Chainer's layout): ``connection`` (linear),
 ``convolution`` (convolution_2d), ``pooling`` (max, average, global average),
 ``activation``, ``loss`` (and metrics), ``math`` (arithmetic, reductions, matmul), ``array``
-(reshape, flatten, concat, transpose), ``attention`` (scaled dot-product attention),
+(reshape, flatten, concat, transpose, get_item), ``attention`` (scaled dot-product attention),
 ``embedding`` (embed_id), ``normalization`` (batch and layer normalization), ``noise`` (dropout),
 ``recurrent`` (lstm and gru over a sequence).
 
@@ -27,7 +27,7 @@ from .activation import (
     softmax,
     tanh,
 )
-from .array import Concat, Reshape, Transpose, concat, flatten, reshape, transpose
+from .array import Concat, GetItem, Reshape, Transpose, concat, flatten, get_item, reshape, transpose
 from .attention import ScaledDotProductAttention, scaled_dot_product_attention
 from .connection import Linear, linear
 from .convolution import Convolution2D, convolution_2d
@@ -87,7 +87,8 @@ __all__ = ["AveragePooling2D", "Convolution2D", "GlobalAveragePooling2D", "MaxPo
            "average_pooling_2d", "convolution_2d", "global_average_pooling_2d", "max_pooling_2d",
            "BatchNormalization", "Dropout", "FixedBatchNormalization", "LayerNormalization",
            "batch_normalization", "dropout", "fixed_batch_normalization", "layer_normalization",
-           "ScaledDotProductAttention", "gru", "lstm", "scaled_dot_product_attention",
+           "GetItem", "ScaledDotProductAttention", "get_item", "gru", "lstm",
+           "scaled_dot_product_attention",
            "ACTIVATIONS", "Add", "Concat", "Div", "EmbedID", "Exp", "GELU", "LeakyReLU", "Linear", "Log",
            "LogSoftmax", "MatMul", "Mean", "MeanSquaredError", "Mul", "ReLU", "Reshape", "Scale", "Sigmoid",
            "SigmoidCrossEntropy", "Softmax", "SoftmaxCrossEntropy", "Sub", "Sum", "Tanh", "Transpose",

@@ -1,4 +1,4 @@
-"""Array manipulation: ``reshape``, ``flatten``, ``concat``, ``transpose``.
+"""Array manipulation: ``reshape``, ``flatten``, ``concat``, ``transpose``, ``get_item``.
 
 These move elements without changing them, so each gradient is the output gradient moved back
 (reshaped, split or transposed inversely) to its input's layout.
@@ -60,6 +60,23 @@ class Transpose(Function):
         return (gy.transpose(self._inverse),)
 
 
+class GetItem(Function):
+    """``x[key]`` for a basic index (integers, slices, Ellipsis); the gradient is ``gy`` placed
+    at those elements of zeros."""
+
+    def __init__(self, key):
+        self.key = key
+
+    def forward(self, x):
+        self._in_shape = x.shape
+        return x[self.key]
+
+    def backward(self, gy):
+        gx = array_module(gy).zeros(self._in_shape, dtype=gy.dtype)
+        gx[self.key] = gy
+        return (gx,)
+
+
 def reshape(x, shape) -> Variable:
     """``x`` with shape ``shape`` (same elements, C order)."""
     return Reshape(shape)(x)
@@ -82,3 +99,18 @@ def concat(xs, axis=1) -> Variable:
 def transpose(x, axes=None) -> Variable:
     """``x`` with its axes permuted by ``axes`` (None: reversed), like ``numpy.transpose``."""
     return Transpose(axes)(x)
+
+
+def get_item(x, key) -> Variable:
+    """``x[key]`` (Chainer's ``F.get_item``) for a basic index: integers, slices and Ellipsis, alone
+    or in a tuple; ``x[:, :, 4:8]`` is a view of ``x``'s elements.
+
+    Raises:
+        TypeError: for another index (an array, a list, None), whose gradient this does not
+            compute.
+    """
+    parts = key if isinstance(key, tuple) else (key,)
+    if not all(isinstance(k, (int, slice)) or k is Ellipsis for k in parts) or any(
+            isinstance(k, bool) for k in parts):
+        raise TypeError(f"get_item takes integers, slices and Ellipsis, got {key!r}")
+    return GetItem(key)(x)
