@@ -191,6 +191,21 @@ def test_multi_head_self_attention_gradients_match_finite_differences(causal):
     assert max(errors.values()) <= 1
 
 
+def test_multi_head_self_attention_keeps_one_scores_sized_array_for_the_backward():
+    layer = _attention_layer()
+    y = layer(np.random.default_rng(9).normal(size=(2, 5, 8)))
+    kept, seen, todo = [], set(), [y.creator]
+    while todo:
+        fn = todo.pop()
+        if fn is None or id(fn) in seen:
+            continue
+        seen.add(id(fn))
+        kept += [f"{type(fn).__name__}.{name}" for name, value in vars(fn).items()
+                 if isinstance(value, np.ndarray) and value.shape == (2, 2, 5, 5)]
+        todo += [getattr(x, "creator", None) for x in fn.inputs]
+    assert kept == ["ScaledDotProductAttention._p"]
+
+
 def test_multi_head_self_attention_refuses_heads_that_do_not_divide_the_width():
     with pytest.raises(ConfigError) as refused:
         MultiHeadSelfAttention(10, 4, _backend())

@@ -98,6 +98,13 @@ def test_the_backward_keeps_one_scores_sized_array(rng):
     backward(y, gy=np.ones(y.shape))
 
 
+def test_float32_stays_float32(rng):
+    q, k, v = (a.astype(np.float32) for a in _qkv(rng))
+    y = scaled_dot_product_attention(q, k, v)
+    assert y.dtype == np.float32
+    np.testing.assert_allclose(y.data, naive_attention(q, k, v, True), rtol=1e-5, atol=1e-6)
+
+
 def test_bad_shapes_are_refused(rng):
     q, k, v = _qkv(rng)
     with pytest.raises(ValueError, match="needs q"):
