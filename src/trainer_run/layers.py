@@ -4,7 +4,8 @@ parameters (and persistent state) under paths in the model tree, built on
 
 Initial values follow Chainer's defaults and are drawn from the backend's generator (the
 run's model stream): LeCun normal weights (std ``1/sqrt(fan_in)``) and zero biases for
-``Linear`` and ``Conv2D``, standard normal embeddings, batch and layer normalization's scale
+``Linear``, ``Conv2D`` and the recurrent ``LSTM`` and ``GRU`` (whose LSTM forget gates start at
+1, as Chainer's ``L.LSTM``), standard normal embeddings, batch and layer normalization's scale
 1 and shift 0. Every layer runs on the backend's array module (NumPy or CuPy).
 
 Every parameter and persistent array is made by :func:`_normal` or :func:`_constant`, which
@@ -211,5 +212,87 @@ class MultiHeadSelfAttention(Module):
         return self.resid_dropout(F.reshape(self.c_proj(y), (b, t, c)))
 
 
-__all__ = ["BatchNorm", "Conv2D", "Dropout", "Embedding", "LayerNorm", "Linear", "MultiHeadSelfAttention",
-           "Sequential"]
+class _Recurrent(Module):
+    """Stacked recurrent layers, ``0``, ``1``, ... in the tree; ``dropout`` applies to each
+    layer's outputs before the next layer, in training mode only (not after the last)."""
+
+    def __init__(self, layers: list, dropout: float, backend: Backend):
+        for k, layer in enumerate(layers):
+            setattr(self, str(k), layer)
+        self._layers = layers
+        self.dropout = Dropout(dropout, backend)
+
+    def __call__(self, x, state=None):
+        """``(outputs, state)``: the last layer's ``(B, T, H)`` outputs (a Variable) and the new
+        per-layer state. ``state`` (None: zeros) is a tuple of one state per layer; the state
+        returned is detached (plain arrays), so a loss back-propagates through this call only."""
+        layers = self._layers
+        state = (None,) * len(layers) if state is None else tuple(state)
+        check(len(state) == len(layers),
+              f"{type(self).__name__}: state must hold one entry per layer ({len(layers)}), got {len(state)}")
+        final = []
+        for k, (layer, s) in enumerate(zip(layers, state)):
+            x, s = layer(self.dropout(x) if k else x, s)
+            final.append(s)
+        return x, tuple(final)
+
+
+class _LSTMLayer(Module):
+    def __init__(self, in_size: int, hidden_size: int, backend: Backend, dtype):
+        self.W = _normal(backend, (4 * hidden_size, in_size), 1 / math.sqrt(in_size), dtype)
+        self.U = _normal(backend, (4 * hidden_size, hidden_size), 1 / math.sqrt(hidden_size), dtype)
+        self.b = _constant(backend, (4 * hidden_size,), 0.0, dtype)
+        self.b.data[2::4] = 1  # the forget gates, interleaved per unit
+
+    def __call__(self, x, state):
+        h, c = (None, None) if state is None else state
+        hs, c = F.lstm(x, h, c, self.W, self.U, self.b)
+        return hs, (hs.data[:, -1].copy(), c)
+
+
+class _GRULayer(Module):
+    def __init__(self, in_size: int, hidden_size: int, backend: Backend, dtype):
+        self.W = _normal(backend, (3 * hidden_size, in_size), 1 / math.sqrt(in_size), dtype)
+        self.U = _normal(backend, (3 * hidden_size, hidden_size), 1 / math.sqrt(hidden_size), dtype)
+        self.b_x = _constant(backend, (3 * hidden_size,), 0.0, dtype)
+        self.b_h = _constant(backend, (3 * hidden_size,), 0.0, dtype)
+
+    def __call__(self, x, h):
+        hs = F.gru(x, h, self.W, self.U, self.b_x, self.b_h)
+        return hs, hs.data[:, -1].copy()
+
+
+def _sizes(name: str, in_size: int, hidden_size: int, num_layers: int) -> list:
+    check(num_layers >= 1 and hidden_size >= 1,
+          f"{name}: num_layers and hidden_size must be at least 1, got {num_layers} and {hidden_size}")
+    return [in_size] + [hidden_size] * (num_layers - 1)
+
+
+class LSTM(_Recurrent):
+    """``num_layers`` LSTM layers over ``(batch, time, in_size)`` (:func:`~trainer_run.functions.lstm`,
+    Chainer's gates), each layer ``k`` holding ``k/W`` ``(4H, in)``, ``k/U`` ``(4H, H)`` and
+    ``k/b`` ``(4H,)``. Initial values follow Chainer's ``L.LSTM``: LeCun-normal ``W`` and ``U``
+    (std ``1/sqrt(in)``, ``1/sqrt(H)``), ``b`` zero but 1 for the forget gates. The state is a tuple
+    of per-layer ``(h, c)``, each ``(B, H)``."""
+
+    def __init__(self, in_size: int, hidden_size: int, backend: Backend, num_layers: int = 1,
+                 dropout: float = 0.0, dtype="float32"):
+        sizes = _sizes("LSTM", in_size, hidden_size, num_layers)
+        super().__init__([_LSTMLayer(n, hidden_size, backend, dtype) for n in sizes], dropout, backend)
+
+
+class GRU(_Recurrent):
+    """``num_layers`` GRU layers over ``(batch, time, in_size)`` (:func:`~trainer_run.functions.gru`,
+    MXNet's gates), each layer ``k`` holding ``k/W`` ``(3H, in)``, ``k/U`` ``(3H, H)``, ``k/b_x``
+    and ``k/b_h`` ``(3H,)``. Initial values: LeCun-normal ``W`` and ``U`` (std ``1/sqrt(in)``,
+    ``1/sqrt(H)``) and zero biases (MXNet's bias initializer). The state is a tuple of per-layer
+    ``h``, each ``(B, H)``."""
+
+    def __init__(self, in_size: int, hidden_size: int, backend: Backend, num_layers: int = 1,
+                 dropout: float = 0.0, dtype="float32"):
+        sizes = _sizes("GRU", in_size, hidden_size, num_layers)
+        super().__init__([_GRULayer(n, hidden_size, backend, dtype) for n in sizes], dropout, backend)
+
+
+__all__ = ["BatchNorm", "Conv2D", "Dropout", "Embedding", "GRU", "LSTM", "LayerNorm", "Linear",
+           "MultiHeadSelfAttention", "Sequential"]

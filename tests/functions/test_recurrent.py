@@ -35,6 +35,7 @@ def lstm_reference(x, h, c, W, U, b):
 
 def gru_reference(x, h, W, U, b_x, b_h):
     """MXNet's GRU step by step: the gates r, z, n in blocks of H."""
+    H = U.shape[1]
     Wr, Wz, Wn = W[:H], W[H:2 * H], W[2 * H:]
     Ur, Uz, Un = U[:H], U[H:2 * H], U[2 * H:]
     bxr, bxz, bxn = b_x[:H], b_x[H:2 * H], b_x[2 * H:]
