@@ -1,8 +1,12 @@
 """The classification metrics (src/trainer_run/metrics/classification.py) equal scikit-learn's
 on the same predictions: random scores, scores with ties (top-k ranks a tie as sklearn's stable
-sort reversed does), a class never predicted, a class absent from the labels, one example."""
+sort reversed does), a class never predicted, a class absent from the labels, one example.
+Perplexity and bits per token equal the cross-entropy computed in a loop of ``math.exp`` and
+``math.log``, a uniform model's V and log2(V), a sequence's its flattened rows'."""
 
 from __future__ import annotations
+
+import math
 
 import numpy
 import pytest
@@ -73,3 +77,57 @@ def test_a_hand_computed_confusion_matrix_and_its_f1():
     assert C.f1(scores, labels, "micro") == pytest.approx(0.5)
     assert C.precision(scores, labels).tolist() == [1.0, pytest.approx(1 / 3), 0.0]
     assert C.recall(scores, labels).tolist() == [0.5, 1.0, 0.0]
+
+
+def _loop_cross_entropy(scores, labels) -> float:
+    """The mean of ``-log softmax(row)[label]`` over the rows, one exponential at a time."""
+    total = 0.0
+    for row, label in zip(scores.tolist(), labels.tolist()):
+        total += math.log(sum(math.exp(v) for v in row)) - row[label]
+    return total / len(labels)
+
+
+def test_perplexity_and_bits_per_token_of_hand_made_logits_are_the_loops_cross_entropy():
+    scores = numpy.array([[2.0, -1.0, 0.5, 0.0], [0.1, 0.2, 0.3, 0.4], [-3.0, 4.0, 1.0, 1.0]])
+    labels = numpy.array([0, 3, 2])
+    nats = _loop_cross_entropy(scores, labels)
+    assert C.perplexity(scores, labels) == pytest.approx(math.exp(nats), rel=1e-13)
+    assert C.bits_per_token(scores, labels) == pytest.approx(nats / math.log(2), rel=1e-13)
+
+
+@pytest.mark.parametrize("classes", [2, 65, 50257])
+def test_a_uniform_model_has_perplexity_v_and_log2_v_bits(classes):
+    scores = numpy.full((3, classes), 7.25, dtype=numpy.float32)
+    labels = numpy.array([0, classes - 1, classes // 2])
+    assert abs(C.perplexity(scores, labels) - classes) <= 1e-12 * classes
+    assert C.bits_per_token(scores, labels) == pytest.approx(math.log2(classes), abs=1e-12)
+
+
+def test_large_logits_in_float32_stay_finite_and_exact():
+    """Scores of 1e4 overflow ``exp`` unless the row's maximum comes off first: a label
+    1000 below its row's best costs 1000 nats."""
+    scores = numpy.array([[1e4, 9e3], [9e3, 1e4]], dtype=numpy.float32)
+    labels = numpy.array([1, 1])
+    assert C.bits_per_token(scores, labels) == pytest.approx(
+        (1000.0 + math.log1p(math.exp(-1000.0))) / 2 / math.log(2), rel=1e-12)
+
+
+def test_a_sequence_counts_every_position_as_its_flattened_rows_do():
+    rng = numpy.random.default_rng(5)
+    scores, labels = rng.normal(size=(3, 7, 11)) * 3, rng.integers(0, 11, (3, 7))
+    flat_scores, flat_labels = scores.reshape(21, 11), labels.reshape(21)
+    nats = _loop_cross_entropy(flat_scores, flat_labels)
+    assert C.perplexity(scores, labels) == C.perplexity(flat_scores, flat_labels)
+    assert C.perplexity(scores, labels) == pytest.approx(math.exp(nats), rel=1e-13)
+    assert C.bits_per_token(scores, labels) == C.bits_per_token(flat_scores, flat_labels)
+
+
+@pytest.mark.parametrize("labels, line", [
+    (numpy.array([0, -1]), "labels must be class ids 0..2, got -1..0"),
+    (numpy.array([3, 0]), "labels must be class ids 0..2, got 0..3"),
+    (numpy.array([0, 1, 2]), "3 labels for 2 rows of scores of shape (2, 3)"),
+])
+def test_labels_that_are_no_class_ids_of_the_scores_are_refused(labels, line):
+    with pytest.raises(ValueError) as refused:
+        C.perplexity(numpy.zeros((2, 3)), labels)
+    assert str(refused.value) == line

@@ -2,14 +2,20 @@
 over uneven batches give scikit-learn's values on the whole split, keyed by the split's prefix
 and, per class, by the dataset's class names; the confusion matrix goes to its receiver; a
 user's metric gives a number or a dict of them and anything else names it; a model without
-forward is refused in one line."""
+forward is refused in one line. Perplexity is the mean over every position of the split, not
+a mean of the batches' values, and a sequence's outputs count each position."""
 
 from __future__ import annotations
 
+import json
+import math
+
 import numpy
 import pytest
+from run_folders import QUICK
 from sklearn import metrics as sk
 
+import trainer_run
 from trainer_run.errors import ConfigError, UserCodeError
 from trainer_run.metrics import build, run_metrics
 
@@ -129,3 +135,54 @@ def test_per_class_keys_are_told_from_the_others():
 def _scores():
     rng = numpy.random.default_rng(4)
     return rng.normal(size=(20, 3)), rng.integers(0, 3, 20)
+
+
+def _nats(scores, labels) -> float:
+    """The summed ``-log softmax(row)[label]`` of the rows, one exponential at a time."""
+    return sum(math.log(sum(math.exp(v) for v in row)) - row[label]
+               for row, label in zip(scores.tolist(), labels.tolist()))
+
+
+def test_perplexity_of_a_split_is_the_mean_over_every_example_not_over_the_batches():
+    """Batches of 7 and 2 examples: the split's cross-entropy is the sum over its 9 examples
+    divided by 9, which the mean of the two batches' values is not."""
+    rng = numpy.random.default_rng(6)
+    scores, labels = rng.normal(size=(9, 5)) * 2, rng.integers(0, 5, 9)
+    found = build(["perplexity", "bits_per_token"], "classification", Identity(), 5).compute(
+        _gathered(scores, labels), "val/")
+    mean = _nats(scores, labels) / 9
+    assert found == pytest.approx({"val/perplexity": math.exp(mean),
+                                   "val/bits_per_token": mean / math.log(2)}, rel=1e-13)
+    by_batch = (math.exp(_nats(scores[:7], labels[:7]) / 7) + math.exp(_nats(scores[7:], labels[7:]) / 2)) / 2
+    assert abs(by_batch - found["val/perplexity"]) > 1e-3
+
+
+def test_a_sequence_models_outputs_count_each_position_as_the_flattened_split_does():
+    rng = numpy.random.default_rng(7)
+    scores, labels = rng.normal(size=(5, 4, 6)), rng.integers(0, 6, (5, 4))
+    chosen = ["perplexity", "bits_per_token", "f1_macro", "top_2"]
+    found = build(chosen, "classification", Identity(), 6).compute(
+        _gathered(scores, labels, batch=3), "val/")
+    flat = build(chosen, "classification", Identity(), 6).compute(
+        _gathered(scores.reshape(20, 6), labels.reshape(20), batch=3), "val/")
+    assert found == flat
+    assert found["val/perplexity"] == pytest.approx(math.exp(_nats(scores.reshape(20, 6),
+                                                                   labels.reshape(20)) / 20), rel=1e-13)
+    with pytest.raises(UserCodeError, match=r"returned outputs of shape \(5, 4, 6\); "
+                                            r"classification metrics read .* \(N, T, classes\) "
+                                            r"for labels \(N, T\)$"):
+        build(chosen, "classification", Identity(), 6).compute(
+            _gathered(scores, labels[:, 0]), "val/")
+
+
+def test_a_runs_logged_perplexity_is_the_exponential_of_its_mean_validation_loss(tmp_path):
+    """The built-in classifier's ``val/loss`` is the mean softmax cross-entropy over the
+    split's examples (in float32), so each evaluated row's ``val/perplexity`` is its
+    exponential and ``val/bits_per_token`` it over ln 2."""
+    trainer_run.train([*QUICK, "metrics=[perplexity,bits_per_token]"], run_dir=tmp_path / "run")
+    rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    evaluated = [row for row in rows if "val/loss" in row]
+    assert [row["iteration"] for row in evaluated] == [3, 6]
+    for row in evaluated:
+        assert row["val/perplexity"] == pytest.approx(math.exp(row["val/loss"]), rel=1e-6)
+        assert row["val/bits_per_token"] == pytest.approx(row["val/loss"] / math.log(2), rel=1e-6)

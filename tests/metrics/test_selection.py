@@ -42,6 +42,10 @@ def test_names_short_forms_mappings_and_users_targets_give_their_logged_names():
     assert top_2.compute(SCORES, LABELS) == 0.75  # row 1's label scores third of three
     assert users.compute(SCORES, LABELS) == 2.0 + 0.5  # rows 0 and 2 predicted right
     assert offset.compute(SCORES, LABELS) == {"shifted": 7}
+    text = selection.chosen(["perplexity", {"name": "bits_per_token"}], "classification", 65)
+    assert [(m.name, m.kind) for m in text] == [("perplexity", "scalar"), ("bits_per_token", "scalar")]
+    assert text[0].compute(numpy.zeros((2, 4)), numpy.array([0, 3])) == pytest.approx(4.0, rel=1e-15)
+    assert text[1].compute(numpy.zeros((2, 4)), numpy.array([0, 3])) == pytest.approx(2.0, rel=1e-15)
     assert [m.name for m in selection.chosen(["mae", "rmse", "r2"], "regression", None)] == \
         ["mae", "rmse", "r2"]
     assert selection.chosen([], "regression", None) == []
@@ -55,7 +59,21 @@ def test_names_short_forms_mappings_and_users_targets_give_their_logged_names():
     (["mae", "rsme"], "regression", "metrics[1]=rsme is not a metric; did you mean rmse?"),
     (["mae"], "classification", "metrics[0]=mae is a regression metric and this run's task is "
                                 "classification (dataset.task); choose among accuracy, "
-                                "confusion_matrix, f1_macro, f1_micro, precision, recall, top_k"),
+                                "bits_per_token, confusion_matrix, f1_macro, f1_micro, "
+                                "perplexity, precision, recall, top_k"),
+    (["r2", "perplexity"], "regression", "metrics[1]=perplexity is a classification metric and "
+                                         "this run's task is regression (dataset.task); choose "
+                                         "among mae, r2, rmse"),
+    (["bits_per_token"], "regression", "metrics[0]=bits_per_token is a classification metric and "
+                                       "this run's task is regression (dataset.task); choose "
+                                       "among mae, r2, rmse"),
+    (["perplex"], "classification", "metrics[0]=perplex is not a metric; did you mean perplexity? "
+                                    "choose one of accuracy, top_k, top_<k>, f1_macro, f1_micro, "
+                                    "precision, recall, confusion_matrix, perplexity, "
+                                    "bits_per_token, mae, rmse, r2, or {_target_: module.function} "
+                                    "for one of yours"),
+    ([{"name": "perplexity", "base": 2}], "classification", "metrics[0]: perplexity takes no "
+                                                            "options, got base"),
     (["top_3"], "regression", "metrics[0]=top_k is a classification metric and this run's task is "
                               "regression (dataset.task); choose among mae, r2, rmse"),
     (["top_k"], "classification", "metrics[0]: top_k with k=5 counts every example as a hit with "
@@ -100,6 +118,7 @@ def test_a_users_metric_in_a_saved_config_is_code_the_trust_check_names():
     ("val/f1_macro", ["f1_macro"]), ("val/ema/f1_macro", [{"name": "f1_macro"}]),
     ("val/top_3_accuracy", ["top_3"]), ("val/top_2_accuracy", [{"name": "top_k", "k": 2}]),
     ("val/top_5_accuracy", ["top_k"]), ("val/recall/3", ["recall"]),
+    ("val/perplexity", ["perplexity"]), ("val/bits_per_token", [{"name": "bits_per_token"}]),
     ("val/f1_macro", [{"_target_": "mine.f1_macro"}]), ("val/mae", [{"_target_": "m.x", "name": "mae"}]),
 ])
 def test_an_objective_the_run_measures_or_does_not_know_is_accepted(metric, entries):
@@ -112,6 +131,7 @@ def test_an_objective_the_run_measures_or_does_not_know_is_accepted(metric, entr
     ("val/top_3_accuracy", ["top_5"], "top_3; add metrics=[top_5,top_3]"),
     ("val/precision/2", [{"_target_": "m.p"}], "precision; add precision to metrics"),
     ("val/rmse", None, "rmse; add metrics=[rmse]"),
+    ("val/perplexity", ["bits_per_token"], "perplexity; add metrics=[bits_per_token,perplexity]"),
 ])
 def test_an_objective_naming_a_builtin_the_run_does_not_measure_is_one_line(metric, entries, fix):
     with pytest.raises(ConfigError) as refused:

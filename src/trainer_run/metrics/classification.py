@@ -11,9 +11,16 @@ outputs, logits or probabilities: only their order in a row counts) and ``labels
   (scikit-learn's ``labels=None``); :func:`precision` and :func:`recall` give every class
   ``0..C-1``, and a class with nothing to divide by (never predicted, never a label) scores
   0 (scikit-learn's ``zero_division`` default, without its warning).
+
+:func:`perplexity` and :func:`bits_per_token` read the scores as logits: they are the softmax
+cross-entropy against the labels (:func:`cross_entropy`, the quantity
+``trainer_run.functions.softmax_cross_entropy`` computes), and also take a sequence's scores
+``(N, T, V)`` against its labels ``(N, T)``, every position counting once.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy
 
@@ -81,3 +88,34 @@ def f1(scores: numpy.ndarray, labels: numpy.ndarray, average: str) -> float:
     elif average != "macro":
         raise ValueError(f"average must be 'macro' or 'micro', got {average!r}")
     return float(numpy.mean(_ratio(2 * tp, 2 * tp + fp + fn))) if len(tp) else 0.0
+
+
+def cross_entropy(scores: numpy.ndarray, labels: numpy.ndarray) -> float:
+    """The mean over every position of ``-log softmax(scores)[label]``, in nats: scores
+    ``(..., V)`` (logits) against class ids of the leading shape, computed in float64 with
+    each row's maximum subtracted before the exponentials (no overflow, no ``log(0)`` for a
+    label far below its row's best). A label outside ``0..V-1`` is a ValueError."""
+    logits = numpy.asarray(scores, dtype=numpy.float64)
+    logits = logits.reshape(-1, logits.shape[-1])
+    ids = numpy.asarray(labels).reshape(-1).astype(numpy.int64)
+    if ids.size != len(logits):
+        raise ValueError(f"{ids.size} labels for {len(logits)} rows of scores of shape "
+                         f"{numpy.shape(scores)}")
+    if ids.size and (ids.min() < 0 or ids.max() >= logits.shape[1]):
+        raise ValueError(f"labels must be class ids 0..{logits.shape[1] - 1}, got "
+                         f"{ids.min()}..{ids.max()}")
+    top = logits.max(axis=1)
+    log_sum = top + numpy.log(numpy.exp(logits - top[:, None]).sum(axis=1))
+    return float(numpy.mean(log_sum - logits[numpy.arange(len(ids)), ids]))
+
+
+def perplexity(scores: numpy.ndarray, labels: numpy.ndarray) -> float:
+    """``exp`` of the mean cross-entropy (:func:`cross_entropy`) over every position: the
+    number of equally likely classes the model is as unsure as (V for a uniform model)."""
+    return math.exp(cross_entropy(scores, labels))
+
+
+def bits_per_token(scores: numpy.ndarray, labels: numpy.ndarray) -> float:
+    """The mean cross-entropy (:func:`cross_entropy`) in bits, ``nats / ln 2``: bits per
+    character with a character tokenizer (``log2(V)`` for a uniform model)."""
+    return cross_entropy(scores, labels) / math.log(2)

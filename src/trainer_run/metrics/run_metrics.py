@@ -2,6 +2,10 @@
 outputs and the labels over the split's batches (:class:`Gathered`) and computes the chosen
 metrics (:mod:`.selection`) once, on the whole split, as observations of the split's prefix.
 
+A sequence model's outputs ``(N, T, classes)`` against labels ``(N, T)`` count each position
+as one example (``val/perplexity`` is then the exponential of the mean cross-entropy over every
+position of the split).
+
 How each kind is reported, with the prefix ``val/``:
 
 - one number: ``val/<name>`` (``val/f1_macro``, ``val/top_5_accuracy``, ``val/mae``);
@@ -80,6 +84,7 @@ class RunMetrics:
         y_pred, y_true = gathered.arrays()
         _check_shapes(gathered.model, self.task, y_pred, y_true)
         if self.task == selection.CLASSIFICATION:
+            y_pred = y_pred.reshape(-1, y_pred.shape[-1])  # a sequence's positions as rows
             y_true = y_true.astype(numpy.int64).reshape(-1)
         y_pred.flags.writeable = y_true.flags.writeable = False  # a user's metric reads them only
         names = class_keys(self.classes, y_pred.shape[1] if y_pred.ndim > 1 else 1)
@@ -117,10 +122,13 @@ def build(entries, task: str, model, out_size: int | None, classes: list | None 
 
 def _check_shapes(model, task: str, y_pred: numpy.ndarray, y_true: numpy.ndarray) -> None:
     """Refuses outputs the metrics of ``task`` cannot read, naming the model: a classifier's
-    must be one score per class, ``(N, classes)``; a regression's one value per target."""
-    if task == selection.CLASSIFICATION and y_pred.ndim != 2:
+    must be one score per class, ``(N, classes)``, or per class and position of a sequence,
+    ``(N, T, classes)`` against labels ``(N, T)``; a regression's one value per target."""
+    sequence = y_pred.ndim == 3 and y_true.shape == y_pred.shape[:2]
+    if task == selection.CLASSIFICATION and y_pred.ndim != 2 and not sequence:
         raise broke("model", model, "forward", f"returned outputs of shape {y_pred.shape}; "
-                    "classification metrics read one score per class, (N, classes)")
+                    "classification metrics read one score per class, (N, classes), or per "
+                    "position of a sequence, (N, T, classes) for labels (N, T)")
     if task != selection.CLASSIFICATION and y_pred.size != y_true.size:
         raise broke("model", model, "forward", f"returned outputs of shape {y_pred.shape} for "
                     f"targets of shape {y_true.shape}; regression metrics compare them value by "

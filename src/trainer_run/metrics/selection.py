@@ -3,8 +3,8 @@
 An entry is one of
 
 - a built-in's name: ``accuracy``, ``top_k`` (``k`` 5, Keras's default) or ``top_<k>``
-  (``top_3``), ``f1_macro``, ``f1_micro``, ``precision``, ``recall``, ``confusion_matrix``
-  for classification; ``mae``, ``rmse``, ``r2`` for regression;
+  (``top_3``), ``f1_macro``, ``f1_micro``, ``precision``, ``recall``, ``confusion_matrix``,
+  ``perplexity``, ``bits_per_token`` for classification; ``mae``, ``rmse``, ``r2`` for regression;
 - a mapping ``{name: <built-in>}``, which for ``top_k`` may give ``k`` (``{name: top_k, k: 3}``);
 - a mapping ``{_target_: module.name, ...}``: the user's metric. A function is called with
   ``(y_pred, y_true)`` and the entry's other keys; a class is built with the entry's other
@@ -42,6 +42,8 @@ BUILTINS: dict[str, tuple[str, str, Callable]] = {
     "precision": (CLASSIFICATION, PER_CLASS, classification.precision),
     "recall": (CLASSIFICATION, PER_CLASS, classification.recall),
     "confusion_matrix": (CLASSIFICATION, MATRIX, classification.confusion_matrix),
+    "perplexity": (CLASSIFICATION, SCALAR, classification.perplexity),
+    "bits_per_token": (CLASSIFICATION, SCALAR, classification.bits_per_token),
     "mae": (REGRESSION, SCALAR, regression.mae),
     "rmse": (REGRESSION, SCALAR, regression.rmse),
     "r2": (REGRESSION, SCALAR, regression.r2),
@@ -51,7 +53,7 @@ TOP_K = "top_k"
 DEFAULT_K = 5
 SHORT_TOP_K = re.compile(r"top_(\d+)")
 NAMES = ("accuracy", "top_k", "top_<k>", "f1_macro", "f1_micro", "precision", "recall",
-         "confusion_matrix", "mae", "rmse", "r2")
+         "confusion_matrix", "perplexity", "bits_per_token", "mae", "rmse", "r2")
 """Every built-in's name as the messages list them."""
 USERS_KIND = targets.Kind("a metric: a function of (y_pred, y_true) returning a float or a dict "
                           "of floats, or a class whose instances are one",
