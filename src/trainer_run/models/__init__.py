@@ -20,7 +20,8 @@ The model protocol (what the training loop needs from any model, ours or yours):
 and ``params()`` walks them in assignment order.
 
 The built-in architectures are ordinary models of this kind: ``mlp`` (MLP, logistic
-regression), ``cnn`` and ``resnet``; :mod:`.base` holds their task head. :mod:`.building`
+regression), ``cnn``, ``resnet``, and the language models ``gpt`` (:class:`GPT`) and
+``lstm_lm`` (:class:`LSTMLanguageModel`); :mod:`.base` holds their task heads. :mod:`.building`
 builds a model from its config section (the run's and ``load_model``'s one way).
 """
 
@@ -29,8 +30,11 @@ from ..module import Module, evaluating, persistents_of, set_mode, summary
 from .base import TASKS, Model, flat
 from .building import build_model
 from .cnn import CNN
+from .gpt import GPT
+from .lstm_lm import LSTMLanguageModel
 from .mlp import MLP, LogisticRegression
 from .resnet import ResNet
 
-__all__ = ["CNN", "MLP", "TASKS", "Linear", "LogisticRegression", "Model", "Module", "ResNet",
+__all__ = ["CNN", "GPT", "LSTMLanguageModel", "MLP", "TASKS", "Linear", "LogisticRegression", "Model",
+           "Module", "ResNet",
            "build_model", "evaluating", "flat", "persistents_of", "set_mode", "summary"]

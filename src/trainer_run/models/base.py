@@ -1,5 +1,5 @@
 """The task head shared by the built-in models: :class:`Model` (``forward`` plus the loss and
-metrics of its task) and :func:`flat`."""
+metrics of its task), :func:`flat`, and the language models' :func:`sequence_metrics`."""
 
 from __future__ import annotations
 
@@ -13,6 +13,14 @@ def flat(x):
     """``x`` with every axis after the first flattened into one: images ``(N, C, H, W)``
     become rows of ``C * H * W`` features."""
     return x if x.ndim == 2 else x.reshape(len(x), -1)
+
+
+def sequence_metrics(logits, targets) -> dict:
+    """A language model's loss and metrics from its logits ``(B, T, V)`` and next-token targets
+    ``(B, T)``: ``loss``, the mean cross entropy over every position whose target is not -1, and
+    ``accuracy``, the fraction of positions whose largest logit is the target."""
+    return {"loss": softmax_cross_entropy(logits, targets, ignore_index=-1),
+            "accuracy": accuracy(logits, targets)}
 
 
 class Model(Module):
