@@ -172,3 +172,20 @@ def test_heads_that_do_not_divide_the_width_are_refused_by_the_attention_line():
     with pytest.raises(ConfigError) as refused:
         _model(n_embd=18, n_head=4, spread=False)
     assert str(refused.value) == "n_embd=18 is not divisible by n_head=4; choose n_head that divides n_embd"
+
+
+def test_dropout_acts_in_training_mode_only():
+    model, ids = _model(dropout=0.3), _ids()
+    expected = gpt_by_hand(model, ids)
+    assert not np.allclose(model.forward(ids).data, expected)
+    model.eval()
+    np.testing.assert_allclose(model.forward(ids).data, expected, rtol=1e-6, atol=1e-6)
+
+
+def test_a_float32_model_computes_in_float32():
+    model = GPT(V, get_backend("numpy", seed=0), block_size=BLOCK, n_layer=LAYERS, n_head=HEADS, n_embd=C)
+    assert {p.data.dtype for p in model.params().values()} == {np.dtype("float32")}
+    ids = _ids()
+    logits = model.forward(ids).data
+    assert logits.dtype == np.float32
+    np.testing.assert_allclose(logits, gpt_by_hand(model, ids), rtol=1e-4, atol=1e-5)
