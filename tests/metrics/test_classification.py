@@ -2,7 +2,8 @@
 on the same predictions: random scores, scores with ties (top-k ranks a tie as sklearn's stable
 sort reversed does), a class never predicted, a class absent from the labels, one example.
 Perplexity and bits per token equal the cross-entropy computed in a loop of ``math.exp`` and
-``math.log``, a uniform model's V and log2(V), a sequence's its flattened rows'."""
+``math.log``, a uniform model's V and log2(V), a sequence's its flattened rows', positions
+labelled -1 left out."""
 
 from __future__ import annotations
 
@@ -122,9 +123,19 @@ def test_a_sequence_counts_every_position_as_its_flattened_rows_do():
     assert C.bits_per_token(scores, labels) == C.bits_per_token(flat_scores, flat_labels)
 
 
+def test_positions_labelled_minus_one_are_left_out_as_the_language_models_loss_leaves_them():
+    rng = numpy.random.default_rng(8)
+    scores, labels = rng.normal(size=(2, 5, 4)), rng.integers(0, 4, (2, 5))
+    labels[0, 3:] = labels[1, 0] = -1
+    kept = labels.reshape(-1) != -1
+    nats = _loop_cross_entropy(scores.reshape(10, 4)[kept], labels.reshape(-1)[kept])
+    assert C.perplexity(scores, labels) == pytest.approx(math.exp(nats), rel=1e-13)
+    assert math.isnan(C.bits_per_token(scores[:1, 3:], labels[:1, 3:]))
+
+
 @pytest.mark.parametrize("labels, line", [
-    (numpy.array([0, -1]), "labels must be class ids 0..2, got -1..0"),
-    (numpy.array([3, 0]), "labels must be class ids 0..2, got 0..3"),
+    (numpy.array([0, -2]), "labels must be class ids 0..2 (or -1, left out), got -2..0"),
+    (numpy.array([3, 0]), "labels must be class ids 0..2 (or -1, left out), got 0..3"),
     (numpy.array([0, 1, 2]), "3 labels for 2 rows of scores of shape (2, 3)"),
 ])
 def test_labels_that_are_no_class_ids_of_the_scores_are_refused(labels, line):

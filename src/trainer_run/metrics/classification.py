@@ -15,7 +15,8 @@ outputs, logits or probabilities: only their order in a row counts) and ``labels
 :func:`perplexity` and :func:`bits_per_token` read the scores as logits: they are the softmax
 cross-entropy against the labels (:func:`cross_entropy`, the quantity
 ``trainer_run.functions.softmax_cross_entropy`` computes), and also take a sequence's scores
-``(N, T, V)`` against its labels ``(N, T)``, every position counting once.
+``(N, T, V)`` against its labels ``(N, T)``, every position counting once but those labelled
+:data:`IGNORED`, which the built-in language models' loss leaves out too.
 """
 
 from __future__ import annotations
@@ -23,6 +24,10 @@ from __future__ import annotations
 import math
 
 import numpy
+
+IGNORED = -1
+"""The label of a position no metric of the cross-entropy counts (the language models'
+``ignore_index``)."""
 
 
 def predicted(scores: numpy.ndarray) -> numpy.ndarray:
@@ -94,16 +99,21 @@ def cross_entropy(scores: numpy.ndarray, labels: numpy.ndarray) -> float:
     """The mean over every position of ``-log softmax(scores)[label]``, in nats: scores
     ``(..., V)`` (logits) against class ids of the leading shape, computed in float64 with
     each row's maximum subtracted before the exponentials (no overflow, no ``log(0)`` for a
-    label far below its row's best). A label outside ``0..V-1`` is a ValueError."""
+    label far below its row's best). Positions labelled :data:`IGNORED` are left out (NaN
+    when that leaves none); any other label outside ``0..V-1`` is a ValueError."""
     logits = numpy.asarray(scores, dtype=numpy.float64)
     logits = logits.reshape(-1, logits.shape[-1])
     ids = numpy.asarray(labels).reshape(-1).astype(numpy.int64)
     if ids.size != len(logits):
         raise ValueError(f"{ids.size} labels for {len(logits)} rows of scores of shape "
                          f"{numpy.shape(scores)}")
-    if ids.size and (ids.min() < 0 or ids.max() >= logits.shape[1]):
-        raise ValueError(f"labels must be class ids 0..{logits.shape[1] - 1}, got "
-                         f"{ids.min()}..{ids.max()}")
+    kept = ids != IGNORED
+    logits, ids = logits[kept], ids[kept]
+    if not ids.size:
+        return float("nan")
+    if ids.min() < 0 or ids.max() >= logits.shape[1]:
+        raise ValueError(f"labels must be class ids 0..{logits.shape[1] - 1} (or {IGNORED}, "
+                         f"left out), got {ids.min()}..{ids.max()}")
     top = logits.max(axis=1)
     log_sum = top + numpy.log(numpy.exp(logits - top[:, None]).sum(axis=1))
     return float(numpy.mean(log_sum - logits[numpy.arange(len(ids)), ids]))
