@@ -127,3 +127,12 @@ def test_all_positions_ignored_is_a_loss_of_zero_and_no_gradient(rng):
     assert loss.data.dtype == np.float32 and float(loss.data) == 0.0
     backward(loss)
     assert not w.grad.any()
+
+
+def test_accuracy_leaves_ignored_positions_out():
+    y = np.zeros((1, 4, 3))
+    y[0, np.arange(4), [0, 1, 2, 0]] = 1.0            # argmax per position: 0, 1, 2, 0
+    t = np.array([[0, 2, -1, -1]])                    # right, wrong, ignored, ignored
+    assert F.accuracy(y, t, ignore_index=-1) == pytest.approx(1 / 2)
+    assert F.accuracy(y, t) == pytest.approx(1 / 4)
+    assert F.accuracy(y, np.full((1, 4), -1), ignore_index=-1) == 0.0

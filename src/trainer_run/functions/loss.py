@@ -130,14 +130,21 @@ def mean_squared_error(x0, x1) -> Variable:
     return MeanSquaredError()(x0, x1)
 
 
-def accuracy(y, t):
+def accuracy(y, t, ignore_index: int | None = None):
     """Fraction of rows of ``y`` whose argmax equals ``t`` (not differentiable; the classes on
     ``y``'s last axis, so a sequence's (B, T, V) logits count every position); class
-    probabilities ``t`` (soft targets, ``y``'s shape) count by their largest entry."""
+    probabilities ``t`` (soft targets, ``y``'s shape) count by their largest entry. Positions
+    whose id is ``ignore_index`` are left out (0 when none is left), as
+    :func:`softmax_cross_entropy` leaves them out."""
     y, t = as_data(y), as_data(t)
     if t.shape == y.shape and t.dtype.kind == "f":
         t = t.argmax(axis=-1)
-    return mean(y.argmax(axis=-1) == t, y.dtype)
+    right = y.argmax(axis=-1) == t
+    if ignore_index is None:
+        return mean(right, y.dtype)
+    keep = t != ignore_index
+    xp = array_module(right)
+    return ((right & keep).sum(dtype=y.dtype) / xp.maximum(keep.sum(), 1)).astype(y.dtype)
 
 
 def mean(a, dtype):

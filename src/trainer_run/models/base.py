@@ -18,9 +18,9 @@ def flat(x):
 def sequence_metrics(logits, targets) -> dict:
     """A language model's loss and metrics from its logits ``(B, T, V)`` and next-token targets
     ``(B, T)``: ``loss``, the mean cross entropy over every position whose target is not -1, and
-    ``accuracy``, the fraction of positions whose largest logit is the target."""
+    ``accuracy``, the fraction of those positions whose largest logit is the target."""
     return {"loss": softmax_cross_entropy(logits, targets, ignore_index=-1),
-            "accuracy": accuracy(logits, targets)}
+            "accuracy": accuracy(logits, targets, ignore_index=-1)}
 
 
 class Model(Module):
