@@ -17,6 +17,7 @@ from trainer_run.layers import (
     Conv2D,
     Dropout,
     Embedding,
+    KVCache,
     LayerNorm,
     MultiHeadSelfAttention,
     Sequential,
@@ -227,3 +228,14 @@ def test_multi_head_self_attention_on_cupy_equals_numpy():
     for got, expected in zip(_attention_forward_backward("cupy"), _attention_forward_backward("numpy")):
         assert got.dtype == expected.dtype == np.float32
         np.testing.assert_allclose(got, expected, rtol=2e-5, atol=3e-6)
+
+
+def test_attention_fed_in_pieces_through_a_cache_equals_one_full_pass():
+    layer = _attention_layer()
+    x = np.random.default_rng(4).normal(size=(2, 8, 8))
+    full = layer(x).data
+    cache = KVCache()
+    pieces = [layer(x[:, a:b], cache).data for a, b in ((0, 3), (3, 4), (4, 5), (5, 8))]
+    assert len(cache) == 8 and cache.k.shape == cache.v.shape == (2, 2, 8, 4)
+    np.testing.assert_allclose(np.concatenate(pieces, axis=1), full, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(full, _attention_by_hand(layer, x, True), rtol=1e-10, atol=1e-12)

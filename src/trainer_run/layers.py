@@ -179,6 +179,21 @@ class Sequential(Module):
         return x
 
 
+class KVCache:
+    """One attention layer's keys and values of the positions seen so far, ``k`` and ``v``
+    ``(batch, heads, T, head_size)`` arrays (None before the first call): given to
+    :class:`MultiHeadSelfAttention` call after call, it lets each call feed only the new
+    positions. It holds plain arrays, so no gradient flows back into the positions cached: it is
+    for inference (generation), under :func:`trainer_run.autograd.no_grad`."""
+
+    def __init__(self):
+        self.k = self.v = None
+
+    def __len__(self) -> int:
+        """The number of positions cached."""
+        return 0 if self.k is None else self.k.shape[2]
+
+
 class MultiHeadSelfAttention(Module):
     """Multi-head self-attention over ``(batch, T, n_embd)`` (nanoGPT's ``CausalSelfAttention``):
     ``c_attn`` (a :class:`Linear` from ``n_embd`` to ``3 * n_embd``) gives the queries, keys and
@@ -188,6 +203,11 @@ class MultiHeadSelfAttention(Module):
     from ``n_embd`` to ``n_embd``) projects them. ``bias=False`` leaves both Linears without bias.
     ``dropout`` applies to ``c_proj``'s output in training mode only; the attention weights are
     not dropped.
+
+    ``attn(x, cache)`` with a :class:`KVCache`: ``x`` holds the positions after those cached;
+    this call's keys and values are appended to the cache, and its queries attend to every
+    cached key (causal: the queries are the last positions). Fed a sequence in pieces, the
+    outputs equal one call on the whole sequence.
 
     Raises:
         ConfigError: when ``n_head`` does not divide ``n_embd``.
@@ -202,11 +222,15 @@ class MultiHeadSelfAttention(Module):
         self.resid_dropout = Dropout(dropout, backend)
         self.n_head, self.causal = n_head, causal
 
-    def __call__(self, x):
+    def __call__(self, x, cache: KVCache | None = None):
         b, t, c = x.shape
         qkv = F.reshape(self.c_attn(F.reshape(x, (b * t, c))), (b, t, 3, self.n_head, c // self.n_head))
         qkv = F.transpose(qkv, (2, 0, 3, 1, 4))
         q, k, v = (F.get_item(qkv, i) for i in range(3))
+        if cache is not None:
+            if cache.k is not None:
+                k, v = F.concat([cache.k, k], axis=2), F.concat([cache.v, v], axis=2)
+            cache.k, cache.v = k.data, v.data
         y = F.scaled_dot_product_attention(q, k, v, causal=self.causal)
         y = F.reshape(F.transpose(y, (0, 2, 1, 3)), (b * t, c))
         return self.resid_dropout(F.reshape(self.c_proj(y), (b, t, c)))
@@ -294,5 +318,5 @@ class GRU(_Recurrent):
         super().__init__([_GRULayer(n, hidden_size, backend, dtype) for n in sizes], dropout, backend)
 
 
-__all__ = ["BatchNorm", "Conv2D", "Dropout", "Embedding", "GRU", "LSTM", "LayerNorm", "Linear",
-           "MultiHeadSelfAttention", "Sequential"]
+__all__ = ["BatchNorm", "Conv2D", "Dropout", "Embedding", "GRU", "KVCache", "LSTM", "LayerNorm",
+           "Linear", "MultiHeadSelfAttention", "Sequential"]

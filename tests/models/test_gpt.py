@@ -1,16 +1,21 @@
 """The GPT model (trainer_run.models.GPT, nanoGPT's model.py): its logits against a NumPy
 forward written here from its own parameter arrays, causality, gradients against finite
 differences (the tied embedding's gradient the sum of its two uses), nanoGPT's initial values
-from the seed, and its refusals' lines."""
+from the seed, its refusals' lines, and generation (the key/value cache, sampling) against a
+loop written here over the NumPy forward."""
+
+import copy
 
 import numpy as np
 import pytest
+from gpu_helpers import backend
 
 from trainer_run import check_gradients
 from trainer_run.autograd import backward
 from trainer_run.backend import get_backend
 from trainer_run.errors import ConfigError
 from trainer_run.models import GPT
+from trainer_run.models.gpt import next_token_probabilities
 
 V, BLOCK, C, HEADS, LAYERS = 11, 8, 16, 2, 2
 
@@ -189,3 +194,136 @@ def test_a_float32_model_computes_in_float32():
     logits = model.forward(ids).data
     assert logits.dtype == np.float32
     np.testing.assert_allclose(logits, gpt_by_hand(model, ids), rtol=1e-4, atol=1e-5)
+
+
+def _probabilities_by_hand(logits, temperature=1.0, top_k=None):
+    z = logits / temperature
+    if top_k is not None:
+        z = np.where(z < np.sort(z, axis=-1)[:, -top_k][:, None], -np.inf, z)
+    return _softmax(z)
+
+
+def generate_by_hand(model, ids, new, temperature=1.0, top_k=None, seed=0):
+    """nanoGPT's generate over the NumPy forward: crop to the last BLOCK tokens, a full pass,
+    the last logits; each row's id by inverse CDF at one ``random()`` draw per row."""
+    rng = np.random.default_rng(seed)
+    for _ in range(new):
+        p = _probabilities_by_hand(gpt_by_hand(model, ids[:, -BLOCK:])[:, -1], temperature, top_k)
+        u = rng.random(len(ids))
+        drawn = [np.searchsorted(np.cumsum(row), x * row.sum(), side="right") for row, x in zip(p, u)]
+        ids = np.concatenate([ids, np.array(drawn)[:, None]], axis=1)
+    return ids
+
+
+@pytest.mark.parametrize("options", [{}, {"temperature": 0.7, "top_k": 4}])
+def test_cached_and_uncached_generation_draw_the_by_hand_ids_also_past_the_block_size(options):
+    model, prompt = _model(), _ids((2, 3))
+    new = BLOCK + 4
+    expected = generate_by_hand(model, prompt, new, seed=5, **options)
+    for cache in (True, False):
+        ids = model.generate(prompt, new, rng=np.random.default_rng(5), cache=cache, **options)
+        assert ids.shape == (2, 3 + new) and ids.dtype == np.int64
+        np.testing.assert_array_equal(ids, expected)
+
+
+def test_the_cache_feeds_one_position_a_step_until_the_block_size_then_the_cropped_context():
+    model, prompt = _model(), _ids((2, 3))
+    fed, forward = [], model.forward
+    model.forward = lambda ids, cache=None: fed.append((ids.shape, cache is not None)) or forward(ids, cache)
+    model.generate(prompt, BLOCK, rng=np.random.default_rng(0))
+    cached = [((2, 3), True)] + [((2, 1), True)] * (BLOCK - 3)
+    assert fed == cached + [((2, BLOCK), False)] * 2
+    fed.clear()
+    model.generate(prompt, 4, rng=np.random.default_rng(0), cache=False)
+    assert fed == [((2, t), False) for t in range(3, 7)]
+
+
+def test_top_k_1_is_greedy_decoding_by_repeated_full_passes():
+    model, ids = _model(), _ids((2, 2))
+    expected = ids
+    for _ in range(BLOCK + 2):
+        greedy = gpt_by_hand(model, expected[:, -BLOCK:])[:, -1].argmax(-1)
+        expected = np.concatenate([expected, greedy[:, None]], 1)
+    for seed in (0, 1):
+        ids_drawn = model.generate(ids, BLOCK + 2, top_k=1, rng=np.random.default_rng(seed))
+        np.testing.assert_array_equal(ids_drawn, expected)
+
+
+def test_one_sampling_step_is_the_softmax_of_the_tempered_top_k_logits_drawn_by_inverse_cdf():
+    model, ids = _model(), _ids((3, 5))
+    logits = gpt_by_hand(model, ids)[:, -1]
+    expected = _probabilities_by_hand(logits, 0.5, 3)
+    probs = next_token_probabilities(model.forward(ids).data[:, -1], temperature=0.5, top_k=3)
+    np.testing.assert_allclose(probs, expected, rtol=1e-9, atol=1e-12)
+    assert ((probs > 0).sum(-1) == 3).all() and (probs[logits < np.sort(logits)[:, -3:-2]] == 0).all()
+    np.testing.assert_allclose(next_token_probabilities(logits, top_k=V + 5), _softmax(logits), rtol=1e-12)
+    rng = np.random.default_rng(7)
+    u = copy.deepcopy(rng).random(3)
+    drawn = model.generate(ids, 1, temperature=0.5, top_k=3, rng=rng)
+    np.testing.assert_array_equal(drawn[:, :5], ids)
+    for row, x, got in zip(expected, u, drawn[:, -1]):
+        cdf = np.cumsum(row)
+        assert (cdf[got - 1] if got else 0) <= x * cdf[-1] < cdf[got] and row[got] > 0
+
+
+def test_the_same_seed_draws_the_same_ids_and_another_seed_others():
+    model, prompt = _model(), _ids((2, 2))
+    first, again, other = (model.generate(prompt, 10, temperature=2.0, rng=np.random.default_rng(s))
+                           for s in (3, 3, 4))
+    np.testing.assert_array_equal(first, again)
+    assert not np.array_equal(first, other)
+
+
+def test_the_model_fed_in_pieces_through_its_cache_equals_the_full_pass_by_hand():
+    model, ids = _model(), _ids()
+    cache = model.new_cache()
+    steps = [model.forward(ids[:, :4], cache).data] + [model.forward(ids[:, t:t + 1], cache).data
+                                                       for t in range(4, BLOCK)]
+    np.testing.assert_allclose(np.concatenate(steps, axis=1), gpt_by_hand(model, ids), rtol=1e-6, atol=1e-6)
+    with pytest.raises(ConfigError) as refused:
+        model.forward(ids[:, :1], cache)
+    assert str(refused.value).startswith(f"a sequence of {BLOCK + 1} tokens is longer than the model's "
+                                         f"block_size={BLOCK}; give at most {BLOCK} tokens")
+
+
+@pytest.mark.parametrize("options, line", [
+    ({"temperature": 0}, "temperature must be above 0, got 0; give temperature > 0 (1.0 samples the "
+                         "model's own probabilities, lower is greedier)"),
+    ({"top_k": 0}, "top_k must be an integer of at least 1, got 0; give top_k >= 1 (or None to keep "
+                   "every token)"),
+    ({"max_new_tokens": -1}, "max_new_tokens must be an integer of at least 0, got -1; give "
+                             "max_new_tokens >= 0"),
+    ({"ids": np.zeros((2, 0), dtype=int)}, "the prompt must be token ids of shape (batch, T) with T >= 1, "
+                                           "got shape (2, 0); give at least one token per row"),
+])
+def test_generation_refusals_are_one_line_each(options, line):
+    model = _model()
+    arguments = {"ids": _ids((2, 2)), "max_new_tokens": 3, "rng": np.random.default_rng(0), **options}
+    with pytest.raises(ConfigError) as refused:
+        model.generate(**arguments)
+    assert str(refused.value) == line
+
+
+@pytest.mark.parametrize("training", [True, False])
+def test_generation_leaves_the_model_in_its_mode_and_samples_in_evaluation_mode(training):
+    model, prompt = _model(dropout=0.5), _ids((2, 3))
+    model.train(training)
+    ids = model.generate(prompt, 4, top_k=1)
+    assert model.training is training and model.h.training is training
+    assert all(block.attn.resid_dropout.training is training for block in model._blocks)
+    np.testing.assert_array_equal(ids, generate_by_hand(model, prompt, 4, top_k=1))
+    np.testing.assert_array_equal(model.generate(prompt, 0), prompt)
+
+
+def _greedy_and_sampled(device):
+    model = GPT(V, backend(device, seed=0), block_size=BLOCK, n_layer=LAYERS, n_head=HEADS, n_embd=C)
+    prompt = _ids((2, 3))
+    return [model.generate(prompt, BLOCK + 2, top_k=1),
+            model.generate(prompt, BLOCK + 2, temperature=0.8, top_k=5, rng=np.random.default_rng(2))]
+
+
+@pytest.mark.gpu
+def test_generation_on_cupy_draws_the_numpy_ids():
+    for got, expected in zip(_greedy_and_sampled("cupy"), _greedy_and_sampled("numpy")):
+        assert isinstance(got, np.ndarray)
+        np.testing.assert_array_equal(got, expected)
