@@ -70,8 +70,8 @@ class Linear(Module):
         self.W = _normal(backend, (out_size, in_size), 1.0 / math.sqrt(in_size), dtype)
         self.b = _constant(backend, (out_size,), 0.0, dtype) if bias else None
 
-    def __call__(self, x):
-        return linear(x, self.W, self.b)
+    def __call__(self, x, n_batch_axes: int = 1):
+        return linear(x, self.W, self.b, n_batch_axes)
 
 
 class Conv2D(Module):
@@ -224,7 +224,7 @@ class MultiHeadSelfAttention(Module):
 
     def __call__(self, x, cache: KVCache | None = None):
         b, t, c = x.shape
-        qkv = F.reshape(self.c_attn(F.reshape(x, (b * t, c))), (b, t, 3, self.n_head, c // self.n_head))
+        qkv = F.reshape(self.c_attn(x, n_batch_axes=2), (b, t, 3, self.n_head, c // self.n_head))
         qkv = F.transpose(qkv, (2, 0, 3, 1, 4))
         q, k, v = (F.get_item(qkv, i) for i in range(3))
         if cache is not None:
@@ -232,8 +232,8 @@ class MultiHeadSelfAttention(Module):
                 k, v = F.concat([cache.k, k], axis=2), F.concat([cache.v, v], axis=2)
             cache.k, cache.v = k.data, v.data
         y = F.scaled_dot_product_attention(q, k, v, causal=self.causal)
-        y = F.reshape(F.transpose(y, (0, 2, 1, 3)), (b * t, c))
-        return self.resid_dropout(F.reshape(self.c_proj(y), (b, t, c)))
+        y = F.reshape(F.transpose(y, (0, 2, 1, 3)), (b, t, c))
+        return self.resid_dropout(self.c_proj(y, n_batch_axes=2))
 
 
 class _Recurrent(Module):

@@ -5,8 +5,10 @@ rows of ``C * H * W`` (:func:`~trainer_run.functions.flatten`) first."""
 
 from __future__ import annotations
 
+import math
+
 from ..autograd import Function, Variable
-from .array import flatten
+from .array import flatten, reshape
 
 
 class Linear(Function):
@@ -32,9 +34,15 @@ class Linear(Function):
         return gx, gW, gb
 
 
-def linear(x, W, b=None) -> Variable:
-    """``x @ W.T + b``; ``W`` has shape ``(out_size, in_size)``; ``x`` of more than two axes
-    is flattened to ``(N, in_size)`` first."""
-    if len(x.shape) > 2:
-        x = flatten(x)
-    return Linear()(x, W) if b is None else Linear()(x, W, b)
+def linear(x, W, b=None, n_batch_axes: int = 1) -> Variable:
+    """``x @ W.T + b``; ``W`` has shape ``(out_size, in_size)``. The first ``n_batch_axes``
+    axes of ``x`` are batch axes, kept in the output, and the others one axis of ``in_size``
+    features (Chainer's ``n_batch_axes``): with 1, ``x`` of more than two axes is flattened to
+    ``(N, in_size)``; with 2, a sequence's ``(B, T, in_size)`` gives ``(B, T, out_size)``."""
+    if n_batch_axes == 1:
+        if len(x.shape) > 2:
+            x = flatten(x)
+        return Linear()(x, W) if b is None else Linear()(x, W, b)
+    batch = tuple(x.shape[:n_batch_axes])
+    y = linear(reshape(x, (math.prod(batch), -1)), W, b)
+    return reshape(y, (*batch, y.shape[-1]))

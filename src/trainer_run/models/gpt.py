@@ -20,13 +20,6 @@ INIT_STD = 0.02
 """nanoGPT's standard deviation of every Linear and Embedding weight."""
 
 
-def _over_positions(layer, x):
-    """``layer`` (a Linear) applied to each position of ``x`` ``(B, T, C)``."""
-    b, t, c = x.shape
-    y = layer(F.reshape(x, (b * t, c)))
-    return F.reshape(y, (b, t, y.shape[-1]))
-
-
 def redraw(backend: Backend, param, std: float) -> None:
     """Replaces ``param``'s values by normal(0, ``std``) values drawn in float64 from the
     backend's generator (the run's model stream), so a seed fixes them."""
@@ -44,7 +37,7 @@ class MLP(Module):
         self.dropout = Dropout(dropout, backend)
 
     def __call__(self, x):
-        return self.dropout(_over_positions(self.c_proj, F.gelu(_over_positions(self.c_fc, x))))
+        return self.dropout(self.c_proj(F.gelu(self.c_fc(x, n_batch_axes=2)), n_batch_axes=2))
 
 
 class Block(Module):
@@ -126,9 +119,8 @@ class GPT(Model):
             x = block(x, block_cache)
         x = self.ln_f(x)
         if self.lm_head is None:
-            b, _, c = x.shape
-            return F.reshape(F.linear(F.reshape(x, (b * t, c)), self.wte.W), (b, t, self.wte.W.shape[0]))
-        return _over_positions(self.lm_head, x)
+            return F.linear(x, self.wte.W, n_batch_axes=2)
+        return self.lm_head(x, n_batch_axes=2)
 
     def __call__(self, ids, targets):
         return sequence_metrics(self.forward(ids), targets)

@@ -47,10 +47,8 @@ class LSTMLanguageModel(Model):
     def forward(self, ids):
         """The logits ``(B, T, vocab_size)`` of the next token after each position of ``ids``."""
         hs, _ = self.lstm(self.embed(ids))
-        b, t, h = hs.shape
         W, bias = (self.head.W, self.head.b) if hasattr(self, "head") else (self.embed.W, self.head_b)
-        y = F.linear(F.reshape(hs, (b * t, h)), W, bias)
-        return F.reshape(y, (b, t, y.shape[-1]))
+        return F.linear(hs, W, bias, n_batch_axes=2)
 
     def __call__(self, ids, targets):
         return sequence_metrics(self.forward(ids), targets)
