@@ -20,7 +20,7 @@ import numpy
 
 from .. import targets
 from ..errors import ConfigError
-from ..user_code import blame
+from ..user_code import blame, name_of
 from .transforms import BUILT_IN
 
 KIND = targets.Kind("a transform: a callable of (batch, rng) returning the batch",
@@ -99,7 +99,7 @@ def _transform(index: int, entry, standard: dict):
             hint = f"did you mean {close[0]}? " if close else ""
             raise ConfigError(f"{key}={entry!r} is not a built-in transform; {hint}choose one of "
                               f"{', '.join(BUILT_IN)}, or give a mapping with _target_")
-        entry = {targets.TARGET: dotted_name(BUILT_IN[entry])}
+        entry = {targets.TARGET: name_of(BUILT_IN[entry])}
     if not isinstance(entry, dict) or not entry.get(targets.TARGET):
         raise ConfigError(f"{key} must be a built-in transform's name ({', '.join(BUILT_IN)}) or "
                           f"a mapping with _target_, got {entry!r}")
@@ -112,8 +112,3 @@ def _transform(index: int, entry, standard: dict):
     targets.check_call(key, factory, {**kwargs, **fixed}, ("batch", "rng"), "a transform takes "
                        "the batch and the generator, then the entry's other keys")
     return functools.partial(factory, **kwargs, **fixed)
-
-
-def dotted_name(klass: type) -> str:
-    """The dotted path a ``_target_`` names ``klass`` by (``trainer_run.data.transforms.RandomCrop``)."""
-    return f"{klass.__module__}.{klass.__qualname__}"

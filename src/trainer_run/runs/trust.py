@@ -34,11 +34,11 @@ from pathlib import Path
 
 import yaml
 
-from trainer_run.data.augmentation import dotted_name
 from trainer_run.data.transforms import BUILT_IN
 from trainer_run.errors import ConfigError
 from trainer_run.runs import signing_key
 from trainer_run.storage import reading, run_files, yaml_files
+from trainer_run.user_code import name_of
 
 TARGET = "_target_"
 HOOKS = "updater.callbacks"
@@ -84,7 +84,7 @@ def builtin_targets() -> frozenset:
     """The ``_target_`` values of trainer-run's own config files (read as text: nothing is
     imported to know them) and the dotted paths of the built-in transforms
     (:data:`trainer_run.data.transforms.BUILT_IN`)."""
-    found = {dotted_name(klass) for klass in BUILT_IN.values()}
+    found = {name_of(klass) for klass in BUILT_IN.values()}
     pattern = re.compile(r"^\s*_target_:\s*(trainer_run\.[\w.]+)\s*(?:#.*)?$", re.MULTILINE)
     folder = resources.files("trainer_run.configs")
     for path in _yaml_files(folder):
