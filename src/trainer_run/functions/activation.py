@@ -29,11 +29,16 @@ class Tanh(Function):
         return (gy * (1 - y * y),)
 
 
+def logistic(x):
+    """The sigmoid of an array (not a Variable), in its dtype: ``tanh(x / 2) / 2 + 1 / 2``, which
+    overflows for no ``x``."""
+    half = x.dtype.type(0.5)
+    return array_module(x).tanh(x * half) * half + half
+
+
 class Sigmoid(Function):
     def forward(self, x):
-        xp = array_module(x)
-        half = x.dtype.type(0.5)
-        self._y = xp.tanh(x * half) * half + half
+        self._y = logistic(x)
         return self._y
 
     def backward(self, gy):

@@ -7,6 +7,7 @@ import numpy
 from ..autograd import Function, Variable, as_data
 from ..backend import array_module
 from ..errors import ConfigError
+from .activation import logistic
 
 
 class SoftmaxCrossEntropy(Function):
@@ -102,10 +103,7 @@ class SigmoidCrossEntropy(Function):
 
     def backward(self, gy):
         x = self._x
-        xp = array_module(x)
-        half = x.dtype.type(0.5)
-        p = xp.tanh(x * half) * half + half
-        return (p - self._t) * (gy / x.dtype.type(self._count)).astype(x.dtype), None
+        return (logistic(x) - self._t) * (gy / x.dtype.type(self._count)).astype(x.dtype), None
 
 
 def softmax_cross_entropy(x, t, ignore_index: int | None = None) -> Variable:

@@ -18,11 +18,7 @@ from __future__ import annotations
 
 from ..autograd import Function, Variable, as_data
 from ..backend import array_module
-
-
-def _sigmoid(z):
-    half = z.dtype.type(0.5)
-    return array_module(z).tanh(z * half) * half + half
+from .activation import logistic
 
 
 def _check(x, W, U, gates: int, biases: dict, states: dict) -> int:
@@ -70,7 +66,7 @@ class LSTM(Function):
         h, c = h0, c0
         for t in range(T):
             z = xw[:, t] + (h @ U.T).reshape(B, H, 4)
-            a, i, f, o = xp.tanh(z[..., 0]), _sigmoid(z[..., 1]), _sigmoid(z[..., 2]), _sigmoid(z[..., 3])
+            a, i, f, o = xp.tanh(z[..., 0]), logistic(z[..., 1]), logistic(z[..., 2]), logistic(z[..., 3])
             c = a * i + f * c
             h = o * xp.tanh(c)
             acts[:, t, :, 0], acts[:, t, :, 1], acts[:, t, :, 2], acts[:, t, :, 3] = a, i, f, o
@@ -122,7 +118,7 @@ class GRU(Function):
         h = h0
         for t in range(T):
             hu = h @ U.T + b_h
-            rz = _sigmoid(xw[:, t, :2 * H] + hu[:, :2 * H])
+            rz = logistic(xw[:, t, :2 * H] + hu[:, :2 * H])
             r, z = rz[:, :H], rz[:, H:]
             n = xp.tanh(xw[:, t, 2 * H:] + r * hu[:, 2 * H:])
             h = (1 - z) * n + z * h
