@@ -15,7 +15,8 @@ key the user's own value:
   from the published mirrors and is checked against the published md5; the rows go to
   ``$MLFLOW_TRACKING_URI``, else ``./mlruns``.
 - **Inside the run, or given by the user** (:data:`FILES`): the files of ``csv``, ``npz``,
-  ``npy`` and ``idx`` datasets. One outside the run folder (once relative paths are taken
+  ``npy``, ``idx`` and ``text`` datasets (a text's ``tokenizer`` when it names a file, not
+  ``char`` or ``bpe``: :data:`NAMES`). One outside the run folder (once relative paths are taken
   from the current folder and links are followed) is refused in one line naming the key and
   how to give it.
 
@@ -42,9 +43,12 @@ FILES = {("dataset", "csv"): ("path", "val_path", "test_path"),
          ("dataset", "npz"): ("path", "val_path", "test_path"),
          ("dataset", "npy"): ("x_path", "y_path", "val_x_path", "val_y_path", "test_x_path",
                               "test_y_path"),
-         ("dataset", "idx"): ("train_images", "train_labels", "test_images", "test_labels")}
+         ("dataset", "idx"): ("train_images", "train_labels", "test_images", "test_labels"),
+         ("dataset", "text"): ("path", "tokenizer")}
 """(group, option): the keys naming files, which must lie inside the run unless the user gives
 them."""
+NAMES = {("dataset", "text", "tokenizer"): ("char", "bpe")}
+"""(group, option, key): the values of a file key that name a built-in, not a file."""
 
 
 def bounded(config: dict, run: Path, source: str, given=()) -> dict:
@@ -58,6 +62,7 @@ def bounded(config: dict, run: Path, source: str, given=()) -> dict:
                 section[name] = copy.deepcopy(_section(*option)[name])
         outside += [(f"{key}.{name}", section[name]) for name in FILES.get(option, ())
                     if section.get(name) is not None and not _given(f"{key}.{name}", given)
+                    and section[name] not in NAMES.get((*option, name), ())
                     and not _inside(section[name], run)]
     if outside:
         named = " and ".join(f"{key}={value}" for key, value in outside)

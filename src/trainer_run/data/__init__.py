@@ -5,7 +5,7 @@ memory-mapped arrays (``mapped``), and the loaders of array files, CSV tables, I
 the standard image sets (``array_files``, ``csv_files``, ``image_sets`` with ``idx``, ``cifar``
 and ``download``)."""
 
-from .datasets import ArrayDataset, Data, Splits, SubDataset, split_random, stratified_positions
+from .datasets import ArrayDataset, Data, Splits, SubDataset, Use, split_random, stratified_positions
 from .iterators import SerialIterator
 from .mapped import MappedArray, open_npy
 from .prefetch import Prefetcher
@@ -13,6 +13,6 @@ from .prepare import declared_classes, prepare
 from .synthetic import blobs, mnist_like, regression, spirals
 
 __all__ = ["ArrayDataset", "Data", "MappedArray", "Prefetcher", "SerialIterator",
-           "Splits", "SubDataset", "open_npy",
+           "Splits", "SubDataset", "Use", "open_npy",
            "blobs", "declared_classes", "mnist_like", "prepare", "regression",
            "spirals", "split_random", "stratified_positions"]

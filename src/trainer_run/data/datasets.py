@@ -176,6 +176,20 @@ def stratified_positions(labels, first_size: int, rng: numpy.random.Generator):
     return numpy.sort(first), numpy.flatnonzero(mask)
 
 
+@dataclass(frozen=True)
+class Use:
+    """What a loader that takes a ``use`` argument is told of how its data will be used:
+    ``folder`` is the run's folder, where a loader may keep what it derived from the data (a
+    text's tokens, its tokenizer) and find it again on resume (None: no folder);
+    ``writable`` says whether it may write there (a run's own folder) or only read it (a run
+    evaluated or loaded); ``evaluated`` names the split ``trainer-eval`` measures (None: a run
+    trains)."""
+
+    folder: object = None
+    writable: bool = False
+    evaluated: str | None = None
+
+
 @dataclass
 class Splits:
     """What a loader read, before the run's rules apply (see :mod:`trainer_run.data.prepare`).
@@ -214,7 +228,9 @@ class Data:
     says how the task was chosen; ``normalization`` holds the values the inputs were
     normalized with (``{}`` for none); ``files`` records the files read (:class:`Splits`'s);
     ``raw_inputs`` describes the training inputs as read, before normalization
-    (:func:`trainer_run.data.raw_inputs.describe`; ``{}`` when unknown).
+    (:func:`trainer_run.data.raw_inputs.describe`; ``{}`` when unknown); ``tokenizer`` turns a
+    text's tokens into text and back (:mod:`trainer_run.data.tokenizers`; None for data that
+    is not text), and is kept with the run.
     """
 
     train: object
@@ -228,6 +244,7 @@ class Data:
     normalization: dict = field(default_factory=dict)
     files: dict = field(default_factory=dict)
     raw_inputs: dict = field(default_factory=dict)
+    tokenizer: object = None
 
     @property
     def in_size(self) -> int:

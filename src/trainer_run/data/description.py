@@ -1,9 +1,10 @@
 """The record of a run's data in its run directory, for evaluation and prediction outside the
 run: ``data.json`` (the task, the input shape, the output size, the class names by id, the
 normalization's kind, the line that described the data, the raw training inputs' dtype and
-range under ``inputs`` (:mod:`.raw_inputs`) and, for the standard image sets, the files read
-with their checksums) and, for ``standardize``,
-``normalization.npz`` (``mean`` and ``std`` per feature, loadable with ``numpy.load``).
+range under ``inputs`` (:mod:`.raw_inputs`), for the standard image sets and texts the files
+read with their checksums, for a text its tokenizer's kind) and, for ``standardize``,
+``normalization.npz`` (``mean`` and ``std`` per feature, loadable with ``numpy.load``); for a
+text, ``tokenizer.json``, the tokenizer's state (:mod:`.text` reads it back).
 
 :func:`read` checks what it reads, since a run directory is data that may be damaged or come
 from anyone: a file that is not JSON or not an archive of plain arrays (never unpickled), a
@@ -28,7 +29,8 @@ from ..errors import ConfigError
 from ..storage import files, npz, reading, strict_json
 from .datasets import Data
 
-FILES = (run_files.DATA, run_files.NORMALIZATION)
+FILES = (run_files.DATA, run_files.NORMALIZATION, run_files.TOKENIZER, run_files.TOKENS,
+         run_files.TOKENS_RECORD)
 TASKS = ("classification", "regression")
 KINDS = ("none", "unit", "standardize")
 
@@ -45,6 +47,10 @@ def write(data: Data, folder: Path) -> None:
         summary["inputs"] = data.raw_inputs
     if data.files:
         summary["files"] = data.files
+    if data.tokenizer is not None:
+        summary["tokenizer"] = data.tokenizer.kind
+        files.write_atomic(Path(folder) / run_files.TOKENIZER,
+                           strict_json.dumps(data.tokenizer.state()), run=folder)
     files.write_atomic(Path(folder) / FILES[0], strict_json.dumps(summary, indent=2), run=folder)
     if arrays:
         npz.save(Path(folder) / FILES[1], arrays, run=folder)

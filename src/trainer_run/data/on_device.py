@@ -25,6 +25,7 @@ from .. import devices
 from ..errors import ConfigError
 from .datasets import take
 from .input_scaling import Normalized, transform
+from .text_windows import Windows
 
 SHARE = 4
 """The splits go onto a GPU when their raw arrays take under 1 / SHARE of its memory."""
@@ -76,6 +77,12 @@ def placed(data, backend, choice: bool | None, prefetch: int, workers: int = 0, 
     if choice and several_gpus:
         raise ConfigError(f"dataset.on_device=true keeps the data on one GPU, and "
                           f"updater.devices trains on {replicas}: set dataset.on_device=null")
+    if isinstance(data.train, Windows):  # a text's windows: a batch is a few kilobytes of ids
+        if choice:
+            raise ConfigError("dataset.on_device=true copies examples by row, and a text's "
+                              "training examples are windows of its tokens, gathered on the host: "
+                              "set dataset.on_device=null")
+        return data
     if choice is None:
         choice = (not prefetch and not several_gpus and backend.on_gpu
                   and _fits(data, backend))

@@ -19,6 +19,8 @@ from typing import Iterator
 import numpy
 
 from ..errors import ConfigError
+from ..storage import files as storage_files
+from ..storage import reading
 
 CHUNK = 1 << 20
 """Bytes read at a time."""
@@ -64,35 +66,34 @@ def chunks(files: list[Path], size: int = CHUNK) -> Iterator[str]:
                     break
 
 
-def write(files: list[Path], tokenizer, out: Path, size: int = CHUNK) -> int:
+def write(files: list[Path], tokenizer, out: Path, size: int = CHUNK, run: Path | None = None) -> int:
     """Writes the ids of ``files``' text under ``tokenizer`` to ``out`` (raw ids of
     ``tokenizer.dtype``, in order), chunk by chunk; returns how many. ``out`` appears only once
-    it is complete (a ``.part`` file is renamed)."""
-    out = Path(out)
-    part = out.with_name(out.name + ".part")
+    it is complete, and never through a link (:func:`trainer_run.storage.files.write_atomic`;
+    with ``run``, the run folder ``out`` is in, no link on the way either)."""
     count = 0
-    try:
-        with open(part, "wb") as stream:
-            for text in chunks(files, size):
-                ids = tokenizer.encode(text)
-                stream.write(ids.tobytes())
-                count += len(ids)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.replace(part, out)
-    except BaseException:
-        part.unlink(missing_ok=True)
-        raise
+
+    def ids_to(stream) -> None:
+        nonlocal count
+        for text in chunks(files, size):
+            ids = tokenizer.encode(text)
+            stream.write(ids.tobytes())
+            count += len(ids)
+
+    storage_files.write_atomic(Path(out), ids_to, run=run)
     return count
 
 
-def read(path: Path, dtype) -> numpy.ndarray:
-    """The ids :func:`write` wrote to ``path``, memory-mapped read-only."""
+def read(path: Path, dtype, run: Path | None = None) -> numpy.ndarray:
+    """The ids :func:`write` wrote to ``path``, memory-mapped read-only; a link there (with
+    ``run``, on the way from the run folder too) or anything but a regular file is refused
+    (:func:`trainer_run.storage.reading.open_file`)."""
     dtype = numpy.dtype(dtype)
-    size = os.path.getsize(path)
-    if size == 0:
-        return numpy.zeros(0, dtype=dtype)
-    if size % dtype.itemsize:
-        raise ConfigError(f"{path} holds {size} bytes, not a whole number of {dtype} token ids; "
-                          "remove it and tokenize the text again")
-    return numpy.memmap(path, dtype=dtype, mode="r", shape=(size // dtype.itemsize,))
+    with reading.open_file(Path(path), None, run) as stream:
+        size = os.fstat(stream.fileno()).st_size
+        if size == 0:
+            return numpy.zeros(0, dtype=dtype)
+        if size % dtype.itemsize:
+            raise ConfigError(f"{path} holds {size} bytes, not a whole number of {dtype} token "
+                              "ids; remove it and tokenize the text again")
+        return numpy.memmap(stream, dtype=dtype, mode="r", shape=(size // dtype.itemsize,))

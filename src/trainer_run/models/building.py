@@ -1,8 +1,9 @@
 """A model from its config section: the ``model`` group's ``_target_`` with what the run knows.
 
 The target receives the section's keys and, when it takes them, the standard arguments the
-data and the backend fix: ``in_size``, ``in_shape`` (one example's shape), ``out_size``,
-``backend``, ``dtype`` (the backend's compute dtype) and ``task``. A class that is not a
+data and the backend fix: ``in_size``, ``in_shape`` (one example's shape), ``out_size``
+(also as ``vocab_size``, a language model's name for it), ``backend``, ``dtype`` (the
+backend's compute dtype) and ``task``. A class that is not a
 model (:data:`KIND`) is refused before it is called; what a factory returns is checked too.
 The section's ``freeze``, ``lr_mult`` and ``wd_mult`` are the runner's
 (:mod:`.parameter_rules`), never the target's.
@@ -37,7 +38,7 @@ def build_model(section: dict, data, backend, shared=None):
           "precision=fp32 or precision=fp16 instead")
     dtype = str(backend.dtype)
     standard = {"in_size": data.in_size, "in_shape": data.in_shape, "out_size": data.out_size,
-                "backend": backend, "dtype": dtype, "task": data.task}
+                "vocab_size": data.out_size, "backend": backend, "dtype": dtype, "task": data.task}
     factory, kwargs, fixed = arguments("model", section, standard, runner=parameter_rules.KEYS,
                                        shared=shared, kind=KIND)
     check(dtype == "float32" or "dtype" in fixed,

@@ -21,6 +21,7 @@ from trainer_run.callbacks import HOOKS, Callbacks
 from trainer_run.console import warn
 from trainer_run.data import augmentation, on_device, prefetch
 from trainer_run.data.datasets import take
+from trainer_run.data.text_windows import WindowIterator, Windows
 from trainer_run.errors import ConfigError, check, check_number
 from trainer_run.kvstore import mpi_job
 from trainer_run.kvstore.request import KVStoreRequest
@@ -88,13 +89,14 @@ DEFAULT_ITERATIONS = 1000
 """The iterations of a run given neither ``trainer.max_iterations`` nor ``trainer.max_epochs``."""
 
 
-def build_run(config: dict) -> Run:
+def build_run(config: dict, folder: Path | None = None) -> Run:
     """The parts every process builds: random streams split from ``seed`` (one for the data,
     one for the model's initial parameters, one for shuffling), backend, data, model (its
     parameters frozen and multiplied as ``model.freeze``, ``lr_mult`` and ``wd_mult`` say:
     :mod:`trainer_run.models.parameter_rules`; tried on the first batch:
     :mod:`trainer_run.models.first_batch`), kvstore, iterator, stop trigger, time limit,
-    optimizer and the training batches' transforms (a fourth stream)."""
+    optimizer and the training batches' transforms (a fourth stream). ``folder``: the run's
+    folder, where a loader may keep what it derives from the data (:class:`.datasets.Use`)."""
     seed = check_number("seed", config["seed"], low=0, integer=True)
     selection.check_objective((config.get("objective") or {}).get("metric"), config.get("metrics"))
     data_seed, model_seed, shuffle_seed, augment_seed = numpy.random.SeedSequence(seed).spawn(4)
@@ -104,7 +106,7 @@ def build_run(config: dict) -> Run:
     if note is not None:  # printed with the backend's notes on the cores' use
         backend.notes = [*getattr(backend, "notes", ()), note]
     data, batch_size = build_data(config["dataset"], numpy.random.default_rng(data_seed),
-                                  dtype=backend.dtype)
+                                  dtype=backend.dtype, folder=folder)
     model = build_model(config["model"], data, backend)
     parameter_rules.apply(model, config["model"])
     first_batch.check(model, data, backend, batch_size, config["model"]["_target_"])
@@ -121,8 +123,12 @@ def build_run(config: dict) -> Run:
     data = on_device.placed(data, backend, config["dataset"].get("on_device"),
                             u.get("prefetch", 0), threads,
                             devices if isinstance(devices, int) else len(devices))
-    iterator = datasets.SerialIterator(data.train, batch_size * workers, shuffle=overfit is None,
-                                       rng=numpy.random.default_rng(shuffle_seed))
+    shuffle_rng = numpy.random.default_rng(shuffle_seed)
+    if isinstance(data.train, Windows):  # a text's: windows at random offsets
+        iterator = WindowIterator(data.train, batch_size * workers, rng=shuffle_rng)
+    else:
+        iterator = datasets.SerialIterator(data.train, batch_size * workers,
+                                           shuffle=overfit is None, rng=shuffle_rng)
     accum_grad = prefixed("updater", batches_per_update, u["accum_grad"])
     samples = batch_size * workers * accum_grad
     limit = t["max_iterations"]
@@ -158,7 +164,7 @@ def build_server(run: Run) -> ParameterServer:
 def build_trainer(config: dict, out: Path, extra: dict | None = None) -> Trainer:
     """The training loop of ``config`` writing into ``out`` (a worker's, on a multi-process
     run; see :func:`build_run` and :func:`trainer_of`)."""
-    return trainer_of(build_run(config), config, out, extra)
+    return trainer_of(build_run(config, out), config, out, extra)
 
 
 def trainer_of(run: Run, config: dict, out: Path, extra: dict | None = None,
@@ -306,16 +312,21 @@ def _callback(item, key: str):
     return locate(item, key, KINDS["hook"])
 
 
-def build_data(section: dict, rng, evaluated: str | None = None,
-               dtype="float32") -> tuple[datasets.Data, int]:
+def build_data(section: dict, rng, evaluated: str | None = None, dtype="float32",
+               folder: Path | None = None) -> tuple[datasets.Data, int]:
     """The data of ``dataset._target_`` by the rules of :func:`trainer_run.data.prepare`
     (``dataset.task``, ``val_fraction`` drawn from ``rng``, ``normalize``, float inputs read in
     ``dtype``) and the batch size. For a run, a batch must fit in the training split.
     ``evaluated`` names the split ``trainer-eval`` measures instead: then any number of
     examples >= 1 will do, and for ``all`` nothing is held out for validation (every example
-    is measured anyway)."""
+    is measured anyway). A loader that takes ``use`` is told ``folder`` (the run's) and whether
+    it may write there (:class:`.datasets.Use`: a run may, an evaluation may not); one that
+    takes ``val_fraction`` holds out its validation split itself."""
     batch_size = check_number("dataset.batch_size", section["batch_size"], low=1, integer=True)
-    factory, kwargs, fixed = arguments("dataset", section, {"rng": rng}, runner=DATA_KEYS)
+    use = datasets.Use(folder, writable=evaluated is None and folder is not None,
+                       evaluated=evaluated)
+    factory, kwargs, fixed = arguments("dataset", section, {
+        "rng": rng, "use": use, "val_fraction": section["val_fraction"]}, runner=DATA_KEYS)
     result = call("dataset", factory, kwargs, **fixed)
     classes = datasets.declared_classes(factory, kwargs)
     data = datasets.prepare(result, rng, section["val_fraction"], section["task"],

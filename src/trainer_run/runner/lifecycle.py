@@ -323,7 +323,7 @@ def build(job: Job, cfg: DictConfig, model_taken: bool = False, mode=None
     if state is not None and (resolved["kvstore"].get("compression") or {}).get("type"):
         warn("gradient compression residuals are not in checkpoints (nor in MXNet's): they restart "
              "from zero, so this resumed run is not bit-identical to an uninterrupted one")
-    built = build_run(resolved)
+    built = build_run(resolved, job.out)
     if mode is not None:
         mode.check(built)
     started_from = state.get("init_from") if state is not None else None
