@@ -15,7 +15,7 @@ from trainer_run.autograd import backward
 from trainer_run.backend import get_backend
 from trainer_run.errors import ConfigError
 from trainer_run.models import GPT
-from trainer_run.models.gpt import next_token_probabilities
+from trainer_run.models.generation import next_token_probabilities
 
 V, BLOCK, C, HEADS, LAYERS = 11, 8, 16, 2, 2
 

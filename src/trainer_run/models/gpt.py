@@ -8,12 +8,11 @@ import math
 import numpy
 
 from .. import functions as F
-from .. import host_reads
-from ..autograd import no_grad
 from ..backend import Backend, array_module
 from ..errors import ConfigError, check
 from ..layers import Dropout, Embedding, KVCache, LayerNorm, Linear, MultiHeadSelfAttention, Sequential
-from ..module import Module, evaluating
+from ..module import Module
+from . import generation
 from .base import Model, sequence_metrics
 
 INIT_STD = 0.02
@@ -125,79 +124,26 @@ class GPT(Model):
     def __call__(self, ids, targets):
         return sequence_metrics(self.forward(ids), targets)
 
+    def next_logits(self, ids, caches: list[KVCache] | None = None):
+        """The logits ``(B, V)`` of the token after ``ids`` (host int64 ``(B, T)``, the whole
+        sequence so far) and the caches for the next call
+        (:func:`.generation.generate`'s protocol). With ``caches`` (:meth:`new_cache`) only the
+        tokens after those cached run; None runs the last ``block_size`` tokens uncached. Once
+        the sequence is longer than ``block_size`` the context is cropped to its last
+        ``block_size`` tokens, as nanoGPT does, and that step and every later one run uncached
+        (cropping shifts every position, so cached keys no longer apply)."""
+        if caches is not None and ids.shape[1] > self.block_size:
+            caches = None
+        feed = ids[:, -self.block_size:] if caches is None else ids[:, len(caches[0]):]
+        xp = array_module(self.wte.W.data)
+        return self.forward(xp.asarray(feed), caches).data[:, -1], caches
+
     def generate(self, ids, max_new_tokens: int, temperature: float = 1.0, top_k: int | None = None,
                  rng: numpy.random.Generator | None = None, cache: bool = True) -> numpy.ndarray:
         """``ids`` ``(B, T)`` followed by ``max_new_tokens`` sampled tokens, a host NumPy int64
-        array ``(B, T + max_new_tokens)`` (nanoGPT's ``generate``).
-
-        Runs in evaluation mode (the model's mode is restored after) and records no graph. Each
-        step takes the logits of the last position, divides them by ``temperature``, keeps the
-        ``top_k`` largest (every logit equal to the ``top_k``-th too; the rest get probability 0)
-        when given, and softmaxes them (:func:`next_token_probabilities`); the ``(B, V)``
-        probabilities are read to the host and one id per row is drawn by :func:`sample` from
-        ``rng`` (None: a fresh ``numpy.random.default_rng()``, different each call; give a
-        seeded generator for repeatable ids).
-
-        With ``cache`` the first step runs the whole prompt and each later step one position,
-        against the blocks' key/value caches. Once the sequence is longer than ``block_size``
-        the context is cropped to its last ``block_size`` tokens, as nanoGPT does, and that
-        step and every later one run the whole cropped context uncached (cropping shifts every
-        position, so cached keys no longer apply). Cached and uncached generation draw the
-        same ids.
-
-        Raises:
-            ConfigError: for ``temperature <= 0``, ``top_k < 1``, ``max_new_tokens < 0`` and
-                an empty prompt.
-        """
-        check(isinstance(max_new_tokens, int) and not isinstance(max_new_tokens, bool)
-              and max_new_tokens >= 0,
-              f"max_new_tokens must be an integer of at least 0, got {max_new_tokens!r}; "
-              "give max_new_tokens >= 0")
-        check(isinstance(temperature, (int, float)) and temperature > 0,
-              f"temperature must be above 0, got {temperature!r}; give temperature > 0 "
-              "(1.0 samples the model's own probabilities, lower is greedier)")
-        check(top_k is None or (isinstance(top_k, int) and not isinstance(top_k, bool) and top_k >= 1),
-              f"top_k must be an integer of at least 1, got {top_k!r}; give top_k >= 1 (or None "
-              "to keep every token)")
-        ids = numpy.array(host_reads.array(ids), dtype=numpy.int64)
-        check(ids.ndim == 2 and ids.shape[0] >= 1 and ids.shape[1] >= 1,
-              f"the prompt must be token ids of shape (batch, T) with T >= 1, got shape {ids.shape}; "
-              "give at least one token per row")
-        rng = numpy.random.default_rng() if rng is None else rng
-        xp = array_module(self.wte.W.data)
-        caches = self.new_cache() if cache else None
-        with evaluating(self), no_grad():
-            for _ in range(max_new_tokens):
-                if caches is not None and ids.shape[1] > self.block_size:
-                    caches = None
-                if caches is None:
-                    feed = ids[:, -self.block_size:]
-                else:
-                    feed = ids[:, len(caches[0]):]
-                logits = self.forward(xp.asarray(feed), caches).data[:, -1]
-                probs = host_reads.array(next_token_probabilities(logits, temperature, top_k))
-                ids = numpy.concatenate([ids, sample(probs, rng)[:, None]], axis=1)
-        return ids
-
-
-def next_token_probabilities(logits, temperature: float = 1.0, top_k: int | None = None):
-    """The sampling probabilities ``(B, V)`` (float64, on the logits' device) from the last
-    position's ``logits`` ``(B, V)``: ``logits / temperature``; with ``top_k``, every logit below
-    the ``top_k``-th largest of its row becomes -inf (``top_k`` above ``V`` keeps all); then a
-    softmax with the row's maximum subtracted."""
-    xp = array_module(logits)
-    z = logits.astype(xp.float64) / temperature
-    if top_k is not None and top_k < z.shape[-1]:
-        kth = xp.sort(z, axis=-1)[:, -top_k][:, None]
-        z = xp.where(z < kth, -math.inf, z)
-    e = xp.exp(z - z.max(axis=-1, keepdims=True))
-    return e / e.sum(axis=-1, keepdims=True)
-
-
-def sample(probs: numpy.ndarray, rng: numpy.random.Generator) -> numpy.ndarray:
-    """One id per row of ``probs`` ``(B, V)`` (host arrays), by the inverse of the cumulative
-    distribution at ``u = rng.random(B)``: the first id whose cumulative probability exceeds ``u``
-    times the row's total (an id of probability 0 is never drawn)."""
-    cdf = numpy.cumsum(probs, axis=-1)
-    threshold = rng.random(len(probs)) * cdf[:, -1]
-    return (cdf <= threshold[:, None]).sum(axis=-1)
+        array (:func:`.generation.generate`, nanoGPT's ``generate``). With ``cache`` the first
+        step runs the whole prompt and each later step one position, against the blocks'
+        key/value caches (:meth:`next_logits`); cached and uncached generation draw the same
+        ids."""
+        return generation.generate(self, ids, max_new_tokens, temperature, top_k, rng,
+                                   self.new_cache() if cache else None)

@@ -5,10 +5,11 @@ from __future__ import annotations
 import numpy
 
 from .. import functions as F
-from ..backend import Backend
+from ..backend import Backend, array_module
 from ..errors import check
 from ..layers import LSTM, Embedding, Linear
 from ..params import Parameter
+from . import generation
 from .base import Model, sequence_metrics
 
 
@@ -52,3 +53,22 @@ class LSTMLanguageModel(Model):
 
     def __call__(self, ids, targets):
         return sequence_metrics(self.forward(ids), targets)
+
+    def next_logits(self, ids, state=None):
+        """The logits ``(B, V)`` of the token after ``ids`` (host int64 ``(B, T)``, the whole
+        sequence so far) and the state for the next call (:func:`.generation.generate`'s
+        protocol): the LSTM's state after the tokens seen and their count, so a call runs only
+        the tokens after them (None: from the start, a zero state)."""
+        carried, seen = (None, 0) if state is None else state
+        xp = array_module(self.embed.W.data)
+        hs, carried = self.lstm(self.embed(xp.asarray(ids[:, seen:])), carried)
+        W, bias = (self.head.W, self.head.b) if hasattr(self, "head") else (self.embed.W, self.head_b)
+        last = F.get_item(hs, (slice(None), slice(-1, None)))
+        return F.linear(last, W, bias, n_batch_axes=2).data[:, -1], (carried, ids.shape[1])
+
+    def generate(self, ids, max_new_tokens: int, temperature: float = 1.0, top_k: int | None = None,
+                 rng: numpy.random.Generator | None = None) -> numpy.ndarray:
+        """``ids`` ``(B, T)`` followed by ``max_new_tokens`` sampled tokens, a host NumPy int64
+        array (:func:`.generation.generate`); each new token runs one step of the LSTM from the
+        state the sequence before it left (:meth:`next_logits`)."""
+        return generation.generate(self, ids, max_new_tokens, temperature, top_k, rng)

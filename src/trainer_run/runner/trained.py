@@ -22,10 +22,10 @@ from trainer_run import prediction, stored_config
 from trainer_run.autograd import no_grad
 from trainer_run.backend import get_backend
 from trainer_run.config_upgrade import upgrade
-from trainer_run.data import Data, raw_inputs
+from trainer_run.data import Data, raw_inputs, text
 from trainer_run.data import description as data_description
-from trainer_run.errors import ConfigError
-from trainer_run.models import build_model
+from trainer_run.errors import ConfigError, check
+from trainer_run.models import build_model, generation
 from trainer_run.module import evaluating, set_mode
 from trainer_run.runs import trust
 from trainer_run.runs.weights import Weights, load
@@ -48,12 +48,15 @@ class Trained:
     ``normalization.npz``; ``weights``
     says which saved parameters it holds (:class:`~trainer_run.runs.weights.Weights`: best or last,
     their iteration and file); ``batch_size`` (the run's ``dataset.batch_size``) and ``dtype``
-    (its float dtype) are how :meth:`predict` feeds the model.
+    (its float dtype) are how :meth:`predict` feeds the model. A language model's run
+    (``dataset=text``) has its ``tokenizer`` (:meth:`encode`, :meth:`decode`,
+    :meth:`generate`); other runs have None.
     """
 
     def __init__(self, model, record: dict, weights: Weights | None = None,
-                 batch_size: int = DEFAULT_BATCH_SIZE, dtype="float32"):
+                 batch_size: int = DEFAULT_BATCH_SIZE, dtype="float32", tokenizer=None):
         self.model = model
+        self.tokenizer = tokenizer
         self.weights = weights
         self.task = record["task"]
         self.classes = record.get("classes")
@@ -81,6 +84,45 @@ class Trained:
         return prediction.predict(self.model, x, self.in_shape, self.normalization, self.dtype,
                                   self.batch_size if batch_size is None else batch_size,
                                   self.raw_inputs)
+
+
+    def encode(self, text: str) -> numpy.ndarray:
+        """The token ids of ``text`` under the run's tokenizer (a character outside a ``char``
+        vocabulary is refused in one line naming it)."""
+        return self._tokenizer().encode(text)
+
+    def decode(self, ids) -> str:
+        """The text of the token ids ``ids``."""
+        return self._tokenizer().decode(numpy.asarray(ids))
+
+    def generate(self, prompt: str = "\n", max_new_tokens: int = 200, temperature: float = 1.0,
+                 top_k: int | None = None, seed: int | None = None, samples: int | None = None):
+        """The text of ``prompt`` followed by ``max_new_tokens`` tokens sampled from the model
+        (:func:`trainer_run.models.generation.generate`: ``temperature``, ``top_k``), drawn
+        from ``numpy.random.default_rng(seed)``: the same seed gives the same text. With
+        ``samples`` a list of that many texts, drawn together; else one text."""
+        check(samples is None or (isinstance(samples, int) and not isinstance(samples, bool)
+                                  and samples >= 1),
+              f"samples must be a positive integer, got {samples!r}")
+        check(callable(getattr(self.model, "next_logits", None)),
+              f"{type(self.model).__name__} does not generate text: a language model has "
+              "next_logits(ids, state) (trainer_run.models.generation)")
+        check(isinstance(prompt, str) and prompt != "",
+              f"the prompt must be text of at least one character, got {prompt!r}")
+        try:
+            encoded = self.encode(prompt)
+        except ConfigError as e:
+            raise ConfigError(f"the prompt: {e}") from None
+        ids = numpy.tile(encoded.astype(numpy.int64), (samples or 1, 1))
+        out = generation.generate(self.model, ids, max_new_tokens, temperature, top_k,
+                                  numpy.random.default_rng(seed))
+        texts = [self.decode(row) for row in out]
+        return texts if samples is not None else texts[0]
+
+    def _tokenizer(self):
+        check(self.tokenizer is not None, "this run has no tokenizer: encode, decode and generate "
+              "are for runs of dataset=text")
+        return self.tokenizer
 
 
 def load_model(run_dir, checkpoint=None, trust: bool = False) -> Trained:
@@ -113,7 +155,8 @@ def load_model(run_dir, checkpoint=None, trust: bool = False) -> Trained:
     if weights.warning is not None:
         warnings.warn(weights.warning, stacklevel=_callers_level())
     set_mode(model, False)
-    return Trained(model, record, weights, _batch_size(saved[0]), backend.dtype)
+    return Trained(model, record, weights, _batch_size(saved[0]), backend.dtype,
+                   text.saved_tokenizer(run))
 
 
 def _callers_level() -> int:
