@@ -1,15 +1,21 @@
 """A trained model as an ONNX model of its inference graph (:func:`to_onnx`), built with the
 ``onnx`` package (``pip install "trainer-run[export]"``).
 
-The graph is what :mod:`.trace` records of one forward pass in evaluation mode, each function
+The graph is what :mod:`.trace` records of a forward pass in evaluation mode, each function
 translated by :mod:`.onnx_ops`, with the run's input normalization at its head, so the ONNX
 model takes the raw inputs :meth:`trainer_run.runner.trained.Trained.predict` takes and gives its
-outputs (logits for a classifier):
+outputs (logits for a classifier, a language model's ``(N, T, vocab)`` logits):
 
 - **Input** ``x``: ``(N, *in_shape)`` with a dynamic batch axis ``N``; float32 (uint8 pixels
   and other numbers are given as float32, which holds them exactly), or int64 for a run whose
   raw inputs were integers left unnormalized (an embedding's ids). Single-channel images keep
-  their channel axis here.
+  their channel axis here. Token ids, ``(N, T)`` integers, have a dynamic length ``T`` too
+  when the forward is one graph at every length (a GPT up to its ``block_size``, an LSTM at
+  any); a forward that is not (one that flattens its ids into a Linear) keeps the run's length.
+- **Shapes**: the forward is traced twice (:func:`traces`), on :data:`TRACE_BATCHES` examples
+  and for ids one shorter, and :mod:`.shapes` tells each axis that follows ``N`` or ``T``: a
+  reshape's target and an index's bounds that do are computed from the input's shape in the
+  graph, so no traced batch size or length is baked in.
 - **Normalization**: ``unit`` divides by the scale (255 for uint8), ``standardize`` subtracts
   the mean and divides by the std, the run's own values (``normalization/scale``,
   ``normalization/mean``, ``normalization/std``).
@@ -20,7 +26,8 @@ outputs (logits for a classifier):
   in evaluation mode.
 - Opset :data:`OPSET` (ONNX 1.12, 2022: LayerNormalization is an operator), the lowest IR
   version that holds it; the model passes ``onnx.checker.check_model(full_check=True)``. Its
-  metadata holds the task, the class names (JSON) and the normalization's kind.
+  metadata holds the task, the class names (JSON), the normalization's kind and the input's
+  shape (``input_shape``, JSON: ``["N", "T"]``, or ``["N", 64]`` for a fixed length).
 """
 
 from __future__ import annotations
@@ -31,15 +38,14 @@ import numpy
 
 from ..data import input_scaling
 from ..errors import ConfigError
-from . import onnx_ops
+from . import onnx_ops, shapes
 from .trace import Leaf, trace
 
 OPSET = 17
 """The ONNX opset the graph uses."""
-TRACE_BATCH = 13
-"""The examples of the traced batch: a number unlikely to be any other axis's length, so a
-reshape that keeps the batch axis is told from one that does not."""
-INPUT, OUTPUT, BATCH = "x", "y", "N"
+TRACE_BATCHES = (13, 7)
+"""The examples of the two traced batches (:mod:`.shapes` tells the axes that follow them)."""
+INPUT, OUTPUT = "x", "y"
 
 
 def onnx_module():
@@ -54,14 +60,12 @@ def onnx_module():
 
 def to_onnx(trained, seed: int = 0):
     """The ONNX model (``onnx.ModelProto``) of ``trained`` (:class:`trainer_run.runner.trained.Trained`),
-    traced on a batch of :data:`TRACE_BATCH` random raw inputs drawn with ``seed`` (see the
-    module docstring); ConfigError naming a function without an ONNX form, or what else stops
-    the graph."""
+    traced on random raw inputs drawn with ``seed`` (see the module docstring); ConfigError
+    naming a function without an ONNX form, or what else stops the graph."""
     onnx = onnx_module()
-    example = example_batch(trained, TRACE_BATCH, numpy.random.default_rng(seed))
-    traced = trace(trained.model, example)
-    graph = Graph(onnx, TRACE_BATCH)
-    graph.head(example, trained.in_shape, trained.normalization)
+    traced, found = traces(trained, numpy.random.default_rng(seed))
+    graph = Graph(onnx, found)
+    graph.head(traced.input, trained.normalization)
     for step in traced.steps:
         onnx_ops.convert(graph, step)
     model = onnx.helper.make_model(graph.finish(traced.output), producer_name="trainer-run",
@@ -69,18 +73,45 @@ def to_onnx(trained, seed: int = 0):
     model.ir_version = onnx.helper.find_min_ir_version_for(model.opset_import)
     onnx.helper.set_model_props(model, {
         "task": trained.task, "classes": json.dumps(trained.classes),
-        "normalize": trained.normalization.get("kind", "none")})
+        "normalize": trained.normalization.get("kind", "none"),
+        "input_shape": json.dumps(graph.declared(found.of(traced.input)))})
     onnx.checker.check_model(model, full_check=True)
     return model
 
 
-def example_batch(trained, size: int, rng) -> numpy.ndarray:
-    """``size`` random raw inputs of the run (its recorded dtype and range; standard normal
+def traces(trained, rng):
+    """The trace of ``trained``'s forward on :data:`TRACE_BATCHES` ``[0]`` examples and the
+    :class:`.shapes.Shapes` of its values, from a second trace on ``[1]`` examples: for token
+    ids (integers, one axis per example of length ``T`` at least 2) of ``T - 1`` ids, so that
+    the length is dynamic, or of ``T`` ids when that second trace fails or is another graph.
+    ConfigError when the forward is another graph for another batch size."""
+    (n1, n2), in_shape = TRACE_BATCHES, tuple(trained.in_shape)
+    first = trace(trained.model, example_batch(trained, (n1, *in_shape), rng))
+    for step in first.steps:
+        onnx_ops.rule_of(step)
+    if len(in_shape) == 1 and in_shape[0] > 1 and first.input.data.dtype.kind in "iu":
+        t = in_shape[0]
+        try:
+            second = trace(trained.model, example_batch(trained, (n2, t - 1), rng))
+            return first, shapes.symbolic(first, second, ((n1, t), (n2, t - 1)))
+        except (ConfigError, shapes.Mismatch):
+            pass  # the length stays the traced one
+    second = trace(trained.model, example_batch(trained, (n2, *in_shape), rng))
+    try:
+        return first, shapes.symbolic(first, second, ((n1, 1), (n2, 1)))
+    except shapes.Mismatch as e:
+        raise ConfigError(f"{type(trained.model).__name__}.forward is another graph for a batch "
+                          f"of {n2} than for {n1} ({e}): an exported graph serves every batch "
+                          "size; let forward's functions not depend on len(x), or export "
+                          "format=npz") from None
+
+
+def example_batch(trained, shape: tuple, rng) -> numpy.ndarray:
+    """Random raw inputs of ``shape`` (the run's recorded dtype and range; standard normal
     floats when it recorded none), normalized and cast as :func:`trainer_run.prediction.predict`
     feeds them to the model."""
     raw = trained.raw_inputs
     dtype = numpy.dtype(raw["dtype"]) if raw else trained.dtype
-    shape = (size, *trained.in_shape)
     if dtype.kind in "biu":
         low, high = (int(raw["min"]), int(raw["max"])) if raw else (0, 1)
         x = rng.integers(low, high + 1, size=shape).astype(dtype)
@@ -93,23 +124,24 @@ def example_batch(trained, size: int, rng) -> numpy.ndarray:
 
 class Graph:
     """The ONNX graph under construction: its nodes and initializers, the name of each traced
-    value (a :class:`.trace.Leaf` or :class:`.trace.Step`), which are integers and which have
-    the batch as axis 0. ``batch`` is the traced batch's size."""
+    value (a :class:`.trace.Leaf` or :class:`.trace.Step`), which are integers, and the
+    symbolic shape of each (``shapes``, :class:`.shapes.Shapes`)."""
 
-    def __init__(self, onnx, batch: int):
-        self.onnx, self.batch = onnx, batch
+    def __init__(self, onnx, found):
+        self.onnx, self.shapes = onnx, found
         self.nodes, self.initializers, self.inputs_info = [], {}, []
-        self.names, self.integer_names, self.batched_names = {}, set(), set()
-        self.input = INPUT
+        self.names, self.integer_names, self.lengths = {}, set(), {}
+        self.input, self.input_shape = INPUT, ()
 
-    def head(self, example: numpy.ndarray, in_shape: tuple, values: dict) -> None:
-        """The graph's input and the normalization ``values`` applied to it."""
-        integers = example.dtype.kind != "f"
+    def head(self, x, values: dict) -> None:
+        """The graph's input (the traced input ``x``) and the normalization ``values`` applied
+        to it."""
+        integers = x.data.dtype.kind != "f"
         element = self.onnx.TensorProto.INT64 if integers else self.onnx.TensorProto.FLOAT
+        self.input_shape = self.shapes.of(x)
         self.inputs_info.append(self.onnx.helper.make_tensor_value_info(
-            INPUT, element, [BATCH, *in_shape]))
+            INPUT, element, self.declared(self.input_shape)))
         name, kind = INPUT, values.get("kind")
-        self.batched_names.add(name)
         if integers:
             self.integer_names.add(name)
         elif kind == "unit":
@@ -119,15 +151,29 @@ class Graph:
             name = self.node("Div", [centred, self.constant(values["std"], "normalization/std")])
         self.input = name
 
+    @staticmethod
+    def declared(shape: tuple) -> list:
+        """A symbolic shape as ONNX declares it: a static length as a number, ``N``, ``T``,
+        ``N*T`` ... as a name."""
+        return [d.coef if d.static else str(d) for d in shape]
+
+    def shape(self, item) -> tuple:
+        """The symbolic shape of the traced value ``item`` (a tuple of :class:`.shapes.Dim`)."""
+        return self.shapes.of(item)
+
     def name(self, item, integer: bool = False) -> str:
         """The name of the traced value ``item``: an earlier step's output, the normalized
         input, or an initializer made for a parameter or constant (int64 with ``integer``,
-        else float32)."""
+        else float32); a constant whose shape follows the batch is its one value expanded."""
         if not isinstance(item, Leaf):
             return self.names[id(item)]
         if item.kind == "input":
             return self.input
-        return self.constant(item.value, item.name or None, integer)
+        shape = self.shape(item)
+        if all(d.static for d in shape):
+            return self.constant(item.value, item.name or None, integer)
+        value = numpy.asarray(item.value).flat[0]
+        return self.node("Expand", [self.constant(value, integers=integer), self.dims(shape)])
 
     def inputs(self, step, integers=()) -> list[str]:
         """The names of ``step``'s inputs; those at the positions ``integers`` int64, the
@@ -153,24 +199,56 @@ class Graph:
             self.integer_names.add(key)
         return key
 
-    def node(self, op: str, inputs: list[str], step=None, batched: bool | None = None,
-             **attributes) -> str:
+    def node(self, op: str, inputs: list[str], step=None, **attributes) -> str:
         """Adds the operator ``op`` on ``inputs``; its output's name, which becomes ``step``'s
-        when given. The output has the batch as axis 0 when ``batched`` says so (None: when
-        an input has)."""
+        when given."""
         output = f"{type(step.function).__name__ if step is not None else op}_{len(self.nodes)}"
         self.nodes.append(self.onnx.helper.make_node(op, inputs, [output], **attributes))
-        if batched if batched is not None else any(n in self.batched_names for n in inputs):
-            self.batched_names.add(output)
         if step is not None:
             self.names[id(step)] = output
         return output
 
-    def batched(self, item) -> bool:
-        """Whether the traced value ``item`` has the batch as axis 0."""
-        if isinstance(item, Leaf):
-            return item.kind == "input"
-        return self.names[id(item)] in self.batched_names
+    def length(self, dim) -> str:
+        """A one-element int64 tensor holding the length ``dim`` (a :class:`.shapes.Dim`),
+        computed from the input's shape when it follows ``N`` or ``T``."""
+        if dim.static:
+            return self.constant([dim.coef], integers=True)
+        if dim not in self.lengths:
+            factors = [self._axis_length(base) for base, power in
+                       ((shapes.BATCH, dim.n), (shapes.LENGTH, dim.t)) if power]
+            value = factors[0]
+            for factor in factors[1:]:
+                value = self.node("Mul", [value, factor])
+            if dim.coef != 1:
+                value = self.node("Mul", [value, self.constant([dim.coef], integers=True)])
+            self.lengths[dim] = value
+        return self.lengths[dim]
+
+    def _axis_length(self, base) -> str:
+        if base not in self.lengths:
+            if "shape" not in self.lengths:
+                self.lengths["shape"] = self.node("Shape", [INPUT])
+            axis = self.input_shape.index(base)
+            self.lengths[base] = self.node("Gather", [self.lengths["shape"], self.constant(
+                [axis], integers=True)], axis=0)
+        return self.lengths[base]
+
+    def dims(self, shape: tuple) -> str:
+        """A 1-D int64 tensor holding the lengths of the symbolic ``shape``."""
+        if all(d.static for d in shape):
+            return self.constant([d.coef for d in shape], integers=True)
+        return self.node("Concat", [self.length(d) for d in shape], axis=0)
+
+    def reshape_target(self, source: tuple, target: tuple) -> str:
+        """ONNX Reshape's shape input from the symbolic shape ``source`` to ``target``: an axis
+        of the length of the source's at the same place is copied (``0``), one other that
+        follows ``N`` or ``T`` inferred (``-1``), and when more do, the lengths computed."""
+        rest = [i for i, d in enumerate(target)
+                if not d.static and not (i < len(source) and source[i] == d)]
+        if len(rest) > 1:
+            return self.dims(target)
+        return self.constant([d.coef if d.static else 0 if i not in rest else -1
+                              for i, d in enumerate(target)], integers=True)
 
     @staticmethod
     def ndim(item) -> int:
@@ -181,9 +259,9 @@ class Graph:
         """The ``onnx.GraphProto``, its output ``y`` the traced ``output``'s value."""
         name = self.name(output)
         data = numpy.asarray(output.value if isinstance(output, Leaf) else output.output.data)
-        shape = [BATCH if name in self.batched_names else data.shape[0], *data.shape[1:]]
         self.nodes.append(self.onnx.helper.make_node("Identity", [name], [OUTPUT]))
         element = self.onnx.TensorProto.FLOAT if data.dtype.kind == "f" else self.onnx.TensorProto.INT64
-        outputs = [self.onnx.helper.make_tensor_value_info(OUTPUT, element, shape)]
+        outputs = [self.onnx.helper.make_tensor_value_info(OUTPUT, element,
+                                                           self.declared(self.shape(output)))]
         return self.onnx.helper.make_graph(self.nodes, "trainer-run", self.inputs_info, outputs,
                                            list(self.initializers.values()))

@@ -13,12 +13,15 @@
   ``Mul``, ``Add`` and ``Tanh``;
 - ``Add``, ``Sub``, ``Mul``, ``Div``, ``MatMul``: the operator of that name; ``Scale``: ``Mul``
   by a constant; ``Sum``, ``Mean``: ``ReduceSum``, ``ReduceMean``;
-- ``Reshape`` (the batch axis kept as ``0``), ``Transpose``, ``Concat``: those operators;
-  ``EmbedID``: ``Gather`` of the table's rows.
+- ``Reshape`` (an axis that follows the batch or the length copied, inferred or computed from
+  the input's shape), ``Transpose``, ``Concat``: those operators; ``EmbedID``: ``Gather`` of
+  the table's rows;
+- ``GetItem``, ``ScaledDotProductAttention``, ``LSTM``, ``GRU``: :mod:`.onnx_sequence_ops`.
 
 A function whose class is not in the table (the training forms ``BatchNormalization`` and
 ``Dropout``, the losses, a function of the user's) is refused in one line naming it. The batch
-axis is kept dynamic: a ``Reshape`` that keeps the first axis (``flatten``) copies it, and one
+axis (and a sequence's length) is kept dynamic: a ``Reshape`` may merge the batch with the
+length (a linear layer over ``(N, T, C)`` reshapes to ``(N*T, C)``) and split it back, but one
 that would mix it with other axes, a reduction or a concatenation along it are refused.
 """
 
@@ -28,19 +31,24 @@ import math
 
 from .. import functions as F
 from ..errors import ConfigError
+from . import onnx_sequence_ops
 
 
 def convert(graph, step) -> None:
     """Adds the operators of ``step`` (a traced function, :class:`.trace.Step`) to ``graph``
     (:class:`.onnx_graph.Graph`); ConfigError naming a function the table lacks."""
-    name = type(step.function).__name__
+    rule_of(step)(graph, step)
+
+
+def rule_of(step):
+    """The rule of ``step``'s function; ConfigError naming a function the table lacks."""
     rule = RULES.get(type(step.function))
     if rule is None:
-        raise ConfigError(f"{name} has no ONNX form; format=onnx covers "
+        raise ConfigError(f"{type(step.function).__name__} has no ONNX form; format=onnx covers "
                           f"{', '.join(sorted(r.__name__ for r in RULES))} (in evaluation mode, "
                           "where BatchNorm uses its running statistics and Dropout is left out): "
                           "build the model from those, or export format=npz")
-    rule(graph, step)
+    return rule
 
 
 def _same(op: str):
@@ -117,14 +125,15 @@ def _scale(graph, step):
 
 
 def _reduced_axes(graph, step) -> list[int]:
-    """The axes a Sum or Mean reduces, refused when one is a batch axis."""
+    """The axes a Sum or Mean reduces, refused when one follows the batch."""
     f, x = step.function, step.inputs[0]
     ndim = graph.ndim(x)
     axes = list(range(ndim)) if f.axis is None else [
         a % ndim for a in ((f.axis,) if isinstance(f.axis, int) else f.axis)]
-    if 0 in axes and graph.batched(x):
-        raise ConfigError(f"{type(f).__name__} over axis 0 adds up the examples of a batch: an "
-                          "exported model computes each example alone; reduce over the other axes")
+    if any(graph.shape(x)[a].n for a in axes):
+        raise ConfigError(f"{type(f).__name__} over axis {min(axes)} adds up the examples of a "
+                          "batch: an exported model computes each example alone; reduce over "
+                          "the other axes")
     return sorted(axes)
 
 
@@ -140,36 +149,35 @@ def _mean(graph, step):
 
 
 def _reshape(graph, step):
-    x, shape = step.inputs[0], tuple(step.output.shape)
-    batched = graph.batched(x)
-    if batched and (not shape or shape[0] != graph.batch):
-        raise ConfigError(f"Reshape to {shape} mixes the batch axis with the others: an exported "
-                          "model keeps axis 0 as the batch; reshape each example (x.reshape(len(x), "
+    x, target = step.inputs[0], graph.shape(step)
+    batch = [d for d in target if d.n]
+    if batch and (target[0].coef != 1 or not target[0].n or len(batch) > 1):
+        raise ConfigError(f"Reshape to {tuple(step.output.shape)} mixes the batch axis with the "
+                          "others: an exported model keeps axis 0 as the batch (or the batch "
+                          "times the sequence's length); reshape each example (x.reshape(len(x), "
                           "...))")
-    target = [0, *shape[1:]] if batched else list(shape)
-    graph.node("Reshape", [*graph.inputs(step), graph.constant(target, integers=True)], step,
-               batched=batched)
+    graph.node("Reshape", [*graph.inputs(step), graph.reshape_target(graph.shape(x), target)],
+               step)
 
 
 def _transpose(graph, step):
     f, x = step.function, step.inputs[0]
     ndim = graph.ndim(x)
     perm = list(reversed(range(ndim))) if f.axes is None else [a % ndim for a in f.axes]
-    graph.node("Transpose", graph.inputs(step), step, perm=perm,
-               batched=graph.batched(x) and perm[0] == 0)
+    graph.node("Transpose", graph.inputs(step), step, perm=perm)
 
 
 def _concat(graph, step):
     axis = step.function.axis % graph.ndim(step.inputs[0])
-    if axis == 0 and any(graph.batched(x) for x in step.inputs):
-        raise ConfigError("Concat along axis 0 joins batches: an exported model keeps axis 0 as "
-                          "the batch; concatenate along another axis")
+    if any(graph.shape(x)[axis].n for x in step.inputs):
+        raise ConfigError(f"Concat along axis {axis} joins batches: an exported model keeps the "
+                          "examples of a batch apart; concatenate along another axis")
     graph.node("Concat", graph.inputs(step), step, axis=axis)
 
 
 def _embed_id(graph, step):
     ids, table = graph.inputs(step, integers=(0,))
-    graph.node("Gather", [table, ids], step, axis=0, batched=graph.batched(step.inputs[0]))
+    graph.node("Gather", [table, ids], step, axis=0)
 
 
 RULES = {
@@ -182,6 +190,7 @@ RULES = {
     F.Add: _same("Add"), F.Sub: _same("Sub"), F.Mul: _same("Mul"), F.Div: _same("Div"),
     F.MatMul: _same("MatMul"), F.Scale: _scale, F.Sum: _sum, F.Mean: _mean,
     F.Reshape: _reshape, F.Transpose: _transpose, F.Concat: _concat, F.EmbedID: _embed_id,
+    **onnx_sequence_ops.RULES,
 }
 """The ONNX rule of each function class (the class itself: a subclass of the user's is not
 taken for its parent)."""
