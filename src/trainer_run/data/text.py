@@ -45,7 +45,16 @@ def text(path, block_size: int = 64, tokenizer: str = "char", vocab_size: int | 
     """The language-model data of the text at ``path`` (see the module docstring): examples of
     ``block_size`` token ids with the next ids as targets, ``in_shape`` ``(block_size,)``,
     ``out_size`` the vocabulary's size, the task ``classification`` (of each next token). For
-    ``use.evaluated`` (``trainer-eval``) every split is in blocks, ``all`` the whole text."""
+    ``use.evaluated`` (``trainer-eval``) every split is in blocks, ``all`` the whole text.
+    What it refuses is one ConfigError line under ``dataset``."""
+    try:
+        return _text(path, block_size, tokenizer, vocab_size, val_fraction, use)
+    except ConfigError as e:
+        message = str(e)
+        raise ConfigError(message if message.startswith("dataset") else f"dataset: {message}") from None
+
+
+def _text(path, block_size, tokenizer, vocab_size, val_fraction, use: Use) -> Data:
     files = token_files.text_files(path)
     source = [_described(f) for f in files]
     folder = Path(use.folder) if use.folder is not None else None

@@ -42,6 +42,7 @@ def split(tokens, val_fraction=0.1, block_size: int | None = None):
     n = int(len(tokens) * (1 - val_fraction))
     train, val = tokens[:n], tokens[n:]
     if block_size is not None:
+        _block_size(block_size, len(tokens))
         for name, part, fix in (("training", train, "smaller"), ("validation", val, "larger")):
             if name == "validation" and len(part) == 0:
                 continue

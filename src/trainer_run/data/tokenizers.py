@@ -84,3 +84,24 @@ class CharTokenizer:
             raise ConfigError("a char tokenizer's state must be {\"kind\": \"char\", "
                               f"\"vocabulary\": <string>}}, got {str(state)[:80]}")
         return cls(state["vocabulary"])
+
+
+KINDS = {CharTokenizer.kind: CharTokenizer}
+"""The tokenizers by the ``kind`` their state names."""
+
+
+def make(spec, vocab_size, texts):
+    """The tokenizer ``dataset.tokenizer`` names, made from ``texts`` (chunks of text):
+    ``char`` (:meth:`CharTokenizer.of_text`)."""
+    if spec == CharTokenizer.kind:
+        return CharTokenizer.of_text(texts)
+    raise ConfigError(f"dataset.tokenizer={spec!r} is unknown; choose char")
+
+
+def from_state(state):
+    """The tokenizer of a state one of them gave (:meth:`CharTokenizer.state`), checked."""
+    kind = KINDS.get(state.get("kind")) if isinstance(state, dict) else None
+    if kind is None:
+        raise ConfigError(f"a tokenizer's state must name its kind ({', '.join(KINDS)}), got "
+                          f"{str(state)[:80]}")
+    return kind.from_state(state)
