@@ -85,3 +85,32 @@ def test_tied_weights_need_the_hidden_size_equal_to_the_embedding_size():
         _model(tie_weights=True)
     assert str(refused.value) == (f"model.tie_weights needs model.hidden_size equal to model.n_embd, got "
                                   f"{H} and {E}; set them equal, or tie_weights=false")
+
+
+def test_generation_carries_the_state_and_draws_the_ids_of_full_passes_by_hand():
+    """Each new token runs one step from the carried state, and the ids drawn are those of
+    full passes over the whole sequence by hand (inverse CDF at one random() per row)."""
+    model, ids = _model(), _ids((2, 3))
+    fed, embed = [], model.embed
+
+    class Spy:  # the embedding, recording the shape of the ids it is given
+        def __call__(self, x):
+            fed.append(x.shape)
+            return embed(x)
+
+        def __getattr__(self, name):
+            return getattr(embed, name)
+
+    model.embed = Spy()
+    drawn = model.generate(ids, 6, temperature=0.8, top_k=5, rng=np.random.default_rng(4))
+    assert fed == [(2, 3)] + [(2, 1)] * 5
+    model.embed = embed
+    rng, expected = np.random.default_rng(4), ids
+    for _ in range(6):
+        z = lstm_lm_by_hand(model, expected)[:, -1] / 0.8
+        z = np.where(z < np.sort(z, -1)[:, -5][:, None], -np.inf, z)
+        p = np.exp(z - z.max(-1, keepdims=True))
+        u = rng.random(2)
+        new = [np.searchsorted(np.cumsum(row), x * row.sum(), side="right") for row, x in zip(p, u)]
+        expected = np.concatenate([expected, np.array(new)[:, None]], axis=1)
+    np.testing.assert_array_equal(drawn, expected)
