@@ -187,3 +187,35 @@ def test_a_file_where_the_export_folder_goes_is_one_line_exit_2(plain_run, tmp_p
         "error: cannot make the folder run/export: run/export is a file, not a folder; move or "
         "remove it and try again"]
     assert snapshot(run) == before
+
+
+TEXT = "the quick brown fox jumps over the lazy dog; pack my box with five dozen jugs.\n" * 20
+TEXT_RUNS = {"gpt": ("model.n_layer=1", "model.n_head=2", "model.n_embd=8", "model.block_size=16"),
+             "lstm_lm": ("model=lstm_lm", "model.n_embd=8", "model.hidden_size=8",
+                         "model.num_layers=2")}
+
+
+@pytest.mark.parametrize("model", sorted(TEXT_RUNS))
+def test_a_language_models_onnx_file_gives_its_logits_for_any_batch_and_length(tmp_path, model):
+    """A char-level run of data.json without a record of raw inputs: the export traces token
+    ids below the tokenizer's vocabulary, and onnxruntime takes int64 ids (N, T)."""
+    (tmp_path / "input.txt").write_text(TEXT)
+    done = subprocess.run([sys.executable, "-m", "trainer_run.cli", "experiment=char_gpt",
+                           "dataset.path=input.txt", "dataset.block_size=16", "dataset.batch_size=4",
+                           *TEXT_RUNS[model], "trainer.max_iterations=3", "trainer.eval_interval=3",
+                           "trainer.progress=false", "hydra.run.dir=run"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    done = subprocess.run([sys.executable, "-m", "trainer_run.cli.export", "run", "format=onnx",
+                           "out=text.onnx"], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    loaded = trainer_run.load_model(tmp_path / "run")
+    session = onnxruntime.InferenceSession(str(tmp_path / "text.onnx"),
+                                           providers=["CPUExecutionProvider"])
+    assert [i.shape for i in session.get_inputs()] == [["N", "T"]]
+    ids = loaded.encode(TEXT[:16 * 5]).reshape(5, 16).astype(numpy.int64)
+    (got,) = session.run(None, {"x": ids})
+    numpy.testing.assert_allclose(got, loaded.predict(ids), rtol=1e-4, atol=1e-5)
+    (shorter,) = session.run(None, {"x": ids[:2, :7]})  # causal: the first 7 positions' logits
+    numpy.testing.assert_allclose(shorter, got[:2, :7], rtol=1e-4, atol=1e-5)

@@ -107,10 +107,13 @@ def traces(trained, rng):
 
 
 def example_batch(trained, shape: tuple, rng) -> numpy.ndarray:
-    """Random raw inputs of ``shape`` (the run's recorded dtype and range; standard normal
-    floats when it recorded none), normalized and cast as :func:`trainer_run.prediction.predict`
-    feeds them to the model."""
-    raw = trained.raw_inputs
+    """Random raw inputs of ``shape`` (the run's recorded dtype and range; for a language
+    model's run that recorded none, ids below its tokenizer's ``vocab_size``; else standard
+    normal floats), normalized and cast as :func:`trainer_run.prediction.predict` feeds them to
+    the model."""
+    raw, tokenizer = trained.raw_inputs, getattr(trained, "tokenizer", None)
+    if not raw and tokenizer is not None:
+        raw = {"dtype": "int64", "min": 0, "max": tokenizer.vocab_size - 1}
     dtype = numpy.dtype(raw["dtype"]) if raw else trained.dtype
     if dtype.kind in "biu":
         low, high = (int(raw["min"]), int(raw["max"])) if raw else (0, 1)
