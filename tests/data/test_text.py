@@ -102,3 +102,13 @@ def test_a_planted_tokens_file_is_not_read_through_a_link(path, tmp_path):
     (run / "tokens.bin").symlink_to(secret)
     with pytest.raises(ConfigError, match="link"):
         text(path, block_size=8, use=Use(run, evaluated="val"))
+
+
+def test_val_tokens_measures_the_first_tokens_of_the_validation_split_only(path, tmp_path):
+    whole = text(path, block_size=8)
+    first = text(path, block_size=8, val_tokens=20)
+    assert len(first.val) == 2 and len(whole.val) > 2  # 20 predicted tokens hold 2 blocks
+    for a, b in zip(first.val.take(numpy.arange(2)), whole.val.take(numpy.arange(2))):
+        numpy.testing.assert_array_equal(a, b)
+    with pytest.raises(ConfigError, match=r"^dataset.val_tokens"):
+        text(path, block_size=8, val_tokens=0)

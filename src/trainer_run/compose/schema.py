@@ -100,6 +100,7 @@ TYPES = {
     "dataset.header": _type("bool", "str", description="auto, true or false"),
     "dataset.root": _type("str", "none", description="a folder"),
     "dataset.vocab_size": _type("int", "none"),
+    "dataset.val_tokens": _type("int", "none"),
     "dataset.md5.*": _type("str", "none", description="32 hex digits or null (not checked)"),
     "dataset.train_images": _type("str", "none", description="a file name"),
     "dataset.train_labels": _type("str", "none", description="a file name"),

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy
 
-from ..errors import ConfigError
+from ..errors import ConfigError, check_number
 from ..storage import files as storage_files
 from ..storage import reading, run_files, strict_json
 from . import text_windows, token_files, tokenizers
@@ -41,20 +41,24 @@ HASH_CHUNK = 1 << 22
 
 
 def text(path, block_size: int = 64, tokenizer: str = "char", vocab_size: int | None = None,
-         val_fraction: float = 0.1, use: Use = Use()) -> Data:
+         val_tokens: int | None = None, val_fraction: float = 0.1, use: Use = Use()) -> Data:
     """The language-model data of the text at ``path`` (see the module docstring): examples of
     ``block_size`` token ids with the next ids as targets, ``in_shape`` ``(block_size,)``,
-    ``out_size`` the vocabulary's size, the task ``classification`` (of each next token). For
+    ``out_size`` the vocabulary's size, the task ``classification`` (of each next token).
+    ``val_tokens`` measures only the validation split's first that many tokens (null: all of
+    it), so a large corpus's evaluation takes a bounded time and is the same each time. For
     ``use.evaluated`` (``trainer-eval``) every split is in blocks, ``all`` the whole text.
     What it refuses is one ConfigError line under ``dataset``."""
     try:
-        return _text(path, block_size, tokenizer, vocab_size, val_fraction, use)
+        return _text(path, block_size, tokenizer, vocab_size, val_tokens, val_fraction, use)
     except ConfigError as e:
         message = str(e)
         raise ConfigError(message if message.startswith("dataset") else f"dataset: {message}") from None
 
 
-def _text(path, block_size, tokenizer, vocab_size, val_fraction, use: Use) -> Data:
+def _text(path, block_size, tokenizer, vocab_size, val_tokens, val_fraction, use: Use) -> Data:
+    if val_tokens is not None:
+        val_tokens = check_number("dataset.val_tokens", val_tokens, low=1, integer=True)
     files = token_files.text_files(path)
     source = [_described(f) for f in files]
     folder = Path(use.folder) if use.folder is not None else None
@@ -68,6 +72,7 @@ def _text(path, block_size, tokenizer, vocab_size, val_fraction, use: Use) -> Da
     if use.evaluated == "all":
         return _data(text_windows.Blocks(tokens, block_size), None, made, source, path)
     train, val = text_windows.split(tokens, val_fraction, block_size)
+    val = val if val_tokens is None else val[:val_tokens + 1]
     kind = text_windows.Blocks if use.evaluated else text_windows.Windows
     return _data(kind(train, block_size), text_windows.Blocks(val, block_size) if len(val) else None,
                  made, source, path)
