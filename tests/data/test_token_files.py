@@ -77,3 +77,10 @@ def test_a_refused_write_leaves_no_file(tmp_path):
     (tmp_path / "odd.bin").write_bytes(b"\x00\x01\x02")
     with pytest.raises(ConfigError, match="holds 3 bytes, not a whole number of uint16"):
         token_files.read(tmp_path / "odd.bin", numpy.uint16)
+
+
+def test_no_path_is_one_line():
+    with pytest.raises(ConfigError) as e:
+        token_files.text_files(None)
+    assert str(e.value) == ("dataset.path=null names no text; give a UTF-8 text file or a folder of "
+                            ".txt files: dataset.path=input.txt")

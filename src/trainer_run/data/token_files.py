@@ -28,6 +28,10 @@ CHUNK = 1 << 20
 
 def text_files(path) -> list[Path]:
     """The files of ``path``: the file itself, or a folder's ``.txt`` files by name."""
+    if not isinstance(path, (str, os.PathLike)) or str(path) == "":
+        raise ConfigError(f"dataset.path={'null' if path is None else repr(path)} names no text; give "
+                          "a UTF-8 text file or a folder "
+                          "of .txt files: dataset.path=input.txt")
     path = Path(path)
     if path.is_dir():
         found = sorted(p for p in path.glob("*.txt") if p.is_file())
