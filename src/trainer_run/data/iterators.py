@@ -43,12 +43,7 @@ class SerialIterator:
         self.epoch = 0
         self.is_new_epoch = False
         self._previous_epoch_detail = -1.0
-        self._order = self._new_order(len(self.dataset)) if self._shuffle else None
-
-    def _new_order(self, n: int) -> numpy.ndarray:
-        """The order of an epoch of ``n`` examples, drawn with the iterator's generator: a
-        permutation of ``range(n)``."""
-        return self._rng.permutation(n)
+        self._order = self._rng.permutation(len(self.dataset)) if self._shuffle else None
 
     def __iter__(self):
         return self
@@ -72,7 +67,7 @@ class SerialIterator:
             if self._repeat:
                 rest = i_end - n
                 if self._order is not None:
-                    self._order = self._new_order(n)
+                    self._order = self._rng.permutation(n)
                     order = self._order
                 if rest > 0:
                     batch = numpy.concatenate([batch, order[:rest]])

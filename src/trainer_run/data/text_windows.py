@@ -110,18 +110,30 @@ class Blocks(Windows):
 
 
 class WindowIterator(SerialIterator):
-    """A :class:`.SerialIterator` over :class:`Windows` whose order each epoch is
-    ``len(dataset)`` offsets drawn uniformly from ``[0, dataset.starts]`` with replacement
-    (nanoGPT's ``torch.randint``), by the iterator's generator; ``next_indices`` returns
-    offsets, which ``dataset.take`` reads. Its state is SerialIterator's (the order, the
-    position, the generator's state), so a restored iterator yields the same windows."""
+    """A :class:`.SerialIterator` over :class:`Windows` that draws each batch's offsets when it
+    is asked for: ``batch_size`` offsets uniform in ``[0, dataset.starts]``, with replacement,
+    by ``rng.integers(0, starts + 1, size=batch_size)`` (nanoGPT's ``torch.randint`` per
+    batch), and no epoch's order is kept, in memory or in a checkpoint (a corpus of a billion
+    tokens has 15 million windows of 64). An epoch is ``len(dataset)`` windows: the batch that
+    reaches it is ``is_new_epoch``, and ``epoch_detail`` counts windows drawn. Its state is the
+    position, the epoch counters and the generator's state, so a restored iterator draws the
+    same windows."""
 
     def __init__(self, dataset: Windows, batch_size: int, repeat: bool = True,
                  rng: numpy.random.Generator | None = None):
-        super().__init__(dataset, batch_size, repeat=repeat, shuffle=True, rng=rng)
+        super().__init__(dataset, batch_size, repeat=repeat, shuffle=False, rng=rng)
 
-    def _new_order(self, n: int) -> numpy.ndarray:
-        return self._rng.integers(0, self.dataset.starts + 1, size=n, dtype=numpy.int64)
+    def next_indices(self) -> numpy.ndarray:
+        if not self._repeat and self.epoch > 0:
+            raise StopIteration
+        self._previous_epoch_detail = self.epoch_detail
+        n = len(self.dataset)
+        end = self.current_position + self.batch_size
+        size = self.batch_size if self._repeat else min(self.batch_size, n - self.current_position)
+        self.is_new_epoch = end >= n
+        self.epoch += end // n
+        self.current_position = end % n if self._repeat else (0 if end >= n else end)
+        return self._rng.integers(0, self.dataset.starts + 1, size=size, dtype=numpy.int64)
 
 
 def _block_size(block_size, n: int) -> int:
