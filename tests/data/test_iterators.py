@@ -136,18 +136,3 @@ def test_reset_starts_over():
     it.reset()
     assert (it.epoch, it.epoch_detail, it.previous_epoch_detail) == (0, 0.0, None)
     assert it.next() == DATASET[0:3]
-
-
-def test_a_subclass_new_order_is_each_epoch_order():
-    """An iterator drawing its own orders (text windows: offsets with replacement) overrides
-    _new_order; the first epoch's order and every later one come from it."""
-    class Reversed(SerialIterator):
-        def _new_order(self, n):
-            self.drawn = getattr(self, "drawn", 0) + 1
-            return np.arange(n)[::-1] + 100 * self.drawn
-
-    it = Reversed(list(range(4)), 3, rng=np.random.default_rng(0))
-    got = np.concatenate([it.next_indices() for _ in range(4)])    # 12 indices: 3 epochs
-    np.testing.assert_array_equal(got, [103, 102, 101, 100, 203, 202, 201, 200,
-                                        303, 302, 301, 300])
-    assert it.epoch == 3 and it.state_dict()["order"].tolist() == [403, 402, 401, 400]
