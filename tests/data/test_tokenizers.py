@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy
 import pytest
 
+from trainer_run.data import tokenizers
 from trainer_run.data.tokenizers import CharTokenizer
 from trainer_run.errors import ConfigError
 
@@ -50,3 +51,17 @@ def test_its_state_is_plain_data_read_back_checked():
             CharTokenizer.from_state(bad)
     with pytest.raises(ConfigError, match="the text is empty"):
         CharTokenizer.of_text(["", ""])
+
+
+def test_an_unknown_tokenizer_name_or_kind_is_one_line_listing_the_choices():
+    for spec in ("wordpiece", "", None):
+        with pytest.raises(ConfigError) as refused:
+            tokenizers.make(spec, 300, iter(()))
+        assert str(refused.value) == (f"dataset.tokenizer={spec!r} is unknown; choose char, bpe, "
+                                      "or the path of a tokenizer.json")
+    assert type(tokenizers.make("char", None, [TEXT])) is CharTokenizer
+    for bad in ({"kind": ["char"]}, {"kind": "wordpiece"}, "char"):
+        with pytest.raises(ConfigError) as refused:
+            tokenizers.from_state(bad)
+        assert str(refused.value) == ("a tokenizer's state must name its kind (char, bpe, json), "
+                                      f"got {bad}")

@@ -72,14 +72,16 @@ def chunks(files: list[Path], size: int = CHUNK) -> Iterator[str]:
 
 def write(files: list[Path], tokenizer, out: Path, size: int = CHUNK, run: Path | None = None) -> int:
     """Writes the ids of ``files``' text under ``tokenizer`` to ``out`` (raw ids of
-    ``tokenizer.dtype``, in order), chunk by chunk; returns how many. ``out`` appears only once
-    it is complete, and never through a link (:func:`trainer_run.storage.files.write_atomic`;
-    with ``run``, the run folder ``out`` is in, no link on the way either)."""
+    ``tokenizer.dtype``, in order), chunk by chunk, the chunks cut again where the tokenizer
+    says (its ``pieces``: the ids are those of the whole text); returns how many. ``out``
+    appears only once it is complete, and never through a link
+    (:func:`trainer_run.storage.files.write_atomic`; with ``run``, the run folder ``out`` is in,
+    no link on the way either)."""
     count = 0
 
     def ids_to(stream) -> None:
         nonlocal count
-        for text in chunks(files, size):
+        for text in tokenizer.pieces(chunks(files, size)):
             ids = tokenizer.encode(text)
             stream.write(ids.tobytes())
             count += len(ids)

@@ -5,13 +5,20 @@ vocabulary is the sorted distinct characters of the text it is made from, each c
 token, so ``decode(encode(text)) == text`` for any text of those characters. Its state is plain
 data (:meth:`CharTokenizer.state`, JSON), kept with the run and read back with
 :meth:`CharTokenizer.from_state`, which checks it.
+
+:func:`make` is what ``dataset.tokenizer`` names: ``char``, ``bpe`` (:class:`.bpe.BPETokenizer`,
+learned from the text) or the path of a user's ``tokenizer.json`` (:class:`.bpe.FileTokenizer`);
+:func:`from_state` reads any of them back from its state by its ``"kind"``.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy
 
 from ..errors import ConfigError
+from .bpe import BPETokenizer, FileTokenizer
 
 
 class CharTokenizer:
@@ -64,6 +71,11 @@ class CharTokenizer:
                               "characters of the text it was made from")
         return ids.astype(self.dtype)
 
+    @staticmethod
+    def pieces(texts):
+        """``texts`` as they are: a text's ids are those of its parts, wherever it is cut."""
+        return texts
+
     def decode(self, ids) -> str:
         """The text of ``ids`` (integers below :attr:`vocab_size`)."""
         ids = numpy.asarray(ids)
@@ -86,21 +98,33 @@ class CharTokenizer:
         return cls(state["vocabulary"])
 
 
-KINDS = {CharTokenizer.kind: CharTokenizer}
+KINDS = {kind.kind: kind for kind in (CharTokenizer, BPETokenizer, FileTokenizer)}
 """The tokenizers by the ``kind`` their state names."""
+
+CHOICES = "char, bpe, or the path of a tokenizer.json"
 
 
 def make(spec, vocab_size, texts):
-    """The tokenizer ``dataset.tokenizer`` names, made from ``texts`` (chunks of text):
-    ``char`` (:meth:`CharTokenizer.of_text`)."""
+    """The tokenizer ``dataset.tokenizer`` names, made from ``texts`` (chunks of text): ``char``
+    (:meth:`CharTokenizer.of_text`), ``bpe`` of at most ``vocab_size`` tokens
+    (:meth:`.bpe.BPETokenizer.train`), or a path: a ``tokenizer.json``, or a folder holding one
+    (:meth:`.bpe.FileTokenizer.from_file`, which ignores ``texts``). A name that is none of
+    these (no ``/``, not ending in ``.json``, no such file) is one line listing them."""
     if spec == CharTokenizer.kind:
         return CharTokenizer.of_text(texts)
-    raise ConfigError(f"dataset.tokenizer={spec!r} is unknown; choose char")
+    if spec == BPETokenizer.kind:
+        return BPETokenizer.train(texts, vocab_size)
+    if not isinstance(spec, str) or not spec or \
+            ("/" not in spec and not spec.endswith(".json") and not Path(spec).exists()):
+        raise ConfigError(f"dataset.tokenizer={spec!r} is unknown; choose {CHOICES}")
+    return FileTokenizer.from_file(spec)
 
 
 def from_state(state):
-    """The tokenizer of a state one of them gave (:meth:`CharTokenizer.state`), checked."""
-    kind = KINDS.get(state.get("kind")) if isinstance(state, dict) else None
+    """The tokenizer of a state one of them gave (their ``state()``), by its ``"kind"``,
+    checked."""
+    name = state.get("kind") if isinstance(state, dict) else None
+    kind = KINDS.get(name) if isinstance(name, str) else None
     if kind is None:
         raise ConfigError(f"a tokenizer's state must name its kind ({', '.join(KINDS)}), got "
                           f"{str(state)[:80]}")
