@@ -16,6 +16,9 @@ input weight ``W`` is ``(G * H, in)`` and the recurrent one ``U`` is ``(G * H, H
 
 from __future__ import annotations
 
+import contextlib
+
+from .. import blas_threads
 from ..autograd import Function, Variable, as_data
 from ..backend import array_module
 from .activation import logistic
@@ -50,56 +53,142 @@ def _previous(h0, hs):
     return array_module(hs).concatenate([h0[:, None], hs[:, :-1]], axis=1)
 
 
+@contextlib.contextmanager
+def _one_blas_thread():
+    """The steps' products (a batch of rows by ``G * H``) on one BLAS thread: OpenBLAS splits
+    products this small among its threads for no gain, and each waits for every thread, so a
+    core busy with another process stalls every step. The count is restored after."""
+    before = blas_threads.current()
+    if before is None or before == 1:
+        yield
+        return
+    blas_threads.use(1)
+    try:
+        yield
+    finally:
+        blas_threads.use(before)
+
+
+def _blocked(a, gates: int):
+    """``a``'s rows (``gates * H`` of them) from Chainer's per-unit order (row ``gates * j + k``
+    is gate ``k`` of unit ``j``) to blocks of ``H`` per gate (row ``k * H + j``), copied."""
+    return a.reshape(-1, gates, *a.shape[1:]).swapaxes(0, 1).reshape(a.shape)
+
+
+def _per_unit(a, gates: int):
+    """The inverse of :func:`_blocked`: rows in blocks of ``H`` per gate back to per unit."""
+    return a.reshape(gates, -1, *a.shape[1:]).swapaxes(0, 1).reshape(a.shape)
+
+
 class LSTM(Function):
     """Chainer's LSTM over a sequence. The ``4H`` pre-activation of a step interleaves the gates
     per unit, as Chainer's ``_extract_gates`` reads it: column ``4 j + k`` is gate ``k`` (a, i,
-    f, o) of unit ``j``."""
+    f, o) of unit ``j``.
+
+    Inside, the weights' rows are copied into blocks of ``H`` per gate and the sequence is laid
+    out time-major, ``(T, B, .)``, so that each step's gates are contiguous rows: the
+    pre-activations of every step come from one product and each step adds ``h @ U.T`` to its
+    own and turns it into the gates in place (the ``(T, B, 4H)`` array the backward keeps).
+    The gradients of the weights are put back in the per-unit order."""
 
     def forward(self, x, h0, c0, W, U, b):
         xp = array_module(x)
         B, T, _ = x.shape
         H = U.shape[1]
-        xw = (x.reshape(B * T, -1) @ W.T + b).reshape(B, T, H, 4)
-        self._acts = acts = xp.empty((B, T, H, 4), dtype=x.dtype)
-        self._cs = cs = xp.empty((B, T, H), dtype=x.dtype)
-        hs = xp.empty((B, T, H), dtype=x.dtype)
-        h, c = h0, c0
-        for t in range(T):
-            z = xw[:, t] + (h @ U.T).reshape(B, H, 4)
-            a, i, f, o = xp.tanh(z[..., 0]), logistic(z[..., 1]), logistic(z[..., 2]), logistic(z[..., 3])
-            c = a * i + f * c
-            h = o * xp.tanh(c)
-            acts[:, t, :, 0], acts[:, t, :, 1], acts[:, t, :, 2], acts[:, t, :, 3] = a, i, f, o
-            cs[:, t], hs[:, t] = c, h
-        self._x, self._h0, self._c0, self._W, self._U, self._hs = x, h0, c0, W, U, hs
-        return hs
+        self._W, self._U = _blocked(W, 4), _blocked(U, 4)
+        self._x = x_t = x.swapaxes(0, 1).reshape(T * B, -1)
+        self._acts = (x_t @ self._W.T + _blocked(b, 4)).reshape(T, B, 4 * H)
+        self._cs = xp.empty((T, B, H), dtype=x.dtype)
+        self._tcs = xp.empty((T, B, H), dtype=x.dtype)
+        self._hs = hs = xp.empty((T, B, H), dtype=x.dtype)
+        with _one_blas_thread():
+            self._steps(h0, c0)
+        self._h0, self._c0 = h0, c0
+        return hs.swapaxes(0, 1)
 
-    def backward(self, ghs):
-        xp = array_module(ghs)
-        acts, cs, hs, U = self._acts, self._cs, self._hs, self._U
-        B, T, H = hs.shape
+    def _steps(self, h, c):
+        """Each step's gates into ``acts[t]`` (in place), cell state, its tanh and output."""
+        xp, acts, cs, tcs, hs = array_module(self._acts), self._acts, self._cs, self._tcs, self._hs
+        T, B, H = hs.shape
+        recurrent, fc = xp.empty((B, 4 * H), dtype=hs.dtype), xp.empty((B, H), dtype=hs.dtype)
+        half, U_T = hs.dtype.type(0.5), xp.ascontiguousarray(self._U.T)
+        for t in range(T):
+            z = acts[t]
+            xp.matmul(h, U_T, out=recurrent)
+            z += recurrent
+            a, ifo = z[:, :H], z[:, H:]
+            xp.tanh(a, out=a)
+            ifo *= half  # the sigmoid, as activation.logistic computes it
+            xp.tanh(ifo, out=ifo)
+            ifo *= half
+            ifo += half
+            i, f, o = ifo[:, :H], ifo[:, H:2 * H], ifo[:, 2 * H:]
+            xp.multiply(a, i, out=cs[t])
+            xp.multiply(f, c, out=fc)
+            cs[t] += fc
+            xp.tanh(cs[t], out=tcs[t])
+            xp.multiply(o, tcs[t], out=hs[t])
+            h, c = hs[t], cs[t]
+
+    def _back_steps(self, ghs):
+        """Back-propagation through the steps, last first: the pre-activations' gradients
+        ``(T, B, 4H)`` and those of the initial states; ``ghs`` is time-major."""
+        xp, acts, cs, tcs, hs = array_module(self._acts), self._acts, self._cs, self._tcs, self._hs
+        T, B, H = hs.shape
+        one = hs.dtype.type(1)
         gz = xp.empty_like(acts)
         gh = xp.zeros((B, H), dtype=hs.dtype)
         gc = xp.zeros((B, H), dtype=hs.dtype)
+        u, v = xp.empty((B, H), dtype=hs.dtype), xp.empty((B, H), dtype=hs.dtype)
         for t in range(T - 1, -1, -1):
-            a, i, f, o = acts[:, t, :, 0], acts[:, t, :, 1], acts[:, t, :, 2], acts[:, t, :, 3]
-            c_prev = cs[:, t - 1] if t > 0 else self._c0
-            tc = xp.tanh(cs[:, t])
-            gh = gh + ghs[:, t]
-            gc = gc + gh * o * (1 - tc * tc)
-            gz[:, t, :, 0] = gc * i * (1 - a * a)
-            gz[:, t, :, 1] = gc * a * i * (1 - i)
-            gz[:, t, :, 2] = gc * c_prev * f * (1 - f)
-            gz[:, t, :, 3] = gh * tc * o * (1 - o)
-            gc = gc * f
-            gh = gz[:, t].reshape(B, 4 * H) @ U
-        gz = gz.reshape(B * T, 4 * H)
-        x2 = self._x.reshape(B * T, -1)
+            z, g = acts[t], gz[t]
+            a, i, f, o = z[:, :H], z[:, H:2 * H], z[:, 2 * H:3 * H], z[:, 3 * H:]
+            ga, gi, gf, go = g[:, :H], g[:, H:2 * H], g[:, 2 * H:3 * H], g[:, 3 * H:]
+            c_prev, tc = cs[t - 1] if t > 0 else self._c0, tcs[t]
+            gh += ghs[t]
+            # gc += gh * o * (1 - tc * tc)
+            xp.multiply(tc, tc, out=u)
+            xp.subtract(one, u, out=u)
+            xp.multiply(gh, o, out=v)
+            v *= u
+            gc += v
+            # ga = gc * i * (1 - a * a); gi = gc * a * i * (1 - i)
+            xp.multiply(a, a, out=u)
+            xp.subtract(one, u, out=u)
+            xp.multiply(gc, i, out=ga)
+            ga *= u
+            xp.subtract(one, i, out=u)
+            xp.multiply(gc, a, out=gi)
+            gi *= i
+            gi *= u
+            # gf = gc * c_prev * f * (1 - f); go = gh * tc * o * (1 - o)
+            xp.subtract(one, f, out=u)
+            xp.multiply(gc, c_prev, out=gf)
+            gf *= f
+            gf *= u
+            xp.subtract(one, o, out=u)
+            xp.multiply(gh, tc, out=go)
+            go *= o
+            go *= u
+            gc *= f
+            xp.matmul(g, self._U, out=gh)
+        return gz, gh, gc
+
+    def backward(self, ghs):
+        xp = array_module(ghs)
+        T, B, H = self._hs.shape
+        with _one_blas_thread():
+            gz, gh, gc = self._back_steps(ghs.swapaxes(0, 1))
+        gz = gz.reshape(T * B, 4 * H)
         n = self.needs
-        gx = (gz @ self._W).reshape(self._x.shape) if n[0] else None
-        gW = gz.T @ x2 if n[3] else None
-        gU = gz.T @ _previous(self._h0, hs).reshape(B * T, H) if n[4] else None
-        gb = gz.sum(axis=0) if n[5] else None
+        gx = (gz @ self._W).reshape(T, B, -1).swapaxes(0, 1) if n[0] else None
+        gW = _per_unit(gz.T @ self._x, 4) if n[3] else None
+        if n[4]:
+            previous = xp.concatenate([self._h0[None], self._hs[:-1]]).reshape(T * B, H)
+            gU = _per_unit(gz.T @ previous, 4)
+        else:
+            gU = None
+        gb = _per_unit(gz.sum(axis=0), 4) if n[5] else None
         return gx, gh, gc, gW, gU, gb
 
 
@@ -172,7 +261,7 @@ def lstm(x, h0, c0, W, U, b) -> tuple[Variable, object]:
     h0, c0 = _initial(x, h0, hidden), _initial(x, c0, hidden)
     function = LSTM()
     hs = function(x, h0, c0, W, U, b)
-    return hs, function._cs[:, -1].copy()
+    return hs, function._cs[-1].copy()
 
 
 def gru(x, h0, W, U, b_x, b_h) -> Variable:
