@@ -177,6 +177,17 @@ def test_a_file_that_is_not_a_tokenizer_json_is_one_line_naming_it(tmp_path, mon
         FileTokenizer.from_file(big)
     assert str(refused.value) == (f"{big} is over 1 MiB, larger than any tokenizer.json; give "
                                   "the path of a tokenizer.json")
+    escaped = tmp_path / "escaped.json"      # 0.6 MiB of UTF-8, 1.2 MiB with \\u escapes
+    escaped.write_text(json.dumps({"a": "é" * 300_000}, ensure_ascii=False), encoding="utf-8")
+    with pytest.raises(ConfigError) as refused:
+        FileTokenizer.from_file(escaped)
+    assert str(refused.value) == (f"{escaped} is over 1 MiB as JSON with non-ASCII characters "
+                                  "escaped, as the run keeps it; give a smaller tokenizer.json")
+    (tmp_path / "sub").mkdir()                  # a folder without a tokenizer.json
+    with pytest.raises(ConfigError) as refused:
+        tokenizers.make(str(tmp_path / "sub"), None, iter(()))
+    assert str(refused.value) == (f"dataset.tokenizer={tmp_path / 'sub' / 'tokenizer.json'} does "
+                                  "not exist; give char, bpe, or the path of a tokenizer.json")
 
 
 def test_without_the_library_bpe_and_a_tokenizer_json_are_one_line(trained, tmp_path, monkeypatch):

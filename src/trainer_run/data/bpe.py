@@ -226,14 +226,16 @@ class FileTokenizer(LibraryTokenizer):
     @classmethod
     def from_file(cls, path) -> FileTokenizer:
         """The tokenizer of the file ``path`` (or of ``path/tokenizer.json`` for a folder),
-        read as data: a missing file, one over :data:`MAX_FILE_BYTES`, one that is not UTF-8
-        JSON of a tokenizer are refused in one line naming it."""
+        read as data: a missing file, one over :data:`MAX_FILE_BYTES` (or whose state, as the
+        run keeps it with non-ASCII escaped, would be), one that is not UTF-8 JSON of a
+        tokenizer are refused in one line naming it."""
         path = Path(path)
         if path.is_dir():
             path = path / "tokenizer.json"
         if not path.is_file():
-            raise ConfigError(f"dataset.tokenizer={path} does not exist; give char, bpe, or the "
-                              "path of a tokenizer.json")
+            fault = "is not a file" if path.exists() else "does not exist"
+            raise ConfigError(f"dataset.tokenizer={path} {fault}; give char, bpe, or the path of "
+                              "a tokenizer.json")
         with open(path, "rb") as stream:
             data = stream.read(MAX_FILE_BYTES + 1)
         if len(data) > MAX_FILE_BYTES:
@@ -253,4 +255,8 @@ class FileTokenizer(LibraryTokenizer):
             raise ConfigError(f"{path} is not a tokenizer.json: its JSON is a "
                               f"{type(tokenizer).__name__}, not an object; give a tokenizer.json "
                               "saved by tokenizers (Tokenizer.save)")
+        if len(json.dumps(tokenizer)) > MAX_FILE_BYTES:
+            raise ConfigError(f"{path} is over {MAX_FILE_BYTES >> 20} MiB as JSON with non-ASCII "
+                              "characters escaped, as the run keeps it; give a smaller "
+                              "tokenizer.json")
         return cls(_parse(data.decode("utf-8"), str(path), cls.kind))
