@@ -40,6 +40,8 @@ MAX_CARRY = 1 << 22
 """Characters :func:`whole_words` holds back at most waiting for a place to cut."""
 PIECE = 1 << 10
 """Characters per piece of a batch that :meth:`LibraryTokenizer.encode` encodes in parallel."""
+BATCH = 128
+"""Pieces per batch."""
 
 CUT = re.compile(r"(?<=\S)[ \n]")
 """Where GPT-2's pattern (:class:`BPETokenizer`'s) always splits: before a space or a newline
@@ -135,8 +137,11 @@ class LibraryTokenizer:
         """The ids of ``text`` (:attr:`dtype`), the library's ``encode(text)`` without special
         tokens: the text is encoded as a batch of pieces cut where :attr:`cut` cuts, in
         parallel."""
-        encodings = self.tokenizer.encode_batch(_pieces(text, self.cut), add_special_tokens=False)
-        lists = [encoding.ids for encoding in encodings]
+        pieces = _pieces(text, self.cut)
+        lists = []
+        for at in range(0, len(pieces), BATCH):      # the library's encodings: ~300 B per id
+            encodings = self.tokenizer.encode_batch(pieces[at:at + BATCH], add_special_tokens=False)
+            lists += [encoding.ids for encoding in encodings]
         return numpy.fromiter(itertools.chain.from_iterable(lists), dtype=self.dtype,
                               count=sum(map(len, lists)))
 
