@@ -18,6 +18,7 @@ Available memory is Linux's ``MemAvailable`` (``/proc/meminfo``); where that can
 
 from __future__ import annotations
 
+import contextlib
 from typing import Callable
 
 from .errors import ConfigError
@@ -90,8 +91,35 @@ def reuse_freed_blocks() -> bool:
         mallopt = ctypes.CDLL(None).mallopt  # the process's own symbols, libc's among them
     except (OSError, AttributeError):  # no mallopt (not glibc)
         return False
-    m_trim_threshold, m_mmap_threshold = -1, -3
-    return bool(mallopt(m_mmap_threshold, KEPT_BLOCK) and mallopt(m_trim_threshold, (1 << 31) - 1))
+    global _kept
+    _kept = bool(mallopt(M_MMAP_THRESHOLD, KEPT_BLOCK) and mallopt(M_TRIM_THRESHOLD, (1 << 31) - 1))
+    return _kept
+
+
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
+"""``mallopt``'s parameters (glibc's ``malloc.h``)."""
+STREAMED_BLOCK = 128 << 10
+"""glibc's default threshold above which a block is mapped on its own."""
+_kept = False
+
+
+@contextlib.contextmanager
+def blocks_returned():
+    """While a pass streams a large file (a corpus tokenized a megabyte at a time), blocks above
+    :data:`STREAMED_BLOCK` are mapped on their own and given back when freed, as glibc does by
+    default: chunks of varying sizes kept by :func:`reuse_freed_blocks` would fragment the heap
+    and hold a third of a gigabyte's corpus after it. After the pass the training setting is
+    back. Does nothing unless :func:`reuse_freed_blocks` made it."""
+    if not _kept:
+        yield
+        return
+    import ctypes
+    mallopt = ctypes.CDLL(None).mallopt
+    mallopt(M_MMAP_THRESHOLD, STREAMED_BLOCK)
+    try:
+        yield
+    finally:
+        mallopt(M_MMAP_THRESHOLD, KEPT_BLOCK)
 
 
 def out_of_memory(error: MemoryError) -> str:

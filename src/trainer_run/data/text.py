@@ -30,6 +30,7 @@ from pathlib import Path
 
 import numpy
 
+from .. import memory
 from ..errors import ConfigError, check_number
 from ..storage import files as storage_files
 from ..storage import reading, run_files, strict_json
@@ -60,15 +61,16 @@ def _text(path, block_size, tokenizer, vocab_size, val_tokens, val_fraction, use
     if val_tokens is not None:
         val_tokens = check_number("dataset.val_tokens", val_tokens, low=1, integer=True)
     files = token_files.text_files(path)
-    source = [_described(f) for f in files]
     folder = Path(use.folder) if use.folder is not None else None
-    made = saved_tokenizer(folder) if folder is not None else None
-    if made is None:
-        texts = token_files.chunks(files)
-        if tokenizer != "char":
-            texts = _leading(texts, sum(f["bytes"] for f in source) * (1 - val_fraction))
-        made = tokenizers.make(tokenizer, vocab_size, texts)
-    tokens = _tokens(files, source, made, folder, use.writable)
+    with memory.blocks_returned():  # a corpus's chunks, streamed: none kept after
+        source = [_described(f) for f in files]
+        made = saved_tokenizer(folder) if folder is not None else None
+        if made is None:
+            texts = token_files.chunks(files)
+            if tokenizer != "char":
+                texts = _leading(texts, sum(f["bytes"] for f in source) * (1 - val_fraction))
+            made = tokenizers.make(tokenizer, vocab_size, texts)
+        tokens = _tokens(files, source, made, folder, use.writable)
     if use.evaluated == "all":
         return _data(text_windows.Blocks(tokens, block_size), None, made, source, path)
     train, val = text_windows.split(tokens, val_fraction, block_size)
