@@ -143,3 +143,18 @@ def test_bad_text_input_is_one_line(tmp_path, case):
     assert len(lines) == 1 and lines[0].startswith(expected), done.stderr
     assert "Traceback" not in done.stderr
     assert not (tmp_path / "run").exists()
+
+
+def test_predict_takes_ids_of_any_length_and_gives_the_forwards_logits(trained):
+    import numpy
+
+    import trainer_run
+
+    model = trainer_run.load_model(trained, "last")
+    ids = model.encode(TEXT[:16])
+    whole = model.predict(ids[None])
+    assert whole.shape == (1, 16, 29)
+    numpy.testing.assert_allclose(model.predict(ids[:5]), whole[0, :5], rtol=1e-5, atol=1e-6)
+    numpy.testing.assert_array_equal(whole[0], model.model.forward(ids[None].astype(numpy.int64)).data[0])
+    with pytest.raises(TypeError, match="takes token ids"):
+        model.predict(ids / 2)

@@ -105,8 +105,10 @@ def _data(train, val, tokenizer, source: list, path) -> Data:
     tokens = len(train.tokens) + (len(val.tokens) if hasattr(val, "tokens") else 0)
     note = (f"{path}: {tokens} tokens of a {tokenizer.kind} vocabulary of {tokenizer.vocab_size}, "
             f"{len(train)} training windows and {len(val)} validation blocks of {block} tokens")
+    ids = {"dtype": numpy.dtype(text_windows.IDS).name, "min": 0,
+           "max": tokenizer.vocab_size - 1, "whole": True}
     return Data(train, val, (block,), tokenizer.vocab_size, "classification", note=note,
-                files={"text": source}, tokenizer=tokenizer)
+                files={"text": source}, raw_inputs=ids, tokenizer=tokenizer)
 
 
 def _described(path: Path) -> dict:

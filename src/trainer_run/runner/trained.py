@@ -80,8 +80,16 @@ class Trained:
         whose outputs come back without the batch axis; single-channel images may leave out
         their channel axis. Inputs that cannot be raw inputs of this run (scaled already) give
         a :class:`UserWarning`; inputs that are not numbers, a TypeError. See
-        :mod:`trainer_run.prediction`."""
-        return prediction.predict(self.model, x, self.in_shape, self.normalization, self.dtype,
+        :mod:`trainer_run.prediction`. A language model's ``x`` is token ids ``(N, T)`` or
+        ``(T,)`` of any length ``T`` the model takes (a GPT's: up to its ``block_size``); other
+        numbers are a TypeError."""
+        in_shape = self.in_shape
+        if self.tokenizer is not None:
+            if numpy.asarray(x).dtype.kind not in "iu":
+                raise TypeError(f"a language model's predict takes token ids (integers, e.g. "
+                                f"encode(text)), and x holds {numpy.asarray(x).dtype}")
+            in_shape = numpy.shape(x)[-1:] if numpy.ndim(x) in (1, 2) else in_shape
+        return prediction.predict(self.model, x, in_shape, self.normalization, self.dtype,
                                   self.batch_size if batch_size is None else batch_size,
                                   self.raw_inputs)
 
