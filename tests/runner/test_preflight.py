@@ -114,7 +114,7 @@ def test_an_unknown_option_names_the_closest_one_and_a_far_one_none():
         preflight.checked(["dataset=mnsit"])
     assert str(typo.value) == ("dataset=mnsit is not available; did you mean mnist? choose one of "
                                "blobs, cifar10, csv, fashion_mnist, idx, mnist, mnist_like, npy, "
-                               "npz, regression, spirals")
+                               "npz, regression, spirals, text")
     with pytest.raises(ConfigError) as far:
         preflight.checked(["optimizer=zzzzzz"])
     assert str(far.value).startswith("optimizer=zzzzzz is not available; choose one of adadelta, ")
