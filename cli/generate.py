@@ -53,7 +53,9 @@ def main(argv: list[str] | None = None) -> None:
 
 def run(options: argparse.Namespace) -> int:
     """Samples and prints; the exit status."""
-    from trainer_run.console import show_cause
+    import warnings
+
+    from trainer_run.console import show_cause, warn
     from trainer_run.errors import ConfigError, UserCodeError
     from trainer_run.runner.trained import load_model
 
@@ -61,8 +63,12 @@ def run(options: argparse.Namespace) -> int:
 
     try:
         given = parsed(options.overrides)
-        trained = load_model(options.run, given.pop("checkpoint", None),
-                             trust=given.pop("trust", False))
+        with warnings.catch_warnings(record=True) as told:  # a run that did not complete
+            warnings.simplefilter("always")
+            trained = load_model(options.run, given.pop("checkpoint", None),
+                                 trust=given.pop("trust", False))
+        for warning in told:
+            warn(str(warning.message))
         texts = trained.generate(**{"prompt": "\n", "max_new_tokens": 200, **given,
                                     "samples": given.get("samples", 1)})
     except ConfigError as e:
