@@ -1,4 +1,4 @@
-"""What the console commands other than ``trainer-run`` share (``trainer-report``,
+"""What the console commands other than ``trainer-run`` share (``trainer-report``, ``trainer-generate``,
 ``trainer-eval``, ``trainer-export``): arguments parsed, the command run, its status the exit
 status, Ctrl-C one line with status 130 (SIGTERM one line too, status 143), and a standard
 output its reader closed (``| head -1``) never stopping the work: what is printed after the
