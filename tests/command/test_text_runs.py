@@ -158,3 +158,19 @@ def test_predict_takes_ids_of_any_length_and_gives_the_forwards_logits(trained):
     numpy.testing.assert_array_equal(whole[0], model.model.forward(ids[None].astype(numpy.int64)).data[0])
     with pytest.raises(TypeError, match="takes token ids"):
         model.predict(ids / 2)
+
+
+def test_a_strangers_run_naming_code_is_refused_before_anything_is_imported(trained, tmp_path):
+    import shutil
+
+    copy = tmp_path / "stranger"
+    shutil.copytree(trained, copy)
+    config = copy / ".hydra" / "config.yaml"
+    config.write_text(config.read_text().replace("_target_: trainer_run.models.gpt.GPT",
+                                                 "_target_: planted.Model"))
+    (tmp_path / "planted.py").write_text("open('imported', 'w').close()\nclass Model: pass\n")
+    done = _command("trainer_run.cli.generate", copy, "max_new_tokens=5", cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert len(_error(done)) == 1 and "planted.Model" in _error(done)[0]
+    assert "trust=true" in _error(done)[0]
+    assert not (tmp_path / "imported").exists()
