@@ -143,3 +143,27 @@ def test_cupy_equals_numpy(name):
     for got, expected in zip(_forward_backward("cupy", fn, arrays), _forward_backward("numpy", fn, arrays)):
         assert got.dtype == expected.dtype == np.float32
         np.testing.assert_allclose(got, expected, rtol=2e-5, atol=3e-6)
+
+
+def test_the_lstm_steps_run_on_one_blas_thread_and_the_count_comes_back(rng, monkeypatch):
+    from trainer_run import blas_threads
+    from trainer_run.functions import recurrent
+
+    if blas_threads.use(2) != 2:
+        pytest.skip("NumPy's BLAS takes no second thread here")
+    seen = []
+    for name in ("_steps", "_back_steps"):
+        original = getattr(recurrent.LSTM, name)
+
+        def spy(self, *a, original=original):
+            seen.append(blas_threads.current())
+            return original(self, *a)
+
+        monkeypatch.setattr(recurrent.LSTM, name, spy)
+    try:
+        x, h0, c0, W, U, b = lstm_inputs(rng)
+        hs, _ = lstm(x, h0, c0, *[Parameter(a) for a in (W, U, b)])
+        backward(hs, gy=np.ones_like(hs.data))
+        assert seen == [1, 1] and blas_threads.current() == 2
+    finally:
+        blas_threads.restore()
