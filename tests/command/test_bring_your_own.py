@@ -118,7 +118,7 @@ def test_a_config_file_in_the_users_folder_is_an_option(folder):
     typo = _user(folder, "--config-dir", "./conf", "model=mynett", "hydra.run.dir=other", *SHORT)
     assert typo.returncode == 2
     assert typo.stderr.strip() == ("error: model=mynett is not available; did you mean mynet? "
-                                   "choose one of cnn, logistic_regression, mlp, mynet, resnet")
+                                   "choose one of cnn, gpt, logistic_regression, lstm_lm, mlp, mynet, resnet")
 
 
 def test_our_class_named_as_a_user_target_trains_the_same_run(folder):

@@ -31,6 +31,7 @@ from typing import Iterable, Iterator
 import numpy
 
 from ..errors import ConfigError
+from ..storage import run_files
 
 INSTALL = "pip install 'trainer-run[text]'"
 MAX_FILE_BYTES = 64 << 20
@@ -235,8 +236,8 @@ class FileTokenizer(LibraryTokenizer):
         run keeps it with non-ASCII escaped, would be), one that is not UTF-8 JSON of a
         tokenizer are refused in one line naming it."""
         path = Path(path)
-        if path.is_dir():
-            path = path / "tokenizer.json"
+        if path.is_dir():  # the library's name for its file, a run's too
+            path = path / run_files.TOKENIZER
         if not path.is_file():
             fault = "is not a file" if path.exists() else "does not exist"
             raise ConfigError(f"dataset.tokenizer={path} {fault}; give char, bpe, or the path of "
