@@ -77,11 +77,15 @@ def pytest_collection_modifyitems(items):
     time a process against the clock run on one worker, one after the other, never beside each
     other: on a 2-core machine two of them at once could miss their timeouts. Marked before
     pytest-xdist's worker reads the marks into the test ids that its scheduler groups by (its
-    hook, registered after this file, would otherwise run first and see none)."""
+    hook, registered after this file, would otherwise run first and see none). The tests of a
+    module that sets ``ONE_WORKER = True`` (its module-scoped fixture trains runs) run on one
+    worker, so that fixture is built once, not on each worker."""
     for item in items:
         if (any(item.get_closest_marker(m) for m in ("mpi", "cluster", "slurm"))
                 or item.path.stem in SERIAL_MODULES):
             item.add_marker(pytest.mark.xdist_group("serial"))
+        elif getattr(item.module, "ONE_WORKER", False):
+            item.add_marker(pytest.mark.xdist_group(item.module.__name__))
 
 
 def pytest_generate_tests(metafunc):

@@ -16,6 +16,8 @@ import numpy
 import pytest
 from helpers import run_cli
 
+ONE_WORKER = True  # the module's runs are trained once (tests/conftest.py)
+
 QUIET = ("trainer.progress=false",)
 SHORT = ("trainer.max_iterations=20", *QUIET)
 

@@ -15,6 +15,8 @@ import numpy
 import pytest
 from helpers import read_jsonl, run_cli
 
+ONE_WORKER = True  # the module's runs are trained once (tests/conftest.py)
+
 ALL = "logger=[jsonl,csv,tensorboard,plot]"
 
 

@@ -18,6 +18,8 @@ from omegaconf import OmegaConf
 
 from tests.training.loggers.test_mlflow import store_env  # noqa: F401 - a fixture
 
+ONE_WORKER = True  # the module's runs are trained once (tests/conftest.py)
+
 SMALL = ("trainer.log_interval=5", "trainer.eval_interval=10", "trainer.checkpoint_interval=20",
          "trainer.keep_checkpoints=null", "trainer.progress=false")
 

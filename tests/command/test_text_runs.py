@@ -14,6 +14,8 @@ import pytest
 from command.test_preemption import Run, assert_same_run, rows_written, summary_of, wait_for
 from helpers import read_jsonl
 
+ONE_WORKER = True  # the module's runs are trained once (tests/conftest.py)
+
 TEXT = ("It is a truth universally acknowledged, that a single man in possession of a good "
         "fortune, must be in want of a wife. However little known the feelings or views of such "
         "a man may be on his first entering a neighbourhood, this truth is so well fixed in the "
@@ -41,8 +43,7 @@ def _error(done) -> list[str]:
     return [line for line in done.stderr.splitlines() if line.startswith("error:")]
 
 
-@pytest.mark.parametrize("model, tokenizer", [("gpt", "char"), ("lstm_lm", "char"),
-                                              ("gpt", "bpe")])
+@pytest.mark.parametrize("model, tokenizer", [("gpt", "char"), ("lstm_lm", "bpe")])
 def test_a_run_stopped_with_ctrl_c_and_resumed_ends_bit_identical(tmp_path, model, tokenizer):
     if tokenizer == "bpe":
         pytest.importorskip("tokenizers")
