@@ -60,13 +60,7 @@ def read(folder: Path) -> dict:
     """The record written by :func:`write`, with ``mean`` and ``std`` when there are any,
     checked as the module docstring says."""
     path = Path(folder) / FILES[0]
-    data = reading.read_bytes(path, reading.RECORD_BYTES, Path(folder))  # its refusals as they are
-    try:
-        record = json.loads(data)
-    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:
-        reason = "nested too deeply" if isinstance(e, RecursionError) else e
-        raise ConfigError(f"{path} is damaged: it is not JSON ({reason}); it is written by the "
-                          "run, copy the run directory again") from None
+    record = read_json(path, Path(folder))
     problem = _problem(record)
     if problem:
         raise ConfigError(f"{path} is damaged: {problem}")
@@ -77,6 +71,20 @@ def read(folder: Path) -> dict:
         raise ConfigError(f"{path} says the inputs were standardized and {values} is missing; it "
                           "holds their mean and std: copy it with the run")
     return record
+
+
+def read_json(path: Path, folder: Path):
+    """The JSON of the run's file ``path`` (in the run folder ``folder``), read as a run's
+    record is (:func:`trainer_run.storage.reading.read_bytes`: a regular file, not a link, of at
+    most ``RECORD_BYTES``; its refusals as they are); a file that is not JSON is one
+    ConfigError line saying it is damaged."""
+    data = reading.read_bytes(path, reading.RECORD_BYTES, folder)
+    try:
+        return json.loads(data)
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:
+        reason = "nested too deeply" if isinstance(e, RecursionError) else e
+        raise ConfigError(f"{path} is damaged: it is not JSON ({reason}); it is written by the "
+                          "run, copy the run directory again") from None
 
 
 def _problem(record) -> str | None:

@@ -34,7 +34,7 @@ from .. import memory
 from ..errors import ConfigError, check_number
 from ..storage import files as storage_files
 from ..storage import reading, run_files, strict_json
-from . import text_windows, token_files, tokenizers
+from . import description, text_windows, token_files, tokenizers
 from .datasets import Data, SubDataset, Use
 
 HASH_CHUNK = 1 << 22
@@ -87,12 +87,7 @@ def saved_tokenizer(folder: Path):
     path = folder / run_files.TOKENIZER
     if not (path.exists() or path.is_symlink()):
         return None
-    raw = reading.read_bytes(path, reading.RECORD_BYTES, folder)
-    try:
-        state = json.loads(raw)
-    except (ValueError, RecursionError):
-        raise ConfigError(f"{path} is damaged: it is not JSON; it is written by the run, copy the "
-                          "run directory again") from None
+    state = description.read_json(path, folder)
     try:
         return tokenizers.from_state(state)
     except ConfigError as e:

@@ -24,7 +24,7 @@ from trainer_run.backend import get_backend
 from trainer_run.config_upgrade import upgrade
 from trainer_run.data import Data, raw_inputs, text
 from trainer_run.data import description as data_description
-from trainer_run.errors import ConfigError, check
+from trainer_run.errors import ConfigError, check, check_number
 from trainer_run.models import build_model, generation
 from trainer_run.module import evaluating, set_mode
 from trainer_run.runs import trust
@@ -93,7 +93,6 @@ class Trained:
                                   self.batch_size if batch_size is None else batch_size,
                                   self.raw_inputs)
 
-
     def encode(self, text: str) -> numpy.ndarray:
         """The token ids of ``text`` under the run's tokenizer (a character outside a ``char``
         vocabulary is refused in one line naming it)."""
@@ -109,9 +108,8 @@ class Trained:
         (:func:`trainer_run.models.generation.generate`: ``temperature``, ``top_k``), drawn
         from ``numpy.random.default_rng(seed)``: the same seed gives the same text. With
         ``samples`` a list of that many texts, drawn together; else one text."""
-        check(samples is None or (isinstance(samples, int) and not isinstance(samples, bool)
-                                  and samples >= 1),
-              f"samples must be a positive integer, got {samples!r}")
+        if samples is not None:
+            check_number("samples", samples, low=1, integer=True)
         check(callable(getattr(self.model, "next_logits", None)),
               f"{type(self.model).__name__} does not generate text: a language model has "
               "next_logits(ids, state) (trainer_run.models.generation)")
